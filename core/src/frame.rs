@@ -1,0 +1,536 @@
+//! `Content-Length` framing, as in the Language Server Protocol.
+//!
+//! A frame is a header block of `Name: value` lines, each ended by CRLF, an
+//! empty line, then exactly `Content-Length` bytes of body:
+//!
+//! ```text
+//! Content-Length: 17\r\n
+//! Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n
+//! \r\n
+//! {"jsonrpc":"2.0"}
+//! ```
+//!
+//! Header names are case-insensitive; `Content-Type` and unknown headers are
+//! accepted and ignored. Line ends must be CRLF. After any error the decoder
+//! resynchronises on the next `Content-Length:` or `Content-Type:` header, so
+//! a valid frame after bad bytes is still decoded; one run of bad bytes
+//! between two good frames is reported as one error. A frame larger than the
+//! buffer is reported once and its body skipped without being stored.
+
+use core::fmt;
+
+/// The longest header block (everything up to and including the empty line)
+/// the decoder accepts, or the buffer size if that is smaller. Real headers
+/// are under 100 bytes.
+pub const MAX_HEADER_LEN: usize = 1024;
+
+/// What went wrong in the byte stream. Every error is reported once; the
+/// decoder then recovers by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// Bytes that do not start a header where a header must start (for
+    /// example a log line written to the protocol stream).
+    Garbage,
+    /// A header line that is not `Name: value` followed by CRLF (a bare LF
+    /// or CR counts here too).
+    InvalidHeader,
+    /// A header block without `Content-Length`.
+    MissingLength,
+    /// A `Content-Length` that is not a decimal number, does not fit in a
+    /// `usize`, or appears twice with different values.
+    InvalidLength,
+    /// The header block is longer than [`MAX_HEADER_LEN`] (or the buffer).
+    HeaderTooLong,
+    /// The body is larger than the buffer; it is skipped.
+    TooLarge {
+        /// The frame's `Content-Length`.
+        length: usize,
+        /// The decoder's buffer size.
+        capacity: usize,
+    },
+}
+
+impl FrameError {
+    /// The JSON-RPC error code a peer would use for this error.
+    pub const fn code(&self) -> i64 {
+        -32700
+    }
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameError::Garbage => f.write_str("bytes before a frame header that do not start one"),
+            FrameError::InvalidHeader => f.write_str("malformed frame header line (expected `Name: value` and CRLF)"),
+            FrameError::MissingLength => f.write_str("frame header without Content-Length"),
+            FrameError::InvalidLength => f.write_str("invalid or repeated Content-Length"),
+            FrameError::HeaderTooLong => write!(f, "frame header longer than {MAX_HEADER_LEN} bytes"),
+            FrameError::TooLarge { length, capacity } => {
+                write!(f, "frame of {length} bytes exceeds the {capacity}-byte buffer; skipped")
+            }
+        }
+    }
+}
+
+impl core::error::Error for FrameError {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// At the start of a header block.
+    Header,
+    /// Waiting for `len` body bytes at the start of the buffered data.
+    Body { len: usize },
+    /// Discarding the body of an oversize frame.
+    Skip { remaining: usize },
+    /// Looking for the next header after an error.
+    Resync,
+}
+
+/// Decodes `Content-Length` frames from bytes fed in pieces of any size.
+///
+/// `N` is the buffer size and so the largest body that can be decoded. The
+/// decoder is sans-IO: [`feed`](Self::feed) (or [`spare`](Self::spare) plus
+/// [`commit`](Self::commit)) bytes in, then call [`poll`](Self::poll) until
+/// it returns `None`.
+pub struct FrameDecoder<const N: usize> {
+    buf: [u8; N],
+    /// Buffered, not yet consumed bytes are `buf[start..end]`.
+    start: usize,
+    end: usize,
+    /// Bytes of a frame handed out by `poll`, consumed on the next call.
+    lent: usize,
+    state: State,
+    /// An error was reported and no frame has decoded since: further errors
+    /// are the same run of bad bytes and are not reported again.
+    recovering: bool,
+}
+
+impl<const N: usize> Default for FrameDecoder<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize> FrameDecoder<N> {
+    /// Header parsing needs room for at least a minimal header.
+    const MIN_CAPACITY: () = assert!(N >= 64, "FrameDecoder needs a buffer of at least 64 bytes");
+
+    /// An empty decoder.
+    pub const fn new() -> Self {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::MIN_CAPACITY;
+        FrameDecoder { buf: [0; N], start: 0, end: 0, lent: 0, state: State::Header, recovering: false }
+    }
+
+    /// Copies as much of `input` as fits and returns how many bytes were
+    /// taken. Takes nothing only when the buffer is full, which cannot happen
+    /// after `poll` has returned `None`; so feed, poll until `None`, and feed
+    /// the rest.
+    pub fn feed(&mut self, input: &[u8]) -> usize {
+        self.release_lent();
+        let mut taken = 0;
+        // The body of an oversize frame is dropped without being buffered.
+        if let State::Skip { remaining } = self.state {
+            if self.start == self.end {
+                let n = remaining.min(input.len());
+                self.state = if n == remaining { State::Header } else { State::Skip { remaining: remaining - n } };
+                taken = n;
+            }
+        }
+        let spare = self.spare();
+        let n = spare.len().min(input.len() - taken);
+        spare[..n].copy_from_slice(&input[taken..taken + n]);
+        self.end += n;
+        taken + n
+    }
+
+    /// The free tail of the buffer, for a reader to fill directly; call
+    /// [`commit`](Self::commit) with the number of bytes written. Empty only
+    /// when the buffer holds an unpolled frame.
+    pub fn spare(&mut self) -> &mut [u8] {
+        self.release_lent();
+        if self.start > 0 && (self.end == N || self.start == self.end) {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        &mut self.buf[self.end..]
+    }
+
+    /// Marks `n` bytes written into [`spare`](Self::spare) as received.
+    pub fn commit(&mut self, n: usize) {
+        assert!(self.end + n <= N, "committed more bytes than spare() offered");
+        self.end += n;
+    }
+
+    /// Number of bytes buffered and not yet decoded.
+    pub fn buffered(&self) -> usize {
+        self.end - self.start - self.lent
+    }
+
+    /// Whether the decoder is between frames (nothing partial buffered).
+    pub fn is_idle(&self) -> bool {
+        self.buffered() == 0 && self.state == State::Header
+    }
+
+    fn release_lent(&mut self) {
+        self.start += self.lent;
+        self.lent = 0;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// The next complete frame body or error, or `None` when more bytes are
+    /// needed. The body stays valid until the next call on the decoder.
+    #[must_use = "poll until it returns None, or frames stay buffered"]
+    pub fn poll(&mut self) -> Option<Result<&[u8], FrameError>> {
+        self.release_lent();
+        loop {
+            let data = &self.buf[self.start..self.end];
+            match self.state {
+                State::Body { len } => {
+                    if data.len() < len {
+                        return None;
+                    }
+                    self.state = State::Header;
+                    self.recovering = false;
+                    self.lent = len;
+                    return Some(Ok(&self.buf[self.start..self.start + len]));
+                }
+                State::Skip { remaining } => {
+                    let n = remaining.min(data.len());
+                    self.start += n;
+                    if n < remaining {
+                        self.state = State::Skip { remaining: remaining - n };
+                        return None;
+                    }
+                    self.state = State::Header;
+                }
+                State::Resync => match find_header_start(data) {
+                    Ok(at) => {
+                        self.start += at;
+                        self.state = State::Header;
+                    }
+                    Err(keep) => {
+                        self.start = self.end - keep;
+                        return None;
+                    }
+                },
+                State::Header => {
+                    if data.is_empty() {
+                        return None;
+                    }
+                    match parse_header(data, N.min(MAX_HEADER_LEN)) {
+                        HeaderParse::Partial => return None,
+                        HeaderParse::Frame { header_len, body_len } => {
+                            self.start += header_len;
+                            self.state = if body_len > N {
+                                State::Skip { remaining: body_len }
+                            } else {
+                                State::Body { len: body_len }
+                            };
+                            if body_len > N {
+                                // The header was sound: framing is in step again.
+                                self.recovering = false;
+                                return Some(Err(FrameError::TooLarge { length: body_len, capacity: N }));
+                            }
+                        }
+                        HeaderParse::Error { error, skip } => {
+                            self.start += skip;
+                            self.state = State::Resync;
+                            if !self.recovering {
+                                self.recovering = true;
+                                return Some(Err(error));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+enum HeaderParse {
+    /// Consistent so far; more bytes needed.
+    Partial,
+    Frame {
+        header_len: usize,
+        body_len: usize,
+    },
+    /// `skip` bytes may be dropped before resynchronising.
+    Error {
+        error: FrameError,
+        skip: usize,
+    },
+}
+
+fn is_token(b: u8) -> bool {
+    // RFC 9110 token characters.
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// Parses a header block at the start of `data`.
+fn parse_header(data: &[u8], limit: usize) -> HeaderParse {
+    let mut length: Option<usize> = None;
+    // A bad length is reported once the block is complete, so that the whole
+    // block can be skipped rather than re-read from its next line.
+    let mut bad_length = false;
+    let mut line_start = 0;
+    loop {
+        let rest = &data[line_start..];
+        // The empty line ends the block.
+        if rest.first() == Some(&b'\r') || rest.is_empty() {
+            if line_start == 0 && !rest.is_empty() {
+                // A blank line where a header block must start.
+                return HeaderParse::Error { error: FrameError::Garbage, skip: 1 };
+            }
+            match rest.get(1) {
+                None => return partial_or_too_long(data, limit),
+                Some(b'\n') => {
+                    let header_len = line_start + 2;
+                    if header_len > limit {
+                        return HeaderParse::Error { error: FrameError::HeaderTooLong, skip: 1 };
+                    }
+                    return match (length, bad_length) {
+                        (_, true) => HeaderParse::Error { error: FrameError::InvalidLength, skip: header_len },
+                        (None, _) => HeaderParse::Error { error: FrameError::MissingLength, skip: header_len },
+                        (Some(body_len), _) => HeaderParse::Frame { header_len, body_len },
+                    };
+                }
+                Some(_) => return HeaderParse::Error { error: FrameError::InvalidHeader, skip: 1 },
+            }
+        }
+        // A header line: token ':' value CRLF.
+        let name_len = rest.iter().position(|&b| !is_token(b)).unwrap_or(rest.len());
+        match rest.get(name_len) {
+            None => return partial_or_too_long(data, limit),
+            Some(b':') if name_len > 0 => {}
+            // Nothing header-like where the block starts: stray bytes.
+            _ if line_start == 0 => return HeaderParse::Error { error: FrameError::Garbage, skip: 1 },
+            _ => return HeaderParse::Error { error: FrameError::InvalidHeader, skip: 1 },
+        }
+        let value_start = name_len + 1;
+        let Some(cr) = rest[value_start..].iter().position(|&b| b == b'\r' || b == b'\n') else {
+            return partial_or_too_long(data, limit);
+        };
+        let value_end = value_start + cr;
+        match rest.get(value_end..value_end + 2) {
+            None => return partial_or_too_long(data, limit),
+            Some(b"\r\n") => {}
+            Some(_) => return HeaderParse::Error { error: FrameError::InvalidHeader, skip: 1 },
+        }
+        if rest[..name_len].eq_ignore_ascii_case(b"content-length") {
+            match (parse_length(&rest[value_start..value_end]), length) {
+                // A repeated header with the same value is harmless (RFC 9110).
+                (Some(n), None) => length = Some(n),
+                (Some(n), Some(m)) if n == m => {}
+                _ => bad_length = true,
+            }
+        }
+        line_start += value_end + 2;
+        if line_start > limit {
+            return HeaderParse::Error { error: FrameError::HeaderTooLong, skip: 1 };
+        }
+    }
+}
+
+fn partial_or_too_long(data: &[u8], limit: usize) -> HeaderParse {
+    if data.len() >= limit {
+        HeaderParse::Error { error: FrameError::HeaderTooLong, skip: 1 }
+    } else {
+        HeaderParse::Partial
+    }
+}
+
+/// A decimal length, optional spaces or tabs around it.
+fn parse_length(v: &[u8]) -> Option<usize> {
+    let v = trim_ows(v);
+    if v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    v.iter().try_fold(0usize, |n, &d| n.checked_mul(10)?.checked_add(usize::from(d - b'0')))
+}
+
+fn trim_ows(mut v: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = v {
+        v = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = v {
+        v = rest;
+    }
+    v
+}
+
+/// Headers that can start a frame; resynchronisation looks for these.
+const RESYNC_NAMES: [&[u8]; 2] = [b"content-length:", b"content-type:"];
+
+/// The offset of the next header that can start a frame, or `Err(keep)`: how
+/// many trailing bytes to keep because they may be the start of one.
+fn find_header_start(data: &[u8]) -> Result<usize, usize> {
+    for at in 0..data.len() {
+        if !matches!(data[at], b'c' | b'C') {
+            continue;
+        }
+        for name in RESYNC_NAMES {
+            let n = name.len().min(data.len() - at);
+            if data[at..at + n].eq_ignore_ascii_case(&name[..n]) {
+                if n == name.len() {
+                    return Ok(at);
+                }
+                return Err(data.len() - at);
+            }
+        }
+    }
+    Err(0)
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec::Vec;
+
+    /// Feeds `input` in one go and collects everything the decoder yields.
+    fn decode<const N: usize>(input: &[u8]) -> Vec<Result<Vec<u8>, FrameError>> {
+        let mut d = FrameDecoder::<N>::new();
+        let mut out = Vec::new();
+        let mut rest = input;
+        loop {
+            let n = d.feed(rest);
+            rest = &rest[n..];
+            while let Some(r) = d.poll() {
+                out.push(r.map(<[u8]>::to_vec));
+            }
+            if rest.is_empty() {
+                return out;
+            }
+        }
+    }
+
+    fn ok(body: &str) -> Result<Vec<u8>, FrameError> {
+        Ok(body.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn decodes_plain_frames_with_any_case_and_content_type() {
+        let input = b"Content-Length: 2\r\n\r\n{}content-length:3\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n[1]CONTENT-TYPE: x\r\nCONTENT-LENGTH: \t4 \r\nX-Other: y\r\n\r\nnull";
+        assert_eq!(decode::<256>(input), [ok("{}"), ok("[1]"), ok("null")]);
+    }
+
+    #[test]
+    fn repeated_equal_length_is_accepted() {
+        assert_eq!(decode::<64>(b"Content-Length: 2\r\ncontent-length: 02\r\n\r\n{}"), [ok("{}")]);
+    }
+
+    #[test]
+    fn empty_body_is_a_frame() {
+        assert_eq!(decode::<64>(b"Content-Length: 0\r\n\r\n"), [ok("")]);
+    }
+
+    #[test]
+    fn reports_each_header_error_once_and_recovers() {
+        let good = "Content-Length: 2\r\n\r\n{}";
+        let cases: &[(&str, FrameError)] = &[
+            ("Hello, world\n", FrameError::Garbage),
+            ("\r\nxyz", FrameError::Garbage),
+            ("Content-Length: 2\n\n{}", FrameError::InvalidHeader),
+            ("Content-Length: 2\r\r\n", FrameError::InvalidHeader),
+            ("Content-Length 2\r\n\r\n", FrameError::Garbage),
+            ("Content-Type: x\r\nbad line\r\n\r\n", FrameError::InvalidHeader),
+            ("Content-Type: x\r\n\r\n{}", FrameError::MissingLength),
+            ("Content-Length: abc\r\n\r\n", FrameError::InvalidLength),
+            ("Content-Length: \r\n\r\n", FrameError::InvalidLength),
+            ("Content-Length: 99999999999999999999999\r\n\r\n", FrameError::InvalidLength),
+            ("Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}", FrameError::InvalidLength),
+            ("Content-Length: 3\r\nContent-Type: x\r\nContent-Length: 2\r\n\r\n{}", FrameError::InvalidLength),
+            ("Content-Length: -1\r\n\r\n", FrameError::InvalidLength),
+        ];
+        for (bad, error) in cases {
+            let input = std::format!("{bad}{good}");
+            assert_eq!(decode::<64>(input.as_bytes()), [Err(*error), ok("{}")], "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn header_too_long_is_reported_and_skipped() {
+        let mut input = Vec::from(&b"X-Pad: "[..]);
+        input.resize(2000, b'a');
+        input.extend_from_slice(b"\r\nContent-Length: 1\r\n\r\n1");
+        assert_eq!(decode::<4096>(&input), [Err(FrameError::HeaderTooLong), ok("1")]);
+        // A small buffer lowers the limit to its own size.
+        let mut input = Vec::from(&b"X-Pad: "[..]);
+        input.resize(100, b'a');
+        input.extend_from_slice(b"\r\nContent-Length: 1\r\n\r\n1");
+        assert_eq!(decode::<64>(&input), [Err(FrameError::HeaderTooLong), ok("1")]);
+    }
+
+    #[test]
+    fn oversize_frame_is_reported_once_and_skipped() {
+        let mut input = Vec::from(&b"Content-Length: 1000\r\n\r\n"[..]);
+        // The skipped body even contains something that looks like a header.
+        input.extend(core::iter::repeat_n(b'x', 500));
+        let lookalike = b"Content-Length: 1\r\n\r\n1";
+        input.extend_from_slice(lookalike);
+        input.extend(core::iter::repeat_n(b'y', 1000 - 500 - lookalike.len()));
+        input.extend_from_slice(b"Content-Length: 2\r\n\r\n{}");
+        assert_eq!(decode::<128>(&input), [Err(FrameError::TooLarge { length: 1000, capacity: 128 }), ok("{}")]);
+    }
+
+    #[test]
+    fn frame_exactly_the_buffer_size_decodes() {
+        let body = [b'7'; 64];
+        let mut input = Vec::from(&b"Content-Length: 64\r\n\r\n"[..]);
+        input.extend_from_slice(&body);
+        let frames = decode::<64>(&input);
+        assert_eq!(frames, [Ok(body.to_vec())]);
+    }
+
+    #[test]
+    fn resync_finds_a_header_split_across_feeds() {
+        let mut d = FrameDecoder::<64>::new();
+        assert_eq!(d.feed(b"garbage Conte"), 13);
+        assert_eq!(d.poll(), Some(Err(FrameError::Garbage)));
+        assert_eq!(d.poll(), None);
+        d.feed(b"nt-Length: 2\r\n\r\n{}");
+        assert_eq!(d.poll(), Some(Ok(&b"{}"[..])));
+        assert_eq!(d.poll(), None);
+        assert!(d.is_idle());
+    }
+
+    #[test]
+    fn spare_and_commit_fill_the_buffer_directly() {
+        let mut d = FrameDecoder::<64>::new();
+        let input = b"Content-Length: 5\r\n\r\nhelloContent-Length: 5\r\n\r\nworld";
+        let mut fed = 0;
+        let mut out = Vec::new();
+        while fed < input.len() {
+            let spare = d.spare();
+            let n = spare.len().min(7).min(input.len() - fed);
+            spare[..n].copy_from_slice(&input[fed..fed + n]);
+            d.commit(n);
+            fed += n;
+            while let Some(f) = d.poll() {
+                out.push(f.unwrap().to_vec());
+            }
+        }
+        assert_eq!(out, [b"hello".to_vec(), b"world".to_vec()]);
+    }
+
+    #[test]
+    fn feed_takes_nothing_only_while_a_frame_is_unpolled() {
+        let mut d = FrameDecoder::<64>::new();
+        let mut input = Vec::from(&b"Content-Length: 40\r\n\r\n"[..]);
+        input.extend_from_slice(&[b'a'; 40]);
+        input.extend_from_slice(b"Content-Length: 1\r\n\r\n1");
+        let n = d.feed(&input);
+        assert_eq!(n, 64);
+        assert_eq!(d.poll().unwrap().unwrap().len(), 40);
+        assert_eq!(d.poll(), None);
+        let m = d.feed(&input[n..]);
+        assert_eq!(m, input.len() - n);
+        assert_eq!(d.poll(), Some(Ok(&b"1"[..])));
+    }
+}

@@ -1,0 +1,1038 @@
+//! A validating JSON (RFC 8259) scanner that borrows from the text it reads.
+//!
+//! serde-json-core cannot read escaped surrogate pairs (`"\ud83d\ude00"`), not
+//! even in fields it skips, and cannot skip a value whose type it does not
+//! know. Routing must never fail on valid JSON, so the envelope is read by this
+//! scanner instead: one pass validates the whole text and records where the
+//! fields the router needs are. [`Value`], [`JsonStr`] and [`JsonNumber`] then
+//! give zero-copy access to any part of a validated text.
+//!
+//! Accepted: every JSON text RFC 8259 allows, with containers nested at most
+//! [`MAX_DEPTH`] deep. Escaped lone surrogates (`"\ud800"`) are valid JSON
+//! text; they decode to U+FFFD.
+
+use core::fmt;
+
+/// How deeply arrays and objects may nest. Deeper texts are rejected with
+/// [`JsonErrorKind::TooDeep`]; the scanner keeps no recursion, so this bounds
+/// only a 16-byte bit stack.
+pub const MAX_DEPTH: usize = 128;
+
+/// Why a text is not JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JsonErrorKind {
+    /// The text ends inside a value, or holds no value at all.
+    UnexpectedEnd,
+    /// A byte that cannot stand here.
+    UnexpectedByte,
+    /// The text is not UTF-8.
+    InvalidUtf8,
+    /// A raw control character (below U+0020) inside a string.
+    ControlCharacter,
+    /// A backslash escape that JSON does not define, or a bad `\u` sequence.
+    InvalidEscape,
+    /// A number that does not follow the JSON grammar.
+    InvalidNumber,
+    /// Containers nested deeper than [`MAX_DEPTH`].
+    TooDeep,
+    /// Something other than white space after the value.
+    TrailingCharacters,
+}
+
+/// A JSON syntax error and the byte offset where it was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JsonError {
+    /// What is wrong.
+    pub kind: JsonErrorKind,
+    /// Byte offset into the text.
+    pub offset: usize,
+}
+
+impl fmt::Display for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            JsonErrorKind::UnexpectedEnd => "unexpected end of JSON text",
+            JsonErrorKind::UnexpectedByte => "unexpected byte",
+            JsonErrorKind::InvalidUtf8 => "JSON text is not valid UTF-8",
+            JsonErrorKind::ControlCharacter => "control character inside a string",
+            JsonErrorKind::InvalidEscape => "invalid escape sequence",
+            JsonErrorKind::InvalidNumber => "invalid number",
+            JsonErrorKind::TooDeep => "JSON nested deeper than the supported depth",
+            JsonErrorKind::TrailingCharacters => "characters after the JSON value",
+        };
+        write!(f, "{what} at byte {}", self.offset)
+    }
+}
+
+impl core::error::Error for JsonError {}
+
+/// What the scanner reports while it validates; lets one pass both check a text
+/// and remember where interesting members are.
+pub(crate) trait Visitor {
+    /// A member key of an object whose members sit at `depth` (the root value
+    /// is depth 0, so the root object's members are depth 1).
+    fn key(&mut self, depth: usize, key: JsonStr<'_>);
+    /// An array element starts at `depth`: it has no key.
+    fn element(&mut self, depth: usize);
+    /// The value at `depth` spans `text[start..end]`.
+    fn value(&mut self, depth: usize, start: usize, end: usize);
+}
+
+/// A visitor that only validates.
+struct Ignore;
+
+impl Visitor for Ignore {
+    #[inline(always)]
+    fn key(&mut self, _: usize, _: JsonStr<'_>) {}
+    #[inline(always)]
+    fn element(&mut self, _: usize) {}
+    #[inline(always)]
+    fn value(&mut self, _: usize, _: usize, _: usize) {}
+}
+
+/// Checks that `text` is one JSON value, optionally surrounded by white space.
+pub fn validate(text: &[u8]) -> Result<(), JsonError> {
+    scan(text, &mut Ignore).map(|_| ())
+}
+
+/// One bit per open container: set for an object, clear for an array.
+struct Containers {
+    bits: [u64; MAX_DEPTH / 64],
+    starts: [u32; 8],
+    len: usize,
+}
+
+impl Containers {
+    fn push(&mut self, object: bool, start: usize, offset: usize) -> Result<(), JsonError> {
+        if self.len == MAX_DEPTH {
+            return Err(JsonError { kind: JsonErrorKind::TooDeep, offset });
+        }
+        let (word, bit) = (self.len / 64, self.len % 64);
+        if object {
+            self.bits[word] |= 1 << bit;
+        } else {
+            self.bits[word] &= !(1 << bit);
+        }
+        // Visitors only care about shallow containers; deeper starts are
+        // never reported, so they need no storage.
+        if self.len < self.starts.len() {
+            self.starts[self.len] = start as u32;
+        }
+        self.len += 1;
+        Ok(())
+    }
+
+    fn top_is_object(&self) -> bool {
+        let i = self.len - 1;
+        self.bits[i / 64] & (1 << (i % 64)) != 0
+    }
+}
+
+#[inline]
+fn err(kind: JsonErrorKind, offset: usize) -> JsonError {
+    JsonError { kind, offset }
+}
+
+#[inline]
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
+        i += 1;
+    }
+    i
+}
+
+/// Bytes that end the fast run inside a string: quote, backslash, controls.
+const STRING_STOP: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+/// Validates the string whose opening quote is at `i`; returns the index after
+/// the closing quote. `b` is already known to be UTF-8.
+#[inline]
+fn scan_string(b: &[u8], mut i: usize) -> Result<usize, JsonError> {
+    i += 1;
+    loop {
+        while i < b.len() && !STRING_STOP[b[i] as usize] {
+            i += 1;
+        }
+        match b.get(i) {
+            None => return Err(err(JsonErrorKind::UnexpectedEnd, i)),
+            Some(b'"') => return Ok(i + 1),
+            Some(b'\\') => match b.get(i + 1) {
+                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
+                Some(b'u') => {
+                    match b.get(i + 2..i + 6) {
+                        Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => {}
+                        Some(_) => return Err(err(JsonErrorKind::InvalidEscape, i)),
+                        None => return Err(err(JsonErrorKind::UnexpectedEnd, b.len())),
+                    }
+                    i += 6;
+                }
+                Some(_) => return Err(err(JsonErrorKind::InvalidEscape, i)),
+                None => return Err(err(JsonErrorKind::UnexpectedEnd, b.len())),
+            },
+            Some(_) => return Err(err(JsonErrorKind::ControlCharacter, i)),
+        }
+    }
+}
+
+fn scan_digits(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    i
+}
+
+/// Validates the number starting at `i`; returns the index after it.
+fn scan_number(b: &[u8], start: usize) -> Result<usize, JsonError> {
+    let mut i = start;
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match b.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => i = scan_digits(b, i + 1),
+        _ => return Err(err(JsonErrorKind::InvalidNumber, i)),
+    }
+    if b.get(i) == Some(&b'.') {
+        let j = scan_digits(b, i + 1);
+        if j == i + 1 {
+            return Err(err(JsonErrorKind::InvalidNumber, j));
+        }
+        i = j;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let j = scan_digits(b, i);
+        if j == i {
+            return Err(err(JsonErrorKind::InvalidNumber, j));
+        }
+        i = j;
+    }
+    // A number must be followed by a delimiter, not glued to a letter.
+    match b.get(i) {
+        None | Some(b' ' | b'\t' | b'\n' | b'\r' | b',' | b']' | b'}') => Ok(i),
+        Some(_) => Err(err(JsonErrorKind::InvalidNumber, i)),
+    }
+}
+
+fn scan_literal(b: &[u8], i: usize, word: &[u8]) -> Result<usize, JsonError> {
+    let end = i + word.len();
+    match b.get(i..end) {
+        Some(w) if w == word => Ok(end),
+        Some(_) => Err(err(JsonErrorKind::UnexpectedByte, i)),
+        None if word.starts_with(&b[i..]) => Err(err(JsonErrorKind::UnexpectedEnd, b.len())),
+        None => Err(err(JsonErrorKind::UnexpectedByte, i)),
+    }
+}
+
+/// Validates `text` in one pass, telling `visitor` about keys and value spans.
+/// Returns the span of the root value (white space trimmed).
+pub(crate) fn scan<V: Visitor>(text: &[u8], visitor: &mut V) -> Result<(usize, usize), JsonError> {
+    if let Err(e) = core::str::from_utf8(text) {
+        return Err(err(JsonErrorKind::InvalidUtf8, e.valid_up_to()));
+    }
+    let b = text;
+    let mut stack = Containers { bits: [0; MAX_DEPTH / 64], starts: [0; 8], len: 0 };
+    let mut i = skip_ws(b, 0);
+    let root_start = i;
+    // `expect_value`: the next token starts a value (after `[`, `,` or `:`).
+    'value: loop {
+        // Parse one value starting at i (white space already skipped).
+        let start = i;
+        let depth = stack.len;
+        match b.get(i) {
+            None => return Err(err(JsonErrorKind::UnexpectedEnd, i)),
+            Some(b'{') => {
+                stack.push(true, start, i)?;
+                i = skip_ws(b, i + 1);
+                if b.get(i) == Some(&b'}') {
+                    stack.len -= 1;
+                    i += 1;
+                    visitor.value(depth, start, i);
+                } else {
+                    i = scan_key(b, i, stack.len, visitor)?;
+                    continue 'value;
+                }
+            }
+            Some(b'[') => {
+                stack.push(false, start, i)?;
+                i = skip_ws(b, i + 1);
+                if b.get(i) == Some(&b']') {
+                    stack.len -= 1;
+                    i += 1;
+                    visitor.value(depth, start, i);
+                } else {
+                    visitor.element(stack.len);
+                    continue 'value;
+                }
+            }
+            Some(b'"') => {
+                i = scan_string(b, i)?;
+                visitor.value(depth, start, i);
+            }
+            Some(b'-' | b'0'..=b'9') => {
+                i = scan_number(b, i)?;
+                visitor.value(depth, start, i);
+            }
+            Some(b't') => {
+                i = scan_literal(b, i, b"true")?;
+                visitor.value(depth, start, i);
+            }
+            Some(b'f') => {
+                i = scan_literal(b, i, b"false")?;
+                visitor.value(depth, start, i);
+            }
+            Some(b'n') => {
+                i = scan_literal(b, i, b"null")?;
+                visitor.value(depth, start, i);
+            }
+            Some(_) => return Err(err(JsonErrorKind::UnexpectedByte, i)),
+        }
+        // A value just ended: close containers or move to the next member.
+        loop {
+            i = skip_ws(b, i);
+            if stack.len == 0 {
+                return if i == b.len() {
+                    Ok((root_start, skip_back_ws(b)))
+                } else {
+                    Err(err(JsonErrorKind::TrailingCharacters, i))
+                };
+            }
+            let object = stack.top_is_object();
+            match (b.get(i), object) {
+                (Some(b','), true) => {
+                    i = scan_key(b, skip_ws(b, i + 1), stack.len, visitor)?;
+                    continue 'value;
+                }
+                (Some(b','), false) => {
+                    i = skip_ws(b, i + 1);
+                    visitor.element(stack.len);
+                    continue 'value;
+                }
+                (Some(b'}'), true) | (Some(b']'), false) => {
+                    stack.len -= 1;
+                    i += 1;
+                    if stack.len < stack.starts.len() {
+                        visitor.value(stack.len, stack.starts[stack.len] as usize, i);
+                    }
+                }
+                (None, _) => return Err(err(JsonErrorKind::UnexpectedEnd, i)),
+                (Some(_), _) => return Err(err(JsonErrorKind::UnexpectedByte, i)),
+            }
+        }
+    }
+}
+
+fn skip_back_ws(b: &[u8]) -> usize {
+    let mut end = b.len();
+    while end > 0 && matches!(b[end - 1], b' ' | b'\t' | b'\n' | b'\r') {
+        end -= 1;
+    }
+    end
+}
+
+/// Reads `"key" :` at `i` and returns the index of the member's value.
+#[inline]
+fn scan_key<V: Visitor>(b: &[u8], i: usize, depth: usize, visitor: &mut V) -> Result<usize, JsonError> {
+    match b.get(i) {
+        Some(b'"') => {}
+        None => return Err(err(JsonErrorKind::UnexpectedEnd, i)),
+        Some(_) => return Err(err(JsonErrorKind::UnexpectedByte, i)),
+    }
+    let end = scan_string(b, i)?;
+    // The slice is inside a UTF-8 text and bounded by ASCII quotes.
+    visitor.key(depth, JsonStr::from_validated(&b[i + 1..end - 1]));
+    let colon = skip_ws(b, end);
+    match b.get(colon) {
+        Some(b':') => Ok(skip_ws(b, colon + 1)),
+        None => Err(err(JsonErrorKind::UnexpectedEnd, colon)),
+        Some(_) => Err(err(JsonErrorKind::UnexpectedByte, colon)),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Zero-copy access to validated text.
+
+/// Index after the value that starts at `i` in validated text.
+fn skip_value(b: &[u8], i: usize) -> usize {
+    match b[i] {
+        b'"' => skip_string(b, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                match b[j] {
+                    b'"' => {
+                        j = skip_string(b, j);
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return j + 1;
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+        }
+        _ => {
+            let mut j = i;
+            while j < b.len() && !matches!(b[j], b',' | b']' | b'}' | b' ' | b'\t' | b'\n' | b'\r') {
+                j += 1;
+            }
+            j
+        }
+    }
+}
+
+/// Index after the closing quote of the validated string starting at `i`.
+fn skip_string(b: &[u8], mut i: usize) -> usize {
+    i += 1;
+    loop {
+        match b[i] {
+            b'"' => return i + 1,
+            b'\\' => i += 2,
+            _ => i += 1,
+        }
+    }
+}
+
+/// The kind of a JSON value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `{...}`
+    Object,
+    /// `[...]`
+    Array,
+    /// `"..."`
+    String,
+    /// A number.
+    Number,
+    /// `true` or `false`.
+    Bool,
+    /// `null`.
+    Null,
+}
+
+/// A validated JSON value, borrowed from the text it was found in.
+///
+/// Access is lazy: `get` and the iterators skip over what they do not need.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Value<'a> {
+    text: &'a str,
+}
+
+impl<'a> Value<'a> {
+    /// Validates `text` as one JSON value (surrounding white space allowed).
+    pub fn parse(text: &'a [u8]) -> Result<Self, JsonError> {
+        let (start, end) = scan(text, &mut Ignore)?;
+        Ok(Self::from_validated(&text[start..end]))
+    }
+
+    /// `text` must be one validated JSON value without surrounding white space.
+    pub(crate) fn from_validated(text: &'a [u8]) -> Self {
+        // Validated JSON is UTF-8; the check is a formality that cannot fail.
+        let text = core::str::from_utf8(text).unwrap_or("null");
+        Value { text }
+    }
+
+    /// The value's JSON text, exactly as received.
+    pub fn raw(&self) -> &'a str {
+        self.text
+    }
+
+    /// What kind of value this is.
+    pub fn kind(&self) -> Kind {
+        match self.text.as_bytes()[0] {
+            b'{' => Kind::Object,
+            b'[' => Kind::Array,
+            b'"' => Kind::String,
+            b't' | b'f' => Kind::Bool,
+            b'n' => Kind::Null,
+            _ => Kind::Number,
+        }
+    }
+
+    /// The string, if this is one.
+    pub fn as_str(&self) -> Option<JsonStr<'a>> {
+        let b = self.text.as_bytes();
+        (b[0] == b'"').then(|| JsonStr::from_validated(&b[1..b.len() - 1]))
+    }
+
+    /// The number, if this is one.
+    pub fn as_number(&self) -> Option<JsonNumber<'a>> {
+        (self.kind() == Kind::Number).then_some(JsonNumber { text: self.text })
+    }
+
+    /// The boolean, if this is one.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self.text {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
+        }
+    }
+
+    /// Whether this is `null`.
+    pub fn is_null(&self) -> bool {
+        self.text == "null"
+    }
+
+    /// The member named `key` of an object (the last one, if the name repeats,
+    /// as JavaScript's `JSON.parse` does). `None` for other kinds.
+    pub fn get(&self, key: &str) -> Option<Value<'a>> {
+        self.members().filter(|(k, _)| *k == key).last().map(|(_, v)| v)
+    }
+
+    /// Follows a path of member names: `v.pointer(&["event", "data"])`.
+    pub fn pointer(&self, path: &[&str]) -> Option<Value<'a>> {
+        path.iter().try_fold(*self, |v, key| v.get(key))
+    }
+
+    /// The members of an object in text order; empty for other kinds.
+    pub fn members(&self) -> Members<'a> {
+        let b = self.text.as_bytes();
+        let pos = if b[0] == b'{' { skip_ws(b, 1) } else { b.len() };
+        Members { text: b, pos }
+    }
+
+    /// The elements of an array in order; empty for other kinds.
+    pub fn elements(&self) -> Elements<'a> {
+        let b = self.text.as_bytes();
+        let pos = if b[0] == b'[' { skip_ws(b, 1) } else { b.len() };
+        Elements { text: b, pos }
+    }
+
+    /// Deserializes this value with serde-json-core.
+    ///
+    /// serde-json-core 0.7 rejects escaped surrogate pairs anywhere in its
+    /// input, so the text is first copied into `scratch` with every escaped
+    /// surrogate pair rewritten as the UTF-8 bytes it stands for (which is
+    /// shorter, so it always fits in a buffer as long as the text).
+    /// `unescape` is serde-json-core's buffer for strings with escapes.
+    /// Limits of serde-json-core remain: no `deserialize_any` (untagged enums,
+    /// maps of unknown value types).
+    pub fn deserialize<'s, T: serde::Deserialize<'s>>(
+        &self,
+        scratch: &'s mut [u8],
+        unescape: &mut [u8],
+    ) -> Result<T, DeserializeError> {
+        let len = transcode_surrogates(self.text.as_bytes(), scratch).ok_or(DeserializeError::ScratchTooSmall)?;
+        let scratch: &'s [u8] = scratch;
+        serde_json_core::from_slice_escaped(&scratch[..len], unescape).map(|(v, _)| v).map_err(DeserializeError::Json)
+    }
+}
+
+/// Why [`Value::deserialize`] failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeserializeError {
+    /// The scratch buffer is shorter than the value's text.
+    ScratchTooSmall,
+    /// serde-json-core could not map the value onto the type.
+    Json(serde_json_core::de::Error),
+}
+
+impl fmt::Display for DeserializeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeserializeError::ScratchTooSmall => f.write_str("scratch buffer shorter than the JSON text"),
+            DeserializeError::Json(e) => write!(f, "cannot deserialize: {e}"),
+        }
+    }
+}
+
+impl core::error::Error for DeserializeError {}
+
+/// Copies validated JSON `text` into `out`, replacing each `\uD8xx\uDCxx`
+/// escape pair by its UTF-8 bytes and each lone surrogate escape by U+FFFD.
+/// Returns the length written, or `None` if `out` is too short.
+fn transcode_surrogates(text: &[u8], out: &mut [u8]) -> Option<usize> {
+    let mut w = 0;
+    let mut i = 0;
+    let mut in_string = false;
+    while i < text.len() {
+        let c = text[i];
+        if in_string && c == b'\\' {
+            if text[i + 1] == b'u' {
+                let unit = hex4(&text[i + 2..i + 6]);
+                if (0xD800..0xE000).contains(&unit) {
+                    let (ch, used) = decode_surrogate(unit, &text[i + 6..]);
+                    let mut utf8 = [0u8; 4];
+                    let s = ch.encode_utf8(&mut utf8);
+                    out.get_mut(w..w + s.len())?.copy_from_slice(s.as_bytes());
+                    w += s.len();
+                    i += 6 + used;
+                    continue;
+                }
+            }
+            let n = if text[i + 1] == b'u' { 6 } else { 2 };
+            out.get_mut(w..w + n)?.copy_from_slice(&text[i..i + n]);
+            w += n;
+            i += n;
+            continue;
+        }
+        if c == b'"' {
+            in_string = !in_string;
+        }
+        *out.get_mut(w)? = c;
+        w += 1;
+        i += 1;
+    }
+    Some(w)
+}
+
+/// Given a surrogate code unit, and the text after its escape, returns the
+/// character and how many bytes of `rest` its low half used.
+fn decode_surrogate(unit: u16, rest: &[u8]) -> (char, usize) {
+    if (0xD800..0xDC00).contains(&unit) && rest.len() >= 6 && rest[0] == b'\\' && rest[1] == b'u' {
+        let low = hex4(&rest[2..6]);
+        if (0xDC00..0xE000).contains(&low) {
+            let cp = 0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(low) - 0xDC00);
+            return (char::from_u32(cp).unwrap_or(char::REPLACEMENT_CHARACTER), 6);
+        }
+    }
+    (char::REPLACEMENT_CHARACTER, 0)
+}
+
+fn hex4(h: &[u8]) -> u16 {
+    h.iter().fold(0u16, |acc, &d| {
+        let v = match d {
+            b'0'..=b'9' => d - b'0',
+            b'a'..=b'f' => d - b'a' + 10,
+            _ => d - b'A' + 10,
+        };
+        (acc << 4) | u16::from(v)
+    })
+}
+
+impl fmt::Debug for Value<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.text)
+    }
+}
+
+impl fmt::Display for Value<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.text)
+    }
+}
+
+/// Iterator over an object's members; see [`Value::members`].
+#[derive(Clone)]
+pub struct Members<'a> {
+    text: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Iterator for Members<'a> {
+    type Item = (JsonStr<'a>, Value<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let b = self.text;
+        if self.pos >= b.len() || b[self.pos] != b'"' {
+            self.pos = b.len();
+            return None;
+        }
+        let key_end = skip_string(b, self.pos);
+        let key = JsonStr::from_validated(&b[self.pos + 1..key_end - 1]);
+        let value_start = skip_ws(b, skip_ws(b, key_end) + 1);
+        let value_end = skip_value(b, value_start);
+        let value = Value::from_validated(&b[value_start..value_end]);
+        let next = skip_ws(b, value_end);
+        self.pos = if b[next] == b',' { skip_ws(b, next + 1) } else { b.len() };
+        Some((key, value))
+    }
+}
+
+/// Iterator over an array's elements; see [`Value::elements`].
+#[derive(Clone)]
+pub struct Elements<'a> {
+    text: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Iterator for Elements<'a> {
+    type Item = Value<'a>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let b = self.text;
+        if self.pos >= b.len() || b[self.pos] == b']' {
+            self.pos = b.len();
+            return None;
+        }
+        let end = skip_value(b, self.pos);
+        let value = Value::from_validated(&b[self.pos..end]);
+        let next = skip_ws(b, end);
+        self.pos = if b[next] == b',' { skip_ws(b, next + 1) } else { b.len() };
+        Some(value)
+    }
+}
+
+/// A JSON number as written (`12`, `-0.5`, `1e400`): any size is kept exactly.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct JsonNumber<'a> {
+    text: &'a str,
+}
+
+impl<'a> JsonNumber<'a> {
+    /// The number's text.
+    pub fn raw(&self) -> &'a str {
+        self.text
+    }
+
+    /// The value if the text is a plain integer (no fraction or exponent)
+    /// that fits in a `u64`.
+    pub fn as_u64(&self) -> Option<u64> {
+        self.text.parse().ok()
+    }
+
+    /// The value if the text is a plain integer that fits in an `i64`.
+    pub fn as_i64(&self) -> Option<i64> {
+        self.text.parse().ok()
+    }
+}
+
+impl fmt::Debug for JsonNumber<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.text)
+    }
+}
+
+/// The contents of a JSON string as written, escapes and all (the quotes
+/// excluded). Compare, iterate or unescape it without allocating.
+#[derive(Clone, Copy)]
+pub struct JsonStr<'a> {
+    raw: &'a str,
+}
+
+impl<'a> JsonStr<'a> {
+    /// `raw` must be the inside of a string validated by the scanner.
+    pub(crate) fn from_validated(raw: &'a [u8]) -> Self {
+        // Inside validated UTF-8 text, cut at ASCII quotes: cannot fail.
+        JsonStr { raw: core::str::from_utf8(raw).unwrap_or("") }
+    }
+
+    /// The text between the quotes, escapes not decoded. Writing it back
+    /// between quotes reproduces the original string exactly.
+    pub fn raw(&self) -> &'a str {
+        self.raw
+    }
+
+    /// The string itself if it has no escapes (the common case).
+    pub fn as_plain(&self) -> Option<&'a str> {
+        (!self.raw.as_bytes().contains(&b'\\')).then_some(self.raw)
+    }
+
+    /// The decoded characters (lone surrogates become U+FFFD).
+    pub fn chars(&self) -> Chars<'a> {
+        Chars { rest: self.raw.as_bytes() }
+    }
+
+    /// Length in bytes once decoded to UTF-8.
+    pub fn decoded_len(&self) -> usize {
+        match self.as_plain() {
+            Some(s) => s.len(),
+            None => self.chars().map(char::len_utf8).sum(),
+        }
+    }
+
+    /// Decodes into `buf`; `None` if it does not fit.
+    pub fn decode_into<'b>(&self, buf: &'b mut [u8]) -> Option<&'b str> {
+        let mut n = 0;
+        for c in self.chars() {
+            let len = c.len_utf8();
+            c.encode_utf8(buf.get_mut(n..n + len)?);
+            n += len;
+        }
+        core::str::from_utf8(&buf[..n]).ok()
+    }
+}
+
+impl PartialEq<str> for JsonStr<'_> {
+    fn eq(&self, other: &str) -> bool {
+        match self.as_plain() {
+            Some(s) => s == other,
+            None => self.chars().eq(other.chars()),
+        }
+    }
+}
+
+impl PartialEq<&str> for JsonStr<'_> {
+    fn eq(&self, other: &&str) -> bool {
+        *self == **other
+    }
+}
+
+impl PartialEq for JsonStr<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw == other.raw || self.chars().eq(other.chars())
+    }
+}
+
+impl Eq for JsonStr<'_> {}
+
+impl fmt::Debug for JsonStr<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "\"{}\"", self.raw)
+    }
+}
+
+impl fmt::Display for JsonStr<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.as_plain() {
+            Some(s) => f.write_str(s),
+            None => self.chars().try_for_each(|c| fmt::Write::write_char(f, c)),
+        }
+    }
+}
+
+/// Decoded characters of a [`JsonStr`].
+#[derive(Clone)]
+pub struct Chars<'a> {
+    rest: &'a [u8],
+}
+
+impl Iterator for Chars<'_> {
+    type Item = char;
+
+    fn next(&mut self) -> Option<char> {
+        let b = self.rest;
+        let first = *b.first()?;
+        if first != b'\\' {
+            // The slice is valid UTF-8: decode one scalar.
+            let len = match first {
+                0x00..=0x7F => 1,
+                0xC0..=0xDF => 2,
+                0xE0..=0xEF => 3,
+                _ => 4,
+            };
+            let c = core::str::from_utf8(&b[..len]).ok().and_then(|s| s.chars().next());
+            self.rest = &b[len..];
+            return c;
+        }
+        let (c, used) = match b[1] {
+            b'"' => ('"', 2),
+            b'\\' => ('\\', 2),
+            b'/' => ('/', 2),
+            b'b' => ('\u{8}', 2),
+            b'f' => ('\u{c}', 2),
+            b'n' => ('\n', 2),
+            b'r' => ('\r', 2),
+            b't' => ('\t', 2),
+            _ => {
+                let unit = hex4(&b[2..6]);
+                if (0xD800..0xE000).contains(&unit) {
+                    let (c, extra) = decode_surrogate(unit, &b[6..]);
+                    (c, 6 + extra)
+                } else {
+                    (char::from_u32(u32::from(unit)).unwrap_or(char::REPLACEMENT_CHARACTER), 6)
+                }
+            }
+        };
+        self.rest = &b[used..];
+        Some(c)
+    }
+}
+
+/// Writes `s` as a JSON string (with quotes) into `out` at `*at`.
+pub(crate) fn write_escaped(out: &mut [u8], at: &mut usize, s: &str) -> Option<()> {
+    put(out, at, b"\"")?;
+    let bytes = s.as_bytes();
+    let mut run = 0;
+    for (i, &c) in bytes.iter().enumerate() {
+        let esc: &[u8] = match c {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x00..=0x1F => b"",
+            _ => continue,
+        };
+        put(out, at, &bytes[run..i])?;
+        if esc.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            put(out, at, &[b'\\', b'u', b'0', b'0', HEX[usize::from(c >> 4)], HEX[usize::from(c & 15)]])?;
+        } else {
+            put(out, at, esc)?;
+        }
+        run = i + 1;
+    }
+    put(out, at, &bytes[run..])?;
+    put(out, at, b"\"")
+}
+
+/// Appends `bytes` to `out` at `*at`; `None` if it does not fit.
+#[inline]
+pub(crate) fn put(out: &mut [u8], at: &mut usize, bytes: &[u8]) -> Option<()> {
+    let end = *at + bytes.len();
+    out.get_mut(*at..end)?.copy_from_slice(bytes);
+    *at = end;
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(text: &str) -> Option<JsonErrorKind> {
+        validate(text.as_bytes()).err().map(|e| e.kind)
+    }
+
+    #[test]
+    fn accepts_every_kind_of_value() {
+        for ok in [
+            "0",
+            "-0",
+            "1.5e-3",
+            "1E+400",
+            "-12345678901234567890123",
+            "true",
+            "false",
+            "null",
+            "\"\"",
+            "[]",
+            "{}",
+            " [1, {\"a\": [null]}] \r\n",
+            "\"\\ud83d\\ude00\"",
+            "\"\\uDEAD\"",
+            "\"é😀\"",
+            "{\"a\":1,\"a\":2}",
+        ] {
+            assert_eq!(kind(ok), None, "{ok}");
+        }
+    }
+
+    #[test]
+    fn rejects_with_the_right_kind_and_offset() {
+        let cases: &[(&[u8], JsonErrorKind, usize)] = &[
+            (b"", JsonErrorKind::UnexpectedEnd, 0),
+            (b"  ", JsonErrorKind::UnexpectedEnd, 2),
+            (b"{\"a\":1,}", JsonErrorKind::UnexpectedByte, 7),
+            (b"[1,]", JsonErrorKind::UnexpectedByte, 3),
+            (b"[1 2]", JsonErrorKind::UnexpectedByte, 3),
+            (b"{\"a\" 1}", JsonErrorKind::UnexpectedByte, 5),
+            (b"{1:2}", JsonErrorKind::UnexpectedByte, 1),
+            (b"[1}", JsonErrorKind::UnexpectedByte, 2),
+            (b"\"a\nb\"", JsonErrorKind::ControlCharacter, 2),
+            (b"\"\\x\"", JsonErrorKind::InvalidEscape, 1),
+            (b"\"\\u12G4\"", JsonErrorKind::InvalidEscape, 1),
+            (b"01", JsonErrorKind::InvalidNumber, 1),
+            (b"1.", JsonErrorKind::InvalidNumber, 2),
+            (b"1e", JsonErrorKind::InvalidNumber, 2),
+            (b"-", JsonErrorKind::InvalidNumber, 1),
+            (b"+1", JsonErrorKind::UnexpectedByte, 0),
+            (b"1x", JsonErrorKind::InvalidNumber, 1),
+            (b"tru", JsonErrorKind::UnexpectedEnd, 3),
+            (b"trux", JsonErrorKind::UnexpectedByte, 0),
+            (b"nul", JsonErrorKind::UnexpectedEnd, 3),
+            (b"{} {}", JsonErrorKind::TrailingCharacters, 3),
+            (b"\"\xff\"", JsonErrorKind::InvalidUtf8, 1),
+            (b"[\"abc", JsonErrorKind::UnexpectedEnd, 5),
+            (b"\"\\u12", JsonErrorKind::UnexpectedEnd, 5),
+        ];
+        for &(text, k, offset) in cases {
+            assert_eq!(validate(text), Err(JsonError { kind: k, offset }), "{:?}", core::str::from_utf8(text));
+        }
+    }
+
+    #[test]
+    fn depth_limit_is_exact() {
+        let mut ok = [0u8; 2 * MAX_DEPTH];
+        ok[..MAX_DEPTH].fill(b'[');
+        ok[MAX_DEPTH..].fill(b']');
+        assert_eq!(validate(&ok), Ok(()));
+        let mut deep = [0u8; 2 * MAX_DEPTH + 2];
+        deep[..=MAX_DEPTH].fill(b'[');
+        deep[MAX_DEPTH + 1..].fill(b']');
+        assert_eq!(validate(&deep).map_err(|e| e.kind), Err(JsonErrorKind::TooDeep));
+    }
+
+    #[test]
+    fn navigates_members_and_elements() {
+        let v = Value::parse(br#" {"a": [1, "x", {"b": null}], "c": {"d": "\u00e9\"q"}, "a": 7} "#).unwrap();
+        assert_eq!(v.kind(), Kind::Object);
+        assert_eq!(v.get("a").unwrap().raw(), "7", "last duplicate wins");
+        let first_a = v.members().next().unwrap().1;
+        let items: [Kind; 3] = {
+            let mut it = first_a.elements().map(|e| e.kind());
+            [it.next().unwrap(), it.next().unwrap(), it.next().unwrap()]
+        };
+        assert_eq!(items, [Kind::Number, Kind::String, Kind::Object]);
+        let d = v.pointer(&["c", "d"]).unwrap().as_str().unwrap();
+        assert_eq!(d, "é\"q");
+        assert_eq!(d.raw(), "\\u00e9\\\"q");
+        let mut buf = [0u8; 8];
+        assert_eq!(d.decode_into(&mut buf), Some("é\"q"));
+        assert_eq!(d.decoded_len(), 4);
+        assert!(v.get("zz").is_none());
+        assert!(Value::parse(b"[]").unwrap().elements().next().is_none());
+        assert!(Value::parse(b"{}").unwrap().members().next().is_none());
+    }
+
+    #[test]
+    fn decodes_surrogates_and_escapes() {
+        let v = Value::parse(br#""\ud83d\ude00 \uD800x \t\/\b\f\n\r\\""#).unwrap();
+        let s = v.as_str().unwrap();
+        assert_eq!(s, "😀 \u{FFFD}x \t/\u{8}\u{c}\n\r\\");
+        assert_ne!(s, "😀");
+    }
+
+    #[test]
+    fn numbers_keep_their_text() {
+        let n = Value::parse(b"1e400").unwrap().as_number().unwrap();
+        assert_eq!(n.raw(), "1e400");
+        assert_eq!(n.as_u64(), None);
+        assert_eq!(Value::parse(b"42").unwrap().as_number().unwrap().as_u64(), Some(42));
+        assert_eq!(Value::parse(b"-42").unwrap().as_number().unwrap().as_i64(), Some(-42));
+        assert_eq!(Value::parse(b"18446744073709551616").unwrap().as_number().unwrap().as_u64(), None);
+    }
+
+    #[test]
+    fn escapes_strings_for_output() {
+        let mut out = [0u8; 64];
+        let mut at = 0;
+        write_escaped(&mut out, &mut at, "a\"b\\c\n\u{1}é").unwrap();
+        let text = &out[..at];
+        assert_eq!(text, r#""a\"b\\c\n\u0001é""#.as_bytes());
+        assert_eq!(Value::parse(text).unwrap().as_str().unwrap(), "a\"b\\c\n\u{1}é");
+        let mut small = [0u8; 3];
+        assert_eq!(write_escaped(&mut small, &mut 0, "abc"), None);
+    }
+
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Data<'a> {
+        #[serde(rename = "requestId")]
+        request_id: &'a str,
+        text: &'a str,
+    }
+
+    #[test]
+    fn deserialize_works_around_surrogate_pairs() {
+        let text = br#"{"skipped":"\ud83d\ude00","requestId":"r-1","text":"hi \ud83d\ude00"}"#;
+        // serde-json-core alone fails on this valid text.
+        assert!(serde_json_core::from_slice_escaped::<Data>(text, &mut [0u8; 64]).is_err());
+        let v = Value::parse(text).unwrap();
+        let mut scratch = [0u8; 128];
+        let data: Data = v.deserialize(&mut scratch, &mut [0u8; 64]).unwrap();
+        assert_eq!(data, Data { request_id: "r-1", text: "hi 😀" });
+        assert_eq!(v.deserialize::<Data>(&mut [0u8; 10], &mut [0u8; 64]), Err(DeserializeError::ScratchTooSmall));
+    }
+}

@@ -1,0 +1,72 @@
+//! The protocol core of a client for the GitHub Copilot CLI's agent protocol
+//! (JSON-RPC 2.0 over `Content-Length` frames).
+//!
+//! It does: frame decoding ([`FrameDecoder`]), envelope decoding
+//! ([`Envelope`]), encoding ([`Outgoing`]), the session table
+//! ([`SessionTable`]), the pending-request table ([`PendingTable`]) and the
+//! routing of every incoming message ([`Router`]).
+//!
+//! It does not: read or write any socket or pipe, spawn threads, read a clock
+//! or allocate. It is `#![no_std]` without `alloc` and has no `unsafe`. A host
+//! feeds it bytes and acts on the [`Route`] it returns; `copilot-host` (std
+//! threads, stdio and TCP) and `copilot-wasm` (WebAssembly) are such hosts.
+//!
+//! [`Router::route`] is the only routing code in the project. Every transport
+//! of every host calls it, so routing cannot drift between transports, and
+//! the session table can only be read under its lock because no function
+//! hands out its storage.
+//!
+//! ```
+//! use copilot_core::{FrameDecoder, Route, Router};
+//!
+//! // Sessions deliver to a `u8` tag here; a std host would use an `Arc`.
+//! let router: Router<u8, (), 16, 32> = Router::new();
+//! let mut decoder: FrameDecoder<4096> = FrameDecoder::new();
+//!
+//! // Reserve before sending `session.create`, so no early event is lost.
+//! router.sessions().reserve("s-1", 7).unwrap();
+//!
+//! let body = br#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s-1","event":{"type":"session.start","id":"e1","data":{}}}}"#;
+//! let frame = [format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes(), body].concat();
+//! let (first, second) = frame.split_at(10); // bytes arrive in any pieces
+//! for piece in [first, second] {
+//!     let mut rest = piece;
+//!     while !rest.is_empty() {
+//!         rest = &rest[decoder.feed(rest)..];
+//!         while let Some(route) = router.poll(&mut decoder) {
+//!             match route {
+//!                 Route::Event { target, event, .. } => {
+//!                     assert_eq!(target, 7);
+//!                     assert_eq!(event.event_type, "session.start");
+//!                 }
+//!                 other => panic!("unexpected {other:?}"),
+//!             }
+//!         }
+//!     }
+//! }
+//! assert_eq!(router.stats().frames, 1);
+//! ```
+#![no_std]
+#![forbid(unsafe_code)]
+
+mod encode;
+mod envelope;
+mod frame;
+pub mod json;
+mod lock;
+mod pending;
+mod router;
+mod session;
+
+pub use encode::{frame_header, EncodeError, Outgoing, Payload, Ser, WriteError, MAX_FRAME_HEADER_LEN};
+pub use envelope::{
+    DecodeError, DecodeErrorKind, Envelope, EventInfo, Id, Message, RpcError, INTERNAL_ERROR, INVALID_PARAMS,
+    INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, REQUEST_EVENT_TYPES,
+};
+pub use frame::{FrameDecoder, FrameError, MAX_HEADER_LEN};
+pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
+pub use pending::{PendingFull, PendingTable, RequestId};
+pub use router::{Route, Router, Stats, UNKNOWN_SESSION};
+pub use session::{
+    Lookup, ReserveError, ReserveErrorKind, SessionHandle, SessionState, SessionTable, StaleHandle, MAX_SESSION_ID_LEN,
+};

@@ -1,0 +1,159 @@
+//! The table of requests sent and not yet answered.
+//!
+//! Each request gets a fresh id and a slot holding its waiter `W` (a channel
+//! on std, a tag on bare metal). A response hands the waiter back exactly
+//! once; on disconnect [`PendingTable::drain`] hands back every waiter so
+//! that none waits forever.
+
+use core::fmt;
+
+use crate::lock::Lock;
+
+/// The id of a request this client sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId(pub u64);
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Every slot holds a request in flight; the waiter is given back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingFull<W>(pub W);
+
+impl<W> fmt::Display for PendingFull<W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("too many requests in flight")
+    }
+}
+
+impl<W: fmt::Debug> core::error::Error for PendingFull<W> {}
+
+struct Slots<W, const N: usize> {
+    next_id: u64,
+    slots: [Option<(u64, W)>; N],
+    len: usize,
+}
+
+/// Up to `N` requests in flight, safe to share between threads.
+pub struct PendingTable<W, const N: usize> {
+    inner: Lock<Slots<W, N>>,
+}
+
+impl<W, const N: usize> Default for PendingTable<W, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<W, const N: usize> PendingTable<W, N> {
+    const NONE: Option<(u64, W)> = None;
+
+    /// An empty table. Ids start at 1.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        PendingTable { inner: Lock::new(Slots { next_id: 1, slots: [Self::NONE; N], len: 0 }) }
+    }
+
+    /// An empty table. Ids start at 1.
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        PendingTable { inner: Lock::new(Slots { next_id: 1, slots: [Self::NONE; N], len: 0 }) }
+    }
+
+    /// Allocates an id for a request about to be sent and stores its waiter.
+    pub fn insert(&self, waiter: W) -> Result<RequestId, PendingFull<W>> {
+        self.inner.with(|t| {
+            let Some(slot) = t.slots.iter_mut().find(|s| s.is_none()) else {
+                return Err(PendingFull(waiter));
+            };
+            let id = t.next_id;
+            t.next_id += 1;
+            *slot = Some((id, waiter));
+            t.len += 1;
+            Ok(RequestId(id))
+        })
+    }
+
+    /// Takes the waiter of request `id` (a response arrived, or the caller
+    /// gave up). `None` if no such request is in flight.
+    pub fn take(&self, id: u64) -> Option<W> {
+        self.inner.with(|t| {
+            let slot = t.slots.iter_mut().find(|s| matches!(s, Some((i, _)) if *i == id))?;
+            t.len -= 1;
+            slot.take().map(|(_, w)| w)
+        })
+    }
+
+    /// Number of requests in flight.
+    pub fn len(&self) -> usize {
+        self.inner.with(|t| t.len)
+    }
+
+    /// Whether no request is in flight.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Takes every waiter, one per `next()`, for example to fail them all on
+    /// disconnect. The lock is not held between items.
+    pub fn drain(&self) -> Drain<'_, W, N> {
+        Drain { table: self }
+    }
+}
+
+/// Iterator returned by [`PendingTable::drain`].
+pub struct Drain<'t, W, const N: usize> {
+    table: &'t PendingTable<W, N>,
+}
+
+impl<W, const N: usize> Iterator for Drain<'_, W, N> {
+    type Item = (RequestId, W);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.table.inner.with(|t| {
+            let (id, w) = t.slots.iter_mut().find_map(Option::take)?;
+            t.len -= 1;
+            Some((RequestId(id), w))
+        })
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_fresh_and_complete_once() {
+        let table: PendingTable<char, 2> = PendingTable::new();
+        let a = table.insert('a').unwrap();
+        let b = table.insert('b').unwrap();
+        assert_eq!((a, b), (RequestId(1), RequestId(2)));
+        assert_eq!(table.insert('c'), Err(PendingFull('c')));
+        assert_eq!(table.take(1), Some('a'));
+        assert_eq!(table.take(1), None, "a response completes its request once");
+        assert_eq!(table.take(99), None);
+        assert_eq!(table.insert('d'), Ok(RequestId(3)), "ids are never reused");
+        assert_eq!(table.len(), 2);
+    }
+
+    #[test]
+    fn drain_fails_every_outstanding_request() {
+        let table: PendingTable<u8, 4> = PendingTable::new();
+        for w in 0..3 {
+            table.insert(w).unwrap();
+        }
+        table.take(2);
+        let mut drained = [(RequestId(0), 0u8); 2];
+        let mut n = 0;
+        for item in table.drain() {
+            drained[n] = item;
+            n += 1;
+        }
+        assert_eq!(n, 2);
+        assert_eq!(drained, [(RequestId(1), 0), (RequestId(3), 2)]);
+        assert!(table.is_empty());
+    }
+}

@@ -1,0 +1,482 @@
+//! The fixed-capacity session table.
+//!
+//! A session is reserved BEFORE its `session.create` or `session.resume` is
+//! sent, so events that race the answer already find it. Where the server
+//! assigns the id, the slot waits without an id; while any such slot waits,
+//! the router parks frames for unknown sessions instead of reporting them.
+//!
+//! The table's storage sits behind a private lock and no function returns a
+//! reference into it: every read clones the slot's target `T` (an `Arc` on
+//! std, a small index on bare metal) and releases the lock before the caller
+//! delivers anything. `T::clone` runs under the lock, so it must be cheap and
+//! must not touch the table.
+
+use core::fmt;
+
+use heapless::String;
+
+use crate::json::JsonStr;
+use crate::lock::Lock;
+
+/// The longest session id the table stores (the CLI uses 36-byte UUIDs).
+pub const MAX_SESSION_ID_LEN: usize = 64;
+
+/// A reference to one use of a slot. When the slot is released its
+/// generation changes, so an old handle never reaches a later session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SessionHandle {
+    index: u16,
+    generation: u32,
+}
+
+impl SessionHandle {
+    /// The slot index.
+    pub fn index(&self) -> usize {
+        usize::from(self.index)
+    }
+
+    /// How many times the slot had been released before this use.
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+}
+
+/// Where a session is in its life. Events route to it in every state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionState {
+    /// Reserved under a client-chosen id; the create/resume RPC is in flight.
+    Reserved,
+    /// A create without an id is in flight; the server will name it.
+    AwaitingId,
+    /// Created or resumed.
+    Active,
+    /// A destroy is in flight; its last events still arrive.
+    Closing,
+}
+
+/// Why a reservation failed. The target is given back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReserveError<T> {
+    /// The reason.
+    pub kind: ReserveErrorKind,
+    /// The target that was not stored.
+    pub target: T,
+}
+
+impl<T> ReserveError<T> {
+    /// Takes the target back.
+    pub fn into_inner(self) -> T {
+        self.target
+    }
+}
+
+/// The reason a reservation or an id assignment failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReserveErrorKind {
+    /// Every slot is in use.
+    Full,
+    /// A live session already has this id.
+    Duplicate,
+    /// The id is empty or longer than [`MAX_SESSION_ID_LEN`].
+    InvalidId,
+    /// The handle's slot has been released (or was never this use).
+    StaleHandle,
+    /// The slot is not waiting for a server-assigned id.
+    NotAwaitingId,
+}
+
+impl fmt::Display for ReserveErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ReserveErrorKind::Full => "session table is full",
+            ReserveErrorKind::Duplicate => "a session with this id is already open",
+            ReserveErrorKind::InvalidId => "session id is empty or longer than 64 bytes",
+            ReserveErrorKind::StaleHandle => "session handle refers to a released session",
+            ReserveErrorKind::NotAwaitingId => "session is not waiting for a server-assigned id",
+        })
+    }
+}
+
+impl<T> fmt::Display for ReserveError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.kind.fmt(f)
+    }
+}
+
+impl<T: fmt::Debug> core::error::Error for ReserveError<T> {}
+impl core::error::Error for ReserveErrorKind {}
+
+/// A handle whose session has been released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StaleHandle;
+
+impl fmt::Display for StaleHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("session handle refers to a released session")
+    }
+}
+
+impl core::error::Error for StaleHandle {}
+
+/// What a lookup by id found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup<T> {
+    /// A live session.
+    Found(SessionHandle, T),
+    /// No session has this id, but a create without an id is in flight: the
+    /// id may be about to register, so the frame should be parked.
+    Pending,
+    /// No session has this id and none is expected.
+    Unknown,
+}
+
+struct Slot<T> {
+    generation: u32,
+    state: SessionState,
+    id: String<MAX_SESSION_ID_LEN>,
+    /// `None` when the slot is free.
+    target: Option<T>,
+}
+
+impl<T> Slot<T> {
+    const FREE: Self = Slot { generation: 0, state: SessionState::Reserved, id: String::new(), target: None };
+
+    fn is_use(&self, handle: SessionHandle) -> bool {
+        self.target.is_some() && self.generation == handle.generation
+    }
+
+    fn is_named(&self) -> bool {
+        self.target.is_some() && self.state != SessionState::AwaitingId
+    }
+}
+
+struct Slots<T, const N: usize> {
+    slots: [Slot<T>; N],
+    /// Slots in `AwaitingId`.
+    awaiting: usize,
+    len: usize,
+}
+
+impl<T, const N: usize> Slots<T, N> {
+    fn slot(&mut self, handle: SessionHandle) -> Option<&mut Slot<T>> {
+        self.slots.get_mut(handle.index()).filter(|s| s.is_use(handle))
+    }
+
+    fn find(&self, id: JsonStr<'_>) -> Option<usize> {
+        self.slots.iter().position(|s| s.is_named() && id == s.id.as_str())
+    }
+
+    fn find_plain(&self, id: &str) -> Option<usize> {
+        self.slots.iter().position(|s| s.is_named() && s.id == id)
+    }
+
+    fn insert(&mut self, id: &str, state: SessionState, target: T) -> Result<SessionHandle, ReserveError<T>> {
+        let fail = |kind, target| Err(ReserveError { kind, target });
+        let mut name = String::new();
+        if state != SessionState::AwaitingId && (id.is_empty() || name.push_str(id).is_err()) {
+            return fail(ReserveErrorKind::InvalidId, target);
+        }
+        if state != SessionState::AwaitingId && self.find_plain(id).is_some() {
+            return fail(ReserveErrorKind::Duplicate, target);
+        }
+        let Some(index) = self.slots.iter().position(|s| s.target.is_none()) else {
+            return fail(ReserveErrorKind::Full, target);
+        };
+        let slot = &mut self.slots[index];
+        slot.state = state;
+        slot.id = name;
+        slot.target = Some(target);
+        self.len += 1;
+        if state == SessionState::AwaitingId {
+            self.awaiting += 1;
+        }
+        Ok(SessionHandle { index: index as u16, generation: slot.generation })
+    }
+
+    fn remove(&mut self, index: usize) -> Option<(SessionHandle, T)> {
+        let slot = &mut self.slots[index];
+        let target = slot.target.take()?;
+        let handle = SessionHandle { index: index as u16, generation: slot.generation };
+        slot.generation = slot.generation.wrapping_add(1);
+        if slot.state == SessionState::AwaitingId {
+            self.awaiting -= 1;
+        }
+        slot.id.clear();
+        self.len -= 1;
+        Some((handle, target))
+    }
+}
+
+/// A fixed table of up to `N` sessions, safe to share between threads.
+pub struct SessionTable<T, const N: usize> {
+    inner: Lock<Slots<T, N>>,
+}
+
+impl<T: Clone, const N: usize> Default for SessionTable<T, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Clone, const N: usize> SessionTable<T, N> {
+    const FITS: () = assert!(N <= u16::MAX as usize, "at most 65535 sessions");
+
+    /// An empty table.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::FITS;
+        SessionTable { inner: Lock::new(Slots { slots: [Slot::FREE; N], awaiting: 0, len: 0 }) }
+    }
+
+    /// An empty table.
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        SessionTable { inner: Lock::new(Slots { slots: [Slot::FREE; N], awaiting: 0, len: 0 }) }
+    }
+
+    /// Reserves a slot for the session `id` before its create or resume RPC
+    /// is sent; events for `id` route to `target` from now on.
+    pub fn reserve(&self, id: &str, target: T) -> Result<SessionHandle, ReserveError<T>> {
+        self.inner.with(|t| t.insert(id, SessionState::Reserved, target))
+    }
+
+    /// Reserves a slot for a create whose id the server will assign. Until
+    /// [`assign`](Self::assign) or [`release`](Self::release), frames for
+    /// unknown sessions are parked rather than reported.
+    pub fn reserve_unassigned(&self, target: T) -> Result<SessionHandle, ReserveError<T>> {
+        self.inner.with(|t| t.insert("", SessionState::AwaitingId, target))
+    }
+
+    /// Names a slot reserved with [`reserve_unassigned`](Self::reserve_unassigned)
+    /// and makes it active. Re-route the parked frames afterwards.
+    pub fn assign(&self, handle: SessionHandle, id: &str) -> Result<(), ReserveErrorKind> {
+        self.inner.with(|t| {
+            let mut name = String::new();
+            if id.is_empty() || name.push_str(id).is_err() {
+                return Err(ReserveErrorKind::InvalidId);
+            }
+            if t.find_plain(id).is_some() {
+                return Err(ReserveErrorKind::Duplicate);
+            }
+            let slot = t.slot(handle).ok_or(ReserveErrorKind::StaleHandle)?;
+            if slot.state != SessionState::AwaitingId {
+                return Err(ReserveErrorKind::NotAwaitingId);
+            }
+            slot.id = name;
+            slot.state = SessionState::Active;
+            t.awaiting -= 1;
+            Ok(())
+        })
+    }
+
+    /// Marks a reserved session as created (its create/resume succeeded).
+    pub fn activate(&self, handle: SessionHandle) -> Result<(), StaleHandle> {
+        self.set_state(handle, SessionState::Active)
+    }
+
+    /// Marks a session as closing (its destroy is in flight). Its events
+    /// still route until [`release`](Self::release).
+    pub fn close(&self, handle: SessionHandle) -> Result<(), StaleHandle> {
+        self.set_state(handle, SessionState::Closing)
+    }
+
+    fn set_state(&self, handle: SessionHandle, state: SessionState) -> Result<(), StaleHandle> {
+        self.inner.with(|t| {
+            let slot = t.slot(handle).filter(|s| s.state != SessionState::AwaitingId).ok_or(StaleHandle)?;
+            slot.state = state;
+            Ok(())
+        })
+    }
+
+    /// Frees the slot and returns its target; `None` for a stale handle.
+    pub fn release(&self, handle: SessionHandle) -> Option<T> {
+        self.inner.with(|t| {
+            t.slot(handle)?;
+            t.remove(handle.index()).map(|(_, target)| target)
+        })
+    }
+
+    /// The target of a live handle.
+    pub fn get(&self, handle: SessionHandle) -> Option<T> {
+        self.inner.with(|t| t.slot(handle).and_then(|s| s.target.clone()))
+    }
+
+    /// The state of a live handle.
+    pub fn state(&self, handle: SessionHandle) -> Option<SessionState> {
+        self.inner.with(|t| t.slot(handle).map(|s| s.state))
+    }
+
+    /// The live session named `id`.
+    pub fn find(&self, id: &str) -> Option<(SessionHandle, T)> {
+        self.inner.with(|t| {
+            let i = t.find_plain(id)?;
+            let slot = &t.slots[i];
+            Some((SessionHandle { index: i as u16, generation: slot.generation }, slot.target.clone()?))
+        })
+    }
+
+    /// Looks a session id up as it arrived on the wire.
+    pub fn lookup(&self, id: JsonStr<'_>) -> Lookup<T> {
+        self.inner.with(|t| match t.find(id) {
+            Some(i) => {
+                let slot = &t.slots[i];
+                let handle = SessionHandle { index: i as u16, generation: slot.generation };
+                slot.target.clone().map_or(Lookup::Unknown, |target| Lookup::Found(handle, target))
+            }
+            None if t.awaiting > 0 => Lookup::Pending,
+            None => Lookup::Unknown,
+        })
+    }
+
+    /// Number of occupied slots.
+    pub fn len(&self) -> usize {
+        self.inner.with(|t| t.len)
+    }
+
+    /// Whether no slot is occupied.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of creates in flight whose id the server will assign.
+    pub fn awaiting_ids(&self) -> usize {
+        self.inner.with(|t| t.awaiting)
+    }
+
+    /// The table's capacity, `N`.
+    pub const fn capacity(&self) -> usize {
+        N
+    }
+
+    /// Releases every session, one per `next()` (the lock is taken and
+    /// dropped for each, never held while the caller handles one).
+    pub fn drain(&self) -> Drain<'_, T, N> {
+        Drain { table: self }
+    }
+}
+
+/// Iterator returned by [`SessionTable::drain`].
+pub struct Drain<'t, T, const N: usize> {
+    table: &'t SessionTable<T, N>,
+}
+
+impl<T, const N: usize> Iterator for Drain<'_, T, N> {
+    type Item = (SessionHandle, T);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.table.inner.with(|t| {
+            let index = t.slots.iter().position(|s| s.target.is_some())?;
+            t.remove(index)
+        })
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The string inside a JSON string literal, as the router sees it on the wire.
+    fn js(text: &'static str) -> JsonStr<'static> {
+        crate::json::Value::parse(text.as_bytes()).unwrap().as_str().unwrap()
+    }
+
+    #[test]
+    fn reserve_find_activate_release() {
+        let table: SessionTable<u32, 2> = SessionTable::new();
+        let a = table.reserve("a", 1).unwrap();
+        assert_eq!(table.state(a), Some(SessionState::Reserved));
+        assert_eq!(table.find("a"), Some((a, 1)));
+        table.activate(a).unwrap();
+        assert_eq!(table.state(a), Some(SessionState::Active));
+        table.close(a).unwrap();
+        assert_eq!(table.find("a"), Some((a, 1)), "a closing session still receives");
+        assert_eq!(table.release(a), Some(1));
+        assert_eq!(table.find("a"), None);
+        assert!(table.is_empty());
+    }
+
+    #[test]
+    fn full_and_duplicate_give_the_target_back() {
+        let table: SessionTable<&str, 2> = SessionTable::new();
+        table.reserve("a", "A").unwrap();
+        let dup = table.reserve("a", "A2").unwrap_err();
+        assert_eq!((dup.kind, dup.into_inner()), (ReserveErrorKind::Duplicate, "A2"));
+        table.reserve("b", "B").unwrap();
+        let full = table.reserve("c", "C").unwrap_err();
+        assert_eq!((full.kind, full.target), (ReserveErrorKind::Full, "C"));
+        let full = table.reserve_unassigned("D").unwrap_err();
+        assert_eq!((full.kind, full.target), (ReserveErrorKind::Full, "D"));
+        let long = [b'x'; MAX_SESSION_ID_LEN + 1];
+        let bad = table.reserve(core::str::from_utf8(&long).unwrap(), "E").unwrap_err();
+        assert_eq!(bad.kind, ReserveErrorKind::InvalidId);
+        assert_eq!(table.reserve("", "F").unwrap_err().kind, ReserveErrorKind::InvalidId);
+    }
+
+    #[test]
+    fn stale_handles_never_reach_a_later_session() {
+        let table: SessionTable<u32, 1> = SessionTable::new();
+        let old = table.reserve("s", 1).unwrap();
+        assert_eq!(table.release(old), Some(1));
+        let new = table.reserve("s", 2).unwrap();
+        assert_eq!(old.index(), new.index());
+        assert_ne!(old, new);
+        assert_eq!(table.get(old), None);
+        assert_eq!(table.release(old), None);
+        assert_eq!(table.activate(old), Err(StaleHandle));
+        assert_eq!(table.close(old), Err(StaleHandle));
+        assert_eq!(table.state(old), None);
+        assert_eq!(table.get(new), Some(2));
+    }
+
+    #[test]
+    fn unassigned_slot_parks_until_named() {
+        let table: SessionTable<u32, 4> = SessionTable::new();
+        table.reserve("known", 1).unwrap();
+        assert_eq!(table.lookup(js("\"x\"")), Lookup::Unknown);
+        let h = table.reserve_unassigned(7).unwrap();
+        assert_eq!(table.awaiting_ids(), 1);
+        assert_eq!(table.state(h), Some(SessionState::AwaitingId));
+        assert_eq!(table.lookup(js("\"x\"")), Lookup::Pending);
+        assert!(matches!(table.lookup(js("\"known\"")), Lookup::Found(_, 1)));
+        assert_eq!(table.activate(h), Err(StaleHandle), "needs an id first");
+        assert_eq!(table.assign(h, "known"), Err(ReserveErrorKind::Duplicate));
+        table.assign(h, "x").unwrap();
+        assert_eq!(table.assign(h, "y"), Err(ReserveErrorKind::NotAwaitingId));
+        assert_eq!(table.awaiting_ids(), 0);
+        assert_eq!(table.lookup(js("\"x\"")), Lookup::Found(h, 7));
+        assert_eq!(table.lookup(js("\"z\"")), Lookup::Unknown);
+        // Releasing an unnamed slot ends the parking window too.
+        let h2 = table.reserve_unassigned(8).unwrap();
+        assert_eq!(table.release(h2), Some(8));
+        assert_eq!(table.awaiting_ids(), 0);
+        assert_eq!(table.assign(h2, "w"), Err(ReserveErrorKind::StaleHandle));
+    }
+
+    #[test]
+    fn lookup_compares_decoded_ids() {
+        let table: SessionTable<u32, 2> = SessionTable::new();
+        table.reserve("a\"b", 1).unwrap();
+        let v = crate::json::Value::parse(br#""a\u0022b""#).unwrap();
+        assert!(matches!(table.lookup(v.as_str().unwrap()), Lookup::Found(_, 1)));
+    }
+
+    #[test]
+    fn drain_takes_every_session_once() {
+        let table: SessionTable<u32, 4> = SessionTable::new();
+        let a = table.reserve("a", 1).unwrap();
+        table.reserve_unassigned(2).unwrap();
+        table.reserve("c", 3).unwrap();
+        let mut got = [0u32; 3];
+        for (i, (_, v)) in table.drain().enumerate() {
+            got[i] = v;
+        }
+        got.sort_unstable();
+        assert_eq!(got, [1, 2, 3]);
+        assert!(table.is_empty());
+        assert_eq!(table.awaiting_ids(), 0);
+        assert_eq!(table.get(a), None);
+        assert_eq!(table.capacity(), 4);
+    }
+}
