@@ -42,6 +42,8 @@ pub enum FrameError {
     InvalidLength,
     /// The header block is longer than [`MAX_HEADER_LEN`] (or the buffer).
     HeaderTooLong,
+    /// The stream ended inside a frame (see [`FrameDecoder::finish`]).
+    Truncated,
     /// The body is larger than the buffer; it is skipped.
     TooLarge {
         /// The frame's `Content-Length`.
@@ -66,6 +68,7 @@ impl fmt::Display for FrameError {
             FrameError::MissingLength => f.write_str("frame header without Content-Length"),
             FrameError::InvalidLength => f.write_str("invalid or repeated Content-Length"),
             FrameError::HeaderTooLong => write!(f, "frame header longer than {MAX_HEADER_LEN} bytes"),
+            FrameError::Truncated => f.write_str("stream ended inside a frame"),
             FrameError::TooLarge { length, capacity } => {
                 write!(f, "frame of {length} bytes exceeds the {capacity}-byte buffer; skipped")
             }
@@ -172,6 +175,19 @@ impl<const N: usize> FrameDecoder<N> {
     /// Whether the decoder is between frames (nothing partial buffered).
     pub fn is_idle(&self) -> bool {
         self.buffered() == 0 && self.state == State::Header
+    }
+
+    /// Call when the stream has ended: reports a frame cut short, or stray
+    /// bytes not yet reported, and resets the decoder for a new stream.
+    pub fn finish(&mut self) -> Result<(), FrameError> {
+        self.release_lent();
+        let unreported = !self.recovering && (self.start != self.end || self.state != State::Header);
+        *self = Self::new();
+        if unreported {
+            Err(FrameError::Truncated)
+        } else {
+            Ok(())
+        }
     }
 
     fn release_lent(&mut self) {
@@ -418,6 +434,24 @@ mod tests {
     fn decodes_plain_frames_with_any_case_and_content_type() {
         let input = b"Content-Length: 2\r\n\r\n{}content-length:3\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n[1]CONTENT-TYPE: x\r\nCONTENT-LENGTH: \t4 \r\nX-Other: y\r\n\r\nnull";
         assert_eq!(decode::<256>(input), [ok("{}"), ok("[1]"), ok("null")]);
+    }
+
+    #[test]
+    fn finish_reports_a_cut_frame_once() {
+        let mut d = FrameDecoder::<64>::new();
+        d.feed(b"Content-Length: 5\r\n\r\nab");
+        assert_eq!(d.poll(), None);
+        assert_eq!(d.finish(), Err(FrameError::Truncated));
+        assert!(d.is_idle());
+        assert_eq!(d.finish(), Ok(()));
+        d.feed(b"Content-Le");
+        assert_eq!(d.poll(), None);
+        assert_eq!(d.finish(), Err(FrameError::Truncated));
+        // Garbage already reported is not reported again.
+        d.feed(b"junk\n");
+        assert_eq!(d.poll(), Some(Err(FrameError::Garbage)));
+        assert_eq!(d.poll(), None);
+        assert_eq!(d.finish(), Ok(()));
     }
 
     #[test]
