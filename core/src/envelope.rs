@@ -266,11 +266,16 @@ impl Fields {
 
 impl Visitor for Fields {
     #[inline]
-    fn key(&mut self, depth: usize, key: JsonStr<'_>) {
+    fn key(&mut self, depth: usize, key: &[u8]) {
         if depth > 4 {
             return;
         }
         let parent = self.path[depth - 1];
+        if depth > 1 && parent == 0 {
+            self.path[depth] = 0;
+            return;
+        }
+        let key = JsonStr::from_validated(key);
         let field = match (depth, parent) {
             (1, _) => match_key(
                 key,
@@ -317,7 +322,11 @@ impl Visitor for Fields {
 }
 
 fn match_key(key: JsonStr<'_>, names: &[(&str, u8)]) -> u8 {
-    names.iter().find(|(n, _)| key.raw() == *n).map(|&(_, f)| f).unwrap_or_else(|| match_escaped(key, names))
+    names
+        .iter()
+        .find(|(n, _)| key.as_bytes() == n.as_bytes())
+        .map(|&(_, f)| f)
+        .unwrap_or_else(|| match_escaped(key, names))
 }
 
 /// Keys written with escapes (`"\u0069d"`) are rare: compare them decoded.
@@ -360,7 +369,7 @@ impl<'a> Envelope<'a> {
         };
         let fail = |kind| Err(DecodeError { kind, reply_to });
 
-        if get(JSONRPC).and_then(|v| v.as_str()).is_none_or(|v| v.raw() != "2.0") {
+        if get(JSONRPC).and_then(|v| v.as_str()).is_none_or(|v| v.as_bytes() != b"2.0") {
             return fail(DecodeErrorKind::BadVersion);
         }
         if let Some(Some(_)) | None = id {

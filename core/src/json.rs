@@ -71,8 +71,9 @@ impl core::error::Error for JsonError {}
 /// and remember where interesting members are.
 pub(crate) trait Visitor {
     /// A member key of an object whose members sit at `depth` (the root value
-    /// is depth 0, so the root object's members are depth 1).
-    fn key(&mut self, depth: usize, key: JsonStr<'_>);
+    /// is depth 0, so the root object's members are depth 1). `key` is the
+    /// validated text between the quotes.
+    fn key(&mut self, depth: usize, key: &[u8]);
     /// An array element starts at `depth`: it has no key.
     fn element(&mut self, depth: usize);
     /// The value at `depth` spans `text[start..end]`.
@@ -84,7 +85,7 @@ struct Ignore;
 
 impl Visitor for Ignore {
     #[inline(always)]
-    fn key(&mut self, _: usize, _: JsonStr<'_>) {}
+    fn key(&mut self, _: usize, _: &[u8]) {}
     #[inline(always)]
     fn element(&mut self, _: usize) {}
     #[inline(always)]
@@ -155,18 +156,59 @@ const STRING_STOP: [bool; 256] = {
     t
 };
 
+/// Skips string bytes that need no attention eight at a time: returns the
+/// index of the first 8-byte word holding a quote, a backslash or a control
+/// character (or of the tail shorter than a word), and 0x80 if any skipped
+/// byte was not ASCII. Most of a Copilot event is string content, so this
+/// loop is where decoding spends its time.
+#[inline]
+fn skip_plain_string_bytes(b: &[u8], mut i: usize) -> (usize, u8) {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut high = 0u64;
+    while let Some(word) = b.get(i..i + 8) {
+        let w = u64::from_le_bytes([word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7]]);
+        // A byte of `x` is zero exactly where `(x - ONES) & !x & HIGH` has its
+        // high bit; bytes below 0x20 are where `w - 0x20..` borrows likewise.
+        let quote = w ^ (ONES * u64::from(b'"'));
+        let backslash = w ^ (ONES * u64::from(b'\\'));
+        let found = (quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash)
+            | (w.wrapping_sub(ONES * 0x20) & !w);
+        if found & HIGH != 0 {
+            break;
+        }
+        high |= w;
+        i += 8;
+    }
+    (i, if high & HIGH != 0 { 0x80 } else { 0 })
+}
+
 /// Validates the string whose opening quote is at `i`; returns the index after
 /// the closing quote. `b` is already known to be UTF-8.
 #[inline]
 fn scan_string(b: &[u8], mut i: usize) -> Result<usize, JsonError> {
+    let start = i + 1;
     i += 1;
+    let mut high = 0u8;
     loop {
+        let (next, word_high) = skip_plain_string_bytes(b, i);
+        high |= word_high;
+        i = next;
         while i < b.len() && !STRING_STOP[b[i] as usize] {
+            high |= b[i];
             i += 1;
         }
         match b.get(i) {
             None => return Err(err(JsonErrorKind::UnexpectedEnd, i)),
-            Some(b'"') => return Ok(i + 1),
+            Some(b'"') => {
+                if high & 0x80 != 0 {
+                    if let Err(e) = core::str::from_utf8(&b[start..i]) {
+                        return Err(err(JsonErrorKind::InvalidUtf8, start + e.valid_up_to()));
+                    }
+                }
+                return Ok(i + 1);
+            }
             Some(b'\\') => match b.get(i + 1) {
                 Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
                 Some(b'u') => {
@@ -241,9 +283,8 @@ fn scan_literal(b: &[u8], i: usize, word: &[u8]) -> Result<usize, JsonError> {
 /// Validates `text` in one pass, telling `visitor` about keys and value spans.
 /// Returns the span of the root value (white space trimmed).
 pub(crate) fn scan<V: Visitor>(text: &[u8], visitor: &mut V) -> Result<(usize, usize), JsonError> {
-    if let Err(e) = core::str::from_utf8(text) {
-        return Err(err(JsonErrorKind::InvalidUtf8, e.valid_up_to()));
-    }
+    // UTF-8 is checked string by string (bytes above 0x7F are invalid
+    // anywhere else), and only for strings that hold such bytes.
     let b = text;
     let mut stack = Containers { bits: [0; MAX_DEPTH / 64], starts: [0; 8], len: 0 };
     let mut i = skip_ws(b, 0);
@@ -353,8 +394,7 @@ fn scan_key<V: Visitor>(b: &[u8], i: usize, depth: usize, visitor: &mut V) -> Re
         Some(_) => return Err(err(JsonErrorKind::UnexpectedByte, i)),
     }
     let end = scan_string(b, i)?;
-    // The slice is inside a UTF-8 text and bounded by ASCII quotes.
-    visitor.key(depth, JsonStr::from_validated(&b[i + 1..end - 1]));
+    visitor.key(depth, &b[i + 1..end - 1]);
     let colon = skip_ws(b, end);
     match b.get(colon) {
         Some(b':') => Ok(skip_ws(b, colon + 1)),
@@ -365,6 +405,13 @@ fn scan_key<V: Visitor>(b: &[u8], i: usize, depth: usize, visitor: &mut V) -> Re
 
 // ---------------------------------------------------------------------------
 // Zero-copy access to validated text.
+
+/// The text of a validated slice. Validated JSON is UTF-8 and slices are cut
+/// at ASCII delimiters, so this cannot fail; `unsafe` is forbidden here, so
+/// the check is made rather than assumed.
+fn utf8(text: &[u8]) -> &str {
+    core::str::from_utf8(text).unwrap_or_default()
+}
 
 /// Index after the value that starts at `i` in validated text.
 fn skip_value(b: &[u8], i: usize) -> usize {
@@ -435,7 +482,7 @@ pub enum Kind {
 /// Access is lazy: `get` and the iterators skip over what they do not need.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Value<'a> {
-    text: &'a str,
+    text: &'a [u8],
 }
 
 impl<'a> Value<'a> {
@@ -447,19 +494,22 @@ impl<'a> Value<'a> {
 
     /// `text` must be one validated JSON value without surrounding white space.
     pub(crate) fn from_validated(text: &'a [u8]) -> Self {
-        // Validated JSON is UTF-8; the check is a formality that cannot fail.
-        let text = core::str::from_utf8(text).unwrap_or("null");
         Value { text }
     }
 
     /// The value's JSON text, exactly as received.
     pub fn raw(&self) -> &'a str {
+        utf8(self.text)
+    }
+
+    /// The value's JSON text as bytes, without a second UTF-8 check.
+    pub fn as_bytes(&self) -> &'a [u8] {
         self.text
     }
 
     /// What kind of value this is.
     pub fn kind(&self) -> Kind {
-        match self.text.as_bytes()[0] {
+        match self.text[0] {
             b'{' => Kind::Object,
             b'[' => Kind::Array,
             b'"' => Kind::String,
@@ -471,7 +521,7 @@ impl<'a> Value<'a> {
 
     /// The string, if this is one.
     pub fn as_str(&self) -> Option<JsonStr<'a>> {
-        let b = self.text.as_bytes();
+        let b = self.text;
         (b[0] == b'"').then(|| JsonStr::from_validated(&b[1..b.len() - 1]))
     }
 
@@ -483,15 +533,15 @@ impl<'a> Value<'a> {
     /// The boolean, if this is one.
     pub fn as_bool(&self) -> Option<bool> {
         match self.text {
-            "true" => Some(true),
-            "false" => Some(false),
+            b"true" => Some(true),
+            b"false" => Some(false),
             _ => None,
         }
     }
 
     /// Whether this is `null`.
     pub fn is_null(&self) -> bool {
-        self.text == "null"
+        self.text == b"null"
     }
 
     /// The member named `key` of an object (the last one, if the name repeats,
@@ -507,14 +557,14 @@ impl<'a> Value<'a> {
 
     /// The members of an object in text order; empty for other kinds.
     pub fn members(&self) -> Members<'a> {
-        let b = self.text.as_bytes();
+        let b = self.text;
         let pos = if b[0] == b'{' { skip_ws(b, 1) } else { b.len() };
         Members { text: b, pos }
     }
 
     /// The elements of an array in order; empty for other kinds.
     pub fn elements(&self) -> Elements<'a> {
-        let b = self.text.as_bytes();
+        let b = self.text;
         let pos = if b[0] == b'[' { skip_ws(b, 1) } else { b.len() };
         Elements { text: b, pos }
     }
@@ -533,7 +583,7 @@ impl<'a> Value<'a> {
         scratch: &'s mut [u8],
         unescape: &mut [u8],
     ) -> Result<T, DeserializeError> {
-        let len = transcode_surrogates(self.text.as_bytes(), scratch).ok_or(DeserializeError::ScratchTooSmall)?;
+        let len = transcode_surrogates(self.text, scratch).ok_or(DeserializeError::ScratchTooSmall)?;
         let scratch: &'s [u8] = scratch;
         serde_json_core::from_slice_escaped(&scratch[..len], unescape).map(|(v, _)| v).map_err(DeserializeError::Json)
     }
@@ -624,13 +674,13 @@ fn hex4(h: &[u8]) -> u16 {
 
 impl fmt::Debug for Value<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.text)
+        f.write_str(self.raw())
     }
 }
 
 impl fmt::Display for Value<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.text)
+        f.write_str(self.raw())
     }
 }
 
@@ -688,30 +738,30 @@ impl<'a> Iterator for Elements<'a> {
 /// A JSON number as written (`12`, `-0.5`, `1e400`): any size is kept exactly.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct JsonNumber<'a> {
-    text: &'a str,
+    text: &'a [u8],
 }
 
 impl<'a> JsonNumber<'a> {
     /// The number's text.
     pub fn raw(&self) -> &'a str {
-        self.text
+        utf8(self.text)
     }
 
     /// The value if the text is a plain integer (no fraction or exponent)
     /// that fits in a `u64`.
     pub fn as_u64(&self) -> Option<u64> {
-        self.text.parse().ok()
+        self.raw().parse().ok()
     }
 
     /// The value if the text is a plain integer that fits in an `i64`.
     pub fn as_i64(&self) -> Option<i64> {
-        self.text.parse().ok()
+        self.raw().parse().ok()
     }
 }
 
 impl fmt::Debug for JsonNumber<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.text)
+        f.write_str(self.raw())
     }
 }
 
@@ -719,30 +769,35 @@ impl fmt::Debug for JsonNumber<'_> {
 /// excluded). Compare, iterate or unescape it without allocating.
 #[derive(Clone, Copy)]
 pub struct JsonStr<'a> {
-    raw: &'a str,
+    raw: &'a [u8],
 }
 
 impl<'a> JsonStr<'a> {
     /// `raw` must be the inside of a string validated by the scanner.
     pub(crate) fn from_validated(raw: &'a [u8]) -> Self {
         // Inside validated UTF-8 text, cut at ASCII quotes: cannot fail.
-        JsonStr { raw: core::str::from_utf8(raw).unwrap_or("") }
+        JsonStr { raw }
     }
 
     /// The text between the quotes, escapes not decoded. Writing it back
     /// between quotes reproduces the original string exactly.
     pub fn raw(&self) -> &'a str {
+        utf8(self.raw)
+    }
+
+    /// The text between the quotes as bytes, escapes not decoded.
+    pub fn as_bytes(&self) -> &'a [u8] {
         self.raw
     }
 
     /// The string itself if it has no escapes (the common case).
     pub fn as_plain(&self) -> Option<&'a str> {
-        (!self.raw.as_bytes().contains(&b'\\')).then_some(self.raw)
+        (!self.raw.contains(&b'\\')).then(|| self.raw())
     }
 
     /// The decoded characters (lone surrogates become U+FFFD).
     pub fn chars(&self) -> Chars<'a> {
-        Chars { rest: self.raw.as_bytes() }
+        Chars { rest: self.raw }
     }
 
     /// Length in bytes once decoded to UTF-8.
@@ -767,9 +822,10 @@ impl<'a> JsonStr<'a> {
 
 impl PartialEq<str> for JsonStr<'_> {
     fn eq(&self, other: &str) -> bool {
-        match self.as_plain() {
-            Some(s) => s == other,
-            None => self.chars().eq(other.chars()),
+        if self.raw.contains(&b'\\') {
+            self.chars().eq(other.chars())
+        } else {
+            self.raw == other.as_bytes()
         }
     }
 }
@@ -790,7 +846,7 @@ impl Eq for JsonStr<'_> {}
 
 impl fmt::Debug for JsonStr<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "\"{}\"", self.raw)
+        write!(f, "\"{}\"", self.raw())
     }
 }
 
