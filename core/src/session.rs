@@ -233,6 +233,8 @@ impl<T: Clone, const N: usize> SessionTable<T, N> {
     /// An empty table.
     #[cfg(loom)]
     pub fn new() -> Self {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::FITS;
         SessionTable { inner: Lock::new(Slots { slots: [Slot::FREE; N], awaiting: 0, len: 0 }) }
     }
 

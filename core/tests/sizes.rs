@@ -1,0 +1,48 @@
+//! The in-memory size of the core's fixed-capacity types.
+//!
+//! The core allocates nothing: a router, its tables and a frame decoder are
+//! plain values whose size is their whole memory cost, so a firmware author
+//! can place them in a `static` and know the RAM bill at compile time. These
+//! tests print those sizes (run with `--nocapture`, as `scripts/size-report`
+//! does) and bound them, so that a change which doubles a slot, or moves the
+//! storage behind a pointer, fails here instead of in someone's linker map.
+//!
+//! The figures are for the host (64-bit `usize`); on a 32-bit MCU the
+//! counters and lengths are narrower, so the same bounds hold there too.
+#![cfg(not(loom))] // loom's mutex is larger and not what ships.
+
+use core::mem::size_of;
+
+use copilot_core::{FrameDecoder, PendingTable, Router, SessionTable, MAX_SESSION_ID_LEN};
+
+/// The configuration `scripts/size-report` and the bare-metal example use.
+type SmallRouter = Router<u8, u8, 16, 16>;
+
+#[test]
+fn print_and_bound_sizes() {
+    let router = size_of::<SmallRouter>();
+    let sessions = size_of::<SessionTable<u8, 16>>();
+    let pending = size_of::<PendingTable<u8, 16>>();
+    let decoder = size_of::<FrameDecoder<65536>>();
+    println!("size_of::<Router<u8, u8, 16, 16>>()   = {router} bytes");
+    println!("size_of::<SessionTable<u8, 16>>()     = {sessions} bytes");
+    println!("size_of::<PendingTable<u8, 16>>()     = {pending} bytes");
+    println!("size_of::<FrameDecoder<65536>>()      = {decoder} bytes");
+
+    // The decoder is its buffer plus a few words of cursor state.
+    assert!(decoder >= 65536, "the frame buffer must be inline, not behind a pointer");
+    assert!(decoder < 65536 + 64, "FrameDecoder<65536> grew to {decoder} bytes");
+
+    // Every session id is stored inline, so the table is at least N ids; the
+    // upper bound leaves room for today's per-slot state (about 80 bytes)
+    // but not for a doubled slot.
+    assert!(sessions >= 16 * MAX_SESSION_ID_LEN, "session ids must be inline");
+    assert!(sessions < 2 * 1024, "SessionTable<u8, 16> grew to {sessions} bytes");
+
+    // A pending slot is an id and a waiter: 16 of them stay well under 512 B.
+    assert!(pending < 512, "PendingTable<u8, 16> grew to {pending} bytes");
+
+    // The router is its two tables plus the counters, nothing hidden.
+    assert!(router >= sessions + pending, "the router must own its tables inline");
+    assert!(router < sessions + pending + 128, "Router<u8, u8, 16, 16> grew to {router} bytes");
+}
