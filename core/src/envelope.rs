@@ -129,6 +129,8 @@ pub struct EventInfo<'a> {
     pub ephemeral: bool,
     /// `params.event.data.requestId`, for the event types in
     /// [`REQUEST_EVENT_TYPES`]: the id the client's answer must carry.
+    /// `None` for other types, and for an awaited event that lacks one
+    /// (which no answer can reach: report it).
     pub request_id: Option<JsonStr<'a>>,
     /// The whole `params.event` object.
     pub event: Value<'a>,
@@ -137,9 +139,10 @@ pub struct EventInfo<'a> {
 }
 
 impl EventInfo<'_> {
-    /// Whether the agent waits for the client to answer this event.
+    /// Whether the agent waits for the client to answer this event: its
+    /// type is one of [`REQUEST_EVENT_TYPES`].
     pub fn awaits_answer(&self) -> bool {
-        self.request_id.is_some()
+        REQUEST_EVENT_TYPES.iter().any(|t| self.event_type == *t)
     }
 }
 
@@ -499,7 +502,9 @@ mod tests {
         assert_eq!(e.event.unwrap().request_id, None);
         // A requestId deeper than data.requestId is not the event's.
         let e = decode(r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s","event":{"type":"external_tool.requested","data":{"arguments":{"requestId":"no"}}}}}"#).unwrap();
-        assert_eq!(e.event.unwrap().request_id, None);
+        let ev = e.event.unwrap();
+        assert_eq!(ev.request_id, None);
+        assert!(ev.awaits_answer(), "awaited, yet unanswerable: the host reports it");
     }
 
     #[test]

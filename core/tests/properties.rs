@@ -230,3 +230,120 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
         ]
     })
 }
+
+/// Walks a validated value with the core's accessors and compares every part
+/// with serde_json's reading of the same text.
+fn same_as_serde(v: Value<'_>, expected: &serde_json::Value) -> Result<(), TestCaseError> {
+    use copilot_core::json::Kind;
+    match expected {
+        serde_json::Value::Null => prop_assert!(v.is_null()),
+        serde_json::Value::Bool(b) => prop_assert_eq!(v.as_bool(), Some(*b)),
+        serde_json::Value::Number(n) => {
+            let ours = v.as_number().expect("a number");
+            // The text was written by serde_json, so the number is its text.
+            prop_assert_eq!(ours.raw(), n.to_string());
+            if let Some(i) = n.as_i64() {
+                prop_assert_eq!(ours.as_i64(), Some(i));
+            }
+        }
+        serde_json::Value::String(s) => {
+            let ours = v.as_str().expect("a string");
+            prop_assert_eq!(ours.to_string(), s.clone());
+            prop_assert!(ours == s.as_str());
+            prop_assert_eq!(ours.decoded_len(), s.len());
+            let mut buf = vec![0u8; s.len()];
+            prop_assert_eq!(ours.decode_into(&mut buf), Some(s.as_str()));
+        }
+        serde_json::Value::Array(items) => {
+            prop_assert_eq!(v.kind(), Kind::Array);
+            let ours: Vec<_> = v.elements().collect();
+            prop_assert_eq!(ours.len(), items.len());
+            for (o, e) in ours.into_iter().zip(items) {
+                same_as_serde(o, e)?;
+            }
+        }
+        serde_json::Value::Object(map) => {
+            prop_assert_eq!(v.kind(), Kind::Object);
+            prop_assert_eq!(v.members().count(), map.len());
+            for (key, e) in map {
+                same_as_serde(v.get(key).expect("member present"), e)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// serde_json writes non-ASCII as UTF-8; this rewrites every non-ASCII
+/// character as `\u` escapes (surrogate pairs above U+FFFF), the other way a
+/// peer may send the same text.
+fn escape_non_ascii(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn navigation_agrees_with_serde_json(value in json_value(), escaped in any::<bool>(), pretty in any::<bool>()) {
+        let mut text = if pretty { serde_json::to_string_pretty(&value) } else { serde_json::to_string(&value) }.unwrap();
+        if escaped {
+            text = escape_non_ascii(&text);
+        }
+        let v = Value::parse(text.as_bytes()).unwrap();
+        same_as_serde(v, &value)?;
+    }
+
+    #[test]
+    fn the_read_path_never_panics_on_arbitrary_bytes(
+        pieces in proptest::collection::vec(
+            prop_oneof![
+                proptest::collection::vec(any::<u8>(), 0..64),
+                Just(b"Content-Length: 20\r\n\r\n".to_vec()),
+                Just(br#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s","event":{"type":"x"}}}"#.to_vec()),
+                json_value().prop_map(|v| serde_json::to_vec(&v).unwrap()),
+            ],
+            0..24,
+        ),
+    ) {
+        let router: copilot_core::Router<u8, u8, 2, 2> = copilot_core::Router::new();
+        router.sessions().reserve("s", 1).unwrap();
+        router.pending().insert(9).unwrap();
+        let mut d = FrameDecoder::<256>::new();
+        let input: Vec<u8> = pieces.concat();
+        let (mut bodies, mut malformed, mut oversize, mut broken) = (0u64, 0u64, 0u64, 0u64);
+        let mut rest = &input[..];
+        while !rest.is_empty() {
+            rest = &rest[d.feed(rest)..];
+            while let Some(route) = router.poll(&mut d) {
+                // Reading a route's parts must not panic either.
+                let _ = format!("{route:?}");
+                match route {
+                    copilot_core::Route::FrameError(FrameError::TooLarge { .. }) => oversize += 1,
+                    copilot_core::Route::FrameError(_) => broken += 1,
+                    copilot_core::Route::Malformed(_) => {
+                        malformed += 1;
+                        bodies += 1;
+                    }
+                    _ => bodies += 1,
+                }
+            }
+        }
+        let _ = d.finish();
+        // The counters agree with what was handed out.
+        let s = router.stats();
+        prop_assert_eq!(s.frames, bodies);
+        prop_assert_eq!(s.oversize, oversize);
+        prop_assert_eq!(s.malformed, malformed + broken);
+    }
+}
