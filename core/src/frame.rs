@@ -92,12 +92,14 @@ enum State {
 
 /// Decodes `Content-Length` frames from bytes fed in pieces of any size.
 ///
-/// `N` is the buffer size and so the largest body that can be decoded. The
-/// decoder is sans-IO: [`feed`](Self::feed) (or [`spare`](Self::spare) plus
-/// [`commit`](Self::commit)) bytes in, then call [`poll`](Self::poll) until
-/// it returns `None`.
-pub struct FrameDecoder<const N: usize> {
-    buf: [u8; N],
+/// The caller supplies the buffer `B`: an array (`FrameDecoder::<[u8; 4096]>::new()`,
+/// usable in a `static`) or any heap or borrowed slice
+/// ([`with_buffer`](Self::with_buffer)). Its length is the largest body that
+/// can be decoded. The decoder is sans-IO: [`feed`](Self::feed) (or
+/// [`spare`](Self::spare) plus [`commit`](Self::commit)) bytes in, then call
+/// [`poll`](Self::poll) until it returns `None`.
+pub struct FrameDecoder<B> {
+    buf: B,
     /// Buffered, not yet consumed bytes are `buf[start..end]`.
     start: usize,
     end: usize,
@@ -109,21 +111,41 @@ pub struct FrameDecoder<const N: usize> {
     recovering: bool,
 }
 
-impl<const N: usize> Default for FrameDecoder<N> {
+/// The smallest buffer a decoder accepts: room for a minimal header.
+pub const MIN_FRAME_BUFFER: usize = 64;
+
+impl<const N: usize> Default for FrameDecoder<[u8; N]> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<const N: usize> FrameDecoder<N> {
-    /// Header parsing needs room for at least a minimal header.
-    const MIN_CAPACITY: () = assert!(N >= 64, "FrameDecoder needs a buffer of at least 64 bytes");
+impl<const N: usize> FrameDecoder<[u8; N]> {
+    const MIN_CAPACITY: () = assert!(N >= MIN_FRAME_BUFFER, "FrameDecoder needs a buffer of at least 64 bytes");
 
-    /// An empty decoder.
+    /// An empty decoder with an inline buffer of `N` bytes.
     pub const fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::MIN_CAPACITY;
         FrameDecoder { buf: [0; N], start: 0, end: 0, lent: 0, state: State::Header, recovering: false }
+    }
+}
+
+impl<B: AsRef<[u8]> + AsMut<[u8]>> FrameDecoder<B> {
+    /// An empty decoder over `buf` (for example `vec![0; 1 << 20]`). Only
+    /// the bytes actually received are written, so a large zeroed heap
+    /// buffer costs memory only as far as frames fill it.
+    ///
+    /// # Panics
+    /// If `buf` is shorter than [`MIN_FRAME_BUFFER`].
+    pub fn with_buffer(buf: B) -> Self {
+        assert!(buf.as_ref().len() >= MIN_FRAME_BUFFER, "FrameDecoder needs a buffer of at least 64 bytes");
+        FrameDecoder { buf, start: 0, end: 0, lent: 0, state: State::Header, recovering: false }
+    }
+
+    /// The buffer size: the largest frame body this decoder can return.
+    pub fn capacity(&self) -> usize {
+        self.buf.as_ref().len()
     }
 
     /// Copies as much of `input` as fits and returns how many bytes were
@@ -153,17 +175,21 @@ impl<const N: usize> FrameDecoder<N> {
     /// when the buffer holds an unpolled frame.
     pub fn spare(&mut self) -> &mut [u8] {
         self.release_lent();
-        if self.start > 0 && (self.end == N || self.start == self.end) {
-            self.buf.copy_within(self.start..self.end, 0);
+        // Keep buffered bytes at the front. At most the start of one frame
+        // moves, once; and new bytes always land low in the buffer, so a
+        // large buffer is only touched as far as the largest frame reaches.
+        if self.start > 0 {
+            self.buf.as_mut().copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
         }
-        &mut self.buf[self.end..]
+        let end = self.end;
+        &mut self.buf.as_mut()[end..]
     }
 
     /// Marks `n` bytes written into [`spare`](Self::spare) as received.
     pub fn commit(&mut self, n: usize) {
-        assert!(self.end + n <= N, "committed more bytes than spare() offered");
+        assert!(self.end + n <= self.capacity(), "committed more bytes than spare() offered");
         self.end += n;
     }
 
@@ -182,7 +208,7 @@ impl<const N: usize> FrameDecoder<N> {
     pub fn finish(&mut self) -> Result<(), FrameError> {
         self.release_lent();
         let unreported = !self.recovering && (self.start != self.end || self.state != State::Header);
-        *self = Self::new();
+        (self.start, self.end, self.state, self.recovering) = (0, 0, State::Header, false);
         if unreported {
             Err(FrameError::Truncated)
         } else {
@@ -204,8 +230,9 @@ impl<const N: usize> FrameDecoder<N> {
     #[must_use = "poll until it returns None, or frames stay buffered"]
     pub fn poll(&mut self) -> Option<Result<&[u8], FrameError>> {
         self.release_lent();
+        let n = self.capacity();
         loop {
-            let data = &self.buf[self.start..self.end];
+            let data = &self.buf.as_ref()[self.start..self.end];
             match self.state {
                 State::Body { len } => {
                     if data.len() < len {
@@ -214,7 +241,7 @@ impl<const N: usize> FrameDecoder<N> {
                     self.state = State::Header;
                     self.recovering = false;
                     self.lent = len;
-                    return Some(Ok(&self.buf[self.start..self.start + len]));
+                    return Some(Ok(&self.buf.as_ref()[self.start..self.start + len]));
                 }
                 State::Skip { remaining } => {
                     let n = remaining.min(data.len());
@@ -239,19 +266,19 @@ impl<const N: usize> FrameDecoder<N> {
                     if data.is_empty() {
                         return None;
                     }
-                    match parse_header(data, N.min(MAX_HEADER_LEN)) {
+                    match parse_header(data, n.min(MAX_HEADER_LEN)) {
                         HeaderParse::Partial => return None,
                         HeaderParse::Frame { header_len, body_len } => {
                             self.start += header_len;
-                            self.state = if body_len > N {
+                            self.state = if body_len > n {
                                 State::Skip { remaining: body_len }
                             } else {
                                 State::Body { len: body_len }
                             };
-                            if body_len > N {
+                            if body_len > n {
                                 // The header was sound: framing is in step again.
                                 self.recovering = false;
-                                return Some(Err(FrameError::TooLarge { length: body_len, capacity: N }));
+                                return Some(Err(FrameError::TooLarge { length: body_len, capacity: n }));
                             }
                         }
                         HeaderParse::Error { error, skip } => {
@@ -411,7 +438,7 @@ mod tests {
 
     /// Feeds `input` in one go and collects everything the decoder yields.
     fn decode<const N: usize>(input: &[u8]) -> Vec<Result<Vec<u8>, FrameError>> {
-        let mut d = FrameDecoder::<N>::new();
+        let mut d = FrameDecoder::<[u8; N]>::new();
         let mut out = Vec::new();
         let mut rest = input;
         loop {
@@ -438,7 +465,7 @@ mod tests {
 
     #[test]
     fn finish_reports_a_cut_frame_once() {
-        let mut d = FrameDecoder::<64>::new();
+        let mut d = FrameDecoder::<[u8; 64]>::new();
         d.feed(b"Content-Length: 5\r\n\r\nab");
         assert_eq!(d.poll(), None);
         assert_eq!(d.finish(), Err(FrameError::Truncated));
@@ -524,7 +551,7 @@ mod tests {
 
     #[test]
     fn resync_finds_a_header_split_across_feeds() {
-        let mut d = FrameDecoder::<64>::new();
+        let mut d = FrameDecoder::<[u8; 64]>::new();
         assert_eq!(d.feed(b"garbage Conte"), 13);
         assert_eq!(d.poll(), Some(Err(FrameError::Garbage)));
         assert_eq!(d.poll(), None);
@@ -536,7 +563,7 @@ mod tests {
 
     #[test]
     fn spare_and_commit_fill_the_buffer_directly() {
-        let mut d = FrameDecoder::<64>::new();
+        let mut d = FrameDecoder::<[u8; 64]>::new();
         let input = b"Content-Length: 5\r\n\r\nhelloContent-Length: 5\r\n\r\nworld";
         let mut fed = 0;
         let mut out = Vec::new();
@@ -554,8 +581,44 @@ mod tests {
     }
 
     #[test]
+    fn a_large_buffer_is_only_written_as_far_as_frames_reach() {
+        let mut big = std::vec![0u8; 1 << 20];
+        let d = FrameDecoder::with_buffer(&mut big[..]);
+        assert_eq!(d.capacity(), 1 << 20);
+        let frame = b"Content-Length: 100\r\n\r\n";
+        let mut input = Vec::new();
+        for _ in 0..1000 {
+            input.extend_from_slice(frame);
+            input.extend_from_slice(&[b'z'; 100]);
+        }
+        // Read in pieces of 1000 bytes, as a reader capped at that would.
+        let mut frames = 0;
+        {
+            let mut d = d;
+            for piece in input.chunks(1000) {
+                let spare = d.spare();
+                spare[..piece.len()].copy_from_slice(piece);
+                d.commit(piece.len());
+                while let Some(f) = d.poll() {
+                    assert_eq!(f.unwrap().len(), 100);
+                    frames += 1;
+                }
+            }
+        }
+        assert_eq!(frames, 1000);
+        let touched = big.iter().rposition(|&b| b != 0).unwrap() + 1;
+        assert!(touched < 2000, "wrote up to byte {touched} of a 1 MiB buffer for 124-byte frames");
+    }
+
+    #[test]
+    #[should_panic(expected = "at least 64 bytes")]
+    fn tiny_buffers_are_refused() {
+        let _ = FrameDecoder::with_buffer([0u8; 10]);
+    }
+
+    #[test]
     fn feed_takes_nothing_only_while_a_frame_is_unpolled() {
-        let mut d = FrameDecoder::<64>::new();
+        let mut d = FrameDecoder::<[u8; 64]>::new();
         let mut input = Vec::from(&b"Content-Length: 40\r\n\r\n"[..]);
         input.extend_from_slice(&[b'a'; 40]);
         input.extend_from_slice(b"Content-Length: 1\r\n\r\n1");

@@ -21,7 +21,7 @@
 //!
 //! // Sessions deliver to a `u8` tag here; a std host would use an `Arc`.
 //! let router: Router<u8, (), 16, 32> = Router::new();
-//! let mut decoder: FrameDecoder<4096> = FrameDecoder::new();
+//! let mut decoder: FrameDecoder<[u8; 4096]> = FrameDecoder::new();
 //!
 //! // Reserve before sending `session.create`, so no early event is lost.
 //! router.sessions().reserve("s-1", 7).unwrap();
@@ -63,7 +63,7 @@ pub use envelope::{
     DecodeError, DecodeErrorKind, Envelope, EventInfo, Id, Message, RpcError, INTERNAL_ERROR, INVALID_PARAMS,
     INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, REQUEST_EVENT_TYPES,
 };
-pub use frame::{FrameDecoder, FrameError, MAX_HEADER_LEN};
+pub use frame::{FrameDecoder, FrameError, MAX_HEADER_LEN, MIN_FRAME_BUFFER};
 pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
 pub use pending::{PendingFull, PendingTable, RequestId};
 pub use router::{Route, Router, Stats, UNKNOWN_SESSION};

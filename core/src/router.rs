@@ -180,7 +180,7 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize> Router<T, W, SESS
 
     /// Takes the next frame from `decoder` and routes it; `None` when the
     /// decoder needs more bytes. This is the body of every host's read loop.
-    pub fn poll<'d, const B: usize>(&self, decoder: &'d mut FrameDecoder<B>) -> Option<Route<'d, T, W>> {
+    pub fn poll<'d, B: AsRef<[u8]> + AsMut<[u8]>>(&self, decoder: &'d mut FrameDecoder<B>) -> Option<Route<'d, T, W>> {
         match decoder.poll()? {
             Ok(body) => {
                 self.stats.with(|s| {
@@ -376,7 +376,7 @@ mod tests {
     #[test]
     fn poll_counts_frames_bytes_and_errors() {
         let r = R::new();
-        let mut d = FrameDecoder::<256>::new();
+        let mut d = FrameDecoder::<[u8; 256]>::new();
         let mut input = std::vec::Vec::new();
         let mut frame = [0u8; 200];
         let n = Outgoing::Notification { method: "x", params: None }.encode(&mut frame).unwrap();

@@ -13,7 +13,7 @@ fn decode_chunked(input: &[u8], cuts: &[usize]) -> (Vec<Vec<u8>>, Vec<FrameError
 }
 
 fn decode_chunked_in<const N: usize>(input: &[u8], cuts: &[usize]) -> (Vec<Vec<u8>>, Vec<FrameError>) {
-    let mut d = FrameDecoder::<N>::new();
+    let mut d = FrameDecoder::<[u8; N]>::new();
     let (mut frames, mut errors) = (Vec::new(), Vec::new());
     let mut points: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
     points.push(0);
@@ -319,7 +319,7 @@ proptest! {
         let router: copilot_core::Router<u8, u8, 2, 2> = copilot_core::Router::new();
         router.sessions().reserve("s", 1).unwrap();
         router.pending().insert(9).unwrap();
-        let mut d = FrameDecoder::<256>::new();
+        let mut d = FrameDecoder::<[u8; 256]>::new();
         let input: Vec<u8> = pieces.concat();
         let (mut bodies, mut malformed, mut oversize, mut broken) = (0u64, 0u64, 0u64, 0u64);
         let mut rest = &input[..];

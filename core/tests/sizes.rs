@@ -23,15 +23,15 @@ fn print_and_bound_sizes() {
     let router = size_of::<SmallRouter>();
     let sessions = size_of::<SessionTable<u8, 16>>();
     let pending = size_of::<PendingTable<u8, 16>>();
-    let decoder = size_of::<FrameDecoder<65536>>();
-    println!("size_of::<Router<u8, u8, 16, 16>>()   = {router} bytes");
-    println!("size_of::<SessionTable<u8, 16>>()     = {sessions} bytes");
-    println!("size_of::<PendingTable<u8, 16>>()     = {pending} bytes");
-    println!("size_of::<FrameDecoder<65536>>()      = {decoder} bytes");
+    let decoder = size_of::<FrameDecoder<[u8; 65536]>>();
+    println!("size_of::<Router<u8, u8, 16, 16>>()      = {router} bytes");
+    println!("size_of::<SessionTable<u8, 16>>()        = {sessions} bytes");
+    println!("size_of::<PendingTable<u8, 16>>()        = {pending} bytes");
+    println!("size_of::<FrameDecoder<[u8; 65536]>>()      = {decoder} bytes");
 
     // The decoder is its buffer plus a few words of cursor state.
     assert!(decoder >= 65536, "the frame buffer must be inline, not behind a pointer");
-    assert!(decoder < 65536 + 64, "FrameDecoder<65536> grew to {decoder} bytes");
+    assert!(decoder < 65536 + 64, "FrameDecoder<[u8; 65536]> grew to {decoder} bytes");
 
     // Every session id is stored inline, so the table is at least N ids; the
     // upper bound leaves room for today's per-slot state (about 80 bytes)

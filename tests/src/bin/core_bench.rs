@@ -54,7 +54,7 @@ fn main() {
     for _ in 0..5 {
         let router: Router<u32, (), 16, 16> = Router::new();
         router.sessions().reserve(SESSION, 1).unwrap();
-        let mut decoder = Box::new(FrameDecoder::<{ 64 * 1024 }>::new());
+        let mut decoder = FrameDecoder::with_buffer(vec![0u8; 64 * 1024]);
         let mut delivered = 0usize;
         let start = Instant::now();
         for chunk in stream.chunks(64 * 1024) {

@@ -84,7 +84,7 @@ pub extern "C" fn _start() -> ! {
 
     // The largest frame this image accepts; a longer one is skipped and
     // reported as `FrameError::TooLarge`, and the stream carries on.
-    let mut decoder: FrameDecoder<4096> = FrameDecoder::new();
+    let mut decoder: FrameDecoder<[u8; 4096]> = FrameDecoder::new();
     // Feed in UART-sized pieces; a frame may span several of them.
     for piece in black_box(INPUT).chunks(64) {
         let mut rest = piece;
