@@ -65,8 +65,9 @@ pub use envelope::{
 };
 pub use frame::{FrameDecoder, FrameError, MAX_HEADER_LEN, MIN_FRAME_BUFFER};
 pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
-pub use pending::{PendingFull, PendingTable, RequestId};
+pub use pending::{Drain as PendingDrain, PendingFull, PendingTable, RequestId};
 pub use router::{Route, Router, Stats, UNKNOWN_SESSION};
 pub use session::{
-    Lookup, ReserveError, ReserveErrorKind, SessionHandle, SessionState, SessionTable, StaleHandle, MAX_SESSION_ID_LEN,
+    Drain as SessionDrain, Iter as SessionIter, Lookup, ReserveError, ReserveErrorKind, SessionHandle, SessionState,
+    SessionTable, StaleHandle, MAX_SESSION_ID_LEN,
 };

@@ -357,6 +357,38 @@ impl<T: Clone, const N: usize> SessionTable<T, N> {
     pub fn drain(&self) -> Drain<'_, T, N> {
         Drain { table: self }
     }
+
+    /// Visits the live sessions in slot order, cloning one per `next()`
+    /// under the lock (never held between items). Sessions reserved or
+    /// released meanwhile may or may not be seen.
+    pub fn iter(&self) -> Iter<'_, T, N> {
+        Iter { table: self, next: 0 }
+    }
+}
+
+/// Iterator returned by [`SessionTable::iter`].
+pub struct Iter<'t, T, const N: usize> {
+    table: &'t SessionTable<T, N>,
+    next: usize,
+}
+
+impl<T: Clone, const N: usize> Iterator for Iter<'_, T, N> {
+    type Item = (SessionHandle, SessionState, T);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.table.inner.with(|t| {
+            while self.next < N {
+                let i = self.next;
+                self.next += 1;
+                let slot = &t.slots[i];
+                if let Some(target) = &slot.target {
+                    let handle = SessionHandle { index: i as u16, generation: slot.generation };
+                    return Some((handle, slot.state, target.clone()));
+                }
+            }
+            None
+        })
+    }
 }
 
 /// Iterator returned by [`SessionTable::drain`].
@@ -462,6 +494,26 @@ mod tests {
         table.reserve("a\"b", 1).unwrap();
         let v = crate::json::Value::parse(br#""a\u0022b""#).unwrap();
         assert!(matches!(table.lookup(v.as_str().unwrap()), Lookup::Found(_, 1)));
+    }
+
+    #[test]
+    fn iter_visits_live_sessions_without_releasing_them() {
+        let table: SessionTable<u32, 4> = SessionTable::new();
+        let a = table.reserve("a", 1).unwrap();
+        let b = table.reserve("b", 2).unwrap();
+        table.activate(b).unwrap();
+        table.release(a);
+        let seen: ([(SessionHandle, SessionState, u32); 1], usize) = {
+            let mut out = [(b, SessionState::Reserved, 0); 1];
+            let mut n = 0;
+            for item in table.iter() {
+                out[n] = item;
+                n += 1;
+            }
+            (out, n)
+        };
+        assert_eq!(seen, ([(b, SessionState::Active, 2)], 1));
+        assert_eq!(table.len(), 1);
     }
 
     #[test]

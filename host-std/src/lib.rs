@@ -1,7 +1,46 @@
-//! The std host of `copilot-core`.
+//! The std host of `copilot-core`: a blocking client for the GitHub Copilot
+//! CLI's agent protocol.
 //!
-//! Status: only the protocol core is available so far, re-exported as
-//! [`core`]. The stdio and TCP transports, the reader pump and the blocking
-//! `Client` / `Session` API are not written yet.
+//! It starts the CLI (over stdio, or TCP with `--port`) or connects to one
+//! already running, performs the `connect` handshake (protocol version 3),
+//! and opens sessions whose events are delivered, typed, to iterators and
+//! callbacks.
+//!
+//! Every transport runs the same reader pump: a named thread that feeds the
+//! bytes to `copilot_core` and acts on the route its router returns. The
+//! router is the only routing code in the project, so stdio, TCP and
+//! in-memory connections cannot behave differently. No event is dropped:
+//! events go to unbounded per-session queues (the reader never waits for a
+//! consumer), sessions are reserved before `session.create` is sent, and
+//! events for a session the server has yet to name are held until it does.
+//!
+//! ```no_run
+//! use copilot_host::{Client, ClientOptions, SessionConfig};
+//! use std::time::Duration;
+//!
+//! let client = Client::start(ClientOptions::default())?;
+//! let session = client.create_session(SessionConfig::with_model("claude-sonnet-4.5"))?;
+//! let reply = session.send_and_wait("What is 2 + 2?", Duration::from_secs(60))?;
+//! if let Some(event) = reply {
+//!     println!("{event:?}");
+//! }
+//! client.stop()?;
+//! # Ok::<(), copilot_host::Error>(())
+//! ```
+#![deny(unsafe_code)]
 
+mod cli;
+mod client;
+mod connection;
+mod error;
+pub mod events;
+mod session;
+
+pub use cli::{default_install_dir, install_cli, native_binary, resolve_cli, CLI_PACKAGE, CLI_VERSION};
+pub use client::{
+    Client, ClientOptions, Pong, ServerInfo, SessionMetadata, Status, Transport, PROTOCOL_VERSION,
+};
 pub use copilot_core as core;
+pub use error::{Error, Result};
+pub use events::{EventKind, LifecycleEvent, SessionEvent};
+pub use session::{EventStream, MessageOptions, Session, SessionConfig, Subscription};

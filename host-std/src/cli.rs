@@ -1,0 +1,284 @@
+//! Finding, installing and starting the Copilot CLI, and stopping it.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+
+/// The CLI version this client is built and tested against.
+pub const CLI_VERSION: &str = "1.0.102";
+
+/// The npm package of the CLI.
+pub const CLI_PACKAGE: &str = "@github/copilot";
+
+/// The name of the environment variable a spawned CLI reads its auth token
+/// from (`--auth-token-env`), so the token never appears in argv.
+pub(crate) const AUTH_TOKEN_ENV: &str = "COPILOT_SDK_AUTH_TOKEN";
+
+/// Stderr lines kept for error messages.
+const STDERR_LINES: usize = 40;
+
+/// The npm package that carries the native binary for this platform.
+fn native_package() -> Option<&'static str> {
+    match (std::env::consts::OS, std::env::consts::ARCH) {
+        ("linux", "x86_64") => Some("copilot-linux-x64"),
+        ("linux", "aarch64") => Some("copilot-linux-arm64"),
+        ("macos", "x86_64") => Some("copilot-darwin-x64"),
+        ("macos", "aarch64") => Some("copilot-darwin-arm64"),
+        ("windows", "x86_64") => Some("copilot-win32-x64"),
+        _ => None,
+    }
+}
+
+/// The native binary next to an npm install of the CLI, if there is one.
+///
+/// `node_modules/.bin/copilot` is a Node loader that starts the native
+/// binary as its child; killing the loader leaves the binary running, so we
+/// start the binary itself when we can find it.
+pub fn native_binary(cli: &Path) -> Option<PathBuf> {
+    let resolved = std::fs::canonicalize(cli).ok()?;
+    let package = native_package()?;
+    let exe = if cfg!(windows) { "copilot.exe" } else { "copilot" };
+    resolved.ancestors().filter(|a| a.file_name().is_some_and(|n| n == "node_modules")).find_map(|modules| {
+        let candidate = modules.join("@github").join(package).join(exe);
+        candidate.is_file().then_some(candidate)
+    })
+}
+
+/// Finds the CLI: the explicit path, `COPILOT_CLI_PATH`, `copilot` on
+/// `PATH`, then `./node_modules/.bin/copilot`. Prefers the native binary of
+/// an npm install.
+pub fn resolve_cli(explicit: Option<&Path>) -> Result<PathBuf> {
+    let mut searched = Vec::new();
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(p) = explicit {
+        candidates.push(p.to_owned());
+    }
+    if let Some(p) = std::env::var_os("COPILOT_CLI_PATH").filter(|p| !p.is_empty()) {
+        candidates.push(PathBuf::from(p));
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path).map(|d| d.join("copilot")));
+    }
+    candidates.push(PathBuf::from("node_modules/.bin/copilot"));
+    for c in candidates {
+        if c.is_file() {
+            return Ok(native_binary(&c).unwrap_or(c));
+        }
+        searched.push(c.display().to_string());
+        // An explicit path that does not exist is an error of its own, not
+        // a reason to run some other CLI.
+        if explicit.is_some_and(|e| e == c) {
+            return Err(Error::CliNotFound { searched });
+        }
+    }
+    Err(Error::CliNotFound { searched: vec!["explicit path".into(), "COPILOT_CLI_PATH".into(), "PATH".into(), "./node_modules/.bin".into()] })
+}
+
+/// The folder [`install_cli`] uses by default: the user's cache folder.
+pub fn default_install_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("copilot-rs").join("cli").join(CLI_VERSION)
+}
+
+/// Installs `@github/copilot@CLI_VERSION` with npm into `dir` (unless it is
+/// there already) and returns the path of its binary.
+pub fn install_cli(dir: &Path) -> Result<PathBuf> {
+    let loader = dir.join("node_modules").join(".bin").join("copilot");
+    if !loader.is_file() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::Install(format!("cannot create {}: {e}", dir.display())))?;
+        let out = Command::new(if cfg!(windows) { "npm.cmd" } else { "npm" })
+            .arg("install")
+            .arg("--prefix")
+            .arg(dir)
+            .args(["--no-audit", "--no-fund", "--loglevel=error"])
+            .arg(format!("{CLI_PACKAGE}@{CLI_VERSION}"))
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| Error::Install(format!("cannot run npm: {e}")))?;
+        if !out.status.success() {
+            return Err(Error::Install(format!(
+                "npm install exited with {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+    }
+    if !loader.is_file() {
+        return Err(Error::Install(format!("npm finished but {} is missing", loader.display())));
+    }
+    Ok(native_binary(&loader).unwrap_or(loader))
+}
+
+/// How to start a CLI.
+pub(crate) struct Launch<'a> {
+    pub program: &'a Path,
+    pub args: Vec<OsString>,
+    pub env: &'a [(OsString, OsString)],
+    pub cwd: Option<&'a Path>,
+}
+
+/// A CLI process we started, and the tail of its stderr.
+pub(crate) struct CliProcess {
+    child: Child,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    /// Held open while the CLI serves TCP: closing it is for stdio mode.
+    stdin: Option<ChildStdin>,
+}
+
+impl CliProcess {
+    /// Starts the CLI in its own process group with piped stdio.
+    pub(crate) fn spawn(launch: &Launch<'_>) -> Result<(CliProcess, ChildStdin, ChildStdout)> {
+        let mut cmd = Command::new(launch.program);
+        cmd.args(&launch.args)
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(dir) = launch.cwd {
+            cmd.current_dir(dir);
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::CommandExt;
+            // Its own group, so stopping it also stops what it started.
+            cmd.process_group(0);
+        }
+        let mut child =
+            cmd.spawn().map_err(|source| Error::Spawn { program: launch.program.to_owned(), source })?;
+        let stdin = child.stdin.take().ok_or_else(|| Error::Protocol("no stdin pipe".into()))?;
+        let stdout = child.stdout.take().ok_or_else(|| Error::Protocol("no stdout pipe".into()))?;
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        if let Some(pipe) = child.stderr.take() {
+            let tail = Arc::clone(&stderr);
+            let _ = thread::Builder::new().name("copilot-stderr".into()).spawn(move || keep_tail(pipe, &tail));
+        }
+        Ok((CliProcess { child, stderr, stdin: None }, stdin, stdout))
+    }
+
+    /// Keeps the CLI's stdin open (and unused) while it serves TCP.
+    pub(crate) fn keep_stdin(&mut self, stdin: ChildStdin) {
+        self.stdin = Some(stdin);
+    }
+
+    /// The last lines of stderr.
+    pub(crate) fn stderr_tail(&self) -> String {
+        let lines = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
+        lines.iter().map(|l| format!("{l}\n")).collect()
+    }
+
+    /// Waits up to `grace` for the process to exit.
+    pub(crate) fn wait_for_exit(&mut self, grace: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + grace;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Some(status),
+                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
+                _ => return None,
+            }
+        }
+    }
+
+    /// The error for a CLI that ended before it was ready.
+    pub(crate) fn exited_error(&mut self) -> Error {
+        let code = self.wait_for_exit(Duration::from_secs(2)).and_then(|s| s.code());
+        // Let the stderr reader catch up with the last lines.
+        thread::sleep(Duration::from_millis(50));
+        Error::CliExited { code, stderr: self.stderr_tail() }
+    }
+
+    /// Kills the process group (or the process), then reaps it.
+    pub(crate) fn kill(&mut self) {
+        self.stdin = None;
+        #[cfg(unix)]
+        {
+            if let Ok(pid) = i32::try_from(self.child.id()) {
+                // SAFETY: kill(2) with a negative pid signals the group we
+                // created at spawn (process_group(0) makes pgid == pid); it
+                // touches no memory of ours.
+                #[allow(unsafe_code)]
+                unsafe {
+                    libc::kill(-pid, libc::SIGKILL);
+                }
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Reads `CLI server listening on port N` from the CLI's stdout.
+    pub(crate) fn read_port(&mut self, stdout: ChildStdout, timeout: Duration) -> Result<u16> {
+        let (tx, rx) = mpsc::channel();
+        let _ = thread::Builder::new().name("copilot-stdout".into()).spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                log::debug!("copilot stdout: {line}");
+                if let Some(port) = parse_port(&line) {
+                    let _ = tx.send(port);
+                }
+            }
+        });
+        match rx.recv_timeout(timeout) {
+            Ok(port) => Ok(port),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(self.exited_error()),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                Err(Error::Timeout { what: "the CLI to announce its port".into(), after: timeout })
+            }
+        }
+    }
+}
+
+impl Drop for CliProcess {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.kill();
+        }
+    }
+}
+
+/// `... listening on port 4321` -> 4321.
+pub(crate) fn parse_port(line: &str) -> Option<u16> {
+    let lower = line.to_ascii_lowercase();
+    let at = lower.find("listening on port")? + "listening on port".len();
+    lower[at..].trim_start().split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+fn keep_tail(pipe: impl Read, tail: &Mutex<VecDeque<String>>) {
+    for line in BufReader::new(pipe).lines() {
+        let Ok(line) = line else { break };
+        log::debug!("copilot stderr: {line}");
+        let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+        if t.len() == STDERR_LINES {
+            t.pop_front();
+        }
+        t.push_back(line);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_announcements_are_read() {
+        assert_eq!(parse_port("CLI server listening on port 40437"), Some(40437));
+        assert_eq!(parse_port("Listening on port 7\r"), Some(7));
+        assert_eq!(parse_port("Warning: No COPILOT_CONNECTION_TOKEN was set"), None);
+        assert_eq!(parse_port("listening on port x"), None);
+    }
+
+    #[test]
+    fn an_explicit_missing_path_is_not_replaced_by_another_cli() {
+        let err = resolve_cli(Some(Path::new("/nonexistent/copilot"))).unwrap_err();
+        assert!(matches!(err, Error::CliNotFound { searched } if searched == ["/nonexistent/copilot"]));
+    }
+}

@@ -1,0 +1,510 @@
+//! Sessions: the per-session event queue and its dispatcher thread, event
+//! streams and callbacks, and the blocking `Session` API.
+//!
+//! The reader thread only appends an event's bytes to the session's queue
+//! (unbounded: it never blocks and never drops). The session's own
+//! dispatcher thread parses each event and hands it to every subscriber, so
+//! a slow consumer holds up only its own session.
+
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock, Weak};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use copilot_core::SessionHandle;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use crate::connection::Connection;
+use crate::error::{Error, Result};
+use crate::events::{EventKind, SessionEvent};
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+enum Item {
+    Event(Vec<u8>),
+    /// A subscriber was added: deliver what was kept for it.
+    Wake,
+    Close(String),
+}
+
+#[derive(Default)]
+struct Queue {
+    items: VecDeque<Item>,
+}
+
+enum Sink {
+    Stream(mpsc::Sender<Arc<SessionEvent>>),
+    Callback(Arc<dyn Fn(&SessionEvent) + Send + Sync>),
+}
+
+struct Subscriber {
+    id: u64,
+    sink: Sink,
+    /// Events received before anyone subscribed, owed to this subscriber.
+    owed: Vec<Arc<SessionEvent>>,
+}
+
+#[derive(Default)]
+struct Subscribers {
+    next_id: u64,
+    list: Vec<Subscriber>,
+    /// Whether a user (not an internal waiter) has subscribed yet. Until
+    /// then events are kept, so that subscribing late loses nothing.
+    claimed: bool,
+    kept: Vec<Arc<SessionEvent>>,
+    closed: Option<String>,
+}
+
+/// What the session table stores for a session: shared by the reader (which
+/// pushes events), the dispatcher and the `Session` handle.
+pub(crate) struct SessionInner {
+    id: OnceLock<String>,
+    queue: Mutex<Queue>,
+    ready: Condvar,
+    subscribers: Mutex<Subscribers>,
+}
+
+impl SessionInner {
+    /// A session and its dispatcher thread. `id` is `None` while the server
+    /// has yet to name it.
+    pub(crate) fn start(id: Option<&str>) -> Result<Arc<SessionInner>> {
+        let inner = Arc::new(SessionInner {
+            id: OnceLock::new(),
+            queue: Mutex::new(Queue::default()),
+            ready: Condvar::new(),
+            subscribers: Mutex::new(Subscribers::default()),
+        });
+        if let Some(id) = id {
+            inner.set_id(id);
+        }
+        let weak = Arc::downgrade(&inner);
+        thread::Builder::new()
+            .name(format!("copilot-session {}", id.unwrap_or("(unnamed)")))
+            .spawn(move || dispatch(weak))
+            .map_err(Error::Io)?;
+        Ok(inner)
+    }
+
+    /// The session id, once known.
+    pub(crate) fn id(&self) -> Option<&str> {
+        self.id.get().map(String::as_str)
+    }
+
+    pub(crate) fn set_id(&self, id: &str) {
+        let _ = self.id.set(id.to_owned());
+    }
+
+    /// Called by the reader thread: queue the event's JSON; never blocks
+    /// for long and never drops.
+    pub(crate) fn push_event(&self, event: &[u8]) {
+        self.push(Item::Event(event.to_vec()));
+    }
+
+    /// Ends the session's event delivery: streams end after the events
+    /// already queued.
+    pub(crate) fn close(&self, reason: &str) {
+        self.push(Item::Close(reason.to_owned()));
+    }
+
+    fn push(&self, item: Item) {
+        lock(&self.queue).items.push_back(item);
+        self.ready.notify_one();
+    }
+
+    fn subscribe(&self, sink: Sink, user: bool) -> u64 {
+        let mut subs = lock(&self.subscribers);
+        subs.next_id += 1;
+        let id = subs.next_id;
+        let owed = if user && !subs.claimed {
+            subs.claimed = true;
+            std::mem::take(&mut subs.kept)
+        } else {
+            Vec::new()
+        };
+        let has_owed = !owed.is_empty();
+        if subs.closed.is_some() {
+            // Nothing will come any more: a stream ends at once (its sender
+            // is dropped here), after what was owed to it.
+            if let Sink::Stream(tx) = &sink {
+                for e in owed {
+                    let _ = tx.send(e);
+                }
+            }
+            return id;
+        }
+        subs.list.push(Subscriber { id, sink, owed });
+        drop(subs);
+        if has_owed {
+            self.push(Item::Wake);
+        }
+        id
+    }
+
+    fn unsubscribe(&self, id: u64) {
+        lock(&self.subscribers).list.retain(|s| s.id != id);
+    }
+
+    /// Hands one event (or, for `None`, only what is owed) to every
+    /// subscriber, outside the lock.
+    fn deliver(&self, event: Option<Arc<SessionEvent>>) {
+        let targets: Vec<(u64, Sink, Vec<Arc<SessionEvent>>)> = {
+            let mut subs = lock(&self.subscribers);
+            if !subs.claimed {
+                subs.kept.extend(event.clone());
+            }
+            subs.list
+                .iter_mut()
+                .map(|s| {
+                    let sink = match &s.sink {
+                        Sink::Stream(tx) => Sink::Stream(tx.clone()),
+                        Sink::Callback(f) => Sink::Callback(Arc::clone(f)),
+                    };
+                    (s.id, sink, std::mem::take(&mut s.owed))
+                })
+                .collect()
+        };
+        let mut gone = Vec::new();
+        for (id, sink, owed) in targets {
+            for e in owed.iter().chain(event.iter()) {
+                match &sink {
+                    Sink::Stream(tx) => {
+                        if tx.send(Arc::clone(e)).is_err() {
+                            gone.push(id);
+                            break;
+                        }
+                    }
+                    Sink::Callback(f) => {
+                        if catch_unwind(AssertUnwindSafe(|| f(e))).is_err() {
+                            log::error!("an event handler panicked on {}; it stays subscribed", e.event_type());
+                        }
+                    }
+                }
+            }
+        }
+        if !gone.is_empty() {
+            lock(&self.subscribers).list.retain(|s| !gone.contains(&s.id));
+        }
+    }
+
+    fn finish(&self, reason: String) {
+        let mut subs = lock(&self.subscribers);
+        subs.closed = Some(reason);
+        // Dropping the senders ends every stream.
+        subs.list.clear();
+    }
+}
+
+/// The dispatcher thread of one session.
+fn dispatch(session: Weak<SessionInner>) {
+    loop {
+        let Some(inner) = session.upgrade() else { return };
+        let batch: Vec<Item> = {
+            let mut q = lock(&inner.queue);
+            while q.items.is_empty() {
+                // Wake up now and then to notice a session dropped by all.
+                let (guard, _) = inner.ready.wait_timeout(q, Duration::from_secs(5)).unwrap_or_else(|p| p.into_inner());
+                q = guard;
+                if q.items.is_empty() && Arc::strong_count(&inner) == 1 {
+                    return;
+                }
+            }
+            q.items.drain(..).collect()
+        };
+        for item in batch {
+            match item {
+                Item::Event(bytes) => match SessionEvent::from_json(&bytes) {
+                    Ok(event) => inner.deliver(Some(Arc::new(event))),
+                    Err(e) => log::warn!(
+                        "session {}: unreadable event dropped from delivery: {e}",
+                        inner.id().unwrap_or("(unnamed)")
+                    ),
+                },
+                Item::Wake => inner.deliver(None),
+                Item::Close(reason) => {
+                    inner.deliver(None);
+                    inner.finish(reason);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// A blocking iterator over a session's events. It never drops an event and
+/// ends when the session is destroyed, dropped or disconnected.
+pub struct EventStream {
+    rx: mpsc::Receiver<Arc<SessionEvent>>,
+}
+
+impl EventStream {
+    /// The next event, waiting at most `timeout`. `Ok(None)` means the
+    /// stream ended.
+    pub fn next_timeout(&self, timeout: Duration) -> Result<Option<Arc<SessionEvent>>> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(e) => Ok(Some(e)),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Ok(None),
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout { what: "the next event".into(), after: timeout }),
+        }
+    }
+
+    /// The next event if one is already here.
+    pub fn try_next(&self) -> Option<Arc<SessionEvent>> {
+        self.rx.try_recv().ok()
+    }
+}
+
+impl Iterator for EventStream {
+    type Item = Arc<SessionEvent>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.rx.recv().ok()
+    }
+}
+
+/// Keeps an event handler registered; dropping it unsubscribes.
+#[must_use = "dropping the subscription unsubscribes the handler"]
+pub struct Subscription {
+    session: Weak<SessionInner>,
+    id: u64,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(s) = self.session.upgrade() {
+            s.unsubscribe(self.id);
+        }
+    }
+}
+
+/// Options of `session.create` and `session.resume`.
+#[derive(Debug, Clone, Default)]
+pub struct SessionConfig {
+    /// The session id to use. `None`: a fresh UUID v4 chosen by the client,
+    /// so that the session is known before the CLI answers.
+    pub session_id: Option<String>,
+    /// Send no id and let the CLI name the session. Frames for unknown
+    /// sessions are then held until the answer names it.
+    pub server_assigned_id: bool,
+    /// The model, such as `claude-sonnet-4.5`. Pass it: without it the CLI
+    /// picks its own default.
+    pub model: Option<String>,
+    /// The directory tools run in.
+    pub working_directory: Option<PathBuf>,
+    /// Deliver `assistant.message_delta` events as the reply streams.
+    pub streaming: bool,
+    /// A name shown by `session.list`.
+    pub client_name: Option<String>,
+    /// Any other `session.create` parameter, passed through as is.
+    pub extra: Map<String, Value>,
+}
+
+impl SessionConfig {
+    /// A config for `model`.
+    pub fn with_model(model: impl Into<String>) -> Self {
+        SessionConfig { model: Some(model.into()), ..Self::default() }
+    }
+
+    pub(crate) fn to_params(&self, id: Option<&str>) -> Value {
+        let mut p = self.extra.clone();
+        if let Some(id) = id {
+            p.insert("sessionId".into(), id.into());
+        }
+        if let Some(m) = &self.model {
+            p.insert("model".into(), m.clone().into());
+        }
+        if let Some(d) = &self.working_directory {
+            p.insert("workingDirectory".into(), d.to_string_lossy().into_owned().into());
+        }
+        p.insert("streaming".into(), self.streaming.into());
+        if let Some(n) = &self.client_name {
+            p.insert("clientName".into(), n.clone().into());
+        }
+        Value::Object(p)
+    }
+}
+
+/// What to send: a prompt and optional attachments and mode.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MessageOptions {
+    /// The prompt.
+    pub prompt: String,
+    /// Attachments, as the CLI's schema describes them (`file`,
+    /// `directory`, `selection`, `blob`). Give files a `displayName`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Value>,
+    /// `enqueue` (the default) or `immediate`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+impl From<&str> for MessageOptions {
+    fn from(prompt: &str) -> Self {
+        MessageOptions { prompt: prompt.to_owned(), ..Self::default() }
+    }
+}
+
+impl From<String> for MessageOptions {
+    fn from(prompt: String) -> Self {
+        MessageOptions { prompt, ..Self::default() }
+    }
+}
+
+/// An open session. Methods block until the CLI answers.
+///
+/// Dropping it without [`destroy`](Self::destroy) detaches it: its events
+/// are no longer delivered here, and the CLI keeps the session (resume it
+/// later).
+pub struct Session {
+    inner: Arc<SessionInner>,
+    conn: Arc<Connection>,
+    handle: SessionHandle,
+    id: String,
+    workspace_path: Option<PathBuf>,
+    ended: AtomicBool,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    pub(crate) fn new(
+        inner: Arc<SessionInner>,
+        conn: Arc<Connection>,
+        handle: SessionHandle,
+        id: String,
+        result: &Value,
+    ) -> Self {
+        let workspace_path = result.get("workspacePath").and_then(Value::as_str).map(PathBuf::from);
+        Session { inner, conn, handle, id, workspace_path, ended: AtomicBool::new(false) }
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Where the CLI keeps this session's state, if it said.
+    pub fn workspace_path(&self) -> Option<&std::path::Path> {
+        self.workspace_path.as_deref()
+    }
+
+    /// Sends a prompt; returns the message id. Events of the turn follow.
+    pub fn send(&self, message: impl Into<MessageOptions>) -> Result<String> {
+        let message = message.into();
+        let mut params = serde_json::to_value(&message).map_err(|e| Error::Protocol(e.to_string()))?;
+        params["sessionId"] = self.id.clone().into();
+        let result = self.call("session.send", &params)?;
+        Ok(result.get("messageId").and_then(Value::as_str).unwrap_or_default().to_owned())
+    }
+
+    /// Sends a prompt and waits until the session is idle. Returns the last
+    /// `assistant.message` of the turn (`None` if there was none); a
+    /// `session.error` during the turn is returned as [`Error::Session`].
+    pub fn send_and_wait(
+        &self,
+        message: impl Into<MessageOptions>,
+        timeout: Duration,
+    ) -> Result<Option<Arc<SessionEvent>>> {
+        // Subscribe before sending so nothing of the turn can be missed.
+        let (tx, rx) = mpsc::channel();
+        let id = self.inner.subscribe(Sink::Stream(tx), false);
+        let _unsubscribe = Subscription { session: Arc::downgrade(&self.inner), id };
+        self.send(message)?;
+        let deadline = Instant::now() + timeout;
+        let mut last = None;
+        let mut error = None;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let event = match rx.recv_timeout(left) {
+                Ok(e) => e,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    return Err(Error::Timeout { what: "session.idle".into(), after: timeout })
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(Error::Disconnected("the session ended before it was idle".into()))
+                }
+            };
+            match &event.kind {
+                EventKind::AssistantMessage(m) if m.parent_tool_call_id.is_none() => last = Some(Arc::clone(&event)),
+                EventKind::SessionError(e) => {
+                    error = Some(Error::Session { error_type: e.error_type.clone(), message: e.message.clone() })
+                }
+                EventKind::SessionIdle(_) => break,
+                _ => {}
+            }
+        }
+        match error {
+            Some(e) => Err(e),
+            None => Ok(last),
+        }
+    }
+
+    /// Aborts the running turn (harmless when idle).
+    pub fn abort(&self) -> Result<()> {
+        self.call("session.abort", &json!({ "sessionId": self.id })).map(drop)
+    }
+
+    /// The session's persisted events (`session.getMessages`).
+    pub fn messages(&self) -> Result<Vec<SessionEvent>> {
+        let result = self.call("session.getMessages", &json!({ "sessionId": self.id }))?;
+        let events = result.get("events").and_then(Value::as_array).cloned().unwrap_or_default();
+        events
+            .iter()
+            .map(|e| {
+                let bytes = serde_json::to_vec(e).map_err(|e| Error::Protocol(e.to_string()))?;
+                SessionEvent::from_json(&bytes).map_err(|e| Error::Protocol(format!("unreadable event: {e}")))
+            })
+            .collect()
+    }
+
+    /// A stream of this session's events. The first subscriber (stream or
+    /// handler) also receives every event that arrived before it.
+    pub fn events(&self) -> EventStream {
+        let (tx, rx) = mpsc::channel();
+        self.inner.subscribe(Sink::Stream(tx), true);
+        EventStream { rx }
+    }
+
+    /// Calls `handler` for every event, on the session's dispatcher thread.
+    /// The first subscriber also receives earlier events. A handler that
+    /// panics is reported and stays subscribed.
+    pub fn on(&self, handler: impl Fn(&SessionEvent) + Send + Sync + 'static) -> Subscription {
+        let id = self.inner.subscribe(Sink::Callback(Arc::new(handler)), true);
+        Subscription { session: Arc::downgrade(&self.inner), id }
+    }
+
+    /// Destroys the session in the CLI and ends its event stream.
+    pub fn destroy(self) -> Result<()> {
+        let _ = self.conn.router.sessions().close(self.handle);
+        let result = self.call("session.destroy", &json!({ "sessionId": self.id }));
+        self.end("destroyed");
+        result.map(drop)
+    }
+
+    fn end(&self, reason: &str) {
+        if !self.ended.swap(true, Ordering::SeqCst) {
+            self.conn.router.sessions().release(self.handle);
+            self.inner.close(reason);
+        }
+    }
+
+    fn call<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<Value> {
+        let body = self.conn.request(method, params, None)?;
+        serde_json::from_slice(&body).map_err(|e| Error::Protocol(format!("unreadable {method} answer: {e}")))
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.end("session handle dropped");
+    }
+}
