@@ -78,7 +78,9 @@ pub fn resolve_cli(explicit: Option<&Path>) -> Result<PathBuf> {
             return Err(Error::CliNotFound { searched });
         }
     }
-    Err(Error::CliNotFound { searched: vec!["explicit path".into(), "COPILOT_CLI_PATH".into(), "PATH".into(), "./node_modules/.bin".into()] })
+    Err(Error::CliNotFound {
+        searched: vec!["explicit path".into(), "COPILOT_CLI_PATH".into(), "PATH".into(), "./node_modules/.bin".into()],
+    })
 }
 
 /// The folder [`install_cli`] uses by default: the user's cache folder.
@@ -153,8 +155,7 @@ impl CliProcess {
             // Its own group, so stopping it also stops what it started.
             cmd.process_group(0);
         }
-        let mut child =
-            cmd.spawn().map_err(|source| Error::Spawn { program: launch.program.to_owned(), source })?;
+        let mut child = cmd.spawn().map_err(|source| Error::Spawn { program: launch.program.to_owned(), source })?;
         let stdin = child.stdin.take().ok_or_else(|| Error::Protocol("no stdin pipe".into()))?;
         let stdout = child.stdout.take().ok_or_else(|| Error::Protocol("no stdout pipe".into()))?;
         let stderr = Arc::new(Mutex::new(VecDeque::new()));

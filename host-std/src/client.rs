@@ -134,6 +134,27 @@ pub struct SessionMetadata {
     pub context: Option<Value>,
 }
 
+/// The answer to `auth.getStatus`: whether the CLI has a Copilot login.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct AuthStatus {
+    /// Whether the CLI can call the model with the login it has.
+    pub is_authenticated: bool,
+    /// How it is authenticated (`user`, `env`, `gh-cli`, `token`, ...).
+    #[serde(default)]
+    pub auth_type: Option<String>,
+    /// The GitHub host.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// The user's login name.
+    #[serde(default)]
+    pub login: Option<String>,
+    /// A message for a person.
+    #[serde(default)]
+    pub status_message: Option<String>,
+}
+
 /// What the handshake learned.
 #[derive(Debug, Clone)]
 pub struct ServerInfo {
@@ -284,7 +305,10 @@ impl Client {
         let (version, server_version) = match self.conn.request("connect", &params, Some(timeout)) {
             Ok(body) => {
                 let v: Value = parse(&body, "connect")?;
-                (v.get("protocolVersion").and_then(Value::as_u64), v.get("version").and_then(Value::as_str).map(String::from))
+                (
+                    v.get("protocolVersion").and_then(Value::as_u64),
+                    v.get("version").and_then(Value::as_str).map(String::from),
+                )
             }
             Err(Error::Rpc { code: copilot_core::METHOD_NOT_FOUND, .. }) => {
                 let pong: Pong = parse(&self.conn.request("ping", &json!({}), Some(timeout))?, "ping")?;
@@ -324,6 +348,11 @@ impl Client {
         parse(&self.conn.request("status.get", &json!({}), None)?, "status.get")
     }
 
+    /// `auth.getStatus`: whether the CLI has a Copilot login.
+    pub fn auth_status(&self) -> Result<AuthStatus> {
+        parse(&self.conn.request("auth.getStatus", &json!({}), None)?, "auth.getStatus")
+    }
+
     /// `session.list`.
     pub fn list_sessions(&self) -> Result<Vec<SessionMetadata>> {
         #[derive(Deserialize)]
@@ -335,7 +364,8 @@ impl Client {
 
     /// `session.delete`: removes a session's persisted state.
     pub fn delete_session(&self, session_id: &str) -> Result<()> {
-        let v: Value = parse(&self.conn.request("session.delete", &json!({ "sessionId": session_id }), None)?, "session.delete")?;
+        let v: Value =
+            parse(&self.conn.request("session.delete", &json!({ "sessionId": session_id }), None)?, "session.delete")?;
         match v.get("success").and_then(Value::as_bool) {
             Some(false) => Err(Error::Rpc {
                 code: 0,

@@ -12,7 +12,8 @@ use std::thread;
 use std::time::Duration;
 
 use copilot_core::{
-    EncodeError, Envelope, FrameDecoder, Id, Message, Outgoing, Payload, RequestId, Route, Router, SessionHandle, Stats, UNKNOWN_SESSION,
+    EncodeError, Envelope, FrameDecoder, Id, Message, Outgoing, Payload, RequestId, Route, Router, SessionHandle,
+    Stats, UNKNOWN_SESSION,
 };
 use serde::Serialize;
 
@@ -180,7 +181,8 @@ impl Connection {
         rx: mpsc::Receiver<Reply>,
         timeout: Option<Duration>,
     ) -> Result<Vec<u8>> {
-        let params = serde_json::to_vec(params).map_err(|e| Error::Protocol(format!("cannot serialize params: {e}")))?;
+        let params =
+            serde_json::to_vec(params).map_err(|e| Error::Protocol(format!("cannot serialize params: {e}")))?;
         let id = self
             .router
             .pending()
@@ -192,7 +194,8 @@ impl Connection {
             self.router.pending().take(id.0);
             return Err(self.disconnected());
         }
-        let frame = encode(&Outgoing::Request { id, method, params: Some(&Json(&params)) }, params.len() + method.len())?;
+        let frame =
+            encode(&Outgoing::Request { id, method, params: Some(&Json(&params)) }, params.len() + method.len())?;
         log::trace!("{}: -> {method} #{id}", self.label);
         if let Err(e) = self.send_frame(&frame) {
             self.forget(id);
@@ -295,25 +298,26 @@ impl Connection {
                     parked.push_back(body.to_vec());
                 } else {
                     self.park_overflow.fetch_add(1, Ordering::Relaxed);
-                    log::error!("{}: too many frames parked; one for session {session_id} is reported lost", self.label);
+                    log::error!(
+                        "{}: too many frames parked; one for session {session_id} is reported lost",
+                        self.label
+                    );
                     // A request still gets its answer.
                     if let Ok(Envelope { message: Message::Request { id, method, .. }, .. }) = Envelope::decode(body) {
                         self.refuse_unknown(id, &method.to_string(), &session_id.to_string());
                     }
                 }
             }
-            Route::UnknownSession { session_id, event, reply_to, method } => {
-                match (event, reply_to) {
-                    (_, Some(id)) => {
-                        log::warn!("{}: {method} for unknown session {session_id}: answered with an error", self.label);
-                        self.refuse_unknown(id, &method.to_string(), &session_id.to_string());
-                    }
-                    (Some(e), None) => {
-                        log::warn!("{}: event {} for unknown session {session_id}", self.label, e.event_type)
-                    }
-                    (None, None) => log::warn!("{}: {method} for unknown session {session_id}", self.label),
+            Route::UnknownSession { session_id, event, reply_to, method } => match (event, reply_to) {
+                (_, Some(id)) => {
+                    log::warn!("{}: {method} for unknown session {session_id}: answered with an error", self.label);
+                    self.refuse_unknown(id, &method.to_string(), &session_id.to_string());
                 }
-            }
+                (Some(e), None) => {
+                    log::warn!("{}: event {} for unknown session {session_id}", self.label, e.event_type)
+                }
+                (None, None) => log::warn!("{}: {method} for unknown session {session_id}", self.label),
+            },
             Route::UnmatchedResponse { id, .. } => {
                 log::warn!("{}: response to unknown request {id}", self.label)
             }

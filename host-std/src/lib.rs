@@ -38,7 +38,7 @@ mod session;
 
 pub use cli::{default_install_dir, install_cli, native_binary, resolve_cli, CLI_PACKAGE, CLI_VERSION};
 pub use client::{
-    Client, ClientOptions, Pong, ServerInfo, SessionMetadata, Status, Transport, PROTOCOL_VERSION,
+    AuthStatus, Client, ClientOptions, Pong, ServerInfo, SessionMetadata, Status, Transport, PROTOCOL_VERSION,
 };
 pub use copilot_core as core;
 pub use error::{Error, Result};

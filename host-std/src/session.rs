@@ -249,7 +249,9 @@ impl EventStream {
         match self.rx.recv_timeout(timeout) {
             Ok(e) => Ok(Some(e)),
             Err(mpsc::RecvTimeoutError::Disconnected) => Ok(None),
-            Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout { what: "the next event".into(), after: timeout }),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                Err(Error::Timeout { what: "the next event".into(), after: timeout })
+            }
         }
     }
 

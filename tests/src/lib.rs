@@ -5,6 +5,8 @@
 
 use std::path::PathBuf;
 
+pub mod fake_server;
+
 /// The six recorded scenarios, each over stdio and TCP.
 pub const TRANSCRIPTS: [&str; 6] =
     ["reply-stdio", "reply-tcp", "client_tool-stdio", "client_tool-tcp", "permission-stdio", "permission-tcp"];
