@@ -322,6 +322,11 @@ impl Client {
         }
     }
 
+    /// For a TCP connection: the CLI's address.
+    pub fn peer_addr(&self) -> Option<std::net::SocketAddr> {
+        self.socket.as_ref().and_then(|s| s.peer_addr().ok())
+    }
+
     /// What the handshake learned.
     pub fn server_info(&self) -> &ServerInfo {
         &self.server

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 pub mod fake_server;
+pub mod real_cli;
 
 /// The six recorded scenarios, each over stdio and TCP.
 pub const TRANSCRIPTS: [&str; 6] =
