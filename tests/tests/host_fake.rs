@@ -1,0 +1,343 @@
+//! copilot-host against the scriptable fake CLI, over OS pipes and real TCP
+//! on 127.0.0.1: the deterministic cases the real CLI cannot be made to
+//! produce on demand (events racing the create answer, floods, server
+//! requests for unknown sessions, a connection dropped mid-request).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use copilot_host::{Client, Error, EventKind, EventStream, Session, SessionConfig, SessionEvent};
+use copilot_tests::fake_server::{FakeServer, FakeServerConfig};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn over_pipes(config: FakeServerConfig) -> (FakeServer, Client) {
+    let (server, from_server, to_server) = FakeServer::pipes(config);
+    let client = Client::from_streams(from_server, to_server, None).expect("handshake over pipes");
+    (server, client)
+}
+
+fn over_tcp(config: FakeServerConfig) -> (FakeServer, Client) {
+    let (server, addr) = FakeServer::tcp(config);
+    let client = Client::connect(addr, None).expect("handshake over TCP");
+    (server, client)
+}
+
+/// Events until (and including) `session.idle`.
+fn until_idle(events: &EventStream) -> Vec<Arc<SessionEvent>> {
+    let mut out = Vec::new();
+    loop {
+        let e = events.next_timeout(WAIT).expect("an event in time").expect("the stream is open");
+        let idle = matches!(e.kind, EventKind::SessionIdle(_));
+        out.push(e);
+        if idle {
+            return out;
+        }
+    }
+}
+
+fn types(events: &[Arc<SessionEvent>]) -> Vec<&str> {
+    events.iter().map(|e| e.event_type()).collect()
+}
+
+#[test]
+fn events_sent_before_the_create_answer_are_delivered_in_order() {
+    for connect in [over_pipes, over_tcp] {
+        let config = FakeServerConfig::default().with_early(5, 2).with_create_response_delay(Duration::from_millis(20));
+        let (_server, client) = connect(config);
+        let session = client.create_session(SessionConfig::default()).expect("create");
+        let events = session.events();
+        let got: Vec<_> = (0..8).map(|_| events.next_timeout(WAIT).unwrap().unwrap()).collect();
+        assert_eq!(
+            types(&got),
+            [
+                "session.info",
+                "session.info",
+                "session.info",
+                "session.info",
+                "session.info",
+                "permission.requested",
+                "permission.requested",
+                "session.start"
+            ]
+        );
+        let ns: Vec<_> = got[..5].iter().map(|e| e.kind.clone()).collect();
+        for (i, kind) in ns.iter().enumerate() {
+            let EventKind::Other { data, .. } = kind else { panic!("{kind:?}") };
+            assert_eq!(data["n"], i, "early events keep their order");
+        }
+        assert_eq!(got[5].kind.request_id(), Some("perm-0"));
+        assert_eq!(client.stats().unknown_session, 0);
+    }
+}
+
+#[test]
+fn a_late_first_subscriber_still_receives_everything() {
+    let (_server, client) = over_pipes(FakeServerConfig::default().with_early(3, 0));
+    let session = client.create_session(SessionConfig::default()).expect("create");
+    thread::sleep(Duration::from_millis(200));
+    let events = session.events();
+    let first: Vec<_> = (0..4).map(|_| events.next_timeout(WAIT).unwrap().unwrap()).collect();
+    assert_eq!(types(&first), ["session.info", "session.info", "session.info", "session.start"]);
+    // A second subscriber sees only what comes after it.
+    let later = session.events();
+    session.send("hi").expect("send");
+    let turn = until_idle(&later);
+    assert_eq!(types(&turn).first(), Some(&"user.message"));
+}
+
+#[test]
+fn server_assigned_ids_park_early_events_and_answer_early_requests() {
+    let config = FakeServerConfig::default().with_early(5, 3).with_create_response_delay(Duration::from_millis(300));
+    let (server, client) = over_pipes(config);
+    let client = Arc::new(client);
+    let creating = {
+        let client = Arc::clone(&client);
+        thread::spawn(move || {
+            client.create_session(SessionConfig { server_assigned_id: true, ..SessionConfig::default() })
+        })
+    };
+    server.wait_received(WAIT, |m| m["method"] == "session.create").expect("create sent");
+    // A server request for the session, before the answer names it.
+    let answer = server.request("userInput.request", json!({ "sessionId": "fake-1", "question": "?" }), json!(77));
+    let session = creating.join().unwrap().expect("create with a server-assigned id");
+    assert_eq!(session.id(), "fake-1");
+
+    let events = session.events();
+    let got: Vec<_> = (0..9).map(|_| events.next_timeout(WAIT).unwrap().unwrap()).collect();
+    let mut expected = vec!["session.info"; 5];
+    expected.extend(["permission.requested"; 3]);
+    expected.push("session.start");
+    assert_eq!(types(&got), expected, "parked events are delivered first, in order");
+    let requests: Vec<_> = got[5..8].iter().map(|e| e.kind.request_id().unwrap().to_owned()).collect();
+    assert_eq!(requests, ["perm-0", "perm-1", "perm-2"]);
+
+    // The request was held and then routed to the session: it is answered
+    // as a method this client has no handler for, not as an unknown session.
+    let answer = answer.recv_timeout(WAIT).expect("the early request is answered");
+    assert_eq!(answer["id"], 77);
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    let stats = client.stats();
+    assert_eq!(stats.parked, 9, "5 events + 3 permission requests + 1 server request");
+    assert_eq!(stats.unknown_session, 0);
+}
+
+#[test]
+fn requests_for_unknown_sessions_get_an_error_and_string_ids_are_echoed() {
+    for connect in [over_pipes, over_tcp] {
+        let (server, client) = connect(FakeServerConfig::default());
+        let session = client.create_session(SessionConfig::default()).expect("create");
+
+        let unknown = server
+            .request_blocking("userInput.request", json!({ "sessionId": "nobody" }), json!(5), WAIT)
+            .expect("answered");
+        assert_eq!(unknown["id"], 5);
+        assert_eq!(unknown["error"]["code"], copilot_host::core::UNKNOWN_SESSION);
+        assert!(unknown["error"]["message"].as_str().unwrap().contains("nobody"), "{unknown}");
+
+        let string_id = server
+            .request_blocking("hooks.invoke", json!({ "sessionId": session.id() }), json!("req-1"), WAIT)
+            .expect("answered");
+        assert_eq!(string_id["id"], "req-1");
+        assert_eq!(string_id["error"]["code"], -32601);
+
+        let sessionless = server
+            .request_blocking("llmInference.httpRequestChunk", json!({ "requestId": "x" }), json!("a\"b"), WAIT)
+            .expect("answered");
+        assert_eq!(sessionless["id"], "a\"b");
+        assert_eq!(client.stats().unknown_session, 1);
+    }
+}
+
+#[test]
+fn when_the_server_closes_mid_request_every_waiter_gets_disconnected() {
+    let (_server, client) = over_pipes(FakeServerConfig::default().with_close_on_method("session.getMessages"));
+    let session = Arc::new(client.create_session(SessionConfig::default()).expect("create"));
+    let events = session.events();
+    let client = Arc::new(client);
+    let start = Arc::new(Barrier::new(9));
+    let waiters: Vec<_> = (0..8)
+        .map(|i| {
+            let (client, session, start) = (Arc::clone(&client), Arc::clone(&session), Arc::clone(&start));
+            thread::spawn(move || {
+                start.wait();
+                let began = Instant::now();
+                let result = if i % 2 == 0 { session.messages().map(drop) } else { client.ping(None).map(drop) };
+                (result, began.elapsed())
+            })
+        })
+        .collect();
+    start.wait();
+    let mut disconnected = 0;
+    for w in waiters {
+        let (result, took) = w.join().unwrap();
+        assert!(took < Duration::from_secs(5), "a waiter hung for {took:?}");
+        match result {
+            Err(Error::Disconnected(_)) => disconnected += 1,
+            // A ping answered before the close is fine.
+            Ok(()) => {}
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    assert!(disconnected >= 4, "every getMessages waiter fails: {disconnected}");
+    assert!(matches!(client.ping(None), Err(Error::Disconnected(_))), "later calls fail at once");
+    // The event stream ends instead of waiting forever.
+    while let Some(e) = events.next_timeout(WAIT).expect("the stream ends in time") {
+        let _ = e;
+    }
+}
+
+#[test]
+fn handshake_checks_the_protocol_version() {
+    let err = over_pipes_result(FakeServerConfig::default().with_protocol_version(2)).expect_err("version 2");
+    assert!(matches!(err, Error::ProtocolVersion { server: Some(2), supported: 3 }), "{err}");
+
+    let (_server, client) = over_pipes(FakeServerConfig::default().with_legacy_connect(true));
+    assert_eq!(client.server_info().protocol_version, 3, "ping fallback");
+
+    let (server, addr) = FakeServer::tcp(FakeServerConfig::default().with_token("t0k"));
+    assert_eq!(Client::connect(addr, None).expect_err("no token").rpc_code(), Some(-32002));
+    drop(server);
+    let (_server, addr) = FakeServer::tcp(FakeServerConfig::default().with_token("t0k"));
+    assert!(Client::connect(addr, Some("t0k")).is_ok());
+}
+
+fn over_pipes_result(config: FakeServerConfig) -> Result<Client, Error> {
+    let (server, from_server, to_server) = FakeServer::pipes(config);
+    let result = Client::from_streams(from_server, to_server, None);
+    drop(server);
+    result
+}
+
+#[test]
+fn send_and_wait_returns_the_final_message_or_the_session_error() {
+    let (_server, client) = over_pipes(FakeServerConfig::default().with_reply_text("four, as it happens"));
+    let session = client.create_session(SessionConfig { streaming: true, ..SessionConfig::default() }).unwrap();
+    let deltas = Arc::new(std::sync::Mutex::new(String::new()));
+    let sub = {
+        let deltas = Arc::clone(&deltas);
+        session.on(move |e| {
+            if let EventKind::AssistantMessageDelta(d) = &e.kind {
+                deltas.lock().unwrap().push_str(&d.delta_content);
+            }
+        })
+    };
+    let reply = session.send_and_wait("2+2?", WAIT).expect("a reply").expect("a message");
+    let EventKind::AssistantMessage(m) = &reply.kind else { panic!("{reply:?}") };
+    assert_eq!(m.content, "four, as it happens");
+    assert_eq!(*deltas.lock().unwrap(), "four, as it happens", "deltas arrive in order");
+    drop(sub);
+
+    let (_server, client) = over_pipes(FakeServerConfig::default());
+    let session = client.create_session(SessionConfig::default()).unwrap();
+    let err = session.send_and_wait("2+2?", WAIT).expect_err("no model");
+    assert!(matches!(err, Error::Session { ref error_type, .. } if error_type == "authentication"), "{err}");
+}
+
+#[test]
+fn dropping_a_subscription_unsubscribes_and_a_panicking_handler_does_not_stop_delivery() {
+    let (_server, client) = over_pipes(FakeServerConfig::default().with_reply_text("a b c"));
+    let session = client.create_session(SessionConfig::default()).unwrap();
+    let counted = Arc::new(AtomicUsize::new(0));
+    let sub = {
+        let counted = Arc::clone(&counted);
+        session.on(move |_| {
+            counted.fetch_add(1, Ordering::SeqCst);
+        })
+    };
+    let _panicky = session.on(|e| {
+        if matches!(e.kind, EventKind::UserMessage(_)) {
+            panic!("a handler that fails");
+        }
+    });
+    session.send_and_wait("one", WAIT).expect("turn one");
+    let after_one = counted.load(Ordering::SeqCst);
+    assert!(after_one >= 4, "session.start and the turn: {after_one}");
+    drop(sub);
+    session.send_and_wait("two", WAIT).expect("turn two still completes");
+    assert_eq!(counted.load(Ordering::SeqCst), after_one, "no delivery after the subscription is dropped");
+}
+
+/// Floods one session with `n` deltas (via `flood:n`) and checks that each
+/// arrives exactly once and in order.
+fn flood_and_check(session: &Session, n: usize) {
+    let events = session.events();
+    session.send(format!("flood:{n}")).expect("send flood");
+    let mut next = 0usize;
+    loop {
+        let e = events.next_timeout(WAIT).expect("flood event in time").expect("stream open");
+        match &e.kind {
+            EventKind::AssistantMessageDelta(_) => {
+                assert_eq!(e.id, next.to_string(), "session {}: event out of order or duplicated", session.id());
+                next += 1;
+            }
+            EventKind::SessionIdle(_) => break,
+            _ => {}
+        }
+    }
+    assert_eq!(next, n, "session {}: every event delivered", session.id());
+}
+
+fn churn_while_flooding(server: FakeServer, client: Client) {
+    let client = Arc::new(client);
+    // A long-lived session flooded from another thread the whole time.
+    let steady = client.create_session(SessionConfig::default()).expect("steady session");
+    let steady_events = steady.events();
+    let steady_id = steady.id().to_owned();
+    let server = Arc::new(server);
+    let flooder = {
+        let server = Arc::clone(&server);
+        thread::spawn(move || server.flood(&steady_id, 100_000).expect("flood the steady session"))
+    };
+    let churners: Vec<_> = (0..32)
+        .map(|_| {
+            let client = Arc::clone(&client);
+            thread::spawn(move || {
+                for _ in 0..3 {
+                    let session = client.create_session(SessionConfig::default()).expect("create under load");
+                    flood_and_check(&session, 500);
+                    session.destroy().expect("destroy under load");
+                }
+            })
+        })
+        .collect();
+    for c in churners {
+        c.join().expect("a churning thread failed");
+    }
+    flooder.join().unwrap();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut next = 0usize;
+    loop {
+        let e = steady_events.next_timeout(WAIT).expect("steady event").expect("open");
+        match &e.kind {
+            EventKind::AssistantMessageDelta(_) => {
+                assert_eq!(e.id, next.to_string(), "steady session order");
+                next += 1;
+            }
+            EventKind::SessionIdle(_) => break,
+            _ => {
+                *seen.entry(e.event_type().to_owned()).or_default() += 1;
+            }
+        }
+    }
+    assert_eq!(next, 100_000, "every flooded event of the steady session");
+    let stats = client.stats();
+    assert_eq!((stats.malformed, stats.unknown_session, stats.unmatched_responses), (0, 0, 0), "{stats:?}");
+    assert!(stats.frames > 100_000 + 32 * 3 * 500);
+}
+
+#[test]
+fn thirty_two_threads_churn_sessions_under_a_flood_over_pipes() {
+    let (server, client) = over_pipes(FakeServerConfig::default());
+    churn_while_flooding(server, client);
+}
+
+#[test]
+fn thirty_two_threads_churn_sessions_under_a_flood_over_tcp() {
+    let (server, client) = over_tcp(FakeServerConfig::default());
+    churn_while_flooding(server, client);
+}
