@@ -71,7 +71,10 @@ fn session_life_cycle(transport: Transport) {
     assert!(!client.list_sessions().expect("list").iter().any(|s| s.session_id == id));
 
     let kinds: Vec<String> = lifecycle.try_iter().filter(|l| l.session_id == id).map(|l| l.kind).collect();
-    assert!(kinds.contains(&"session.created".to_owned()) && kinds.contains(&"session.deleted".to_owned()), "{kinds:?}");
+    assert!(
+        kinds.contains(&"session.created".to_owned()) && kinds.contains(&"session.deleted".to_owned()),
+        "{kinds:?}"
+    );
 
     let stats = client.stats();
     assert_eq!((stats.malformed, stats.oversize, stats.unknown_session, stats.unmatched_responses), (0, 0, 0, 0));
