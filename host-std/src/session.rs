@@ -6,7 +6,6 @@
 //! dispatcher thread parses each event and hands it to every subscriber, so
 //! a slow consumer holds up only its own session.
 
-use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,17 +25,29 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-enum Item {
-    Event(Vec<u8>),
-    /// A subscriber was added: deliver what was kept for it.
-    Wake,
-    Close(String),
-}
-
+/// Events waiting for the dispatcher. Their bytes sit end to end in one
+/// buffer, so queueing an event allocates nothing in the steady state, and
+/// the dispatcher takes the whole batch in one swap.
 #[derive(Default)]
 struct Queue {
-    items: VecDeque<Item>,
+    bytes: Vec<u8>,
+    /// End offset of each event in `bytes`.
+    ends: Vec<usize>,
+    /// A subscriber was added: deliver what was kept for it.
+    wake: bool,
+    /// The session ended; set after every event it follows was queued.
+    close: Option<String>,
 }
+
+impl Queue {
+    fn is_empty(&self) -> bool {
+        self.ends.is_empty() && !self.wake && self.close.is_none()
+    }
+}
+
+/// Buffers a dispatcher keeps between batches; larger ones are not kept, so
+/// memory taken by a burst is given back when it has passed.
+const KEEP_QUEUE_BYTES: usize = 1 << 20;
 
 enum Sink {
     Stream(mpsc::Sender<Arc<SessionEvent>>),
@@ -103,18 +114,29 @@ impl SessionInner {
     /// Called by the reader thread: queue the event's JSON; never blocks
     /// for long and never drops.
     pub(crate) fn push_event(&self, event: &[u8]) {
-        self.push(Item::Event(event.to_vec()));
+        self.push(|q| {
+            q.bytes.extend_from_slice(event);
+            q.ends.push(q.bytes.len());
+        });
     }
 
     /// Ends the session's event delivery: streams end after the events
     /// already queued.
     pub(crate) fn close(&self, reason: &str) {
-        self.push(Item::Close(reason.to_owned()));
+        self.push(|q| {
+            q.close.get_or_insert_with(|| reason.to_owned());
+        });
     }
 
-    fn push(&self, item: Item) {
-        lock(&self.queue).items.push_back(item);
-        self.ready.notify_one();
+    fn push(&self, change: impl FnOnce(&mut Queue)) {
+        let mut q = lock(&self.queue);
+        let was_empty = q.is_empty();
+        change(&mut q);
+        drop(q);
+        // The dispatcher only sleeps on an empty queue: one wake-up a batch.
+        if was_empty {
+            self.ready.notify_one();
+        }
     }
 
     fn subscribe(&self, sink: Sink, user: bool) -> u64 {
@@ -141,7 +163,7 @@ impl SessionInner {
         subs.list.push(Subscriber { id, sink, owed });
         drop(subs);
         if has_owed {
-            self.push(Item::Wake);
+            self.push(|q| q.wake = true);
         }
         id
     }
@@ -202,36 +224,46 @@ impl SessionInner {
 
 /// The dispatcher thread of one session.
 fn dispatch(session: Weak<SessionInner>) {
+    // The buffers of the previous batch, swapped back in for reuse.
+    let mut batch = Queue::default();
     loop {
         let Some(inner) = session.upgrade() else { return };
-        let batch: Vec<Item> = {
+        {
             let mut q = lock(&inner.queue);
-            while q.items.is_empty() {
+            while q.is_empty() {
                 // Wake up now and then to notice a session dropped by all.
                 let (guard, _) = inner.ready.wait_timeout(q, Duration::from_secs(5)).unwrap_or_else(|p| p.into_inner());
                 q = guard;
-                if q.items.is_empty() && Arc::strong_count(&inner) == 1 {
+                if q.is_empty() && Arc::strong_count(&inner) == 1 {
                     return;
                 }
             }
-            q.items.drain(..).collect()
-        };
-        for item in batch {
-            match item {
-                Item::Event(bytes) => match SessionEvent::from_json(&bytes) {
-                    Ok(event) => inner.deliver(Some(Arc::new(event))),
-                    Err(e) => log::warn!(
-                        "session {}: unreadable event dropped from delivery: {e}",
-                        inner.id().unwrap_or("(unnamed)")
-                    ),
-                },
-                Item::Wake => inner.deliver(None),
-                Item::Close(reason) => {
-                    inner.deliver(None);
-                    inner.finish(reason);
-                    return;
-                }
+            std::mem::swap(&mut *q, &mut batch);
+        }
+        let mut start = 0;
+        for &end in &batch.ends {
+            match SessionEvent::from_json(&batch.bytes[start..end]) {
+                Ok(event) => inner.deliver(Some(Arc::new(event))),
+                Err(e) => log::warn!(
+                    "session {}: unreadable event dropped from delivery: {e}",
+                    inner.id().unwrap_or("(unnamed)")
+                ),
             }
+            start = end;
+        }
+        if std::mem::take(&mut batch.wake) {
+            inner.deliver(None);
+        }
+        if let Some(reason) = batch.close.take() {
+            inner.deliver(None);
+            inner.finish(reason);
+            return;
+        }
+        batch.bytes.clear();
+        batch.ends.clear();
+        if batch.bytes.capacity() > KEEP_QUEUE_BYTES {
+            batch.bytes = Vec::new();
+            batch.ends = Vec::new();
         }
     }
 }
