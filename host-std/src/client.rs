@@ -404,9 +404,21 @@ impl Client {
     }
 
     fn open(&self, method: &str, config: SessionConfig, resume: Option<String>) -> Result<Session> {
+        config.check()?;
+        let session = self.open_unchecked(method, &config, resume)?;
+        if config.handlers.mcp_oauth.is_some() {
+            // The CLI sends mcp.oauth_required only to clients that ask;
+            // MCP servers connect at the first send, so now is in time.
+            let params = json!({ "sessionId": session.id(), "eventType": "mcp.oauth_required" });
+            self.conn.request("session.eventLog.registerInterest", &params, None)?;
+        }
+        Ok(session)
+    }
+
+    fn open_unchecked(&self, method: &str, config: &SessionConfig, resume: Option<String>) -> Result<Session> {
         let sessions = self.conn.router.sessions();
         if config.server_assigned_id && resume.is_none() {
-            let inner = SessionInner::start(None)?;
+            let inner = SessionInner::start(None, config.handlers.clone())?;
             let handle = sessions
                 .reserve_unassigned(Arc::clone(&inner))
                 .map_err(|e| Error::Capacity(format!("cannot open another session: {e}")))?;
@@ -427,7 +439,7 @@ impl Client {
             };
         }
         let id = resume.or(config.session_id.clone()).unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        let inner = SessionInner::start(Some(&id))?;
+        let inner = SessionInner::start(Some(&id), config.handlers.clone())?;
         let handle = sessions.reserve(&id, Arc::clone(&inner)).map_err(|e| match e.kind {
             copilot_core::ReserveErrorKind::Full => Error::Capacity(format!("cannot open another session: {}", e.kind)),
             kind => Error::Config(format!("session {id:?}: {kind}")),

@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::events::LifecycleEvent;
+use crate::handlers;
 use crate::session::SessionInner;
 
 /// Sessions one client can have open at once.
@@ -80,6 +81,25 @@ fn encode(message: &Outgoing<'_>, size_hint: usize) -> Result<Vec<u8>> {
             Err(EncodeError::BufferTooSmall) => buf.resize(buf.len() * 2, 0),
             Err(e) => return Err(Error::Protocol(format!("cannot encode a message: {e}"))),
         }
+    }
+}
+
+/// A request id from its JSON text, as kept by a handler thread.
+fn parse_id(id: &[u8]) -> Result<Id<'_>> {
+    let v = copilot_core::Value::parse(id).map_err(|e| Error::Protocol(format!("bad request id: {e}")))?;
+    match (v.as_str(), v.as_number()) {
+        (Some(s), _) => Ok(Id::String(s)),
+        (_, Some(n)) => Ok(Id::Number(n)),
+        _ => Ok(Id::Null),
+    }
+}
+
+/// The JSON text of a request id, to answer it from another thread.
+fn id_text(id: &Id<'_>) -> Vec<u8> {
+    match id {
+        Id::Null => b"null".to_vec(),
+        Id::Number(n) => n.raw().as_bytes().to_vec(),
+        Id::String(s) => [&b"\""[..], s.as_bytes(), b"\""].concat(),
     }
 }
 
@@ -230,6 +250,18 @@ impl Connection {
         self.send_frame(&frame)
     }
 
+    /// Answers the request whose id's JSON text is `id` with `result`.
+    pub(crate) fn respond_raw_id(&self, id: &[u8], result: &serde_json::Value) -> Result<()> {
+        let body = serde_json::to_vec(result).map_err(|e| Error::Protocol(e.to_string()))?;
+        let frame = encode(&Outgoing::Response { id: parse_id(id)?, result: &Json(&body) }, body.len() + id.len())?;
+        self.send_frame(&frame)
+    }
+
+    /// Answers the request whose id's JSON text is `id` with an error.
+    pub(crate) fn respond_error_raw_id(&self, id: &[u8], code: i64, message: &str) -> Result<()> {
+        self.respond_error(parse_id(id)?, code, message)
+    }
+
     /// A new receiver of every `session.lifecycle` notification from now on.
     pub(crate) fn subscribe_lifecycle(&self) -> mpsc::Receiver<LifecycleEvent> {
         let (tx, rx) = mpsc::channel();
@@ -266,9 +298,14 @@ impl Connection {
 
     /// Does what one route says. Runs on the reader thread: it never blocks
     /// on a consumer (events go to unbounded per-session queues).
-    fn act(&self, route: Route<'_, Arc<SessionInner>, Waiter>, parked: &mut VecDeque<Vec<u8>>) {
+    fn act(self: &Arc<Self>, route: Route<'_, Arc<SessionInner>, Waiter>, parked: &mut VecDeque<Vec<u8>>) {
         match route {
-            Route::Event { target, event, .. } => target.push_event(event.event.as_bytes()),
+            Route::Event { target, event, .. } => {
+                target.push_event(event.event.as_bytes());
+                if event.awaits_answer() {
+                    handlers::answer_event(self, &target, event.event.as_bytes());
+                }
+            }
             Route::Lifecycle { params, .. } => self.deliver_lifecycle(params.as_bytes()),
             Route::Response { waiter, result, request } => {
                 let reply = match result {
@@ -282,14 +319,17 @@ impl Connection {
                 log::trace!("{}: <- response #{request}", self.label);
                 self.complete(waiter, reply, parked);
             }
-            Route::Request { id, method, session, .. } => {
-                // No server request handlers are registered yet: refuse
-                // every method explicitly rather than leave the agent waiting.
-                log::debug!(
-                    "{}: server request {method} (session {:?}) refused: no handler",
-                    self.label,
-                    session.as_ref().and_then(|(_, s)| s.id())
-                );
+            Route::Request { id, method, params, session: Some((_, session)) } => handlers::answer_request(
+                self,
+                &session,
+                method.to_string(),
+                id_text(&id),
+                params.map(|p| p.as_bytes().to_vec()).unwrap_or_else(|| b"{}".to_vec()),
+            ),
+            Route::Request { id, method, session: None, .. } => {
+                // No client-wide server requests are handled: refuse them
+                // explicitly rather than leave the server waiting.
+                log::debug!("{}: server request {method} refused: no handler", self.label);
                 let _ = self.respond_error(id, copilot_core::METHOD_NOT_FOUND, &format!("Method not found: {method}"));
             }
             Route::Notification { method, .. } => log::debug!("{}: notification {method}", self.label),
@@ -350,7 +390,7 @@ impl Connection {
     /// Hands a response to its waiter. For a server-assigned create, names
     /// the session and delivers what was parked for it first, so its events
     /// keep their order.
-    fn complete(&self, waiter: Waiter, reply: Reply, parked: &mut VecDeque<Vec<u8>>) {
+    fn complete(self: &Arc<Self>, waiter: Waiter, reply: Reply, parked: &mut VecDeque<Vec<u8>>) {
         let (handle, session, tx) = match waiter {
             Waiter::Reply(tx) => {
                 let _ = tx.send(reply);
@@ -379,7 +419,7 @@ impl Connection {
 
     /// Routes every parked frame again, in arrival order. Frames still
     /// waiting for another create are parked again, in the same order.
-    fn reroute_parked(&self, parked: &mut VecDeque<Vec<u8>>) {
+    fn reroute_parked(self: &Arc<Self>, parked: &mut VecDeque<Vec<u8>>) {
         let mut still = VecDeque::new();
         for body in parked.drain(..) {
             match self.router.route_parked(&body) {

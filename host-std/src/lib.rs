@@ -34,6 +34,7 @@ mod client;
 mod connection;
 mod error;
 pub mod events;
+mod handlers;
 mod session;
 
 pub use cli::{default_install_dir, install_cli, native_binary, resolve_cli, CLI_PACKAGE, CLI_VERSION};
@@ -43,4 +44,9 @@ pub use client::{
 pub use copilot_core as core;
 pub use error::{Error, Result};
 pub use events::{EventKind, LifecycleEvent, SessionEvent};
+pub use handlers::{
+    approve_all, deny_all, Command, ElicitationHandler, ElicitationResponse, ExitPlanModeHandler, ExitPlanModeRequest,
+    ExitPlanModeResponse, McpOAuthHandler, OAuthToken, PermissionDecision, PermissionHandler, PermissionRequest,
+    SessionHandlers, Tool, ToolInvocation, ToolResult, UserInputHandler, UserInputRequest, UserInputResponse,
+};
 pub use session::{EventStream, MessageOptions, Session, SessionConfig, Subscription};

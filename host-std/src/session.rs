@@ -20,6 +20,10 @@ use serde_json::{json, Map, Value};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::events::{EventKind, SessionEvent};
+use crate::handlers::{
+    Command, ElicitationHandler, ExitPlanModeHandler, McpOAuthHandler, PermissionHandler, SessionHandlers, Tool,
+    UserInputHandler,
+};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -76,6 +80,7 @@ struct Subscribers {
 /// pushes events), the dispatcher and the `Session` handle.
 pub(crate) struct SessionInner {
     id: OnceLock<String>,
+    handlers: SessionHandlers,
     queue: Mutex<Queue>,
     ready: Condvar,
     subscribers: Mutex<Subscribers>,
@@ -84,9 +89,10 @@ pub(crate) struct SessionInner {
 impl SessionInner {
     /// A session and its dispatcher thread. `id` is `None` while the server
     /// has yet to name it.
-    pub(crate) fn start(id: Option<&str>) -> Result<Arc<SessionInner>> {
+    pub(crate) fn start(id: Option<&str>, handlers: SessionHandlers) -> Result<Arc<SessionInner>> {
         let inner = Arc::new(SessionInner {
             id: OnceLock::new(),
+            handlers,
             queue: Mutex::new(Queue::default()),
             ready: Condvar::new(),
             subscribers: Mutex::new(Subscribers::default()),
@@ -105,6 +111,11 @@ impl SessionInner {
     /// The session id, once known.
     pub(crate) fn id(&self) -> Option<&str> {
         self.id.get().map(String::as_str)
+    }
+
+    /// What this session answers the agent's requests with.
+    pub(crate) fn handlers(&self) -> &SessionHandlers {
+        &self.handlers
     }
 
     pub(crate) fn set_id(&self, id: &str) {
@@ -336,6 +347,8 @@ pub struct SessionConfig {
     pub client_name: Option<String>,
     /// Any other `session.create` parameter, passed through as is.
     pub extra: Map<String, Value>,
+    /// What the session answers the agent's requests with.
+    pub handlers: SessionHandlers,
 }
 
 impl SessionConfig {
@@ -344,8 +357,92 @@ impl SessionConfig {
         SessionConfig { model: Some(model.into()), ..Self::default() }
     }
 
+    /// Answers permission prompts with `handler` (and asks the CLI for
+    /// prompts: without a handler it denies every tool that needs one).
+    pub fn on_permission(mut self, handler: impl PermissionHandler + 'static) -> Self {
+        self.handlers.permission = Some(Arc::new(handler));
+        self
+    }
+
+    /// Answers permission prompts with a shared handler such as
+    /// [`approve_all`](crate::approve_all).
+    pub fn on_permission_shared(mut self, handler: Arc<dyn PermissionHandler>) -> Self {
+        self.handlers.permission = Some(handler);
+        self
+    }
+
+    /// Offers `tool` to the model; this client runs it.
+    pub fn tool(mut self, tool: Tool) -> Self {
+        self.handlers.tools.push(tool);
+        self
+    }
+
+    /// Answers the agent's questions to the user (adds the `ask_user` tool).
+    pub fn on_user_input(mut self, handler: impl UserInputHandler + 'static) -> Self {
+        self.handlers.user_input = Some(Arc::new(handler));
+        self
+    }
+
+    /// Answers elicitations (forms and URLs MCP servers ask for).
+    pub fn on_elicitation(mut self, handler: impl ElicitationHandler + 'static) -> Self {
+        self.handlers.elicitation = Some(Arc::new(handler));
+        self
+    }
+
+    /// Provides OAuth tokens to MCP servers that need them.
+    pub fn on_mcp_oauth(mut self, handler: impl McpOAuthHandler + 'static) -> Self {
+        self.handlers.mcp_oauth = Some(Arc::new(handler));
+        self
+    }
+
+    /// Answers requests to leave plan mode.
+    pub fn on_exit_plan_mode(mut self, handler: impl ExitPlanModeHandler + 'static) -> Self {
+        self.handlers.exit_plan_mode = Some(Arc::new(handler));
+        self
+    }
+
+    /// Declares a slash command this client runs.
+    pub fn command(mut self, command: Command) -> Self {
+        self.handlers.commands.push(command);
+        self
+    }
+
+    /// Refuses configurations that would hang: prompts asked for with nobody
+    /// to answer them.
+    pub(crate) fn check(&self) -> Result<()> {
+        if self.extra.get("requestPermission") == Some(&Value::Bool(true)) && self.handlers.permission.is_none() {
+            return Err(Error::Config(
+                "requestPermission is set but no permission handler is: the first tool call would wait forever; \
+                 add one with SessionConfig::on_permission"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
     pub(crate) fn to_params(&self, id: Option<&str>) -> Value {
         let mut p = self.extra.clone();
+        let h = &self.handlers;
+        if h.permission.is_some() {
+            p.insert("requestPermission".into(), true.into());
+        }
+        if !h.tools.is_empty() {
+            p.insert("tools".into(), h.tools.iter().map(Tool::definition).collect::<Vec<_>>().into());
+        }
+        if h.user_input.is_some() {
+            p.insert("requestUserInput".into(), true.into());
+        }
+        if h.elicitation.is_some() {
+            p.insert("requestElicitation".into(), true.into());
+        }
+        if h.exit_plan_mode.is_some() {
+            p.insert("requestExitPlanMode".into(), true.into());
+        }
+        if !h.commands.is_empty() {
+            let commands: Vec<Value> =
+                h.commands.iter().map(|c| json!({ "name": c.name, "description": c.description })).collect();
+            p.insert("commands".into(), commands.into());
+        }
         if let Some(id) = id {
             p.insert("sessionId".into(), id.into());
         }

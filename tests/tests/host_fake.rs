@@ -9,7 +9,9 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use copilot_host::{Client, Error, EventKind, EventStream, Session, SessionConfig, SessionEvent};
+use copilot_host::{
+    Client, Error, EventKind, EventStream, Session, SessionConfig, SessionEvent, UserInputRequest, UserInputResponse,
+};
 use copilot_tests::fake_server::{FakeServer, FakeServerConfig};
 use serde_json::json;
 
@@ -98,7 +100,12 @@ fn server_assigned_ids_park_early_events_and_answer_early_requests() {
     let creating = {
         let client = Arc::clone(&client);
         thread::spawn(move || {
-            client.create_session(SessionConfig { server_assigned_id: true, ..SessionConfig::default() })
+            let config = SessionConfig { server_assigned_id: true, ..SessionConfig::default() }.on_user_input(
+                |q: &UserInputRequest| {
+                    Some(UserInputResponse { answer: format!("blue, to {:?}", q.question), was_freeform: true })
+                },
+            );
+            client.create_session(config)
         })
     };
     server.wait_received(WAIT, |m| m["method"] == "session.create").expect("create sent");
@@ -116,11 +123,11 @@ fn server_assigned_ids_park_early_events_and_answer_early_requests() {
     let requests: Vec<_> = got[5..8].iter().map(|e| e.kind.request_id().unwrap().to_owned()).collect();
     assert_eq!(requests, ["perm-0", "perm-1", "perm-2"]);
 
-    // The request was held and then routed to the session: it is answered
-    // as a method this client has no handler for, not as an unknown session.
+    // The request was held, then routed to the session and answered by its
+    // handler: not refused as one for an unknown session.
     let answer = answer.recv_timeout(WAIT).expect("the early request is answered");
     assert_eq!(answer["id"], 77);
-    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    assert_eq!(answer["result"], json!({ "answer": "blue, to \"?\"", "wasFreeform": true }), "{answer}");
     let stats = client.stats();
     assert_eq!(stats.parked, 9, "5 events + 3 permission requests + 1 server request");
     assert_eq!(stats.unknown_session, 0);
@@ -340,4 +347,42 @@ fn thirty_two_threads_churn_sessions_under_a_flood_over_pipes() {
 fn thirty_two_threads_churn_sessions_under_a_flood_over_tcp() {
     let (server, client) = over_tcp(FakeServerConfig::default());
     churn_while_flooding(server, client);
+}
+
+#[test]
+fn early_permission_requests_are_all_answered_with_either_kind_of_id() {
+    for server_assigned_id in [false, true] {
+        let config =
+            FakeServerConfig::default().with_early(0, 15).with_create_response_delay(Duration::from_millis(20));
+        let (server, client) = over_pipes(config);
+        let session = client
+            .create_session(SessionConfig { server_assigned_id, ..SessionConfig::default() }.on_permission(
+                |r: &copilot_host::PermissionRequest| {
+                    assert_eq!(r.kind, "shell");
+                    copilot_host::PermissionDecision::ApproveOnce
+                },
+            ))
+            .expect("create");
+        let deadline = Instant::now() + WAIT;
+        let answered = loop {
+            let answers: Vec<String> = server
+                .received()
+                .iter()
+                .filter(|m| m["method"] == "session.permissions.handlePendingPermissionRequest")
+                .map(|m| {
+                    assert_eq!(m["params"]["sessionId"], session.id());
+                    assert_eq!(m["params"]["result"]["kind"], "approve-once");
+                    m["params"]["requestId"].as_str().unwrap().to_owned()
+                })
+                .collect();
+            if answers.len() >= 15 || Instant::now() > deadline {
+                break answers;
+            }
+            thread::sleep(Duration::from_millis(10));
+        };
+        let mut answered = answered;
+        answered.sort_by_key(|r| r.trim_start_matches("perm-").parse::<u32>().unwrap());
+        let expected: Vec<String> = (0..15).map(|i| format!("perm-{i}")).collect();
+        assert_eq!(answered, expected, "server-assigned id: {server_assigned_id}");
+    }
 }
