@@ -1,0 +1,951 @@
+//! A scripted model server: a stand-in for the Copilot API that lets tests
+//! run the real Copilot CLI with no network and no account.
+//!
+//! The CLI is pointed at it through its environment ([`ScriptedModel::env`]).
+//! It then fetches the user document, the model list and the built-in GitHub
+//! MCP server from here, and each model call (`POST /chat/completions`) gets
+//! the next [`Reply`] of the calling session's script, as a plain
+//! `chat.completion` or, for a session created with `streaming: true`, as
+//! server-sent `chat.completion.chunk`s. Every model request is kept, so a
+//! test can check what the CLI sent (the prompt, the tool results).
+//!
+//! It is a small HTTP/1.1 server on `127.0.0.1` with one thread per
+//! connection, written on `std::net` alone so that the crate needs no HTTP
+//! library. The shapes it serves are the ones the CLI 1.0.102 was seen to
+//! ask for and accept (see `shared/protocol/capi-fake-server.md`). It also
+//! acts as the CLI's HTTP(S) proxy and refuses every `CONNECT`, so a request
+//! that ignores the configured endpoints fails here, and is counted, instead
+//! of leaving the machine.
+//!
+//! ```no_run
+//! use copilot_host::scripted_model::{Reply, ScriptedModel};
+//! use copilot_host::{Client, ClientOptions, SessionConfig};
+//! use std::time::Duration;
+//!
+//! let model = ScriptedModel::start()?;
+//! let mut options = ClientOptions::default();
+//! options.env.extend(model.env());
+//! options.auth_token = Some("fake-token".into());
+//! options.extra_args.push("--no-auto-login".into());
+//! let client = Client::start(options)?;
+//! let session = client.create_session(SessionConfig::with_model(ScriptedModel::MODEL))?;
+//! model.script(session.id(), vec![Reply::text("4")]);
+//! let reply = session.send_and_wait("What is 2 + 2?", Duration::from_secs(60))?;
+//! assert_eq!(model.requests_for(session.id()).len(), 1);
+//! # drop(reply);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::OsString;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+
+/// The reply of a session that has no script, or whose script ran out.
+const DEFAULT_TEXT: &str = "Hello from the scripted model.";
+/// The longest request line or header line accepted, in bytes.
+const MAX_LINE: usize = 16 << 10;
+/// The most header lines accepted in one request.
+const MAX_HEADERS: usize = 256;
+/// The largest request body accepted. A model request carries the whole
+/// conversation (the system message alone is about 40 KB), so be generous.
+const MAX_BODY: usize = 64 << 20;
+/// Characters of reply text per streamed delta: small, so that even a short
+/// reply arrives in several deltas, as a real model's does.
+const TEXT_PIECE_CHARS: usize = 12;
+/// Characters of tool-call arguments per streamed fragment.
+const ARGUMENT_PIECE_CHARS: usize = 16;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One model response of a script.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// A plain assistant message; the turn ends with it.
+    Text(String),
+    /// Tool calls with no text; the CLI runs the tools and calls the model
+    /// again with their results.
+    ToolCalls(Vec<ToolCall>),
+    /// Text (shown before the tools run) and tool calls.
+    TextAndToolCalls {
+        /// The assistant's text.
+        text: String,
+        /// The tools it calls.
+        tool_calls: Vec<ToolCall>,
+    },
+}
+
+impl Reply {
+    /// A plain assistant message.
+    pub fn text(text: impl Into<String>) -> Reply {
+        Reply::Text(text.into())
+    }
+
+    /// A single tool call, its id chosen by the server.
+    pub fn tool_call(name: impl Into<String>, arguments: Value) -> Reply {
+        Reply::ToolCalls(vec![ToolCall::new(name, arguments)])
+    }
+
+    fn parts(&self) -> (Option<&str>, &[ToolCall]) {
+        match self {
+            Reply::Text(text) => (Some(text), &[]),
+            Reply::ToolCalls(calls) => (None, calls),
+            Reply::TextAndToolCalls { text, tool_calls } => (Some(text), tool_calls),
+        }
+    }
+}
+
+impl Default for Reply {
+    fn default() -> Self {
+        Reply::text(DEFAULT_TEXT)
+    }
+}
+
+/// A tool call the scripted model makes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The call id, which the CLI reports as `toolCallId`. Empty: the server
+    /// chooses `call_<n>`, `n` counting the tool calls it has made.
+    pub id: String,
+    /// The tool's name, such as `bash` or a client tool's name.
+    pub name: String,
+    /// The arguments. They are sent as JSON text, except that a JSON string
+    /// is sent as it is, so a test can send arguments that do not parse.
+    pub arguments: Value,
+}
+
+impl ToolCall {
+    /// A call of `name` with `arguments`, its id chosen by the server.
+    pub fn new(name: impl Into<String>, arguments: Value) -> ToolCall {
+        ToolCall { id: String::new(), name: name.into(), arguments }
+    }
+
+    fn arguments_text(&self) -> String {
+        match &self.arguments {
+            Value::String(raw) => raw.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// A `/chat/completions` request the server received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    /// The `x-client-session-id` header: the id of the session calling.
+    pub session_id: Option<String>,
+    /// The request body: `model`, `messages`, `tools`, ...
+    pub body: Value,
+    /// Whether the body asked for a stream (`"stream": true`), which the CLI
+    /// does only for a session created with `streaming: true`.
+    pub streamed: bool,
+}
+
+impl ModelRequest {
+    /// The conversation sent to the model, oldest first.
+    pub fn messages(&self) -> &[Value] {
+        self.body.get("messages").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// The text of every `role: "tool"` message (the tool results), oldest
+    /// first.
+    pub fn tool_results(&self) -> Vec<String> {
+        self.messages().iter().filter(|m| m["role"] == "tool").map(|m| content_text(&m["content"])).collect()
+    }
+
+    /// The text of the last user message. The CLI prefixes the prompt with
+    /// a `<current_datetime>` element, so expect the prompt at its end.
+    pub fn last_user_text(&self) -> Option<String> {
+        self.messages().iter().rev().find(|m| m["role"] == "user").map(|m| content_text(&m["content"]))
+    }
+}
+
+/// A message's `content`: a string, or an array of parts whose texts are
+/// joined by newlines.
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => {
+            parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n")
+        }
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// The scripts, and everything the server saw.
+#[derive(Default)]
+struct Book {
+    scripts: HashMap<String, VecDeque<Reply>>,
+    default_reply: Reply,
+    model_requests: Vec<ModelRequest>,
+    other_requests: Vec<String>,
+    connect_attempts: usize,
+    completions: u64,
+    tool_calls: u64,
+}
+
+/// What the server and its connection threads share.
+struct Shared {
+    url: String,
+    stopping: AtomicBool,
+    book: Mutex<Book>,
+    /// A handle to every open connection, so that stopping can close them.
+    connections: Mutex<HashMap<u64, TcpStream>>,
+}
+
+/// A scripted fake of the Copilot model endpoint on `127.0.0.1`, for running
+/// the real CLI in tests. Dropping it stops the server and closes its
+/// connections.
+pub struct ScriptedModel {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ScriptedModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedModel").field("url", &self.shared.url).finish_non_exhaustive()
+    }
+}
+
+impl ScriptedModel {
+    /// The model id to pass in `session.create`: the only one `/models`
+    /// lists. The CLI rejects a model that is not listed.
+    pub const MODEL: &'static str = "claude-sonnet-4.5";
+
+    /// Starts the server on a free port of `127.0.0.1`.
+    pub fn start() -> io::Result<ScriptedModel> {
+        let listener = TcpListener::bind(("127.0.0.1", 0))?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            url: format!("http://{addr}"),
+            stopping: AtomicBool::new(false),
+            book: Mutex::new(Book::default()),
+            connections: Mutex::new(HashMap::new()),
+        });
+        let acceptor = {
+            let shared = Arc::clone(&shared);
+            thread::Builder::new()
+                .name(format!("scripted-model {addr}"))
+                .spawn(move || accept_connections(&listener, &shared))?
+        };
+        log::debug!("scripted model server listening on {}", shared.url);
+        Ok(ScriptedModel { addr, shared, acceptor: Some(acceptor) })
+    }
+
+    /// The server's base URL, `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        self.shared.url.clone()
+    }
+
+    /// Environment for a CLI pointed at this server: `COPILOT_API_URL` (the
+    /// model list, model calls and the built-in MCP server) and
+    /// `COPILOT_DEBUG_GITHUB_API_URL` (the user document) are this server;
+    /// so are `HTTP_PROXY` and `HTTPS_PROXY` (and their lowercase forms),
+    /// which it answers with 403 so that nothing leaves the machine; and
+    /// `NO_PROXY=127.0.0.1,localhost,::1` lets the calls to this server go
+    /// direct. Add it after other environment: for a repeated name, the
+    /// last entry wins.
+    pub fn env(&self) -> Vec<(OsString, OsString)> {
+        let url = self.url();
+        let loopback = "127.0.0.1,localhost,::1";
+        [
+            ("COPILOT_API_URL", url.as_str()),
+            ("COPILOT_DEBUG_GITHUB_API_URL", &url),
+            ("HTTP_PROXY", &url),
+            ("HTTPS_PROXY", &url),
+            ("http_proxy", &url),
+            ("https_proxy", &url),
+            ("NO_PROXY", loopback),
+            ("no_proxy", loopback),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.into(), value.into()))
+        .collect()
+    }
+
+    /// Sets the script of one session, keyed by the `x-client-session-id`
+    /// header the CLI sends (the session id): each model call of the session
+    /// takes the next reply, and once they are used up it gets the default
+    /// reply, so that the agent loop always ends. Replaces an earlier script.
+    pub fn script(&self, session_id: &str, replies: Vec<Reply>) {
+        lock(&self.shared.book).scripts.insert(session_id.to_owned(), replies.into());
+    }
+
+    /// Sets the reply for sessions without a script, and for those whose
+    /// script ran out. It starts as `Reply::text("Hello from the scripted
+    /// model.")`.
+    pub fn set_default(&self, reply: Reply) {
+        lock(&self.shared.book).default_reply = reply;
+    }
+
+    /// Every `/chat/completions` request received, in order of arrival.
+    pub fn requests(&self) -> Vec<ModelRequest> {
+        lock(&self.shared.book).model_requests.clone()
+    }
+
+    /// The `/chat/completions` requests of one session, in order of arrival.
+    pub fn requests_for(&self, session_id: &str) -> Vec<ModelRequest> {
+        let book = lock(&self.shared.book);
+        book.model_requests.iter().filter(|r| r.session_id.as_deref() == Some(session_id)).cloned().collect()
+    }
+
+    /// Every other request, as `METHOD target` (for an MCP request, its
+    /// JSON-RPC method follows in parentheses), in order of arrival: what
+    /// the CLI called besides the model, for diagnosis.
+    pub fn other_requests(&self) -> Vec<String> {
+        lock(&self.shared.book).other_requests.clone()
+    }
+
+    /// Requests refused because they were on their way off the machine
+    /// through the proxy: `CONNECT`s, and plain-HTTP proxy requests (an
+    /// absolute URL as target). They are also in
+    /// [`other_requests`](Self::other_requests). Expect zero.
+    pub fn connect_attempts(&self) -> usize {
+        lock(&self.shared.book).connect_attempts
+    }
+}
+
+impl Drop for ScriptedModel {
+    fn drop(&mut self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        let Some(acceptor) = self.acceptor.take() else { return };
+        // The acceptor is blocked in accept(): a connection wakes it to see
+        // the flag. If none can be made, it is left behind rather than
+        // waited for forever.
+        match TcpStream::connect_timeout(&self.addr, Duration::from_secs(5)) {
+            Ok(_) => {
+                let _ = acceptor.join();
+            }
+            Err(e) => log::warn!("scripted model server {}: could not wake its acceptor to stop: {e}", self.shared.url),
+        }
+    }
+}
+
+/// The acceptor thread: one thread per connection until stopped, then it
+/// closes every connection and waits for their threads.
+fn accept_connections(listener: &TcpListener, shared: &Arc<Shared>) {
+    let mut workers: Vec<JoinHandle<()>> = Vec::new();
+    let mut next_id = 0u64;
+    for stream in listener.incoming() {
+        if shared.stopping.load(Ordering::SeqCst) {
+            break;
+        }
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                log::warn!("scripted model server {}: accept failed: {e}", shared.url);
+                // Out of descriptors, say: do not spin.
+                thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        next_id += 1;
+        let id = next_id;
+        // Registered here, before the thread starts, so that the sweep
+        // below cannot miss a connection.
+        match stream.try_clone() {
+            Ok(handle) => lock(&shared.connections).insert(id, handle),
+            Err(e) => {
+                log::warn!("scripted model server {}: connection dropped: {e}", shared.url);
+                continue;
+            }
+        };
+        let worker = {
+            let shared = Arc::clone(shared);
+            thread::Builder::new().name(format!("scripted-model connection {id}")).spawn(move || {
+                serve_connection(&shared, stream);
+                lock(&shared.connections).remove(&id);
+            })
+        };
+        match worker {
+            Ok(w) => workers.push(w),
+            Err(e) => {
+                log::warn!("scripted model server {}: no thread for a connection: {e}", shared.url);
+                lock(&shared.connections).remove(&id);
+            }
+        }
+        workers.retain(|w| !w.is_finished());
+    }
+    for (_, connection) in lock(&shared.connections).drain() {
+        let _ = connection.shutdown(Shutdown::Both);
+    }
+    for worker in workers {
+        let _ = worker.join();
+    }
+}
+
+/// A parsed HTTP request.
+struct Request {
+    method: String,
+    target: String,
+    http_1_0: bool,
+    /// Names in lowercase.
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Request {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// Whether a comma-separated header holds `token` (case-insensitive).
+    fn header_has(&self, name: &str, token: &str) -> bool {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n == name)
+            .any(|(_, v)| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+    }
+
+    /// HTTP/1.1 keeps the connection unless told to close; HTTP/1.0 closes
+    /// it unless told to keep it.
+    fn keep_alive(&self) -> bool {
+        if self.http_1_0 {
+            self.header_has("connection", "keep-alive")
+        } else {
+            !self.header_has("connection", "close")
+        }
+    }
+
+    fn path(&self) -> &str {
+        self.target.split('?').next().unwrap_or_default()
+    }
+
+    fn line(&self) -> String {
+        format!("{} {}", self.method, self.target)
+    }
+}
+
+fn invalid(message: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message.into())
+}
+
+/// One line without its line ending; `None` at the end of the stream.
+fn read_line(reader: &mut impl BufRead) -> io::Result<Option<String>> {
+    let mut bytes = Vec::new();
+    let n = reader.take(MAX_LINE as u64 + 1).read_until(b'\n', &mut bytes)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if !bytes.ends_with(b"\n") {
+        return Err(if n > MAX_LINE { invalid("line too long") } else { io::ErrorKind::UnexpectedEof.into() });
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    Ok(Some(text.trim_end_matches(['\r', '\n']).to_owned()))
+}
+
+fn require_line(reader: &mut impl BufRead) -> io::Result<String> {
+    read_line(reader)?.ok_or_else(|| io::ErrorKind::UnexpectedEof.into())
+}
+
+/// Reads one request; `None` when the peer closed the connection between
+/// requests. `writer` is for a `100 Continue`.
+fn read_request(reader: &mut impl BufRead, writer: &mut impl Write) -> io::Result<Option<Request>> {
+    // Empty lines before a request line are allowed (RFC 9112, 2.2).
+    let line = loop {
+        match read_line(reader)? {
+            None => return Ok(None),
+            Some(l) if l.trim().is_empty() => continue,
+            Some(l) => break l,
+        }
+    };
+    let mut parts = line.split_whitespace();
+    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(invalid(format!("bad request line {line:?}")));
+    };
+    if !version.starts_with("HTTP/1.") {
+        return Err(invalid(format!("unsupported version {version:?}")));
+    }
+    let mut headers = Vec::new();
+    loop {
+        let line = require_line(reader)?;
+        if line.is_empty() {
+            break;
+        }
+        if headers.len() == MAX_HEADERS {
+            return Err(invalid("too many headers"));
+        }
+        let (name, value) = line.split_once(':').ok_or_else(|| invalid(format!("bad header line {line:?}")))?;
+        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+    }
+    let mut request = Request {
+        method: method.to_owned(),
+        target: target.to_owned(),
+        http_1_0: version == "HTTP/1.0",
+        headers,
+        body: Vec::new(),
+    };
+    let chunked = request.header_has("transfer-encoding", "chunked");
+    let length = match request.header("content-length") {
+        Some(v) => Some(v.parse::<usize>().map_err(|_| invalid(format!("bad Content-Length {v:?}")))?),
+        None => None,
+    };
+    if length.is_some_and(|n| n > MAX_BODY) {
+        return Err(invalid("request body too large"));
+    }
+    if request.header_has("expect", "100-continue") && (chunked || length.unwrap_or(0) > 0) {
+        writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
+    }
+    // Transfer-Encoding wins over Content-Length (RFC 9112, 6.3).
+    if chunked {
+        request.body = read_chunked_body(reader)?;
+    } else if let Some(n) = length {
+        request.body = vec![0; n];
+        reader.read_exact(&mut request.body)?;
+    }
+    Ok(Some(request))
+}
+
+fn read_chunked_body(reader: &mut impl BufRead) -> io::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let line = require_line(reader)?;
+        let size_text = line.split(';').next().unwrap_or_default().trim();
+        let size = usize::from_str_radix(size_text, 16).map_err(|_| invalid(format!("bad chunk size {line:?}")))?;
+        if size == 0 {
+            // Trailer fields, if any, up to the empty line: ignored.
+            while !require_line(reader)?.is_empty() {}
+            return Ok(body);
+        }
+        if body.len() + size > MAX_BODY {
+            return Err(invalid("request body too large"));
+        }
+        let start = body.len();
+        body.resize(start + size, 0);
+        reader.read_exact(&mut body[start..])?;
+        if !require_line(reader)?.is_empty() {
+            return Err(invalid("chunk data longer than its size"));
+        }
+    }
+}
+
+/// What to send back.
+enum Answer {
+    /// A JSON body with `Content-Length`.
+    Json(u16, Value),
+    /// `202 Accepted` with no body.
+    Accepted,
+    /// Server-sent events, each already formatted (`data: ...\n\n`).
+    EventStream(Vec<String>),
+    /// `403` to an outbound attempt; the connection is then closed.
+    Refused,
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        202 => "Accepted",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        _ => "Unknown",
+    }
+}
+
+/// Serves requests on one connection until either side closes it.
+fn serve_connection(shared: &Shared, stream: TcpStream) {
+    // Streamed replies are many small writes: send each at once.
+    let _ = stream.set_nodelay(true);
+    let mut writer = match stream.try_clone() {
+        Ok(w) => w,
+        Err(e) => {
+            log::warn!("scripted model server {}: {e}", shared.url);
+            return;
+        }
+    };
+    let mut reader = BufReader::new(stream);
+    loop {
+        let request = match read_request(&mut reader, &mut writer) {
+            Ok(Some(r)) => r,
+            Ok(None) => return,
+            Err(e) => {
+                if e.kind() == io::ErrorKind::InvalidData {
+                    log::warn!("scripted model server {}: unreadable request: {e}", shared.url);
+                    let body = json!({ "message": format!("scripted model server: {e}") });
+                    let _ = write_answer(&mut writer, Answer::Json(400, body), false, false);
+                } else if !shared.stopping.load(Ordering::SeqCst) {
+                    log::debug!("scripted model server {}: connection ended: {e}", shared.url);
+                }
+                return;
+            }
+        };
+        let keep_alive = request.keep_alive();
+        let answer = answer(shared, &request);
+        match write_answer(&mut writer, answer, keep_alive, request.http_1_0) {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => {
+                log::debug!(
+                    "scripted model server {}: writing the answer to {} failed: {e}",
+                    shared.url,
+                    request.line()
+                );
+                return;
+            }
+        }
+    }
+}
+
+/// Writes an answer; returns whether the connection may serve another
+/// request.
+fn write_answer(writer: &mut impl Write, answer: Answer, keep_alive: bool, http_1_0: bool) -> io::Result<bool> {
+    let connection = if keep_alive { "keep-alive" } else { "close" };
+    match answer {
+        Answer::Json(status, body) => {
+            let body = body.to_string();
+            let head = format!(
+                "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                 x-github-request-id: scripted-model\r\nConnection: {connection}\r\n\r\n",
+                reason(status),
+                body.len()
+            );
+            writer.write_all(&[head.as_bytes(), body.as_bytes()].concat())?;
+            Ok(keep_alive)
+        }
+        Answer::Accepted => {
+            let head = format!("HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\nConnection: {connection}\r\n\r\n");
+            writer.write_all(head.as_bytes())?;
+            Ok(keep_alive)
+        }
+        Answer::Refused => {
+            let body = json!({ "message": "scripted model server: outbound network disabled" }).to_string();
+            let head = format!(
+                "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n",
+                body.len()
+            );
+            writer.write_all(&[head.as_bytes(), body.as_bytes()].concat())?;
+            Ok(false)
+        }
+        Answer::EventStream(events) => {
+            // HTTP/1.0 has no chunked encoding: the end of the stream is the
+            // end of the connection.
+            let chunked = !http_1_0;
+            let (framing, connection) =
+                if chunked { ("Transfer-Encoding: chunked", connection) } else { ("Connection: close", "close") };
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
+                 x-github-request-id: scripted-model\r\n{framing}\r\nConnection: {connection}\r\n\r\n"
+            );
+            writer.write_all(head.as_bytes())?;
+            for event in &events {
+                if chunked {
+                    writer.write_all(format!("{:x}\r\n{event}\r\n", event.len()).as_bytes())?;
+                } else {
+                    writer.write_all(event.as_bytes())?;
+                }
+            }
+            if chunked {
+                writer.write_all(b"0\r\n\r\n")?;
+            }
+            writer.flush()?;
+            Ok(chunked && keep_alive)
+        }
+    }
+}
+
+/// Routes a request.
+fn answer(shared: &Shared, request: &Request) -> Answer {
+    let path = request.path();
+    // CONNECT, or a plain-HTTP proxy request with an absolute URL: the CLI
+    // tried to reach another host through its proxy, which is this server.
+    if request.method == "CONNECT" || !request.target.starts_with('/') {
+        let mut book = lock(&shared.book);
+        book.connect_attempts += 1;
+        book.other_requests.push(request.line());
+        log::warn!("scripted model server {}: refused outbound request {}", shared.url, request.line());
+        return Answer::Refused;
+    }
+    if request.method == "POST" && path == "/chat/completions" {
+        return model_call(shared, request);
+    }
+    if path == "/mcp/readonly" || path == "/mcp" {
+        return mcp(shared, request);
+    }
+    lock(&shared.book).other_requests.push(request.line());
+    log::debug!("scripted model server {}: {}", shared.url, request.line());
+    match (request.method.as_str(), path) {
+        ("GET", "/models") => Answer::Json(200, models_document()),
+        ("GET", "/copilot_internal/user") => Answer::Json(200, user_document(&shared.url)),
+        // Asked for but optional: "none here" is an answer the CLI accepts.
+        ("GET", "/copilot_internal/managed_settings" | "/copilot_internal/team_customizations") => not_found(),
+        // Telemetry is gzip-compressed JSON lines; it is not kept.
+        ("POST", p) if p.starts_with("/telemetry") => Answer::Json(200, json!({})),
+        _ => {
+            log::warn!("scripted model server {}: no such endpoint: {}", shared.url, request.line());
+            not_found()
+        }
+    }
+}
+
+fn not_found() -> Answer {
+    Answer::Json(404, json!({ "message": "Not Found (scripted model server)" }))
+}
+
+/// `GET /models`: the one model, with the capabilities the CLI checks
+/// (`supported_endpoints` makes it use `/chat/completions`).
+fn models_document() -> Value {
+    let id = ScriptedModel::MODEL;
+    json!({
+        "object": "list",
+        "data": [{
+            "id": id,
+            "name": id,
+            "object": "model",
+            "vendor": "Scripted",
+            "version": id,
+            "preview": false,
+            "model_picker_enabled": true,
+            "is_chat_default": true,
+            "is_chat_fallback": true,
+            "policy": { "state": "enabled", "terms": "" },
+            "supported_endpoints": ["/chat/completions"],
+            "capabilities": {
+                "family": id,
+                "type": "chat",
+                "object": "model_capabilities",
+                "tokenizer": "o200k_base",
+                "limits": {
+                    "max_context_window_tokens": 128000,
+                    "max_prompt_tokens": 128000,
+                    "max_output_tokens": 16000
+                },
+                "supports": { "streaming": true, "tool_calls": true, "parallel_tool_calls": true, "vision": false }
+            }
+        }]
+    })
+}
+
+/// `GET /copilot_internal/user`: a Copilot user whose API and telemetry are
+/// this server.
+fn user_document(url: &str) -> Value {
+    json!({
+        "login": "scripted-user",
+        "copilot_plan": "individual_pro",
+        "chat_enabled": true,
+        "is_mcp_enabled": true,
+        "analytics_tracking_id": "scripted-tracking-id",
+        "endpoints": { "api": url, "telemetry": format!("{url}/telemetry") }
+    })
+}
+
+/// The built-in GitHub MCP server (streamable HTTP), with no tools: enough
+/// for the CLI to count it as connected.
+fn mcp(shared: &Shared, request: &Request) -> Answer {
+    let message: Option<Value> = serde_json::from_slice(&request.body).ok();
+    let method = message.as_ref().and_then(|m| m.get("method")).and_then(Value::as_str);
+    let line = match method {
+        Some(m) => format!("{} ({m})", request.line()),
+        None => request.line(),
+    };
+    lock(&shared.book).other_requests.push(line);
+    if request.method != "POST" {
+        // GET would open a server-to-client event stream; DELETE would end
+        // an MCP session. Neither is needed.
+        return Answer::Json(405, json!({ "message": "scripted model server: POST only" }));
+    }
+    let Some(message) = &message else {
+        return Answer::Json(
+            400,
+            json!({ "jsonrpc": "2.0", "id": null, "error": { "code": -32700, "message": "Parse error" } }),
+        );
+    };
+    // Notifications (no id) and responses (no method) get no answer.
+    let (Some(id), Some(method)) = (message.get("id"), method) else { return Answer::Accepted };
+    let result = match method {
+        "initialize" => json!({
+            "protocolVersion": message["params"]["protocolVersion"].as_str().unwrap_or("2025-06-18"),
+            "capabilities": { "tools": {} },
+            "serverInfo": { "name": "scripted-github-mcp", "version": "0.1.0" }
+        }),
+        "tools/list" => json!({ "tools": [] }),
+        "ping" => json!({}),
+        // Including `server/discover`, which the CLI tries first.
+        _ => {
+            return Answer::Json(
+                200,
+                json!({ "jsonrpc": "2.0", "id": id, "error": { "code": -32601, "message": "Method not found" } }),
+            )
+        }
+    };
+    Answer::Json(200, json!({ "jsonrpc": "2.0", "id": id, "result": result }))
+}
+
+/// `POST /chat/completions`: records the request and answers with the
+/// session's next reply.
+fn model_call(shared: &Shared, request: &Request) -> Answer {
+    let body: Value = match serde_json::from_slice(&request.body) {
+        Ok(v) => v,
+        Err(e) => {
+            lock(&shared.book).other_requests.push(format!("{} (unreadable body: {e})", request.line()));
+            log::warn!("scripted model server {}: model request body is not JSON: {e}", shared.url);
+            return Answer::Json(400, json!({ "message": format!("request body is not JSON: {e}") }));
+        }
+    };
+    let session_id = request.header("x-client-session-id").map(str::to_owned);
+    let streamed = body.get("stream").and_then(Value::as_bool) == Some(true);
+    let model = body.get("model").and_then(Value::as_str).unwrap_or(ScriptedModel::MODEL).to_owned();
+    let (reply, number) = {
+        let mut book = lock(&shared.book);
+        let scripted = session_id.as_ref().and_then(|id| book.scripts.get_mut(id)).and_then(VecDeque::pop_front);
+        let mut reply = scripted.unwrap_or_else(|| book.default_reply.clone());
+        if let Reply::ToolCalls(calls) | Reply::TextAndToolCalls { tool_calls: calls, .. } = &mut reply {
+            for call in calls.iter_mut().filter(|c| c.id.is_empty()) {
+                book.tool_calls += 1;
+                call.id = format!("call_{}", book.tool_calls);
+            }
+        }
+        book.completions += 1;
+        let number = book.completions;
+        book.model_requests.push(ModelRequest { session_id: session_id.clone(), body, streamed });
+        (reply, number)
+    };
+    log::debug!(
+        "scripted model server {}: model call {number} of session {} ({}): {reply:?}",
+        shared.url,
+        session_id.as_deref().unwrap_or("(none)"),
+        if streamed { "streamed" } else { "JSON" }
+    );
+    let completion = Completion::new(number, model, reply, request.body.len());
+    if streamed {
+        Answer::EventStream(completion.events())
+    } else {
+        Answer::Json(200, completion.to_json())
+    }
+}
+
+/// One model response, ready to be sent whole or streamed.
+struct Completion {
+    id: String,
+    created: u64,
+    model: String,
+    reply: Reply,
+    usage: Value,
+}
+
+impl Completion {
+    fn new(number: u64, model: String, reply: Reply, request_bytes: usize) -> Completion {
+        let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+        // Rough token counts (4 bytes a token): the CLI reports them in its
+        // usage events and only needs them to be plausible.
+        let (text, calls) = reply.parts();
+        let reply_bytes =
+            text.map_or(0, str::len) + calls.iter().map(|c| c.name.len() + c.arguments_text().len()).sum::<usize>();
+        let prompt_tokens = (request_bytes / 4).max(1);
+        let completion_tokens = (reply_bytes / 4).max(1);
+        let usage = json!({
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens
+        });
+        Completion { id: format!("scripted-{number}"), created, model, reply, usage }
+    }
+
+    fn finish_reason(&self) -> &'static str {
+        if self.reply.parts().1.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        }
+    }
+
+    /// A `chat.completion`.
+    fn to_json(&self) -> Value {
+        let (text, calls) = self.reply.parts();
+        let mut message = json!({ "role": "assistant", "content": text });
+        if !calls.is_empty() {
+            let calls: Vec<Value> = calls
+                .iter()
+                .map(|c| {
+                    json!({
+                        "id": c.id,
+                        "type": "function",
+                        "function": { "name": c.name, "arguments": c.arguments_text() }
+                    })
+                })
+                .collect();
+            message["tool_calls"] = calls.into();
+        }
+        json!({
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{ "index": 0, "message": message, "finish_reason": self.finish_reason() }],
+            "usage": self.usage
+        })
+    }
+
+    /// The same reply as server-sent `chat.completion.chunk`s: the role, the
+    /// text in several pieces, each tool call's name then its arguments in
+    /// pieces, and last the finish reason with the usage; then `[DONE]`.
+    fn events(&self) -> Vec<String> {
+        let chunk = |delta: Value, finish_reason: Option<&str>| {
+            json!({
+                "id": self.id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": self.model,
+                "choices": [{ "index": 0, "delta": delta, "finish_reason": finish_reason }]
+            })
+        };
+        let (text, calls) = self.reply.parts();
+        let mut chunks = vec![chunk(json!({ "role": "assistant", "content": "" }), None)];
+        for piece in pieces(text.unwrap_or_default(), TEXT_PIECE_CHARS) {
+            chunks.push(chunk(json!({ "content": piece }), None));
+        }
+        for (index, call) in calls.iter().enumerate() {
+            let arguments = call.arguments_text();
+            let mut fragments = pieces(&arguments, ARGUMENT_PIECE_CHARS);
+            if fragments.is_empty() {
+                fragments.push("");
+            }
+            for (n, fragment) in fragments.into_iter().enumerate() {
+                let tool_call = if n == 0 {
+                    json!({
+                        "index": index,
+                        "id": call.id,
+                        "type": "function",
+                        "function": { "name": call.name, "arguments": fragment }
+                    })
+                } else {
+                    json!({ "index": index, "function": { "arguments": fragment } })
+                };
+                chunks.push(chunk(json!({ "tool_calls": [tool_call] }), None));
+            }
+        }
+        let mut last = chunk(json!({}), Some(self.finish_reason()));
+        last["usage"] = self.usage.clone();
+        chunks.push(last);
+        let mut events: Vec<String> = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+        events.push("data: [DONE]\n\n".to_owned());
+        events
+    }
+}
+
+/// `text` cut into pieces of at most `chars` characters.
+fn pieces(text: &str, chars: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (count, (at, _)) in text.char_indices().enumerate() {
+        if count > 0 && count % chars == 0 {
+            out.push(&text[start..at]);
+            start = at;
+        }
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
+    }
+    out
+}
