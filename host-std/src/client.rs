@@ -353,6 +353,12 @@ impl Client {
         parse(&self.conn.request("status.get", &json!({}), None)?, "status.get")
     }
 
+    /// Calls any method this crate does not wrap, with JSON params, and
+    /// returns the JSON result.
+    pub fn call(&self, method: &str, params: &Value) -> Result<Value> {
+        parse(&self.conn.request(method, params, None)?, method)
+    }
+
     /// `auth.getStatus`: whether the CLI has a Copilot login.
     pub fn auth_status(&self) -> Result<AuthStatus> {
         parse(&self.conn.request("auth.getStatus", &json!({}), None)?, "auth.getStatus")

@@ -579,6 +579,22 @@ impl Session {
         }
     }
 
+    /// Runs a slash command declared with [`SessionConfig::command`] (or by
+    /// another client): `session.commands.execute`. Returns the error text
+    /// its handler reported, if any.
+    pub fn execute_command(&self, name: &str, args: &str) -> Result<Option<String>> {
+        let params = json!({ "sessionId": self.id, "commandName": name, "args": args });
+        let result = self.call("session.commands.execute", &params)?;
+        Ok(result.get("error").and_then(Value::as_str).map(String::from))
+    }
+
+    /// Calls a session method this crate does not wrap; `sessionId` is added
+    /// to `params`.
+    pub fn call_raw(&self, method: &str, mut params: Value) -> Result<Value> {
+        params["sessionId"] = self.id.clone().into();
+        self.call(method, &params)
+    }
+
     /// Aborts the running turn (harmless when idle).
     pub fn abort(&self) -> Result<()> {
         self.call("session.abort", &json!({ "sessionId": self.id })).map(drop)

@@ -742,6 +742,9 @@ impl Handler {
                 }
             }
             "session.getMessages" => self.result(id, json!({"events": []}))?,
+            // Opting in to interest-gated events; the fake sends them only
+            // when a test pushes them, so the handle is all there is to it.
+            "session.eventLog.registerInterest" => self.result(id, json!({"handle": "interest-1"}))?,
             "session.abort" => {
                 let sid = session_id.unwrap_or_default();
                 let reason = params.get("reason").and_then(Value::as_str).unwrap_or("user initiated");

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use copilot_host::scripted_model::{Reply, ScriptedModel};
 use copilot_host::{
-    approve_all, Client, ClientOptions, EventKind, PermissionDecision, PermissionRequest, Session, SessionConfig,
-    SessionEvent, Tool, ToolInvocation, Transport,
+    approve_all, Client, ClientOptions, Command, ElicitationResponse, EventKind, PermissionDecision, PermissionRequest,
+    Session, SessionConfig, SessionEvent, Tool, ToolInvocation, Transport, UserInputRequest, UserInputResponse,
 };
 use copilot_tests::real_cli::{isolated_options, TempDir};
 use serde_json::json;
@@ -433,4 +433,85 @@ fn resume_after_stop_with_a_new_client() {
         resumed.destroy().unwrap();
         second.stop().unwrap();
     }
+}
+
+#[test]
+fn user_input_is_answered_once_and_reaches_the_model() {
+    on_both("user input (ask_user)", |f| {
+        let asked = Arc::new(AtomicUsize::new(0));
+        let config = f.config("ask").on_user_input({
+            let asked = Arc::clone(&asked);
+            move |q: &UserInputRequest| {
+                asked.fetch_add(1, Ordering::SeqCst);
+                assert_eq!(q.question, "Favourite colour?");
+                Some(UserInputResponse { answer: "blue".into(), was_freeform: true })
+            }
+        });
+        let session = f.client.create_session(config).unwrap();
+        f.model.script(
+            session.id(),
+            vec![Reply::tool_call("ask_user", json!({"question": "Favourite colour?"})), Reply::text("Blue it is.")],
+        );
+        let (text, took) = turn(&session, "Ask me something.");
+        assert_eq!(text.as_deref(), Some("Blue it is."));
+        assert_eq!(asked.load(Ordering::SeqCst), 1, "asked once although it arrives as a request and an event");
+        let results = f.model.requests_for(session.id())[1].tool_results();
+        assert!(results[0].contains("User responded: blue"), "{results:?}");
+        session.destroy().unwrap();
+        took
+    });
+}
+
+#[test]
+fn elicitation_is_answered_by_the_handler_or_cancelled_without_one() {
+    on_both("elicitation", |f| {
+        let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+        let config = f.config("elicit").on_elicitation(|r: &copilot_host::events::ElicitationRequestedData| {
+            assert_eq!(r.message, "Your name?");
+            ElicitationResponse::Accept(json!({"name": "Ada"}))
+        });
+        let session = f.client.create_session(config).unwrap();
+        let start = Instant::now();
+        let answer = session
+            .call_raw("session.ui.elicitation", json!({"message": "Your name?", "requestedSchema": schema}))
+            .expect("session.ui.elicitation");
+        let took = start.elapsed();
+        assert_eq!(answer["action"], "accept", "{answer}");
+        assert_eq!(answer["content"]["name"], "Ada", "{answer}");
+        session.destroy().unwrap();
+
+        let bare = f.client.create_session(f.config("no-elicit")).unwrap();
+        let answer = bare
+            .call_raw("session.ui.elicitation", json!({"message": "Your name?", "requestedSchema": schema}))
+            .expect("session.ui.elicitation");
+        assert_eq!(answer["action"], "cancel", "refused explicitly without a handler: {answer}");
+        bare.destroy().unwrap();
+        took
+    });
+}
+
+#[test]
+fn slash_commands_run_on_the_client_and_report_errors() {
+    on_both("slash command", |f| {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let config = f.config("cmd").command(Command::new("deploy", "Deploy somewhere.", {
+            let seen = Arc::clone(&seen);
+            move |c: &copilot_host::events::CommandExecuteData| {
+                seen.lock().unwrap().push(c.args.clone());
+                if c.args == "prod" {
+                    Err("not on a Sunday".into())
+                } else {
+                    Ok(())
+                }
+            }
+        }));
+        let session = f.client.create_session(config).unwrap();
+        let start = Instant::now();
+        assert_eq!(session.execute_command("deploy", "staging").expect("execute"), None);
+        let took = start.elapsed();
+        assert_eq!(session.execute_command("deploy", "prod").expect("execute").as_deref(), Some("not on a Sunday"));
+        assert_eq!(*seen.lock().unwrap(), ["staging", "prod"]);
+        session.destroy().unwrap();
+        took
+    });
 }

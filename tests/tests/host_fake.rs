@@ -386,3 +386,117 @@ fn early_permission_requests_are_all_answered_with_either_kind_of_id() {
         assert_eq!(answered, expected, "server-assigned id: {server_assigned_id}");
     }
 }
+
+/// Pushes a waiting event for `session` and returns the client's answer RPC.
+fn answer_to(
+    server: &FakeServer,
+    session: &str,
+    event_type: &str,
+    data: serde_json::Value,
+    method: &str,
+) -> serde_json::Value {
+    let request_id = data["requestId"].clone();
+    let event = json!({
+        "jsonrpc": "2.0",
+        "method": "session.event",
+        "params": { "sessionId": session, "event": { "type": event_type, "id": "w1", "timestamp": "t", "data": data } }
+    });
+    server.send_raw(&event.to_string()).expect("push the event");
+    server
+        .wait_received(WAIT, |m| m["method"] == method && m["params"]["requestId"] == request_id)
+        .unwrap_or_else(|| panic!("no {method} answer to {event_type}"))["params"]
+        .clone()
+}
+
+#[test]
+fn every_kind_of_wait_is_answered_with_or_without_a_handler() {
+    let (server, client) = over_pipes(FakeServerConfig::default());
+    let config = SessionConfig::default()
+        .on_mcp_oauth(|r: &copilot_host::events::McpOauthRequiredData| {
+            assert_eq!(r.server_name, "docs");
+            Some(copilot_host::OAuthToken { access_token: "tok".into(), token_type: None, expires_in: Some(60) })
+        })
+        .on_elicitation(|_: &copilot_host::events::ElicitationRequestedData| copilot_host::ElicitationResponse::Decline)
+        .on_exit_plan_mode(|p: &copilot_host::ExitPlanModeRequest| copilot_host::ExitPlanModeResponse {
+            approved: true,
+            selected_action: Some(p.recommended_action.clone().unwrap_or_default()),
+            feedback: None,
+        });
+    let with = client.create_session(config).expect("create");
+    let without = client.create_session(SessionConfig::default()).expect("create");
+    let register = server
+        .wait_received(WAIT, |m| m["method"] == "session.eventLog.registerInterest")
+        .expect("interest in mcp.oauth_required is registered when a handler exists");
+    assert_eq!(register["params"]["eventType"], "mcp.oauth_required");
+
+    let oauth = json!({"requestId": "o1", "serverName": "docs", "serverUrl": "https://x", "reason": "initial"});
+    let a =
+        answer_to(&server, with.id(), "mcp.oauth_required", oauth.clone(), "session.mcp.oauth.handlePendingRequest");
+    assert_eq!(a["result"], json!({"kind": "token", "accessToken": "tok", "expiresIn": 60}));
+    let mut oauth2 = oauth;
+    oauth2["requestId"] = "o2".into();
+    let a = answer_to(&server, without.id(), "mcp.oauth_required", oauth2, "session.mcp.oauth.handlePendingRequest");
+    assert_eq!(a["result"], json!({"kind": "cancelled"}));
+
+    let elicit = json!({"requestId": "e1", "message": "Name?"});
+    let a = answer_to(&server, with.id(), "elicitation.requested", elicit, "session.ui.handlePendingElicitation");
+    assert_eq!(a["result"], json!({"action": "decline"}));
+    let a = answer_to(
+        &server,
+        without.id(),
+        "elicitation.requested",
+        json!({"requestId": "e2", "message": "?"}),
+        "session.ui.handlePendingElicitation",
+    );
+    assert_eq!(a["result"], json!({"action": "cancel"}));
+
+    let cmd = json!({"requestId": "c1", "command": "/nope x", "commandName": "nope", "args": "x"});
+    let a = answer_to(&server, without.id(), "command.execute", cmd, "session.commands.handlePendingCommand");
+    assert_eq!(a["error"], "Unknown command: nope");
+
+    let a = answer_to(
+        &server,
+        without.id(),
+        "permission.requested",
+        json!({"requestId": "p1", "permissionRequest": {"kind": "shell"}}),
+        "session.permissions.handlePendingPermissionRequest",
+    );
+    assert_eq!(a["result"], json!({"kind": "user-not-available"}), "no handler: refused, never ignored");
+    let a = answer_to(
+        &server,
+        without.id(),
+        "external_tool.requested",
+        json!({"requestId": "t1", "sessionId": without.id(), "toolCallId": "c", "toolName": "ghost"}),
+        "session.tools.handlePendingToolCall",
+    );
+    assert_eq!(a["result"]["resultType"], "failure");
+    let a = answer_to(
+        &server,
+        without.id(),
+        "auto_mode_switch.requested",
+        json!({"requestId": "m1"}),
+        "session.ui.handlePendingAutoModeSwitch",
+    );
+    assert_eq!(a["response"], "no");
+
+    let plan = json!({"sessionId": with.id(), "summary": "s", "planContent": "p", "actions": ["exit_only"], "recommendedAction": "exit_only"});
+    let a = server.request_blocking("exitPlanMode.request", plan.clone(), json!(31), WAIT).expect("answered");
+    assert_eq!(a["result"], json!({"approved": true, "selectedAction": "exit_only"}));
+    let mut plan2 = plan;
+    plan2["sessionId"] = without.id().into();
+    let a = server.request_blocking("exitPlanMode.request", plan2, json!(32), WAIT).expect("answered");
+    assert_eq!(a["error"]["code"], -32603, "refused explicitly without a handler: {a}");
+    let a = server
+        .request_blocking("userInput.request", json!({"sessionId": without.id(), "question": "?"}), json!(33), WAIT)
+        .expect("answered");
+    assert_eq!(a["error"]["code"], -32603, "{a}");
+}
+
+#[test]
+fn a_permission_prompt_config_without_a_handler_is_refused_up_front() {
+    let (_server, client) = over_pipes(FakeServerConfig::default());
+    let mut config = SessionConfig::default();
+    config.extra.insert("requestPermission".into(), true.into());
+    let err = client.create_session(config).expect_err("would hang at the first tool call");
+    assert!(matches!(err, Error::Config(ref m) if m.contains("permission handler")), "{err}");
+}
