@@ -184,44 +184,34 @@ impl SessionInner {
     }
 
     /// Hands one event (or, for `None`, only what is owed) to every
-    /// subscriber, outside the lock.
+    /// subscriber. Streams are fed under the lock (a send never blocks);
+    /// callbacks run after it is released, as they are user code.
     fn deliver(&self, event: Option<Arc<SessionEvent>>) {
-        let targets: Vec<(u64, Sink, Vec<Arc<SessionEvent>>)> = {
+        type Callback = Arc<dyn Fn(&SessionEvent) + Send + Sync>;
+        let mut callbacks: Vec<(Callback, Vec<Arc<SessionEvent>>)> = Vec::new();
+        {
             let mut subs = lock(&self.subscribers);
             if !subs.claimed {
                 subs.kept.extend(event.clone());
             }
-            subs.list
-                .iter_mut()
-                .map(|s| {
-                    let sink = match &s.sink {
-                        Sink::Stream(tx) => Sink::Stream(tx.clone()),
-                        Sink::Callback(f) => Sink::Callback(Arc::clone(f)),
-                    };
-                    (s.id, sink, std::mem::take(&mut s.owed))
-                })
-                .collect()
-        };
-        let mut gone = Vec::new();
-        for (id, sink, owed) in targets {
-            for e in owed.iter().chain(event.iter()) {
-                match &sink {
-                    Sink::Stream(tx) => {
-                        if tx.send(Arc::clone(e)).is_err() {
-                            gone.push(id);
-                            break;
-                        }
-                    }
+            subs.list.retain_mut(|s| {
+                let owed = std::mem::take(&mut s.owed);
+                match &s.sink {
+                    // A dropped receiver ends the subscription.
+                    Sink::Stream(tx) => owed.into_iter().chain(event.clone()).all(|e| tx.send(e).is_ok()),
                     Sink::Callback(f) => {
-                        if catch_unwind(AssertUnwindSafe(|| f(e))).is_err() {
-                            log::error!("an event handler panicked on {}; it stays subscribed", e.event_type());
-                        }
+                        callbacks.push((Arc::clone(f), owed));
+                        true
                     }
                 }
-            }
+            });
         }
-        if !gone.is_empty() {
-            lock(&self.subscribers).list.retain(|s| !gone.contains(&s.id));
+        for (f, owed) in callbacks {
+            for e in owed.iter().chain(event.iter()) {
+                if catch_unwind(AssertUnwindSafe(|| f(e))).is_err() {
+                    log::error!("an event handler panicked on {}; it stays subscribed", e.event_type());
+                }
+            }
         }
     }
 
