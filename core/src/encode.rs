@@ -257,7 +257,8 @@ mod tests {
         std::string::String::from_utf8(buf[..n].to_vec()).unwrap()
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn golden_bodies() {
         let params = Value::parse(br#"{"sessionId":"s"}"#).unwrap();
         assert_eq!(
@@ -292,7 +293,8 @@ mod tests {
         prompt: &'a str,
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn serde_payloads_and_framing() {
         let params = Send { session_id: "s", prompt: "hi \"there\"" };
         let mut buf = [0u8; 256];
@@ -305,7 +307,8 @@ mod tests {
         assert_eq!(core::str::from_utf8(&buf[..n]).unwrap(), expected);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn too_small_buffers_are_reported() {
         let params = Send { session_id: "s", prompt: "a long enough prompt" };
         for len in [0, 10, 40, 60, 100] {
@@ -315,7 +318,8 @@ mod tests {
         }
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn write_to_writes_one_frame() {
         struct Sink(std::vec::Vec<std::vec::Vec<u8>>);
         impl embedded_io::ErrorType for Sink {

@@ -458,7 +458,8 @@ mod tests {
         decode(s).unwrap_err().kind
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn request_with_number_string_and_null_ids() {
         let e = decode(
             r#"{"jsonrpc":"2.0","id":3,"method":"userInput.request","params":{"sessionId":"s1","question":"?"}}"#,
@@ -479,7 +480,8 @@ mod tests {
         assert!(matches!(e.message, Message::Request { id: Id::Null, params: None, .. }));
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn notification_with_method_after_params() {
         let e = decode(r#"{"params":{"sessionId":"s","event":{"type":"session.idle","data":{},"id":"e1","ephemeral":true}},"jsonrpc":"2.0","method":"session.event"}"#).unwrap();
         assert!(matches!(e.message, Message::Notification { .. }));
@@ -491,7 +493,8 @@ mod tests {
         assert_eq!(ev.data.unwrap().raw(), "{}");
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn request_like_events_carry_their_request_id() {
         let e = decode(r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s","event":{"data":{"requestId":"r\u002d1","permissionRequest":{"kind":"shell"}},"type":"permission.requested","id":"e"}}}"#).unwrap();
         let ev = e.event.unwrap();
@@ -507,7 +510,8 @@ mod tests {
         assert!(ev.awaits_answer(), "awaited, yet unanswerable: the host reports it");
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn lifecycle_has_type_and_session() {
         let e = decode(r#"{"jsonrpc":"2.0","method":"session.lifecycle","params":{"type":"session.created","sessionId":"s","metadata":{}}}"#).unwrap();
         assert_eq!(e.lifecycle.unwrap(), "session.created");
@@ -518,7 +522,8 @@ mod tests {
         );
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn responses_and_error_responses() {
         let e = decode(r#"{"jsonrpc":"2.0","id":9,"result":{"ok":true}}"#).unwrap();
         let Message::Response { id, result: Ok(r) } = e.message else { panic!() };
@@ -535,7 +540,8 @@ mod tests {
         assert!(matches!(e.message, Message::Response { id: Id::Null, result: Err(_) }));
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn invalid_messages_get_the_right_kind_and_code() {
         let cases = [
             ("[1]", DecodeErrorKind::NotAnObject),
@@ -569,7 +575,8 @@ mod tests {
         assert_eq!(e.code(), PARSE_ERROR);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn invalid_requests_keep_the_id_to_answer() {
         let e = decode(r#"{"jsonrpc":"1.0","id":"q","method":"x"}"#).unwrap_err();
         assert!(matches!(e.reply_to, Some(Id::String(s)) if s == "q"));
@@ -580,7 +587,8 @@ mod tests {
         assert_eq!(decode(r#"{"jsonrpc":"1.0","id":1,"result":1}"#).unwrap_err().reply_to, None);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn escaped_keys_and_duplicates_are_read_like_json_parse() {
         let e = decode(r#"{"jsonrpc":"2.0","\u006dethod":"a","method":"b","params":{"session\u0049d":"s"}}"#).unwrap();
         let Message::Notification { method, .. } = e.message else { panic!() };

@@ -457,13 +457,15 @@ mod tests {
         Ok(body.as_bytes().to_vec())
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn decodes_plain_frames_with_any_case_and_content_type() {
         let input = b"Content-Length: 2\r\n\r\n{}content-length:3\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n[1]CONTENT-TYPE: x\r\nCONTENT-LENGTH: \t4 \r\nX-Other: y\r\n\r\nnull";
         assert_eq!(decode::<256>(input), [ok("{}"), ok("[1]"), ok("null")]);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn finish_reports_a_cut_frame_once() {
         let mut d = FrameDecoder::<[u8; 64]>::new();
         d.feed(b"Content-Length: 5\r\n\r\nab");
@@ -481,17 +483,20 @@ mod tests {
         assert_eq!(d.finish(), Ok(()));
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn repeated_equal_length_is_accepted() {
         assert_eq!(decode::<64>(b"Content-Length: 2\r\ncontent-length: 02\r\n\r\n{}"), [ok("{}")]);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn empty_body_is_a_frame() {
         assert_eq!(decode::<64>(b"Content-Length: 0\r\n\r\n"), [ok("")]);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn reports_each_header_error_once_and_recovers() {
         let good = "Content-Length: 2\r\n\r\n{}";
         let cases: &[(&str, FrameError)] = &[
@@ -515,7 +520,8 @@ mod tests {
         }
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn header_too_long_is_reported_and_skipped() {
         let mut input = Vec::from(&b"X-Pad: "[..]);
         input.resize(2000, b'a');
@@ -528,7 +534,8 @@ mod tests {
         assert_eq!(decode::<64>(&input), [Err(FrameError::HeaderTooLong), ok("1")]);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn oversize_frame_is_reported_once_and_skipped() {
         let mut input = Vec::from(&b"Content-Length: 1000\r\n\r\n"[..]);
         // The skipped body even contains something that looks like a header.
@@ -540,7 +547,8 @@ mod tests {
         assert_eq!(decode::<128>(&input), [Err(FrameError::TooLarge { length: 1000, capacity: 128 }), ok("{}")]);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn frame_exactly_the_buffer_size_decodes() {
         let body = [b'7'; 64];
         let mut input = Vec::from(&b"Content-Length: 64\r\n\r\n"[..]);
@@ -549,7 +557,8 @@ mod tests {
         assert_eq!(frames, [Ok(body.to_vec())]);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn resync_finds_a_header_split_across_feeds() {
         let mut d = FrameDecoder::<[u8; 64]>::new();
         assert_eq!(d.feed(b"garbage Conte"), 13);
@@ -561,7 +570,8 @@ mod tests {
         assert!(d.is_idle());
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn spare_and_commit_fill_the_buffer_directly() {
         let mut d = FrameDecoder::<[u8; 64]>::new();
         let input = b"Content-Length: 5\r\n\r\nhelloContent-Length: 5\r\n\r\nworld";
@@ -580,7 +590,8 @@ mod tests {
         assert_eq!(out, [b"hello".to_vec(), b"world".to_vec()]);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn a_large_buffer_is_only_written_as_far_as_frames_reach() {
         let mut big = std::vec![0u8; 1 << 20];
         let d = FrameDecoder::with_buffer(&mut big[..]);
@@ -610,13 +621,15 @@ mod tests {
         assert!(touched < 2000, "wrote up to byte {touched} of a 1 MiB buffer for 124-byte frames");
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     #[should_panic(expected = "at least 64 bytes")]
     fn tiny_buffers_are_refused() {
         let _ = FrameDecoder::with_buffer([0u8; 10]);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn feed_takes_nothing_only_while_a_frame_is_unpolled() {
         let mut d = FrameDecoder::<[u8; 64]>::new();
         let mut input = Vec::from(&b"Content-Length: 40\r\n\r\n"[..]);

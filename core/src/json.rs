@@ -952,7 +952,8 @@ mod tests {
         validate(text.as_bytes()).err().map(|e| e.kind)
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn accepts_every_kind_of_value() {
         for ok in [
             "0",
@@ -976,7 +977,8 @@ mod tests {
         }
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn rejects_with_the_right_kind_and_offset() {
         let cases: &[(&[u8], JsonErrorKind, usize)] = &[
             (b"", JsonErrorKind::UnexpectedEnd, 0),
@@ -1009,7 +1011,8 @@ mod tests {
         }
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn depth_limit_is_exact() {
         let mut ok = [0u8; 2 * MAX_DEPTH];
         ok[..MAX_DEPTH].fill(b'[');
@@ -1021,7 +1024,8 @@ mod tests {
         assert_eq!(validate(&deep).map_err(|e| e.kind), Err(JsonErrorKind::TooDeep));
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn navigates_members_and_elements() {
         let v = Value::parse(br#" {"a": [1, "x", {"b": null}], "c": {"d": "\u00e9\"q"}, "a": 7} "#).unwrap();
         assert_eq!(v.kind(), Kind::Object);
@@ -1043,7 +1047,8 @@ mod tests {
         assert!(Value::parse(b"{}").unwrap().members().next().is_none());
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn decodes_surrogates_and_escapes() {
         let v = Value::parse(br#""\ud83d\ude00 \uD800x \t\/\b\f\n\r\\""#).unwrap();
         let s = v.as_str().unwrap();
@@ -1051,7 +1056,8 @@ mod tests {
         assert_ne!(s, "😀");
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn numbers_keep_their_text() {
         let n = Value::parse(b"1e400").unwrap().as_number().unwrap();
         assert_eq!(n.raw(), "1e400");
@@ -1061,7 +1067,8 @@ mod tests {
         assert_eq!(Value::parse(b"18446744073709551616").unwrap().as_number().unwrap().as_u64(), None);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn escapes_strings_for_output() {
         let mut out = [0u8; 64];
         let mut at = 0;
@@ -1080,7 +1087,8 @@ mod tests {
         text: &'a str,
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn deserialize_works_around_surrogate_pairs() {
         let text = br#"{"skipped":"\ud83d\ude00","requestId":"r-1","text":"hi \ud83d\ude00"}"#;
         // serde-json-core alone fails on this valid text.

@@ -125,7 +125,8 @@ impl<W, const N: usize> Iterator for Drain<'_, W, N> {
 mod tests {
     use super::*;
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn ids_are_fresh_and_complete_once() {
         let table: PendingTable<char, 2> = PendingTable::new();
         let a = table.insert('a').unwrap();
@@ -139,7 +140,8 @@ mod tests {
         assert_eq!(table.len(), 2);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn drain_fails_every_outstanding_request() {
         let table: PendingTable<u8, 4> = PendingTable::new();
         for w in 0..3 {

@@ -285,7 +285,8 @@ mod tests {
 
     extern crate std;
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn events_route_to_reserved_and_active_sessions() {
         let r = R::new();
         let h = r.sessions().reserve("s", 1).unwrap();
@@ -297,7 +298,8 @@ mod tests {
         assert!(matches!(r.route(body.as_bytes()), Route::Event { target: 1, .. }));
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn unknown_session_events_are_counted_and_returned() {
         let r = R::new();
         let body = event("ghost", "permission.requested");
@@ -309,7 +311,8 @@ mod tests {
         assert_eq!(r.stats().unknown_session, 1);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn server_requests_route_by_session_or_get_marked_for_an_error() {
         let r = R::new();
         r.sessions().reserve("s", 5).unwrap();
@@ -327,7 +330,8 @@ mod tests {
         assert!(matches!(r.route(global), Route::Request { session: None, .. }));
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn responses_complete_their_request_once() {
         let r = R::new();
         let id = r.pending().insert('w').unwrap();
@@ -339,7 +343,8 @@ mod tests {
         assert_eq!(r.stats().unmatched_responses, 1);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn park_while_a_server_assigned_create_is_in_flight() {
         let r = R::new();
         let h = r.sessions().reserve_unassigned(3).unwrap();
@@ -361,7 +366,8 @@ mod tests {
         assert_eq!(r.stats().unknown_session, 1);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn lifecycle_and_other_notifications() {
         let r = R::new();
         let lc =
@@ -373,7 +379,8 @@ mod tests {
         assert!(matches!(r.route(other), Route::Notification { session: None, .. }));
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn poll_counts_frames_bytes_and_errors() {
         let r = R::new();
         let mut d = FrameDecoder::<[u8; 256]>::new();

@@ -416,7 +416,8 @@ mod tests {
         crate::json::Value::parse(text.as_bytes()).unwrap().as_str().unwrap()
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn reserve_find_activate_release() {
         let table: SessionTable<u32, 2> = SessionTable::new();
         let a = table.reserve("a", 1).unwrap();
@@ -431,7 +432,8 @@ mod tests {
         assert!(table.is_empty());
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn full_and_duplicate_give_the_target_back() {
         let table: SessionTable<&str, 2> = SessionTable::new();
         table.reserve("a", "A").unwrap();
@@ -448,7 +450,8 @@ mod tests {
         assert_eq!(table.reserve("", "F").unwrap_err().kind, ReserveErrorKind::InvalidId);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn stale_handles_never_reach_a_later_session() {
         let table: SessionTable<u32, 1> = SessionTable::new();
         let old = table.reserve("s", 1).unwrap();
@@ -464,7 +467,8 @@ mod tests {
         assert_eq!(table.get(new), Some(2));
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn unassigned_slot_parks_until_named() {
         let table: SessionTable<u32, 4> = SessionTable::new();
         table.reserve("known", 1).unwrap();
@@ -488,7 +492,8 @@ mod tests {
         assert_eq!(table.assign(h2, "w"), Err(ReserveErrorKind::StaleHandle));
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn lookup_compares_decoded_ids() {
         let table: SessionTable<u32, 2> = SessionTable::new();
         table.reserve("a\"b", 1).unwrap();
@@ -496,7 +501,8 @@ mod tests {
         assert!(matches!(table.lookup(v.as_str().unwrap()), Lookup::Found(_, 1)));
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn iter_visits_live_sessions_without_releasing_them() {
         let table: SessionTable<u32, 4> = SessionTable::new();
         let a = table.reserve("a", 1).unwrap();
@@ -516,7 +522,8 @@ mod tests {
         assert_eq!(table.len(), 1);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn drain_takes_every_session_once() {
         let table: SessionTable<u32, 4> = SessionTable::new();
         let a = table.reserve("a", 1).unwrap();

@@ -66,7 +66,8 @@ fn valid_events() -> Vec<(&'static str, String)> {
     ]
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn valid_edge_cases_are_routed() {
     let router = R::new();
     router.sessions().reserve("s1", "one").unwrap();
@@ -87,7 +88,8 @@ fn valid_edge_cases_are_routed() {
     assert_eq!(router.stats().malformed, 0);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn serde_json_core_alone_fails_on_part_of_the_corpus() {
     // What the scanner is for: serde-json-core 0.7 rejects surrogate pairs
     // even in fields it skips.
@@ -104,7 +106,8 @@ fn serde_json_core_alone_fails_on_part_of_the_corpus() {
     assert!(serde_json_core::from_str_escaped::<Envelope>(&plain, &mut [0u8; 256]).is_ok());
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn server_requests_with_odd_ids_are_routed_and_echoed_exactly() {
     let router = R::new();
     router.sessions().reserve("s1", "one").unwrap();
@@ -122,7 +125,8 @@ fn server_requests_with_odd_ids_are_routed_and_echoed_exactly() {
     }
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn invalid_json_is_rejected_with_parse_error() {
     let cases: Vec<(&str, Vec<u8>)> = vec![
         ("trailing comma", br#"{"jsonrpc":"2.0","method":"x",}"#.to_vec()),
@@ -159,7 +163,8 @@ fn invalid_json_is_rejected_with_parse_error() {
     assert_eq!(router.stats().malformed, cases.len() as u64);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn valid_json_that_is_no_message_is_rejected_with_invalid_request() {
     let router = R::new();
     for body in [
