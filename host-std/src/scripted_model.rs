@@ -17,6 +17,20 @@
 //! that ignores the configured endpoints fails here, and is counted, instead
 //! of leaving the machine.
 //!
+//! A process that only learns a session id at run time (a test written in
+//! another language, say) scripts it over HTTP instead, with the loopback
+//! control endpoints (not part of the Copilot API; the CLI never calls them):
+//!
+//! - `POST /_scripted/script` with the body
+//!   `{"sessionId": "...", "replies": [REPLY, ...]}`, where a `REPLY` is
+//!   `{"text": "..."}`, `{"toolCalls": [{"name": "...", "arguments": {...}, "id"?: "..."}]}`
+//!   or both keys at once (text shown before the tools run): does what
+//!   [`ScriptedModel::script`] does and answers `{"ok": true, "replies": N}`,
+//!   or 400 with `{"message"}` for a body it cannot read.
+//! - `GET /_scripted/requests`: `{"requests": [{"sessionId", "streamed",
+//!   "lastUserText", "toolResults"}]}`, every `/chat/completions` request so
+//!   far, oldest first (what [`ScriptedModel::requests`] returns, in short).
+//!
 //! ```no_run
 //! use copilot_host::scripted_model::{Reply, ScriptedModel};
 //! use copilot_host::{Client, ClientOptions, SessionConfig};
@@ -277,7 +291,7 @@ impl ScriptedModel {
     /// takes the next reply, and once they are used up it gets the default
     /// reply, so that the agent loop always ends. Replaces an earlier script.
     pub fn script(&self, session_id: &str, replies: Vec<Reply>) {
-        lock(&self.shared.book).scripts.insert(session_id.to_owned(), replies.into());
+        set_script(&self.shared, session_id, replies);
     }
 
     /// Sets the reply for sessions without a script, and for those whose
@@ -670,6 +684,9 @@ fn answer(shared: &Shared, request: &Request) -> Answer {
     if request.method == "POST" && path == "/chat/completions" {
         return model_call(shared, request);
     }
+    if path.starts_with(CONTROL_PREFIX) {
+        return control(shared, request);
+    }
     if path == "/mcp/readonly" || path == "/mcp" {
         return mcp(shared, request);
     }
@@ -686,6 +703,91 @@ fn answer(shared: &Shared, request: &Request) -> Answer {
             log::warn!("scripted model server {}: no such endpoint: {}", shared.url, request.line());
             not_found()
         }
+    }
+}
+
+/// Where the control endpoints live (see the module documentation).
+const CONTROL_PREFIX: &str = "/_scripted/";
+
+fn set_script(shared: &Shared, session_id: &str, replies: Vec<Reply>) {
+    lock(&shared.book).scripts.insert(session_id.to_owned(), replies.into());
+}
+
+/// The control endpoints: `POST /_scripted/script` sets a session's script,
+/// `GET /_scripted/requests` lists the model requests received.
+fn control(shared: &Shared, request: &Request) -> Answer {
+    let bad = |message: String| Answer::Json(400, json!({ "message": message }));
+    match (request.method.as_str(), request.path()) {
+        ("POST", "/_scripted/script") => {
+            let body: Value = match serde_json::from_slice(&request.body) {
+                Ok(v) => v,
+                Err(e) => return bad(format!("the body is not JSON: {e}")),
+            };
+            let Some(session_id) = body.get("sessionId").and_then(Value::as_str) else {
+                return bad("`sessionId` (a string) is missing".into());
+            };
+            let Some(items) = body.get("replies").and_then(Value::as_array) else {
+                return bad("`replies` (an array) is missing".into());
+            };
+            let replies = match items.iter().map(reply_from_json).collect::<Result<Vec<_>, _>>() {
+                Ok(r) => r,
+                Err(e) => return bad(e),
+            };
+            let count = replies.len();
+            set_script(shared, session_id, replies);
+            log::debug!("scripted model server {}: session {session_id} scripted ({count} replies)", shared.url);
+            Answer::Json(200, json!({ "ok": true, "replies": count }))
+        }
+        ("GET", "/_scripted/requests") => {
+            let requests: Vec<Value> = lock(&shared.book)
+                .model_requests
+                .iter()
+                .map(|r| {
+                    json!({
+                        "sessionId": r.session_id,
+                        "streamed": r.streamed,
+                        "lastUserText": r.last_user_text(),
+                        "toolResults": r.tool_results(),
+                    })
+                })
+                .collect();
+            Answer::Json(200, json!({ "requests": requests }))
+        }
+        _ => not_found(),
+    }
+}
+
+/// One reply of a control request: `{"text"}`, `{"toolCalls": [{"name",
+/// "arguments"?, "id"?}]}`, or both.
+fn reply_from_json(reply: &Value) -> Result<Reply, String> {
+    let text = match reply.get("text") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(t)) => Some(t.clone()),
+        Some(other) => return Err(format!("`text` must be a string, not {other}")),
+    };
+    let calls = match reply.get("toolCalls") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(calls)) if calls.is_empty() => return Err("`toolCalls` is empty".into()),
+        Some(Value::Array(calls)) => Some(
+            calls
+                .iter()
+                .map(|c| {
+                    let name = c.get("name").and_then(Value::as_str).ok_or("a tool call needs a `name` string")?;
+                    let mut call = ToolCall::new(name, c.get("arguments").cloned().unwrap_or_else(|| json!({})));
+                    if let Some(id) = c.get("id").and_then(Value::as_str) {
+                        call.id = id.to_owned();
+                    }
+                    Ok(call)
+                })
+                .collect::<Result<Vec<_>, &str>>()?,
+        ),
+        Some(other) => return Err(format!("`toolCalls` must be an array, not {other}")),
+    };
+    match (text, calls) {
+        (Some(text), None) => Ok(Reply::Text(text)),
+        (None, Some(tool_calls)) => Ok(Reply::ToolCalls(tool_calls)),
+        (Some(text), Some(tool_calls)) => Ok(Reply::TextAndToolCalls { text, tool_calls }),
+        (None, None) => Err(format!("a reply needs `text` or `toolCalls`: {reply}")),
     }
 }
 
@@ -948,4 +1050,89 @@ fn pieces(text: &str, chars: usize) -> Vec<&str> {
         out.push(&text[start..]);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One request on a fresh connection; the answer's status and JSON body.
+    fn http(model: &ScriptedModel, method: &str, path: &str, headers: &str, body: &str) -> (u16, Value) {
+        let mut stream = TcpStream::connect(model.addr).expect("connect to the scripted model");
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).expect("send");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).expect("read the answer");
+        let status = answer.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("a status line");
+        let body = answer.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+        (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    }
+
+    fn completion(model: &ScriptedModel, session_id: &str) -> Value {
+        let headers = format!("x-client-session-id: {session_id}\r\n");
+        let body = json!({ "model": ScriptedModel::MODEL, "messages": [{ "role": "user", "content": "hi" }] });
+        let (status, answer) = http(model, "POST", "/chat/completions", &headers, &body.to_string());
+        assert_eq!(status, 200, "{answer}");
+        answer["choices"][0]["message"].clone()
+    }
+
+    #[test]
+    fn the_control_endpoint_scripts_a_session() {
+        let model = ScriptedModel::start().expect("start");
+        let script = json!({
+            "sessionId": "s-1",
+            "replies": [
+                { "toolCalls": [{ "name": "get_weather", "arguments": { "city": "Paris" } }] },
+                { "text": "Sunny.", "toolCalls": [{ "name": "bash", "arguments": "{not json", "id": "mine" }] },
+                { "text": "Done." }
+            ]
+        });
+        let (status, answer) = http(&model, "POST", "/_scripted/script", "", &script.to_string());
+        assert_eq!((status, &answer), (200, &json!({ "ok": true, "replies": 3 })));
+
+        let first = completion(&model, "s-1");
+        assert_eq!(first["content"], Value::Null);
+        assert_eq!(first["tool_calls"][0]["function"]["name"], "get_weather");
+        assert_eq!(first["tool_calls"][0]["function"]["arguments"], r#"{"city":"Paris"}"#);
+        let second = completion(&model, "s-1");
+        assert_eq!(second["content"], "Sunny.");
+        assert_eq!(second["tool_calls"][0]["id"], "mine");
+        assert_eq!(second["tool_calls"][0]["function"]["arguments"], "{not json", "a string is sent as it is");
+        assert_eq!(completion(&model, "s-1")["content"], "Done.");
+        assert_eq!(completion(&model, "s-1")["content"], DEFAULT_TEXT, "the script ran out");
+        assert_eq!(completion(&model, "other")["content"], DEFAULT_TEXT, "other sessions are unscripted");
+
+        let (status, listed) = http(&model, "GET", "/_scripted/requests", "", "");
+        assert_eq!(status, 200);
+        let requests = listed["requests"].as_array().expect("a list");
+        assert_eq!(requests.len(), 5);
+        assert_eq!(requests[0]["sessionId"], "s-1");
+        assert_eq!(requests[0]["lastUserText"], "hi");
+        assert_eq!(requests[4]["sessionId"], "other");
+        assert_eq!(model.requests().len(), 5, "the CLI's model calls, not the control requests");
+        assert!(model.other_requests().is_empty(), "control requests are not recorded: {:?}", model.other_requests());
+    }
+
+    #[test]
+    fn unreadable_scripts_are_refused_and_change_nothing() {
+        let model = ScriptedModel::start().expect("start");
+        for body in [
+            "not json".to_owned(),
+            json!({ "replies": [] }).to_string(),
+            json!({ "sessionId": "s" }).to_string(),
+            json!({ "sessionId": "s", "replies": [{}] }).to_string(),
+            json!({ "sessionId": "s", "replies": [{ "text": 4 }] }).to_string(),
+            json!({ "sessionId": "s", "replies": [{ "toolCalls": [{ "arguments": {} }] }] }).to_string(),
+            json!({ "sessionId": "s", "replies": [{ "toolCalls": [] }] }).to_string(),
+        ] {
+            let (status, answer) = http(&model, "POST", "/_scripted/script", "", &body);
+            assert_eq!(status, 400, "{body}: {answer}");
+            assert!(answer["message"].is_string(), "{answer}");
+        }
+        assert_eq!(http(&model, "GET", "/_scripted/nothing", "", "").0, 404);
+        assert_eq!(completion(&model, "s")["content"], DEFAULT_TEXT);
+    }
 }

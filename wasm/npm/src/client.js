@@ -1,0 +1,1318 @@
+// The JS client of copilot-wasm, shared by the browser and Node entry
+// points. It holds no routing logic: every incoming byte goes to the core
+// (`CoreConnection.feed`), and this file only does what each route says:
+// deliver an event, settle a call, answer or refuse a request.
+//
+// Nothing here imports Node modules; the Node entry point (node.js) adds
+// spawning the CLI and TCP on top.
+
+import initWasm, { CoreConnection } from "../dist/copilot_wasm.js";
+
+/** The protocol version this client speaks. */
+export const PROTOCOL_VERSION = 3;
+
+const METHOD_NOT_FOUND = -32601;
+const INTERNAL_ERROR = -32603;
+/** What the core answers requests for sessions it does not know with. */
+const UNKNOWN_SESSION = -32602;
+/** How long stop() waits for each step before going on. */
+const DEFAULT_GRACE_MS = 5000;
+/** How long a handshake may take unless told otherwise. */
+const DEFAULT_STARTUP_MS = 60_000;
+
+// ---------------------------------------------------------------------------
+// Errors
+
+/** Every error this package throws. */
+export class CopilotError extends Error {
+  constructor(message, options) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** The CLI answered a call with a JSON-RPC error. */
+export class RpcError extends CopilotError {
+  constructor(method, code, message, data) {
+    super(`${method}: ${message} (code ${code})`);
+    this.method = method;
+    this.code = code;
+    this.rpcMessage = message;
+    this.data = data;
+  }
+}
+
+/** The connection ended; every call waiting on it rejects with this. */
+export class DisconnectedError extends CopilotError {}
+
+/** A call, a start or a turn took longer than allowed. */
+export class TimeoutError extends CopilotError {}
+
+/** A turn ended in `session.error`. */
+export class SessionError extends CopilotError {
+  constructor(errorType, message, data) {
+    super(`${errorType ?? "error"}: ${message ?? "session error"}`);
+    this.errorType = errorType;
+    this.data = data;
+  }
+}
+
+/** The CLI speaks another protocol version. */
+export class ProtocolVersionError extends CopilotError {
+  constructor(server) {
+    super(`the CLI speaks protocol version ${server ?? "(unknown)"}; this client needs ${PROTOCOL_VERSION}`);
+    this.server = server;
+    this.supported = PROTOCOL_VERSION;
+  }
+}
+
+/** A configuration that cannot work (it would hang, or is malformed). */
+export class ConfigError extends CopilotError {}
+
+// ---------------------------------------------------------------------------
+// WebAssembly loading
+
+let wasmLoader = () => initWasm();
+let wasmReady;
+
+/**
+ * Loads the WebAssembly core. Browsers fetch `dist/copilot_wasm_bg.wasm`
+ * next to the glue by default; pass bytes, a `Response`, a URL or a compiled
+ * `WebAssembly.Module` to load it another way. Called by every factory;
+ * calling it first is optional.
+ */
+export async function loadWasm(input) {
+  if (input !== undefined) {
+    wasmReady = initWasm({ module_or_path: input });
+  }
+  wasmReady ??= Promise.resolve().then(() => wasmLoader());
+  try {
+    await wasmReady;
+  } catch (e) {
+    wasmReady = undefined;
+    throw new CopilotError(`cannot load the copilot-wasm WebAssembly: ${e?.message ?? e}`, { cause: e });
+  }
+}
+
+/** For the Node entry point: how to load the module there. */
+export function setWasmLoader(loader) {
+  wasmLoader = loader;
+}
+
+// ---------------------------------------------------------------------------
+// Transports: WHATWG streams or Node streams, told apart by their methods.
+
+function toBytes(chunk) {
+  if (chunk instanceof Uint8Array) return chunk;
+  if (chunk instanceof ArrayBuffer) return new Uint8Array(chunk);
+  if (ArrayBuffer.isView(chunk)) return new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+  if (typeof chunk === "string") return new TextEncoder().encode(chunk);
+  throw new TypeError(`cannot read a ${typeof chunk} chunk as bytes`);
+}
+
+/**
+ * `{ start(onData, onEnd), write(bytes), closeWriter(), stopReading() }`
+ * over a readable and a writable of either kind. `owned`: the client made
+ * them (a socket), so stopping destroys them.
+ */
+export function streamTransport(readable, writable, { label = "stream", destroy } = {}) {
+  let onEnd = () => {};
+  let ended = false;
+  const end = (reason) => {
+    if (!ended) {
+      ended = true;
+      onEnd(reason);
+    }
+  };
+  let write, closeWriter, startReading, stopReading;
+
+  if (typeof writable?.getWriter === "function") {
+    const writer = writable.getWriter();
+    const failed = (e) => end(`write failed: ${e?.message ?? e ?? "the stream was closed"}`);
+    write = (bytes) => {
+      try {
+        writer.write(bytes).catch(failed);
+      } catch (e) {
+        failed(e);
+      }
+    };
+    closeWriter = () => {
+      try {
+        writer.close().catch(noop);
+      } catch {
+        // Closed or errored already.
+      }
+    };
+  } else if (typeof writable?.write === "function") {
+    // Errors (EPIPE after the peer left) arrive as events: without a
+    // listener they would crash the process.
+    writable.on?.("error", (e) => end(`write failed: ${e?.message ?? e}`));
+    write = (bytes) => {
+      if (writable.destroyed || writable.writableEnded) end("write failed: the stream was closed");
+      else writable.write(bytes);
+    };
+    closeWriter = () => {
+      if (!writable.destroyed && !writable.writableEnded) writable.end();
+    };
+  } else {
+    throw new TypeError("fromStreams: the writable is neither a WritableStream nor a Node stream.Writable");
+  }
+
+  if (typeof readable?.getReader === "function") {
+    const reader = readable.getReader();
+    startReading = (onData) => {
+      (async () => {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) return end("the stream ended");
+          onData(toBytes(value));
+        }
+      })().catch((e) => end(ended ? "" : `read failed: ${e?.message ?? e}`));
+    };
+    stopReading = () => {
+      try {
+        reader.cancel().catch(noop);
+      } catch {
+        // Released or errored already.
+      }
+    };
+  } else if (typeof readable?.on === "function") {
+    let dataListener;
+    startReading = (onData) => {
+      dataListener = (chunk) => onData(toBytes(chunk));
+      readable.on("data", dataListener);
+      readable.once("end", () => end("the CLI closed the connection"));
+      readable.once("close", () => end("the connection closed"));
+      readable.once("error", (e) => end(`read failed: ${e?.message ?? e}`));
+    };
+    stopReading = () => {
+      if (dataListener) readable.off("data", dataListener);
+      if (typeof readable.destroy === "function" && !readable.destroyed) readable.destroy();
+    };
+  } else {
+    throw new TypeError("fromStreams: the readable is neither a ReadableStream nor a Node stream.Readable");
+  }
+
+  return {
+    label,
+    start(onData, onEndCallback) {
+      onEnd = onEndCallback;
+      startReading(onData);
+    },
+    write,
+    closeWriter,
+    stopReading() {
+      stopReading();
+      destroy?.();
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Helpers
+
+const noop = () => {};
+
+function errorText(e) {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/** `{kind}` from what a permission handler returned; null if unusable. */
+function permissionDecision(value) {
+  if (typeof value === "string" && value) return { kind: value };
+  if (value && typeof value === "object" && typeof value.kind === "string") return value;
+  return null;
+}
+
+/** The `result` of handlePendingToolCall from what a tool returned. */
+function toolResult(value) {
+  if (value === undefined || value === null) return { textResultForLlm: "", resultType: "success" };
+  if (typeof value === "string") return { textResultForLlm: value, resultType: "success" };
+  if (typeof value === "object" && typeof value.textResultForLlm === "string") {
+    return { resultType: "success", ...value };
+  }
+  return { textResultForLlm: JSON.stringify(value), resultType: "success" };
+}
+
+function checkConfig(config) {
+  if (config === null || typeof config !== "object") throw new ConfigError("a session config is an object");
+  const { onPermission, onUserInput, tools = [], extra = {} } = config;
+  if (onPermission !== undefined && typeof onPermission !== "function") {
+    throw new ConfigError("onPermission must be a function");
+  }
+  if (onUserInput !== undefined && typeof onUserInput !== "function") {
+    throw new ConfigError("onUserInput must be a function");
+  }
+  if (extra.requestPermission === true && !onPermission) {
+    throw new ConfigError(
+      "requestPermission is set but no onPermission handler is: the first tool call would wait forever",
+    );
+  }
+  if (!Array.isArray(tools)) throw new ConfigError("tools must be an array");
+  const names = new Set();
+  for (const t of tools) {
+    if (!t || typeof t.name !== "string" || !t.name) throw new ConfigError("every tool needs a name");
+    if (typeof t.handler !== "function") throw new ConfigError(`the tool ${t.name} needs a handler function`);
+    if (names.has(t.name)) throw new ConfigError(`two tools are named ${t.name}`);
+    names.add(t.name);
+  }
+}
+
+/** The params of session.create / session.resume (as the Rust host sends them). */
+function sessionParams(config, id) {
+  const p = { ...(config.extra ?? {}) };
+  if (config.onPermission) p.requestPermission = true;
+  if (config.tools?.length) {
+    p.tools = config.tools.map((t) => {
+      const d = { name: t.name, description: t.description ?? "", parameters: t.parameters ?? { type: "object" } };
+      if (t.skipPermission) d.skipPermission = true;
+      return d;
+    });
+  }
+  if (config.onUserInput) p.requestUserInput = true;
+  if (id != null) p.sessionId = id;
+  if (config.model != null) p.model = config.model;
+  if (config.workingDirectory != null) p.workingDirectory = String(config.workingDirectory);
+  p.streaming = Boolean(config.streaming);
+  if (config.clientName != null) p.clientName = config.clientName;
+  return p;
+}
+
+// ---------------------------------------------------------------------------
+// The client
+
+/**
+ * A connection to one Copilot CLI. Make one with `CopilotClient.start`,
+ * `CopilotClient.connect` (Node) or `CopilotClient.fromStreams`.
+ */
+export class CopilotClient {
+  #core;
+  #transport;
+  #logger;
+  /** Request id -> `{ method, resolve, reject, timer, onResult }`. */
+  #pending = new Map();
+  /** Tag -> Session, for every session reserved in the core. */
+  #sessions = new Map();
+  #nextTag = 1;
+  #closed = false;
+  #closeReason = null;
+  #closedWaiters = [];
+  #listeners = { lifecycle: new Set(), notification: new Set(), disconnect: new Set() };
+  #process;
+  #stopping;
+  #serverInfo = { protocolVersion: 0, version: undefined };
+  #address;
+
+  /** @internal Use the static factories. */
+  constructor(transport, { logger, process, address, maxFrameBytes } = {}) {
+    this.#core = new CoreConnection(maxFrameBytes);
+    this.#transport = transport;
+    this.#logger = logger ?? {};
+    this.#process = process;
+    this.#address = address;
+    transport.start(
+      (bytes) => this.#onData(bytes),
+      (reason) => this.#shutDown(reason),
+    );
+  }
+
+  /**
+   * Runs the client over any duplex byte stream: a WHATWG
+   * `ReadableStream`/`WritableStream` pair of `Uint8Array`s (a WebSocket
+   * wrapped in streams, an in-page pipe) or Node streams. Resolves once
+   * the handshake has succeeded. The client takes the streams over: stop()
+   * closes the writable and cancels the readable.
+   */
+  static async fromStreams(readable, writable, options = {}) {
+    await loadWasm();
+    const transport = streamTransport(readable, writable, { label: options.label ?? "stream" });
+    const { logger, token, connectionToken, startupTimeoutMs, maxFrameBytes } = options;
+    return this._handshaken(transport, { logger, token: token ?? connectionToken, startupTimeoutMs, maxFrameBytes });
+  }
+
+  /** @internal Builds a client on `transport` and runs the handshake. */
+  static async _handshaken(transport, options = {}) {
+    await loadWasm();
+    const client = new this(transport, options);
+    try {
+      await client.#handshake(options.token ?? options.connectionToken, options.startupTimeoutMs ?? DEFAULT_STARTUP_MS);
+    } catch (e) {
+      client.forceStop();
+      throw e;
+    }
+    return client;
+  }
+
+  /** Node only: see the Node entry point. */
+  static async start() {
+    throw new CopilotError("CopilotClient.start needs Node.js; in a browser use CopilotClient.fromStreams");
+  }
+
+  /** Node only: see the Node entry point. */
+  static async connect() {
+    throw new CopilotError("CopilotClient.connect needs Node.js; in a browser use CopilotClient.fromStreams");
+  }
+
+  async #handshake(token, timeoutMs) {
+    const params = { supportedTaskKinds: [] };
+    if (token != null) params.token = token;
+    let version, serverVersion;
+    try {
+      const r = await this._request("connect", params, { timeoutMs });
+      version = r?.protocolVersion;
+      serverVersion = r?.version;
+    } catch (e) {
+      if (!(e instanceof RpcError && e.code === METHOD_NOT_FOUND)) throw e;
+      const pong = await this._request("ping", {}, { timeoutMs });
+      version = pong?.protocolVersion;
+    }
+    if (version !== PROTOCOL_VERSION) throw new ProtocolVersionError(version);
+    this.#serverInfo = { protocolVersion: version, version: serverVersion };
+  }
+
+  /** What the handshake learned: `{ protocolVersion, version }`. */
+  get serverInfo() {
+    return { ...this.#serverInfo };
+  }
+
+  /** For a TCP connection: `{ host, port }` of the CLI. */
+  get address() {
+    return this.#address ? { ...this.#address } : undefined;
+  }
+
+  /** The process id of a CLI this client started. */
+  get pid() {
+    return this.#process?.pid;
+  }
+
+  /** Whether the connection has ended. */
+  get closed() {
+    return this.#closed;
+  }
+
+  /**
+   * Subscribes to client-wide happenings: `"lifecycle"` (each
+   * `session.lifecycle` notification's params), `"notification"` (other
+   * notifications: `{ method, params, sessionId }`) and `"disconnect"` (the
+   * reason). Returns a function that unsubscribes.
+   */
+  on(kind, handler) {
+    const set = this.#listeners[kind];
+    if (!set) throw new TypeError(`unknown client event ${kind}; expected lifecycle, notification or disconnect`);
+    set.add(handler);
+    return () => set.delete(handler);
+  }
+
+  /** `ping`: `{ message, timestamp, protocolVersion }`. */
+  ping(message) {
+    return this._request("ping", message === undefined ? {} : { message });
+  }
+
+  /** `status.get`: `{ version, protocolVersion }`. */
+  status() {
+    return this._request("status.get", {});
+  }
+
+  /** `auth.getStatus`: `{ isAuthenticated, authType?, login?, ... }`. */
+  authStatus() {
+    return this._request("auth.getStatus", {});
+  }
+
+  /** `session.list`: the sessions the CLI knows. */
+  async listSessions(filter) {
+    const r = await this._request("session.list", filter ? { filter } : {});
+    return r?.sessions ?? [];
+  }
+
+  /** `session.getLastId`: the most recently updated session, if any. */
+  async lastSessionId() {
+    const r = await this._request("session.getLastId", {});
+    return r?.sessionId;
+  }
+
+  /** `session.delete`: removes a session's persisted state. */
+  async deleteSession(sessionId) {
+    const r = await this._request("session.delete", { sessionId });
+    if (r?.success === false) throw new RpcError("session.delete", 0, r.error ?? "session.delete failed");
+  }
+
+  /** Calls any method this client does not wrap; resolves with its result. */
+  call(method, params = {}, options) {
+    return this._request(method, params, options);
+  }
+
+  /** The core's counters, with the calls and sessions open. */
+  stats() {
+    return {
+      ...JSON.parse(this.#core.stats()),
+      pendingRequests: this.#pending.size,
+      sessions: this.#sessions.size,
+    };
+  }
+
+  /**
+   * Creates a session. Its id (a UUID this client chooses, unless
+   * `sessionId` or `serverAssignedId` says otherwise) is reserved in the
+   * core before `session.create` is sent, so events that race the answer
+   * are delivered.
+   */
+  createSession(config = {}) {
+    return this.#open("session.create", config, null);
+  }
+
+  /** Resumes a session by id, reserved before `session.resume` is sent. */
+  resumeSession(sessionId, config = {}) {
+    if (typeof sessionId !== "string" || !sessionId) {
+      return Promise.reject(new ConfigError("resumeSession needs a session id"));
+    }
+    return this.#open("session.resume", config, sessionId);
+  }
+
+  async #open(method, config, resumeId) {
+    checkConfig(config);
+    if (this.#closed) throw this.#disconnected();
+    const serverAssigned = Boolean(config.serverAssignedId) && resumeId == null;
+    const id = serverAssigned ? null : (resumeId ?? config.sessionId ?? crypto.randomUUID());
+    const tag = this.#allocateTag();
+    const session = new Session(this, tag, id, config);
+    try {
+      if (serverAssigned) this.#core.reserve_unassigned(tag);
+      else this.#core.reserve_session(id, tag);
+    } catch (e) {
+      throw new ConfigError(`cannot open session ${id ?? "(server-assigned)"}: ${errorText(e)}`);
+    }
+    this.#sessions.set(tag, session);
+    let onResult;
+    if (serverAssigned) {
+      // Runs as the answer is routed, before any later frame: the parked
+      // frames are released to the session in their order.
+      onResult = (result) => {
+        const assigned = result?.sessionId;
+        if (typeof assigned !== "string" || !assigned) {
+          throw new CopilotError(`${method} answer has no sessionId`);
+        }
+        const released = this.#core.assign_session(tag, assigned);
+        session._setId(assigned);
+        this.#routeBatch(released);
+      };
+    }
+    let result;
+    try {
+      result = await this._request(method, sessionParams(config, id), { onResult });
+    } catch (e) {
+      this._releaseSession(tag, `${method} failed`);
+      throw e;
+    }
+    if (!serverAssigned) {
+      try {
+        this.#core.activate_session(tag);
+      } catch {
+        // Released meanwhile (the client stopped): the session ends below.
+      }
+    }
+    session._opened(result);
+    return session;
+  }
+
+  #allocateTag() {
+    for (;;) {
+      const tag = this.#nextTag;
+      this.#nextTag = tag >= 0xffff_fffe ? 1 : tag + 1;
+      if (!this.#sessions.has(tag)) return tag;
+    }
+  }
+
+  /**
+   * Stops cleanly: destroys the sessions still open, asks a CLI this client
+   * started to shut down, closes the connection, waits for the CLI to exit
+   * and kills its process group after a grace period.
+   */
+  stop({ graceMs = DEFAULT_GRACE_MS } = {}) {
+    this.#stopping ??= this.#stop(graceMs);
+    return this.#stopping;
+  }
+
+  async #stop(graceMs) {
+    let firstError;
+    for (const session of [...this.#sessions.values()]) {
+      if (session.active && !this.#closed) {
+        try {
+          await session.destroy({ timeoutMs: graceMs });
+        } catch (e) {
+          firstError ??= e;
+        }
+      } else {
+        this._releaseSession(session._tag, "client stopped");
+      }
+    }
+    if (this.#process && !this.#closed) {
+      try {
+        await this._request("runtime.shutdown", {}, { timeoutMs: graceMs });
+      } catch (e) {
+        if (!(e instanceof RpcError || e instanceof DisconnectedError)) firstError ??= e;
+      }
+    }
+    this.#transport.closeWriter();
+    if (this.#process) {
+      const exited = await this.#process.waitForExit(graceMs);
+      if (!exited) {
+        this.#logger.warn?.(`the Copilot CLI did not exit within ${graceMs} ms; killing its process group`);
+        this.#process.kill();
+      }
+    }
+    this.#transport.stopReading();
+    this.#shutDown("client stopped");
+    if (firstError) throw firstError;
+  }
+
+  /** Stops at once: kills a CLI this client started and closes the connection. */
+  forceStop() {
+    this.#process?.kill();
+    this.#transport.closeWriter();
+    this.#transport.stopReading();
+    this.#shutDown("client stopped");
+  }
+
+  /** Resolves when the connection has ended, with the reason. */
+  closedPromise() {
+    if (this.#closed) return Promise.resolve(this.#closeReason);
+    return new Promise((resolve) => this.#closedWaiters.push(resolve));
+  }
+
+  // -------------------------------------------------------------------------
+  // Internal API, used by sessions.
+
+  /** @internal Sends a request; resolves with its result. */
+  _request(method, params, { timeoutMs, onResult } = {}) {
+    if (this.#closed) return Promise.reject(this.#disconnected());
+    let id, frame;
+    try {
+      const encoded = this.#core.encode_request(method, params === undefined ? "" : JSON.stringify(params));
+      id = encoded.id;
+      frame = encoded.frame;
+      encoded.free();
+    } catch (e) {
+      return Promise.reject(new CopilotError(`cannot send ${method}: ${errorText(e)}`, { cause: e }));
+    }
+    return new Promise((resolve, reject) => {
+      const entry = { method, resolve, reject, onResult, timer: undefined };
+      this.#pending.set(id, entry);
+      if (timeoutMs !== undefined && timeoutMs !== null && Number.isFinite(timeoutMs)) {
+        entry.timer = setTimeout(() => {
+          if (this.#pending.delete(id)) {
+            // A late answer is then reported as unmatched.
+            this.#core.cancel_request(id);
+            reject(new TimeoutError(`no answer to ${method} within ${timeoutMs} ms`));
+          }
+        }, timeoutMs);
+      }
+      this.#write(frame);
+    });
+  }
+
+  /** @internal Answers a server request (`idText` as routed) with `result`. */
+  _respond(idText, result) {
+    if (this.#closed) return;
+    try {
+      this.#write(this.#core.encode_response(idText, JSON.stringify(result ?? null)));
+    } catch (e) {
+      this.#logger.warn?.(`cannot answer request ${idText}: ${errorText(e)}`);
+    }
+  }
+
+  /** @internal Answers a server request with an error. */
+  _respondError(idText, code, message) {
+    if (this.#closed) return;
+    try {
+      this.#write(this.#core.encode_error(idText, code, message));
+    } catch (e) {
+      this.#logger.warn?.(`cannot refuse request ${idText}: ${errorText(e)}`);
+    }
+  }
+
+  /** @internal Marks a session closing (its destroy is in flight). */
+  _closeSession(tag) {
+    try {
+      this.#core.close_session(tag);
+    } catch {
+      // Already released.
+    }
+  }
+
+  /** @internal Frees a session's slot and ends its delivery. */
+  _releaseSession(tag, reason) {
+    const session = this.#sessions.get(tag);
+    if (!session) return;
+    this.#sessions.delete(tag);
+    session._end(reason);
+    if (!this.#closed) this.#routeBatch(this.#core.release_session(tag));
+  }
+
+  /** @internal */
+  get _logger() {
+    return this.#logger;
+  }
+
+  // -------------------------------------------------------------------------
+  // The reading side.
+
+  #write(frame) {
+    this.#transport.write(frame);
+  }
+
+  #onData(bytes) {
+    if (this.#closed) return;
+    let batch;
+    try {
+      batch = this.#core.feed(bytes);
+    } catch (e) {
+      this.#shutDown(`the core failed: ${errorText(e)}`);
+      return;
+    }
+    this.#routeBatch(batch);
+  }
+
+  #routeBatch(text) {
+    if (text.length <= 2) return; // "[]"
+    const items = JSON.parse(text);
+    for (let i = 0; i < items.length; i++) {
+      try {
+        this.#act(items[i]);
+      } catch (e) {
+        this.#logger.error?.(`routing a ${items[i]?.route} failed: ${errorText(e)}`);
+      }
+    }
+  }
+
+  /** Does what one route says. Never waits on user code. */
+  #act(item) {
+    switch (item.route) {
+      case "event": {
+        const session = this.#sessions.get(item.session);
+        if (!session) {
+          this.#logger.warn?.(`event ${item.type} for session tag ${item.session}, which is gone`);
+          return;
+        }
+        session._push(item.event);
+        if (item.awaitsAnswer) {
+          // Off the reading path: the answer may wait on a person.
+          queueMicrotask(() => session._answerEvent(item.event, item.sessionId));
+        }
+        return;
+      }
+      case "lifecycle":
+        for (const f of this.#listeners.lifecycle) this.#call(f, item.params, "lifecycle");
+        return;
+      case "response": {
+        const entry = this.#pending.get(item.id);
+        if (!entry) {
+          this.#logger.warn?.(`response to request ${item.id}, which nobody awaits`);
+          return;
+        }
+        this.#pending.delete(item.id);
+        clearTimeout(entry.timer);
+        if ("result" in item) {
+          try {
+            entry.onResult?.(item.result);
+            entry.resolve(item.result);
+          } catch (e) {
+            entry.reject(e);
+          }
+        } else {
+          entry.reject(new RpcError(entry.method, item.code, item.message, item.data));
+        }
+        return;
+      }
+      case "request": {
+        const session = item.session === null ? undefined : this.#sessions.get(item.session);
+        if (!session) {
+          // No client-wide server requests are handled: refuse explicitly.
+          this._respondError(item.idText, METHOD_NOT_FOUND, `Method not found: ${item.method}`);
+          return;
+        }
+        queueMicrotask(() => session._answerRequest(item.method, item.idText, item.params));
+        return;
+      }
+      case "notification": {
+        const sessionId = item.session === null ? undefined : this.#sessions.get(item.session)?.id;
+        const n = { method: item.method, params: item.params, sessionId };
+        for (const f of this.#listeners.notification) this.#call(f, n, "notification");
+        return;
+      }
+      case "unknownSession":
+        if (item.replyTo !== null && item.replyTo !== undefined) {
+          this._respondError(item.replyTo, item.code, `${item.method}: unknown session ${item.sessionId}`);
+        } else {
+          this.#logger.warn?.(`${item.type ?? item.method} for unknown session ${item.sessionId}`);
+        }
+        return;
+      case "parkOverflow":
+        this.#logger.error?.("too many frames parked for a server-assigned session; one is lost");
+        if (item.replyTo !== null && item.replyTo !== undefined) {
+          this._respondError(item.replyTo, UNKNOWN_SESSION, "unknown session (too many frames held)");
+        }
+        return;
+      case "malformed":
+        this.#logger.warn?.(`malformed message: ${item.error}`);
+        if (item.replyTo !== null && item.replyTo !== undefined) {
+          this._respondError(item.replyTo, item.code, item.error);
+        }
+        return;
+      case "unmatchedResponse":
+        this.#logger.warn?.(`response to unknown request ${item.idText}`);
+        return;
+      case "frameError":
+        this.#logger.warn?.(item.error);
+        return;
+      case "parked":
+        return;
+      default:
+        this.#logger.warn?.(`unknown route ${item.route}`);
+    }
+  }
+
+  #call(f, value, what) {
+    try {
+      const r = f(value);
+      if (r && typeof r.then === "function") {
+        r.then(noop, (e) => this.#logger.error?.(`a ${what} handler failed: ${errorText(e)}`));
+      }
+    } catch (e) {
+      this.#logger.error?.(`a ${what} handler failed: ${errorText(e)}`);
+    }
+  }
+
+  #disconnected() {
+    return new DisconnectedError(this.#closeReason ?? "connection closed");
+  }
+
+  /** Ends the connection: every waiting call rejects, every session ends. */
+  #shutDown(reason) {
+    if (this.#closed) return;
+    try {
+      this.#routeBatch(this.#core.finish());
+    } catch {
+      // Reporting a cut frame is all finish() does.
+    }
+    this.#closed = true;
+    this.#closeReason = reason || "connection closed";
+    const error = this.#disconnected();
+    this.#core.drain_requests();
+    const pending = [...this.#pending.values()];
+    this.#pending.clear();
+    for (const entry of pending) {
+      clearTimeout(entry.timer);
+      entry.reject(error);
+    }
+    const sessions = [...this.#sessions.values()];
+    this.#sessions.clear();
+    for (const s of sessions) s._end(this.#closeReason);
+    for (const f of this.#listeners.disconnect) this.#call(f, this.#closeReason, "disconnect");
+    for (const resolve of this.#closedWaiters.splice(0)) resolve(this.#closeReason);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Sessions
+
+/** A queue that shifts in O(1). */
+class Fifo {
+  #items = [];
+  #head = 0;
+  get length() {
+    return this.#items.length - this.#head;
+  }
+  push(x) {
+    this.#items.push(x);
+  }
+  shift() {
+    const x = this.#items[this.#head];
+    this.#items[this.#head++] = undefined;
+    if (this.#head > 1024 && this.#head * 2 > this.#items.length) {
+      this.#items = this.#items.slice(this.#head);
+      this.#head = 0;
+    }
+    return x;
+  }
+}
+
+/** An async iterator's end of a subscription: never drops, unbounded. */
+class EventIterator {
+  #buffer = new Fifo();
+  #waiting = null;
+  #done = false;
+  #unsubscribe;
+
+  constructor(unsubscribe) {
+    this.#unsubscribe = unsubscribe;
+  }
+  _push(event) {
+    if (this.#waiting) {
+      const resolve = this.#waiting;
+      this.#waiting = null;
+      resolve({ value: event, done: false });
+    } else {
+      this.#buffer.push(event);
+    }
+  }
+  _end() {
+    this.#done = true;
+    if (this.#waiting && this.#buffer.length === 0) {
+      const resolve = this.#waiting;
+      this.#waiting = null;
+      resolve({ value: undefined, done: true });
+    }
+  }
+  next() {
+    if (this.#buffer.length > 0) return Promise.resolve({ value: this.#buffer.shift(), done: false });
+    if (this.#done) return Promise.resolve({ value: undefined, done: true });
+    return new Promise((resolve) => {
+      this.#waiting = resolve;
+    });
+  }
+  return() {
+    this.#unsubscribe();
+    this.#done = true;
+    this.#buffer = new Fifo();
+    if (this.#waiting) {
+      const resolve = this.#waiting;
+      this.#waiting = null;
+      resolve({ value: undefined, done: true });
+    }
+    return Promise.resolve({ value: undefined, done: true });
+  }
+  [Symbol.asyncIterator]() {
+    return this;
+  }
+}
+
+/**
+ * An open session. Its events are delivered in order to every subscriber
+ * (`on`, async iteration) in a microtask after they are read, never
+ * dropped; the first subscriber also receives those that arrived before it.
+ */
+export class Session {
+  #client;
+  #tag;
+  #id;
+  #config;
+  #tools;
+  #queue = [];
+  #scheduled = false;
+  #subscribers = [];
+  #version = 0;
+  #claimed = false;
+  #kept = [];
+  #ending = null;
+  #ended = null;
+  #active = false;
+  #result;
+
+  /** @internal */
+  constructor(client, tag, id, config) {
+    this.#client = client;
+    this.#tag = tag;
+    this.#id = id;
+    this.#config = config;
+    this.#tools = new Map((config.tools ?? []).map((t) => [t.name, t]));
+  }
+
+  /** The session id (for a server-assigned id: once the create answered). */
+  get id() {
+    return this.#id;
+  }
+
+  /** Where the CLI keeps this session's state, if it said. */
+  get workspacePath() {
+    return this.#result?.workspacePath;
+  }
+
+  /** The whole answer of `session.create` / `session.resume`. */
+  get createResult() {
+    return this.#result;
+  }
+
+  /** Whether the session is open (created and neither destroyed nor ended). */
+  get active() {
+    return this.#active && this.#ending === null;
+  }
+
+  /** @internal */
+  get _tag() {
+    return this.#tag;
+  }
+
+  /** @internal */
+  _setId(id) {
+    this.#id = id;
+  }
+
+  /** @internal */
+  _opened(result) {
+    this.#result = result;
+    this.#active = this.#ending === null;
+  }
+
+  /**
+   * Sends a prompt (a string, or `{ prompt, attachments?, mode? }`);
+   * resolves with the message id. The turn's events follow.
+   */
+  async send(message) {
+    if (this.#ending !== null) throw new DisconnectedError(`session ${this.#id} has ended: ${this.#ending}`);
+    const params = typeof message === "string" ? { prompt: message } : { ...message };
+    if (typeof params.prompt !== "string") throw new ConfigError("send needs a prompt string");
+    params.sessionId = this.#id;
+    const r = await this.#client._request("session.send", params);
+    return r?.messageId;
+  }
+
+  /**
+   * Sends a prompt and waits for `session.idle`. Resolves with the data of
+   * the turn's last top-level `assistant.message` (undefined if none);
+   * rejects with a SessionError if the turn had a `session.error`, a
+   * TimeoutError after `timeoutMs` (default 60 s), or a DisconnectedError
+   * if the session ends first.
+   */
+  sendAndWait(message, { timeoutMs = 60_000 } = {}) {
+    if (this.#ending !== null) {
+      return Promise.reject(new DisconnectedError(`session ${this.#id} has ended: ${this.#ending}`));
+    }
+    return new Promise((resolve, reject) => {
+      let last;
+      let error;
+      let timer;
+      let settled = false;
+      let unsubscribe = noop;
+      const settle = (f, v) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        unsubscribe();
+        f(v);
+      };
+      // Subscribed before sending, so nothing of the turn can be missed.
+      unsubscribe = this.#subscribe({
+        internal: true,
+        type: "*",
+        fn: (e) => {
+          if (e.type === "assistant.message" && !e.data?.parentToolCallId) last = e.data;
+          else if (e.type === "session.error") {
+            error = new SessionError(e.data?.errorType, e.data?.message, e.data);
+          } else if (e.type === "session.idle") {
+            if (error) settle(reject, error);
+            else settle(resolve, last);
+          }
+        },
+        end: (reason) => settle(reject, new DisconnectedError(`the session ended before it was idle: ${reason}`)),
+      });
+      if (Number.isFinite(timeoutMs)) {
+        timer = setTimeout(
+          () => settle(reject, new TimeoutError(`the session was not idle within ${timeoutMs} ms`)),
+          timeoutMs,
+        );
+      }
+      this.send(message).catch((e) => settle(reject, e));
+    });
+  }
+
+  /** Aborts the running turn (harmless when idle). */
+  async abort(reason) {
+    await this.#client._request("session.abort", reason ? { sessionId: this.#id, reason } : { sessionId: this.#id });
+  }
+
+  /** The session's persisted events (`session.getMessages`). */
+  async getMessages() {
+    const r = await this.#client._request("session.getMessages", { sessionId: this.#id });
+    return r?.events ?? [];
+  }
+
+  /** Calls a session method this client does not wrap; `sessionId` is added. */
+  call(method, params = {}, options) {
+    return this.#client._request(method, { ...params, sessionId: this.#id }, options);
+  }
+
+  /** Destroys the session in the CLI; its event delivery then ends. */
+  async destroy({ timeoutMs } = {}) {
+    if (this.#ending !== null) return;
+    this.#client._closeSession(this.#tag);
+    try {
+      await this.#client._request("session.destroy", { sessionId: this.#id }, { timeoutMs });
+    } finally {
+      this.#client._releaseSession(this.#tag, "destroyed");
+    }
+  }
+
+  /**
+   * Calls `handler(event)` for every event of `type` ("*" or omitted: all).
+   * Returns a function that unsubscribes.
+   */
+  on(type, handler) {
+    if (typeof type === "function") [type, handler] = ["*", type];
+    if (typeof handler !== "function") throw new TypeError("on(type, handler): the handler is not a function");
+    return this.#subscribe({ type: type ?? "*", fn: handler });
+  }
+
+  /** An async iterator over the events; it ends when the session ends. */
+  events() {
+    let unsubscribe = noop;
+    const iterator = new EventIterator(() => unsubscribe());
+    unsubscribe = this.#subscribe({ type: "*", iterator });
+    return iterator;
+  }
+
+  [Symbol.asyncIterator]() {
+    return this.events();
+  }
+
+  #subscribe(sub) {
+    sub.owed = [];
+    if (!sub.internal && !this.#claimed) {
+      this.#claimed = true;
+      sub.owed = this.#kept;
+      this.#kept = [];
+    }
+    if (this.#ended !== null) {
+      // Nothing more will come: what was owed, then the end.
+      for (const e of sub.owed) this.#deliverTo(sub, e);
+      this.#endSubscriber(sub, this.#ended);
+      return noop;
+    }
+    this.#subscribers.push(sub);
+    this.#version++;
+    if (sub.owed.length > 0) this.#schedule();
+    return () => {
+      sub.removed = true;
+      const i = this.#subscribers.indexOf(sub);
+      if (i >= 0) {
+        this.#subscribers.splice(i, 1);
+        this.#version++;
+      }
+    };
+  }
+
+  #schedule() {
+    if (!this.#scheduled) {
+      this.#scheduled = true;
+      queueMicrotask(() => this.#drain());
+    }
+  }
+
+  /** @internal Called as an event is routed: queue it, deliver soon. */
+  _push(event) {
+    this.#queue.push(event);
+    this.#schedule();
+  }
+
+  /** @internal The session ended: deliver what is queued, then end streams. */
+  _end(reason) {
+    if (this.#ending !== null) return;
+    this.#ending = reason;
+    this.#active = false;
+    this.#schedule();
+  }
+
+  #drain() {
+    this.#scheduled = false;
+    const queue = this.#queue;
+    this.#queue = [];
+    let version = -1;
+    let subs;
+    for (let q = 0; q <= queue.length; q++) {
+      if (version !== this.#version) {
+        // Subscribers changed (or this is the start): a newcomer gets what
+        // it is owed before anything newer.
+        version = this.#version;
+        subs = this.#subscribers.slice();
+        for (const sub of subs) {
+          if (sub.owed.length > 0) {
+            const owed = sub.owed;
+            sub.owed = [];
+            for (const e of owed) this.#deliverTo(sub, e);
+          }
+        }
+      }
+      if (q === queue.length) break;
+      const e = queue[q];
+      if (!this.#claimed) this.#kept.push(e);
+      for (let i = 0; i < subs.length; i++) {
+        if (!subs[i].removed) this.#deliverTo(subs[i], e);
+      }
+    }
+    if (this.#ending !== null && this.#ended === null && this.#queue.length === 0) {
+      this.#ended = this.#ending;
+      const ending = this.#subscribers;
+      this.#subscribers = [];
+      this.#version++;
+      for (const sub of ending) this.#endSubscriber(sub, this.#ended);
+    }
+  }
+
+  #deliverTo(sub, e) {
+    if (sub.type !== "*" && sub.type !== e.type) return;
+    if (sub.iterator) {
+      sub.iterator._push(e);
+      return;
+    }
+    try {
+      const r = sub.fn(e);
+      if (r && typeof r.then === "function") {
+        r.then(noop, (err) => this.#client._logger.error?.(`an event handler failed on ${e.type}: ${errorText(err)}`));
+      }
+    } catch (err) {
+      this.#client._logger.error?.(`an event handler failed on ${e.type}: ${errorText(err)}`);
+    }
+  }
+
+  #endSubscriber(sub, reason) {
+    if (sub.iterator) sub.iterator._end();
+    else sub.end?.(reason);
+  }
+
+  // -------------------------------------------------------------------------
+  // Answers to what the agent waits on. Each runs in a microtask of its
+  // own; whatever a handler does, an answer (or a refusal) goes out.
+
+  /** @internal A waiting event (`awaitsAnswer`). */
+  async _answerEvent(event, sessionId) {
+    const data = event?.data ?? {};
+    const requestId = data.requestId;
+    let method, params;
+    switch (event?.type) {
+      case "permission.requested": {
+        if (data.resolvedByHook === true) return;
+        method = "session.permissions.handlePendingPermissionRequest";
+        params = { requestId, result: await this.#decidePermission(data, sessionId) };
+        break;
+      }
+      case "external_tool.requested":
+        method = "session.tools.handlePendingToolCall";
+        params = { requestId, result: await this.#runTool(data, sessionId) };
+        break;
+      case "elicitation.requested":
+        method = "session.ui.handlePendingElicitation";
+        params = { requestId, result: { action: "cancel" } };
+        break;
+      case "mcp.oauth_required":
+        method = "session.mcp.oauth.handlePendingRequest";
+        params = { requestId, result: { kind: "cancelled" } };
+        break;
+      case "command.execute":
+        method = "session.commands.handlePendingCommand";
+        params = { requestId, error: `Unknown command: ${data.commandName ?? data.command ?? ""}` };
+        break;
+      case "sampling.requested":
+        method = "session.ui.handlePendingSampling";
+        params = { requestId };
+        break;
+      case "auto_mode_switch.requested":
+        method = "session.ui.handlePendingAutoModeSwitch";
+        params = { requestId, response: "no" };
+        break;
+      case "session_limits_exhausted.requested":
+        method = "session.ui.handlePendingSessionLimitsExhausted";
+        params = { requestId, response: { action: "cancel" } };
+        break;
+      case "command.queued":
+        method = "session.commands.respondToQueuedCommand";
+        params = { requestId, result: { handled: false } };
+        break;
+      // Both also come as a server request, which is where they are answered.
+      case "user_input.requested":
+      case "exit_plan_mode.requested":
+        return;
+      default:
+        this.#client._logger.warn?.(`no answer is known for a waiting ${event?.type} event (${requestId})`);
+        return;
+    }
+    params.sessionId = sessionId ?? this.#id;
+    try {
+      await this.#client._request(method, params);
+    } catch (e) {
+      this.#client._logger.warn?.(`${method} failed: ${errorText(e)}`);
+    }
+  }
+
+  async #decidePermission(data, sessionId) {
+    const handler = this.#config.onPermission;
+    if (!handler) return { kind: "user-not-available" };
+    const request = {
+      sessionId: sessionId ?? this.#id,
+      requestId: data.requestId,
+      kind: data.permissionRequest?.kind,
+      toolCallId: data.permissionRequest?.toolCallId,
+      permissionRequest: data.permissionRequest,
+      data,
+    };
+    try {
+      const decision = permissionDecision(await handler(request));
+      if (decision) return decision;
+      this.#client._logger.error?.("the permission handler returned no decision; the agent gets a refusal");
+    } catch (e) {
+      this.#client._logger.error?.(`the permission handler failed (${errorText(e)}); the agent gets a refusal`);
+    }
+    return { kind: "user-not-available" };
+  }
+
+  async #runTool(data, sessionId) {
+    const tool = this.#tools.get(data.toolName);
+    if (!tool) return { textResultForLlm: `this client has no tool named ${data.toolName}`, resultType: "failure" };
+    const invocation = {
+      sessionId: sessionId ?? this.#id,
+      toolCallId: data.toolCallId,
+      toolName: data.toolName,
+      arguments: data.arguments ?? null,
+      workingDirectory: data.workingDirectory,
+    };
+    try {
+      return toolResult(await tool.handler(invocation.arguments, invocation));
+    } catch (e) {
+      return { textResultForLlm: errorText(e), resultType: "failure" };
+    }
+  }
+
+  /** @internal A server request that names this session. */
+  async _answerRequest(method, idText, params) {
+    const client = this.#client;
+    switch (method) {
+      case "userInput.request": {
+        const handler = this.#config.onUserInput;
+        if (!handler) {
+          client._respondError(idText, INTERNAL_ERROR, "this client has no user input handler");
+          return;
+        }
+        let answer;
+        try {
+          answer = await handler({
+            sessionId: params?.sessionId ?? this.#id,
+            question: params?.question,
+            choices: params?.choices ?? [],
+            allowFreeform: params?.allowFreeform,
+          });
+        } catch (e) {
+          client._respondError(idText, INTERNAL_ERROR, `the user input handler failed: ${errorText(e)}`);
+          return;
+        }
+        if (typeof answer === "string") answer = { answer, wasFreeform: true };
+        if (!answer || typeof answer.answer !== "string") {
+          client._respondError(idText, INTERNAL_ERROR, "the user did not answer");
+          return;
+        }
+        client._respond(idText, { answer: answer.answer, wasFreeform: Boolean(answer.wasFreeform) });
+        return;
+      }
+      case "exitPlanMode.request":
+        client._respondError(idText, INTERNAL_ERROR, "this client has no exit plan mode handler");
+        return;
+      case "autoModeSwitch.request":
+        client._respond(idText, { response: "no" });
+        return;
+      default:
+        client._respondError(idText, METHOD_NOT_FOUND, `Method not found: ${method}`);
+    }
+  }
+}
+
+/** A permission handler that approves every prompt once. */
+export function approveAll() {
+  return { kind: "approve-once" };
+}

@@ -1,0 +1,18 @@
+// The browser (and any non-Node) entry point: the client over streams.
+// The WebAssembly is fetched next to the glue (`dist/copilot_wasm_bg.wasm`)
+// on first use; call `loadWasm(input)` first to load it another way.
+
+export {
+  PROTOCOL_VERSION,
+  CopilotClient,
+  CopilotError,
+  RpcError,
+  DisconnectedError,
+  TimeoutError,
+  SessionError,
+  ProtocolVersionError,
+  ConfigError,
+  Session,
+  approveAll,
+  loadWasm,
+} from "./client.js";

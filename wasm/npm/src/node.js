@@ -1,0 +1,367 @@
+// The Node.js entry point: everything of the browser entry, plus starting
+// the Copilot CLI (stdio or TCP) and connecting to one over TCP.
+
+import { spawn } from "node:child_process";
+import { readFileSync, realpathSync, statSync } from "node:fs";
+import { connect as netConnect } from "node:net";
+import { dirname, join, resolve as resolvePath, basename } from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { initSync } from "../dist/copilot_wasm.js";
+import {
+  CopilotClient as BaseClient,
+  CopilotError,
+  DisconnectedError,
+  TimeoutError,
+  setWasmLoader,
+  streamTransport,
+} from "./client.js";
+
+export {
+  PROTOCOL_VERSION,
+  CopilotError,
+  RpcError,
+  DisconnectedError,
+  TimeoutError,
+  SessionError,
+  ProtocolVersionError,
+  ConfigError,
+  Session,
+  approveAll,
+  loadWasm,
+} from "./client.js";
+
+setWasmLoader(() => {
+  initSync({ module: readFileSync(fileURLToPath(new URL("../dist/copilot_wasm_bg.wasm", import.meta.url))) });
+});
+
+/** The environment variable a started CLI reads its GitHub token from. */
+const AUTH_TOKEN_ENV = "COPILOT_SDK_AUTH_TOKEN";
+/** Lines of the CLI's stderr kept for error messages. */
+const STDERR_LINES = 40;
+
+/** The CLI could not be found. */
+export class CliNotFoundError extends CopilotError {
+  constructor(searched) {
+    super(`the Copilot CLI was not found (searched: ${searched.join(", ")}); install it with \`npm install @github/copilot\` or pass cliPath`);
+    this.searched = searched;
+  }
+}
+
+/** The CLI exited before it was ready; `stderr` holds its last lines. */
+export class CliExitedError extends CopilotError {
+  constructor(exitCode, signal, stderr) {
+    const how = exitCode !== null && exitCode !== undefined ? `with status ${exitCode}` : `on signal ${signal ?? "?"}`;
+    super(`the Copilot CLI exited ${how} before it was ready${stderr ? `:\n${stderr}` : ""}`);
+    this.exitCode = exitCode;
+    this.signal = signal;
+    this.stderr = stderr;
+  }
+}
+
+function nativePackage() {
+  const key = `${process.platform}-${process.arch}`;
+  return {
+    "linux-x64": "copilot-linux-x64",
+    "linux-arm64": "copilot-linux-arm64",
+    "darwin-x64": "copilot-darwin-x64",
+    "darwin-arm64": "copilot-darwin-arm64",
+    "win32-x64": "copilot-win32-x64",
+  }[key];
+}
+
+function isFile(p) {
+  try {
+    return statSync(p).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The native binary next to an npm install of the CLI, if there is one.
+ * `node_modules/.bin/copilot` is a Node loader that starts the native binary
+ * as its child; starting the binary itself keeps one process to stop.
+ */
+export function nativeBinary(cli) {
+  const pkg = nativePackage();
+  if (!pkg) return undefined;
+  let dir;
+  try {
+    dir = dirname(realpathSync(cli));
+  } catch {
+    return undefined;
+  }
+  const exe = process.platform === "win32" ? "copilot.exe" : "copilot";
+  for (;;) {
+    if (basename(dir) === "node_modules") {
+      const candidate = join(dir, "@github", pkg, exe);
+      if (isFile(candidate)) return candidate;
+    }
+    const up = dirname(dir);
+    if (up === dir) return undefined;
+    dir = up;
+  }
+}
+
+/**
+ * Finds the CLI: `explicit`, `COPILOT_CLI_PATH`, then
+ * `./node_modules/.bin/copilot`; prefers the native binary of an npm
+ * install. An explicit path that does not exist is an error, not a reason
+ * to run another CLI.
+ */
+export function resolveCli(explicit) {
+  const candidates = [];
+  if (explicit) candidates.push(String(explicit));
+  if (process.env.COPILOT_CLI_PATH) candidates.push(process.env.COPILOT_CLI_PATH);
+  candidates.push(resolvePath("node_modules", ".bin", "copilot"));
+  const searched = [];
+  for (const c of candidates) {
+    if (isFile(c)) return nativeBinary(c) ?? c;
+    searched.push(c);
+    if (explicit && c === String(explicit)) break;
+  }
+  throw new CliNotFoundError(searched);
+}
+
+/** A CLI process this client started, in its own process group. */
+class CliProcess {
+  constructor(child) {
+    this.child = child;
+    this.stderrTail = [];
+    this.exit = new Promise((resolve) => {
+      child.once("exit", (code, signal) => resolve({ code, signal }));
+      // A spawn failure (ENOENT, EACCES) emits error and no exit.
+      child.once("error", (e) => resolve({ code: null, signal: null, error: e }));
+    });
+    this.exited = false;
+    this.exit.then(() => {
+      this.exited = true;
+      live.delete(this);
+    });
+    live.add(this);
+    let partial = "";
+    child.stderr.setEncoding("utf8");
+    child.stderr.on("data", (text) => {
+      const lines = (partial + text).split("\n");
+      partial = lines.pop();
+      for (const l of lines) this.#keep(l);
+    });
+    child.stderr.once("end", () => partial && this.#keep(partial));
+  }
+
+  get pid() {
+    return this.child.pid;
+  }
+
+  #keep(line) {
+    this.stderrTail.push(line.replace(/\r$/, ""));
+    if (this.stderrTail.length > STDERR_LINES) this.stderrTail.shift();
+  }
+
+  /** Resolves true if the process exited within `ms`. */
+  async waitForExit(ms) {
+    if (this.exited) return true;
+    let timer;
+    const timeout = new Promise((resolve) => {
+      timer = setTimeout(() => resolve(false), ms);
+    });
+    const done = await Promise.race([this.exit.then(() => true), timeout]);
+    clearTimeout(timer);
+    return done;
+  }
+
+  /** Kills the whole process group (what the CLI started too). */
+  kill() {
+    const pid = this.child.pid;
+    if (pid === undefined) return;
+    try {
+      if (process.platform === "win32") this.child.kill("SIGKILL");
+      else process.kill(-pid, "SIGKILL");
+    } catch {
+      try {
+        this.child.kill("SIGKILL");
+      } catch {
+        // Gone already.
+      }
+    }
+    live.delete(this);
+  }
+
+  /** The error for a CLI that ended before it was ready. */
+  async exitedError() {
+    const done = await this.waitForExit(2000);
+    // Let the stderr reader catch up with the last lines.
+    await new Promise((r) => setTimeout(r, 50));
+    if (!done) return undefined;
+    const { code, signal, error } = await this.exit;
+    if (error) return new CopilotError(`cannot start the Copilot CLI: ${error.message}`, { cause: error });
+    return new CliExitedError(code, signal, this.stderrTail.join("\n"));
+  }
+}
+
+/** CLIs started and not yet stopped: killed if this process exits first. */
+const live = new Set();
+let exitHookInstalled = false;
+function installExitHook() {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once("exit", () => {
+    for (const p of live) p.kill();
+  });
+}
+
+/** Reads `... listening on port N` from the CLI's stdout. */
+function readPort(proc, timeoutMs) {
+  return new Promise((resolve, reject) => {
+    const stdout = proc.child.stdout;
+    stdout.setEncoding("utf8");
+    let buffered = "";
+    let timer;
+    let settled = false;
+    const done = (f, v) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      stdout.off("data", onData);
+      // Keep draining: a full pipe would block the CLI.
+      stdout.resume();
+      f(v);
+    };
+    const onData = (text) => {
+      buffered += text;
+      const m = /listening on port\s+(\d+)/i.exec(buffered);
+      if (m) done(resolve, Number(m[1]));
+      else if (buffered.length > 65536) buffered = buffered.slice(-1024);
+    };
+    stdout.on("data", onData);
+    proc.exit.then(async () => {
+      if (!settled) done(reject, (await proc.exitedError()) ?? new DisconnectedError("the CLI exited"));
+    });
+    timer = setTimeout(
+      () => done(reject, new TimeoutError(`the CLI did not announce its port within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+  });
+}
+
+function tcpSocket(host, port, timeoutMs) {
+  return new Promise((resolve, reject) => {
+    const socket = netConnect({ host, port });
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new TimeoutError(`cannot connect to ${host}:${port} within ${timeoutMs} ms`));
+    }, timeoutMs);
+    socket.once("connect", () => {
+      clearTimeout(timer);
+      socket.setNoDelay(true);
+      resolve(socket);
+    });
+    socket.once("error", (e) => {
+      clearTimeout(timer);
+      reject(new CopilotError(`cannot connect to ${host}:${port}: ${e.message}`, { cause: e }));
+    });
+  });
+}
+
+/**
+ * A connection to one Copilot CLI (Node): `start` spawns it, `connect`
+ * reaches one serving TCP, `fromStreams` runs over any duplex.
+ */
+export class CopilotClient extends BaseClient {
+  /**
+   * Starts the CLI and connects to it: `--headless --no-auto-update
+   * --log-level <logLevel>` and `--stdio` or `--port 0`, in its own process
+   * group.
+   */
+  static async start(options = {}) {
+    const {
+      cliPath,
+      transport = "stdio",
+      args = [],
+      env = {},
+      cwd,
+      authToken,
+      connectionToken,
+      logLevel = "error",
+      startupTimeoutMs = 60_000,
+      logger,
+      maxFrameBytes,
+    } = options;
+    if (transport !== "stdio" && transport !== "tcp") {
+      throw new CopilotError(`transport is "stdio" or "tcp", not ${JSON.stringify(transport)}`);
+    }
+    const program = resolveCli(cliPath);
+    const argv = ["--headless", "--no-auto-update", "--log-level", logLevel];
+    const childEnv = { ...process.env, ...env };
+    if (authToken) {
+      argv.push("--auth-token-env", AUTH_TOKEN_ENV);
+      childEnv[AUTH_TOKEN_ENV] = authToken;
+    }
+    if (transport === "stdio") argv.push("--stdio");
+    else {
+      argv.push("--port", "0");
+      if (connectionToken) childEnv.COPILOT_CONNECTION_TOKEN = connectionToken;
+    }
+    argv.push(...args.map(String));
+
+    installExitHook();
+    const child = spawn(program, argv, {
+      cwd,
+      env: childEnv,
+      stdio: ["pipe", "pipe", "pipe"],
+      // Its own process group, so that stopping it stops what it started.
+      detached: process.platform !== "win32",
+      windowsHide: true,
+    });
+    const proc = new CliProcess(child);
+    const spawned = await Promise.race([
+      new Promise((resolve) => child.once("spawn", () => resolve(true))),
+      proc.exit.then(() => false),
+    ]);
+    if (!spawned) throw (await proc.exitedError()) ?? new CopilotError(`cannot start ${program}`);
+
+    let transportImpl;
+    let address;
+    try {
+      if (transport === "stdio") {
+        transportImpl = streamTransport(child.stdout, child.stdin, { label: "stdio" });
+      } else {
+        const port = await readPort(proc, startupTimeoutMs);
+        const socket = await tcpSocket("127.0.0.1", port, startupTimeoutMs);
+        address = { host: "127.0.0.1", port };
+        transportImpl = streamTransport(socket, socket, { label: `tcp 127.0.0.1:${port}`, destroy: () => socket.destroy() });
+      }
+    } catch (e) {
+      proc.kill();
+      throw e;
+    }
+    try {
+      return await this._handshaken(transportImpl, {
+        logger,
+        process: proc,
+        address,
+        token: transport === "tcp" ? connectionToken : undefined,
+        startupTimeoutMs,
+        maxFrameBytes,
+      });
+    } catch (e) {
+      if (e instanceof DisconnectedError) {
+        const exited = await proc.exitedError();
+        proc.kill();
+        throw exited ?? e;
+      }
+      proc.kill();
+      throw e;
+    }
+  }
+
+  /** Connects to a CLI already serving TCP (`copilot --headless --port N`). */
+  static async connect({ host = "127.0.0.1", port, token, logger, startupTimeoutMs = 60_000, maxFrameBytes } = {}) {
+    if (!Number.isInteger(port)) throw new CopilotError("connect needs a port");
+    const socket = await tcpSocket(host, port, startupTimeoutMs);
+    const transport = streamTransport(socket, socket, { label: `tcp ${host}:${port}`, destroy: () => socket.destroy() });
+    return this._handshaken(transport, { logger, token, startupTimeoutMs, maxFrameBytes, address: { host, port } });
+  }
+}
+

@@ -1,0 +1,419 @@
+// Type declarations of copilot-wasm's public API (the browser entry point;
+// the Node entry point, node.d.ts, adds CopilotClient.start/connect).
+
+/** The protocol version this client speaks (the CLI's `protocolVersion`). */
+export declare const PROTOCOL_VERSION: 3;
+
+// ---------------------------------------------------------------------------
+// Errors
+
+/** Every error this package throws. */
+export declare class CopilotError extends Error {}
+
+/** The CLI answered a call with a JSON-RPC error. */
+export declare class RpcError extends CopilotError {
+  /** The method called. */
+  readonly method: string;
+  /** The JSON-RPC error code (-32601 method not found, -32002 authentication failed, ...). */
+  readonly code: number;
+  /** The error's own message (`message` also names the method and code). */
+  readonly rpcMessage: string;
+  /** The error's `data`, if any. */
+  readonly data?: unknown;
+}
+
+/** The connection ended; every call waiting on it rejects with this. */
+export declare class DisconnectedError extends CopilotError {}
+
+/** A call, a start or a turn took longer than allowed. */
+export declare class TimeoutError extends CopilotError {}
+
+/** A turn ended in `session.error` (for example: no login). */
+export declare class SessionError extends CopilotError {
+  /** `authentication`, `rate_limit`, ... */
+  readonly errorType?: string;
+  /** The whole `session.error` data. */
+  readonly data?: Record<string, unknown>;
+}
+
+/** The CLI speaks another protocol version. */
+export declare class ProtocolVersionError extends CopilotError {
+  readonly server?: number;
+  readonly supported: 3;
+}
+
+/** A configuration that cannot work (it would hang, or is malformed). */
+export declare class ConfigError extends CopilotError {}
+
+// ---------------------------------------------------------------------------
+// Events
+
+/** A session event as the CLI sends it (`params.event` of `session.event`). */
+export interface SessionEvent<T extends string = string, D = Record<string, any>> {
+  /** `assistant.message`, `session.idle`, `permission.requested`, ... */
+  type: T;
+  /** The event's own fields. */
+  data: D;
+  /** The event id. */
+  id: string;
+  timestamp?: string;
+  parentId?: string | null;
+  /** Ephemeral events are not persisted (not in `getMessages`). */
+  ephemeral?: boolean;
+  [key: string]: unknown;
+}
+
+/** `assistant.message` data. */
+export interface AssistantMessageData {
+  messageId: string;
+  content: string;
+  toolRequests?: unknown[];
+  /** Set for the messages of a sub-agent. */
+  parentToolCallId?: string;
+  [key: string]: unknown;
+}
+
+/** A `session.lifecycle` notification's params. */
+export interface LifecycleEvent {
+  /** `session.created`, `session.updated`, `session.deleted`, ... */
+  type: string;
+  sessionId: string;
+  metadata?: { startTime?: string; modifiedTime?: string; summary?: string; [key: string]: unknown };
+}
+
+/** Any other notification from the CLI (`host.event`, ...). */
+export interface Notification {
+  method: string;
+  params: unknown;
+  /** The session it belongs to, if it names one this client has open. */
+  sessionId?: string;
+}
+
+// ---------------------------------------------------------------------------
+// Handlers
+
+/** A permission prompt (`permission.requested`). */
+export interface PermissionRequest {
+  sessionId: string;
+  requestId: string;
+  /** `shell`, `write`, `read`, `mcp`, `url`, `custom-tool`, ... */
+  kind?: string;
+  toolCallId?: string;
+  /** Every detail: the command text, paths, the tool's name and arguments. */
+  permissionRequest?: Record<string, any>;
+  /** The whole event data. */
+  data: Record<string, any>;
+}
+
+/**
+ * The answer to a permission prompt. A string is shorthand for `{ kind }`.
+ * `reject` without feedback ends the turn; with feedback the model reads it
+ * and carries on.
+ */
+export type PermissionDecision =
+  | { kind: "approve-once" }
+  | { kind: "approve-for-session"; approval?: Record<string, unknown>; domain?: string }
+  | { kind: "approve-for-location"; approval: Record<string, unknown>; locationKey: string }
+  | { kind: "reject"; feedback?: string }
+  | { kind: "user-not-available" }
+  | { kind: string; [key: string]: unknown }
+  | "approve-once"
+  | "approve-for-session"
+  | "reject"
+  | "user-not-available";
+
+/**
+ * Decides a permission prompt. Throwing, or returning nothing usable,
+ * answers `user-not-available`.
+ */
+export type PermissionHandler = (request: PermissionRequest) => PermissionDecision | Promise<PermissionDecision>;
+
+/** A call of a client tool. */
+export interface ToolInvocation<A = any> {
+  sessionId: string;
+  toolCallId: string;
+  toolName: string;
+  /** The arguments, already parsed. */
+  arguments: A;
+  workingDirectory?: string;
+}
+
+/** What a tool returns to the model (`handlePendingToolCall`'s `result`). */
+export interface ToolResultObject {
+  textResultForLlm: string;
+  /** `success` (default), `failure`, `denied`, `timeout`, `rejected` (ends the turn). */
+  resultType?: "success" | "failure" | "denied" | "timeout" | "rejected" | string;
+  error?: string;
+  sessionLog?: string;
+  binaryResultsForLlm?: Array<{ type: "image" | "resource"; data: string; mimeType: string; description?: string }>;
+  [key: string]: unknown;
+}
+
+/**
+ * A tool the model can call, run by this client. The handler returns text,
+ * a `ToolResultObject`, or any other value (sent as JSON text); if it
+ * throws, the model gets a `failure` with the error's message.
+ */
+export interface Tool<A = any> {
+  name: string;
+  description?: string;
+  /** A JSON schema of the arguments. */
+  parameters?: Record<string, unknown>;
+  /** Run without a permission prompt. */
+  skipPermission?: boolean;
+  handler: (args: A, invocation: ToolInvocation<A>) => unknown | Promise<unknown>;
+}
+
+/** A question for the user (`userInput.request`, the `ask_user` tool). */
+export interface UserInputRequest {
+  sessionId: string;
+  question: string;
+  choices: string[];
+  allowFreeform?: boolean;
+}
+
+/** The user's answer; a string is a typed (freeform) answer. */
+export type UserInputResponse = { answer: string; wasFreeform: boolean } | string;
+
+/** Answers user questions; returning nothing or throwing refuses. */
+export type UserInputHandler = (
+  request: UserInputRequest,
+) => UserInputResponse | null | undefined | Promise<UserInputResponse | null | undefined>;
+
+/** Options of `session.create` / `session.resume`. */
+export interface SessionConfig {
+  /** The session id; default a fresh `crypto.randomUUID()`, reserved before the create is sent. */
+  sessionId?: string;
+  /** Send no id and let the CLI name the session (frames for it are held until then). */
+  serverAssignedId?: boolean;
+  /** The model, such as `claude-sonnet-4.5`. Pass it: without it the CLI picks its own. */
+  model?: string;
+  /** The directory tools run in. */
+  workingDirectory?: string;
+  /** Deliver `assistant.message_delta` events as the reply streams. */
+  streaming?: boolean;
+  /** A name shown by `session.list`. */
+  clientName?: string;
+  /** Answers permission prompts (and asks the CLI for them: `requestPermission: true`). Without it every prompt is answered `user-not-available`. */
+  onPermission?: PermissionHandler;
+  /** Tools offered to the model, run here. */
+  tools?: Tool[];
+  /** Answers the agent's questions to the user (adds the `ask_user` tool). */
+  onUserInput?: UserInputHandler;
+  /** Any other `session.create` parameter, sent as is. */
+  extra?: Record<string, unknown>;
+}
+
+/** What to send: a prompt, or a prompt with attachments and mode. */
+export type MessageOptions =
+  | string
+  | { prompt: string; attachments?: Record<string, unknown>[]; mode?: "enqueue" | "immediate"; [key: string]: unknown };
+
+/** Options of calls that may time out. */
+export interface CallOptions {
+  /** Reject with a TimeoutError after this many milliseconds (the call is then forgotten). */
+  timeoutMs?: number;
+}
+
+/** Something to log to; every method optional. Nothing is logged by default. */
+export interface Logger {
+  debug?(message: string): void;
+  warn?(message: string): void;
+  error?(message: string): void;
+}
+
+/** Options of `CopilotClient.fromStreams`. */
+export interface StreamOptions {
+  /** For a CLI that requires one (`COPILOT_CONNECTION_TOKEN`): sent in `connect`. */
+  token?: string;
+  /** How long the handshake may take (default 60 s). */
+  startupTimeoutMs?: number;
+  logger?: Logger;
+  /** A label for logs. */
+  label?: string;
+  /** The largest frame accepted (default 16 MiB; larger ones are reported and skipped). */
+  maxFrameBytes?: number;
+}
+
+/** A byte source: a WHATWG stream of Uint8Array or a Node stream.Readable. */
+export type ByteReadable = ReadableStream<Uint8Array | ArrayBuffer> | NodeLikeReadable;
+/** A byte sink: a WHATWG stream or a Node stream.Writable. */
+export type ByteWritable = WritableStream<Uint8Array> | NodeLikeWritable;
+
+/** The part of a Node `stream.Readable` the client uses. */
+export interface NodeLikeReadable {
+  on(event: "data", listener: (chunk: Uint8Array | string) => void): unknown;
+  once(event: string, listener: (...args: any[]) => void): unknown;
+  off(event: string, listener: (...args: any[]) => void): unknown;
+  destroy?(): unknown;
+}
+
+/** The part of a Node `stream.Writable` the client uses. */
+export interface NodeLikeWritable {
+  write(chunk: Uint8Array): unknown;
+  end(): unknown;
+  on?(event: "error", listener: (error: Error) => void): unknown;
+  readonly destroyed?: boolean;
+  readonly writableEnded?: boolean;
+}
+
+/** The core's counters and the client's open calls and sessions. */
+export interface ClientStats {
+  frames: number;
+  bytes: number;
+  malformed: number;
+  oversize: number;
+  unknownSession: number;
+  parked: number;
+  unmatchedResponses: number;
+  parkOverflow: number;
+  pendingRequests: number;
+  sessions: number;
+}
+
+/** One entry of `session.list`. */
+export interface SessionMetadata {
+  sessionId: string;
+  startTime?: string;
+  modifiedTime?: string;
+  summary?: string;
+  isRemote?: boolean;
+  context?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+// ---------------------------------------------------------------------------
+// Client and session
+
+/** A connection to one Copilot CLI. */
+export declare class CopilotClient {
+  protected constructor();
+
+  /**
+   * Runs the client over any duplex byte stream: WHATWG streams of
+   * Uint8Array (a WebSocket wrapped in streams, an in-page pipe) or Node
+   * streams. Resolves after the handshake (`connect`, or `ping` for a CLI
+   * without it; protocol version 3 required). The client takes the streams
+   * over: `stop()` closes the writable and cancels the readable.
+   */
+  static fromStreams(readable: ByteReadable, writable: ByteWritable, options?: StreamOptions): Promise<CopilotClient>;
+
+  /** Node.js only (import from the Node entry point); rejects elsewhere. */
+  static start(options?: unknown): Promise<CopilotClient>;
+  /** Node.js only (import from the Node entry point); rejects elsewhere. */
+  static connect(options?: unknown): Promise<CopilotClient>;
+
+  /** What the handshake learned. */
+  readonly serverInfo: { protocolVersion: number; version?: string };
+  /** For a TCP connection: where the CLI is. */
+  readonly address: { host: string; port: number } | undefined;
+  /** The process id of a CLI this client started. */
+  readonly pid: number | undefined;
+  /** Whether the connection has ended. */
+  readonly closed: boolean;
+
+  /** Every `session.lifecycle` notification. Returns an unsubscribe function. */
+  on(kind: "lifecycle", handler: (event: LifecycleEvent) => void): () => void;
+  /** Every other notification. Returns an unsubscribe function. */
+  on(kind: "notification", handler: (notification: Notification) => void): () => void;
+  /** The end of the connection, with its reason. Returns an unsubscribe function. */
+  on(kind: "disconnect", handler: (reason: string) => void): () => void;
+
+  /** `ping`. */
+  ping(message?: string): Promise<{ message?: string; timestamp?: number; protocolVersion?: number }>;
+  /** `status.get`. */
+  status(): Promise<{ version: string; protocolVersion: number }>;
+  /** `auth.getStatus`: whether the CLI has a Copilot login. */
+  authStatus(): Promise<{ isAuthenticated: boolean; authType?: string; host?: string; login?: string; statusMessage?: string }>;
+  /** `session.list`. */
+  listSessions(filter?: { cwd?: string; gitRoot?: string; repository?: string; branch?: string }): Promise<SessionMetadata[]>;
+  /** `session.getLastId`: the most recently updated session, if any. */
+  lastSessionId(): Promise<string | undefined>;
+  /** `session.delete`: removes a session's persisted state; rejects if it failed. */
+  deleteSession(sessionId: string): Promise<void>;
+  /** Calls any method this client does not wrap. */
+  call<R = any>(method: string, params?: Record<string, unknown>, options?: CallOptions): Promise<R>;
+  /** The core's counters. */
+  stats(): ClientStats;
+
+  /**
+   * Creates a session. Its id is reserved in the core before
+   * `session.create` is sent, so events racing the answer are delivered.
+   */
+  createSession(config?: SessionConfig): Promise<Session>;
+  /** Resumes a session by id (reserved before `session.resume` is sent). */
+  resumeSession(sessionId: string, config?: SessionConfig): Promise<Session>;
+
+  /**
+   * Stops cleanly: destroys the sessions still open, sends
+   * `runtime.shutdown` to a CLI this client started, closes the connection,
+   * waits for the CLI to exit and kills its process group after `graceMs`
+   * (default 5000). Rejects with the first error met, having stopped anyway.
+   */
+  stop(options?: { graceMs?: number }): Promise<void>;
+  /** Stops at once: kills a CLI this client started and closes the connection. */
+  forceStop(): void;
+  /** Resolves when the connection has ended, with the reason. */
+  closedPromise(): Promise<string>;
+}
+
+/**
+ * An open session. Its events are delivered in order to every subscriber,
+ * never dropped (queues are unbounded); the first subscriber also receives
+ * the events that arrived before it. Iterating it (`for await`) yields its
+ * events and ends when the session ends.
+ */
+export declare class Session implements AsyncIterable<SessionEvent> {
+  protected constructor();
+  /** The session id. */
+  readonly id: string;
+  /** Where the CLI keeps the session's state, if it said. */
+  readonly workspacePath: string | undefined;
+  /** The whole answer of `session.create` / `session.resume`. */
+  readonly createResult: Record<string, any> | undefined;
+  /** Whether the session is open. */
+  readonly active: boolean;
+
+  /** Sends a prompt; resolves with the message id. The turn's events follow. */
+  send(message: MessageOptions): Promise<string>;
+  /**
+   * Sends a prompt and waits for `session.idle`. Resolves with the data of
+   * the turn's last top-level `assistant.message` (undefined if none);
+   * rejects with a SessionError on `session.error`, a TimeoutError after
+   * `timeoutMs` (default 60 000), a DisconnectedError if the session ends.
+   */
+  sendAndWait(message: MessageOptions, options?: CallOptions): Promise<AssistantMessageData | undefined>;
+  /** Aborts the running turn (harmless when idle). */
+  abort(reason?: string): Promise<void>;
+  /** The session's persisted events (`session.getMessages`). */
+  getMessages(): Promise<SessionEvent[]>;
+  /** Calls a session method this client does not wrap; `sessionId` is added. */
+  call<R = any>(method: string, params?: Record<string, unknown>, options?: CallOptions): Promise<R>;
+  /** Destroys the session in the CLI; its event delivery then ends. */
+  destroy(options?: CallOptions): Promise<void>;
+
+  /** Calls `handler` for each event of `type` ("*": all). Returns an unsubscribe function. */
+  on(type: "assistant.message", handler: (event: SessionEvent<"assistant.message", AssistantMessageData>) => unknown): () => void;
+  on(type: string, handler: (event: SessionEvent) => unknown): () => void;
+  on(handler: (event: SessionEvent) => unknown): () => void;
+  /** An async iterator over the events; it ends when the session ends. */
+  events(): AsyncIterableIterator<SessionEvent>;
+  [Symbol.asyncIterator](): AsyncIterableIterator<SessionEvent>;
+}
+
+/** A permission handler that approves every prompt once. */
+export declare function approveAll(request?: PermissionRequest): { kind: "approve-once" };
+
+/**
+ * Where the WebAssembly comes from: its bytes, a URL, a fetch `Response`
+ * (or a promise of one), or a compiled `WebAssembly.Module`.
+ */
+export type WasmSource = ArrayBuffer | ArrayBufferView | URL | string | object | PromiseLike<object>;
+
+/**
+ * Loads the WebAssembly core. Browsers fetch `copilot_wasm_bg.wasm` next to
+ * the glue (`new URL(..., import.meta.url)`, which bundlers follow) on first
+ * use, Node reads it from the package; pass a source to load it another
+ * way (before anything else uses it). Calling it is optional.
+ */
+export declare function loadWasm(input?: WasmSource): Promise<void>;

@@ -1,0 +1,102 @@
+// Type declarations of copilot-wasm's Node.js entry point: the browser API
+// plus starting the CLI (stdio or TCP) and connecting to one over TCP.
+
+import {
+  ByteReadable,
+  ByteWritable,
+  CopilotClient as BaseClient,
+  CopilotError,
+  Logger,
+  StreamOptions,
+} from "./index.js";
+
+export {
+  PROTOCOL_VERSION,
+  CopilotError,
+  RpcError,
+  DisconnectedError,
+  TimeoutError,
+  SessionError,
+  ProtocolVersionError,
+  ConfigError,
+  Session,
+  approveAll,
+  loadWasm,
+} from "./index.js";
+export type * from "./index.js";
+
+/** Options of `CopilotClient.start`. */
+export interface StartOptions {
+  /**
+   * The CLI to run. Default: `COPILOT_CLI_PATH`, then
+   * `./node_modules/.bin/copilot`; the native binary of an npm install
+   * (`node_modules/@github/copilot-<platform>-<arch>/copilot`) is preferred.
+   */
+  cliPath?: string;
+  /** `stdio` (default) or `tcp` (`--port 0`, the port read from its stdout). */
+  transport?: "stdio" | "tcp";
+  /** Extra CLI arguments, after the client's own (for example `--no-auto-login`). */
+  args?: string[];
+  /** Extra environment, over `process.env`. */
+  env?: Record<string, string | undefined>;
+  /** The CLI's working directory. */
+  cwd?: string;
+  /** A GitHub token for the CLI, passed in its environment (`--auth-token-env`), never argv. */
+  authToken?: string;
+  /** For TCP: a token the CLI then requires of every connection (`COPILOT_CONNECTION_TOKEN`). */
+  connectionToken?: string;
+  /** The CLI's `--log-level` (default `error`). */
+  logLevel?: string;
+  /** How long the CLI may take to start and answer `connect` (default 60 000 ms). */
+  startupTimeoutMs?: number;
+  logger?: Logger;
+  /** The largest frame accepted (default 16 MiB; larger ones are reported and skipped). */
+  maxFrameBytes?: number;
+}
+
+/** Options of `CopilotClient.connect`. */
+export interface ConnectOptions {
+  /** Default `127.0.0.1`. */
+  host?: string;
+  port: number;
+  /** The CLI's connection token, if it requires one. */
+  token?: string;
+  startupTimeoutMs?: number;
+  logger?: Logger;
+  /** The largest frame accepted (default 16 MiB; larger ones are reported and skipped). */
+  maxFrameBytes?: number;
+}
+
+/** A connection to one Copilot CLI (Node.js). */
+export declare class CopilotClient extends BaseClient {
+  /**
+   * Starts the CLI (`--headless --no-auto-update --log-level <l>` and
+   * `--stdio` or `--port 0`) in its own process group and connects to it.
+   * Rejects with CliNotFoundError, or CliExitedError (with its stderr) if
+   * it stops before it is ready.
+   */
+  static start(options?: StartOptions): Promise<CopilotClient>;
+  /** Connects to a CLI already serving TCP (`copilot --headless --port N`). */
+  static connect(options: ConnectOptions): Promise<CopilotClient>;
+  /** Runs the client over any duplex byte stream (see the browser entry point). */
+  static fromStreams(readable: ByteReadable, writable: ByteWritable, options?: StreamOptions): Promise<CopilotClient>;
+}
+
+/** The CLI could not be found. */
+export declare class CliNotFoundError extends CopilotError {
+  readonly searched: string[];
+}
+
+/** The CLI exited before it was ready. */
+export declare class CliExitedError extends CopilotError {
+  readonly exitCode: number | null;
+  readonly signal: string | null;
+  /** The last lines of its stderr. */
+  readonly stderr: string;
+}
+
+/** The CLI to run: `explicit`, `COPILOT_CLI_PATH`, `./node_modules/.bin/copilot` (native binary preferred). */
+export declare function resolveCli(explicit?: string): string;
+
+/** The native binary next to an npm install of the CLI, if there is one. */
+export declare function nativeBinary(cli: string): string | undefined;
