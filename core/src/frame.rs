@@ -90,16 +90,49 @@ enum State {
     Resync,
 }
 
+/// Storage for a [`FrameDecoder`].
+///
+/// Every `AsRef<[u8]> + AsMut<[u8]>` (an array, `&mut [u8]`, a `Vec<u8>`)
+/// is a buffer of fixed size. A host with an allocator can implement this
+/// trait on a type of its own whose [`grow`](Self::grow) enlarges it, so
+/// that the buffer starts small and grows, up to the decoder's limit, only
+/// when a larger frame arrives.
+pub trait FrameBuffer {
+    /// The whole buffer.
+    fn bytes(&self) -> &[u8];
+    /// The whole buffer, writable.
+    fn bytes_mut(&mut self) -> &mut [u8];
+    /// Makes the buffer at least `len` bytes long, keeping its contents.
+    /// Returns whether it now is. Fixed buffers cannot grow.
+    fn grow(&mut self, len: usize) -> bool {
+        self.bytes().len() >= len
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> FrameBuffer for T {
+    fn bytes(&self) -> &[u8] {
+        self.as_ref()
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self.as_mut()
+    }
+}
+
 /// Decodes `Content-Length` frames from bytes fed in pieces of any size.
 ///
 /// The caller supplies the buffer `B`: an array (`FrameDecoder::<[u8; 4096]>::new()`,
-/// usable in a `static`) or any heap or borrowed slice
-/// ([`with_buffer`](Self::with_buffer)). Its length is the largest body that
-/// can be decoded. The decoder is sans-IO: [`feed`](Self::feed) (or
-/// [`spare`](Self::spare) plus [`commit`](Self::commit)) bytes in, then call
-/// [`poll`](Self::poll) until it returns `None`.
+/// usable in a `static`), any heap or borrowed slice
+/// ([`with_buffer`](Self::with_buffer)), or a [`FrameBuffer`] that grows up
+/// to a [limit](Self::with_limit). The largest body that can be decoded is
+/// the buffer's size (or the limit, for a buffer that grows). The decoder is
+/// sans-IO: [`feed`](Self::feed) (or [`spare`](Self::spare) plus
+/// [`commit`](Self::commit)) bytes in, then call [`poll`](Self::poll) until
+/// it returns `None`.
 pub struct FrameDecoder<B> {
     buf: B,
+    /// The largest frame body accepted.
+    limit: usize,
     /// Buffered, not yet consumed bytes are `buf[start..end]`.
     start: usize,
     end: usize,
@@ -127,11 +160,11 @@ impl<const N: usize> FrameDecoder<[u8; N]> {
     pub const fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::MIN_CAPACITY;
-        FrameDecoder { buf: [0; N], start: 0, end: 0, lent: 0, state: State::Header, recovering: false }
+        FrameDecoder { buf: [0; N], limit: N, start: 0, end: 0, lent: 0, state: State::Header, recovering: false }
     }
 }
 
-impl<B: AsRef<[u8]> + AsMut<[u8]>> FrameDecoder<B> {
+impl<B: FrameBuffer> FrameDecoder<B> {
     /// An empty decoder over `buf` (for example `vec![0; 1 << 20]`). Only
     /// the bytes actually received are written, so a large zeroed heap
     /// buffer costs memory only as far as frames fill it.
@@ -139,13 +172,37 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> FrameDecoder<B> {
     /// # Panics
     /// If `buf` is shorter than [`MIN_FRAME_BUFFER`].
     pub fn with_buffer(buf: B) -> Self {
-        assert!(buf.as_ref().len() >= MIN_FRAME_BUFFER, "FrameDecoder needs a buffer of at least 64 bytes");
-        FrameDecoder { buf, start: 0, end: 0, lent: 0, state: State::Header, recovering: false }
+        let limit = buf.bytes().len();
+        assert!(limit >= MIN_FRAME_BUFFER, "FrameDecoder needs a buffer of at least 64 bytes");
+        FrameDecoder { buf, limit, start: 0, end: 0, lent: 0, state: State::Header, recovering: false }
     }
 
-    /// The buffer size: the largest frame body this decoder can return.
+    /// Accepts frames up to `limit` bytes, growing a [`FrameBuffer`] that
+    /// can grow when one arrives (a fixed buffer still bounds what fits).
+    pub fn with_limit(mut self, limit: usize) -> Self {
+        self.limit = limit.max(self.capacity());
+        self
+    }
+
+    /// The buffer's current size.
     pub fn capacity(&self) -> usize {
-        self.buf.as_ref().len()
+        self.buf.bytes().len()
+    }
+
+    /// The largest frame body accepted.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Moves buffered bytes to the front and grows the buffer to hold a
+    /// body of `len` bytes; whether it now can.
+    fn make_room(&mut self, len: usize) -> bool {
+        if self.start > 0 {
+            self.buf.bytes_mut().copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        self.buf.grow(len) && self.capacity() >= len
     }
 
     /// Copies as much of `input` as fits and returns how many bytes were
@@ -179,12 +236,12 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> FrameDecoder<B> {
         // moves, once; and new bytes always land low in the buffer, so a
         // large buffer is only touched as far as the largest frame reaches.
         if self.start > 0 {
-            self.buf.as_mut().copy_within(self.start..self.end, 0);
+            self.buf.bytes_mut().copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
         }
         let end = self.end;
-        &mut self.buf.as_mut()[end..]
+        &mut self.buf.bytes_mut()[end..]
     }
 
     /// Marks `n` bytes written into [`spare`](Self::spare) as received.
@@ -230,9 +287,9 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> FrameDecoder<B> {
     #[must_use = "poll until it returns None, or frames stay buffered"]
     pub fn poll(&mut self) -> Option<Result<&[u8], FrameError>> {
         self.release_lent();
-        let n = self.capacity();
         loop {
-            let data = &self.buf.as_ref()[self.start..self.end];
+            let n = self.capacity();
+            let data = &self.buf.bytes()[self.start..self.end];
             match self.state {
                 State::Body { len } => {
                     if data.len() < len {
@@ -241,7 +298,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> FrameDecoder<B> {
                     self.state = State::Header;
                     self.recovering = false;
                     self.lent = len;
-                    return Some(Ok(&self.buf.as_ref()[self.start..self.start + len]));
+                    return Some(Ok(&self.buf.bytes()[self.start..self.start + len]));
                 }
                 State::Skip { remaining } => {
                     let n = remaining.min(data.len());
@@ -270,15 +327,15 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> FrameDecoder<B> {
                         HeaderParse::Partial => return None,
                         HeaderParse::Frame { header_len, body_len } => {
                             self.start += header_len;
-                            self.state = if body_len > n {
-                                State::Skip { remaining: body_len }
+                            if body_len <= n || (body_len <= self.limit && self.make_room(body_len)) {
+                                self.state = State::Body { len: body_len };
                             } else {
-                                State::Body { len: body_len }
-                            };
-                            if body_len > n {
+                                self.state = State::Skip { remaining: body_len };
                                 // The header was sound: framing is in step again.
                                 self.recovering = false;
-                                return Some(Err(FrameError::TooLarge { length: body_len, capacity: n }));
+                                // Over the limit: the limit; else the buffer could not grow.
+                                let capacity = if body_len > self.limit { self.limit } else { self.capacity() };
+                                return Some(Err(FrameError::TooLarge { length: body_len, capacity }));
                             }
                         }
                         HeaderParse::Error { error, skip } => {
@@ -619,6 +676,53 @@ mod tests {
         assert_eq!(frames, 1000);
         let touched = big.iter().rposition(|&b| b != 0).unwrap() + 1;
         assert!(touched < 2000, "wrote up to byte {touched} of a 1 MiB buffer for 124-byte frames");
+    }
+
+    /// A heap buffer that grows (by doubling) up to what is asked.
+    struct Growing(Vec<u8>);
+
+    impl FrameBuffer for Growing {
+        fn bytes(&self) -> &[u8] {
+            &self.0
+        }
+        fn bytes_mut(&mut self) -> &mut [u8] {
+            &mut self.0
+        }
+        fn grow(&mut self, len: usize) -> bool {
+            if self.0.len() < len {
+                self.0.resize(len.max(self.0.len() * 2), 0);
+            }
+            true
+        }
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn a_growing_buffer_grows_only_when_a_larger_frame_arrives() {
+        let mut d = FrameDecoder::with_buffer(Growing(std::vec![0; 64])).with_limit(10_000);
+        assert_eq!((d.capacity(), d.limit()), (64, 10_000));
+        let mut input = Vec::new();
+        for len in [10, 5000, 20, 20_000, 7] {
+            input.extend_from_slice(std::format!("Content-Length: {len}\r\n\r\n").as_bytes());
+            input.extend(core::iter::repeat_n(b'g', len));
+        }
+        let mut out = Vec::new();
+        for piece in input.chunks(100) {
+            let mut rest = piece;
+            while !rest.is_empty() {
+                rest = &rest[d.feed(rest)..];
+                while let Some(f) = d.poll() {
+                    out.push(f.map(<[u8]>::len));
+                }
+            }
+        }
+        let too_large = FrameError::TooLarge { length: 20_000, capacity: 10_000 };
+        assert_eq!(out, [Ok(10), Ok(5000), Ok(20), Err(too_large), Ok(7)]);
+        assert!(d.capacity() >= 5000 && d.capacity() <= 10_000, "grew for the 5000-byte frame only: {}", d.capacity());
+        // A fixed buffer does not grow, whatever the limit says.
+        let mut fixed = FrameDecoder::<[u8; 64]>::new().with_limit(10_000);
+        fixed.feed(b"Content-Length: 100\r\n\r\n");
+        assert_eq!(fixed.poll(), Some(Err(FrameError::TooLarge { length: 100, capacity: 64 })));
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]

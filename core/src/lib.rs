@@ -63,7 +63,7 @@ pub use envelope::{
     DecodeError, DecodeErrorKind, Envelope, EventInfo, Id, Message, RpcError, INTERNAL_ERROR, INVALID_PARAMS,
     INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, REQUEST_EVENT_TYPES,
 };
-pub use frame::{FrameDecoder, FrameError, MAX_HEADER_LEN, MIN_FRAME_BUFFER};
+pub use frame::{FrameBuffer, FrameDecoder, FrameError, MAX_HEADER_LEN, MIN_FRAME_BUFFER};
 pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
 pub use pending::{Drain as PendingDrain, PendingFull, PendingTable, RequestId};
 pub use router::{Route, Router, Stats, UNKNOWN_SESSION};

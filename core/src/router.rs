@@ -180,7 +180,7 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize> Router<T, W, SESS
 
     /// Takes the next frame from `decoder` and routes it; `None` when the
     /// decoder needs more bytes. This is the body of every host's read loop.
-    pub fn poll<'d, B: AsRef<[u8]> + AsMut<[u8]>>(&self, decoder: &'d mut FrameDecoder<B>) -> Option<Route<'d, T, W>> {
+    pub fn poll<'d, B: crate::frame::FrameBuffer>(&self, decoder: &'d mut FrameDecoder<B>) -> Option<Route<'d, T, W>> {
         match decoder.poll()? {
             Ok(body) => {
                 self.stats.with(|s| {

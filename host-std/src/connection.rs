@@ -12,8 +12,8 @@ use std::thread;
 use std::time::Duration;
 
 use copilot_core::{
-    EncodeError, Envelope, FrameDecoder, Id, Message, Outgoing, Payload, RequestId, Route, Router, SessionHandle,
-    Stats, UNKNOWN_SESSION,
+    EncodeError, Envelope, FrameBuffer, FrameDecoder, Id, Message, Outgoing, Payload, RequestId, Route, Router,
+    SessionHandle, Stats, UNKNOWN_SESSION,
 };
 use serde::Serialize;
 
@@ -26,8 +26,8 @@ use crate::session::SessionInner;
 pub(crate) const MAX_SESSIONS: usize = 256;
 /// Requests one client can have in flight at once.
 pub(crate) const MAX_PENDING: usize = 1024;
-/// The largest frame accepted. The buffer is reserved, not touched: memory
-/// is used only as far as the largest frame actually received.
+/// The largest frame accepted. The read buffer grows to it only if such a
+/// frame arrives.
 pub(crate) const MAX_FRAME: usize = 64 << 20;
 /// Bytes asked of the transport per read.
 const READ_CHUNK: usize = 64 << 10;
@@ -56,6 +56,27 @@ impl Waiter {
         };
         // A caller that gave up has dropped its receiver: nothing to tell.
         let _ = reply.send(Err(error));
+    }
+}
+
+/// The reader's frame buffer: it starts at one read's size and grows
+/// (doubling, up to [`MAX_FRAME`]) only when a larger frame arrives.
+struct ReadBuffer(Vec<u8>);
+
+impl FrameBuffer for ReadBuffer {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+
+    fn grow(&mut self, len: usize) -> bool {
+        if self.0.len() < len {
+            self.0.resize(len.max(self.0.len() * 2).min(MAX_FRAME.max(len)), 0);
+        }
+        true
     }
 }
 
@@ -274,7 +295,7 @@ impl Connection {
 
     /// The read loop: bytes in, routes out, until the stream ends.
     fn pump(self: Arc<Self>, mut reader: Box<dyn Read + Send>) {
-        let mut decoder = FrameDecoder::with_buffer(vec![0u8; MAX_FRAME]);
+        let mut decoder = FrameDecoder::with_buffer(ReadBuffer(vec![0u8; READ_CHUNK])).with_limit(MAX_FRAME);
         let mut parked: VecDeque<Vec<u8>> = VecDeque::new();
         let reason = loop {
             let spare = decoder.spare();

@@ -500,3 +500,30 @@ fn a_permission_prompt_config_without_a_handler_is_refused_up_front() {
     let err = client.create_session(config).expect_err("would hang at the first tool call");
     assert!(matches!(err, Error::Config(ref m) if m.contains("permission handler")), "{err}");
 }
+
+#[test]
+fn frames_larger_than_the_first_read_buffer_are_delivered() {
+    let (server, client) = over_pipes(FakeServerConfig::default());
+    let session = client.create_session(SessionConfig::default()).expect("create");
+    let events = session.events();
+    let big = "x".repeat(3 << 20);
+    for (i, size) in [10usize, 3 << 20, 100].into_iter().enumerate() {
+        let event = json!({
+            "jsonrpc": "2.0",
+            "method": "session.event",
+            "params": { "sessionId": session.id(), "event": { "type": "model.log", "id": format!("big-{i}"), "data": { "text": &big[..size] } } }
+        });
+        server.send_raw(&event.to_string()).expect("send");
+    }
+    let mut sizes = Vec::new();
+    while sizes.len() < 3 {
+        let e = events.next_timeout(WAIT).expect("in time").expect("open");
+        if let EventKind::Other { event_type, data } = &e.kind {
+            if event_type == "model.log" {
+                sizes.push(data["text"].as_str().unwrap().len());
+            }
+        }
+    }
+    assert_eq!(sizes, [10, 3 << 20, 100], "a 3 MiB event grows the buffer and arrives whole");
+    assert_eq!(client.stats().oversize, 0);
+}

@@ -29,10 +29,35 @@ const DEFAULT_MAX_FRAME: usize = 16 << 20;
 /// Frames held for a create whose id the server assigns, at most.
 const MAX_PARKED: usize = 10_000;
 
+/// The frame buffer's first size; it grows only when a larger frame arrives.
+const INITIAL_BUFFER: usize = 64 << 10;
+
+/// A frame buffer that grows (doubling, up to what is asked) instead of
+/// taking the largest frame's size up front: WebAssembly memory, once
+/// grown, is never given back.
+struct GrowingBuffer(Vec<u8>);
+
+impl copilot_core::FrameBuffer for GrowingBuffer {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+
+    fn grow(&mut self, len: usize) -> bool {
+        if self.0.len() < len {
+            self.0.resize(len.max(self.0.len() * 2), 0);
+        }
+        true
+    }
+}
+
 /// One connection's protocol state.
 #[wasm_bindgen]
 pub struct CoreConnection {
-    decoder: FrameDecoder<Vec<u8>>,
+    decoder: FrameDecoder<GrowingBuffer>,
     router: Box<WasmRouter>,
     handles: HashMap<u32, SessionHandle>,
     parked: VecDeque<Vec<u8>>,
@@ -48,12 +73,13 @@ impl Default for CoreConnection {
 #[wasm_bindgen]
 impl CoreConnection {
     /// A connection accepting frames of at most `max_frame` bytes (16 MiB by
-    /// default; the buffer grows only as far as frames reach).
+    /// default). The buffer starts at 64 KiB and grows only when a larger
+    /// frame arrives.
     #[wasm_bindgen(constructor)]
     pub fn new(max_frame: Option<u32>) -> CoreConnection {
         let size = max_frame.map_or(DEFAULT_MAX_FRAME, |m| m as usize).max(copilot_core::MIN_FRAME_BUFFER);
         CoreConnection {
-            decoder: FrameDecoder::with_buffer(vec![0u8; size]),
+            decoder: FrameDecoder::with_buffer(GrowingBuffer(vec![0u8; INITIAL_BUFFER.min(size)])).with_limit(size),
             router: Box::new(Router::new()),
             handles: HashMap::new(),
             parked: VecDeque::new(),
