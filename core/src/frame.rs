@@ -119,6 +119,39 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> FrameBuffer for T {
     }
 }
 
+/// A heap buffer for hosts with an allocator (feature `alloc`): it starts at
+/// `initial` bytes and grows, doubling, only when a larger frame arrives
+/// (up to the decoder's [limit](FrameDecoder::with_limit)). Memory taken by
+/// an allocation is never read before it is written.
+#[cfg(feature = "alloc")]
+pub struct GrowingBuffer(alloc::vec::Vec<u8>);
+
+#[cfg(feature = "alloc")]
+impl GrowingBuffer {
+    /// A buffer of `initial` bytes.
+    pub fn new(initial: usize) -> Self {
+        GrowingBuffer(alloc::vec![0; initial])
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl FrameBuffer for GrowingBuffer {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+
+    fn grow(&mut self, len: usize) -> bool {
+        if self.0.len() < len {
+            self.0.resize(len.max(self.0.len().saturating_mul(2)), 0);
+        }
+        true
+    }
+}
+
 /// Decodes `Content-Length` frames from bytes fed in pieces of any size.
 ///
 /// The caller supplies the buffer `B`: an array (`FrameDecoder::<[u8; 4096]>::new()`,

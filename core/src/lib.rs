@@ -7,7 +7,9 @@
 //! routing of every incoming message ([`Router`]).
 //!
 //! It does not: read or write any socket or pipe, spawn threads, read a clock
-//! or allocate. It is `#![no_std]` without `alloc` and has no `unsafe`. A host
+//! or allocate. It is `#![no_std]` without `alloc` and has no `unsafe`. (The
+//! optional `alloc` feature adds [`GrowingBuffer`] for hosts that have an
+//! allocator; nothing else uses it.) A host
 //! feeds it bytes and acts on the [`Route`] it returns; `copilot-host` (std
 //! threads, stdio and TCP) and `copilot-wasm` (WebAssembly) are such hosts.
 //!
@@ -49,6 +51,9 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
 mod encode;
 mod envelope;
 mod frame;
@@ -63,6 +68,8 @@ pub use envelope::{
     DecodeError, DecodeErrorKind, Envelope, EventInfo, Id, Message, RpcError, INTERNAL_ERROR, INVALID_PARAMS,
     INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, REQUEST_EVENT_TYPES,
 };
+#[cfg(feature = "alloc")]
+pub use frame::GrowingBuffer;
 pub use frame::{FrameBuffer, FrameDecoder, FrameError, MAX_HEADER_LEN, MIN_FRAME_BUFFER};
 pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
 pub use pending::{Drain as PendingDrain, PendingFull, PendingTable, RequestId};

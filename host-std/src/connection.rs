@@ -12,7 +12,7 @@ use std::thread;
 use std::time::Duration;
 
 use copilot_core::{
-    EncodeError, Envelope, FrameBuffer, FrameDecoder, Id, Message, Outgoing, Payload, RequestId, Route, Router,
+    EncodeError, Envelope, FrameDecoder, GrowingBuffer, Id, Message, Outgoing, Payload, RequestId, Route, Router,
     SessionHandle, Stats, UNKNOWN_SESSION,
 };
 use serde::Serialize;
@@ -56,27 +56,6 @@ impl Waiter {
         };
         // A caller that gave up has dropped its receiver: nothing to tell.
         let _ = reply.send(Err(error));
-    }
-}
-
-/// The reader's frame buffer: it starts at one read's size and grows
-/// (doubling, up to [`MAX_FRAME`]) only when a larger frame arrives.
-struct ReadBuffer(Vec<u8>);
-
-impl FrameBuffer for ReadBuffer {
-    fn bytes(&self) -> &[u8] {
-        &self.0
-    }
-
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.0
-    }
-
-    fn grow(&mut self, len: usize) -> bool {
-        if self.0.len() < len {
-            self.0.resize(len.max(self.0.len() * 2).min(MAX_FRAME.max(len)), 0);
-        }
-        true
     }
 }
 
@@ -295,7 +274,7 @@ impl Connection {
 
     /// The read loop: bytes in, routes out, until the stream ends.
     fn pump(self: Arc<Self>, mut reader: Box<dyn Read + Send>) {
-        let mut decoder = FrameDecoder::with_buffer(ReadBuffer(vec![0u8; READ_CHUNK])).with_limit(MAX_FRAME);
+        let mut decoder = FrameDecoder::with_buffer(GrowingBuffer::new(READ_CHUNK)).with_limit(MAX_FRAME);
         let mut parked: VecDeque<Vec<u8>> = VecDeque::new();
         let reason = loop {
             let spare = decoder.spare();

@@ -17,8 +17,8 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 
 use copilot_core::{
-    EncodeError, EventInfo, FrameDecoder, Id, JsonStr, Outgoing, Payload, RequestId, Route, Router, SessionHandle,
-    Value,
+    EncodeError, EventInfo, FrameDecoder, GrowingBuffer, Id, JsonStr, Outgoing, Payload, RequestId, Route, Router,
+    SessionHandle, Value,
 };
 use wasm_bindgen::prelude::*;
 
@@ -29,30 +29,9 @@ const DEFAULT_MAX_FRAME: usize = 16 << 20;
 /// Frames held for a create whose id the server assigns, at most.
 const MAX_PARKED: usize = 10_000;
 
-/// The frame buffer's first size; it grows only when a larger frame arrives.
+/// The frame buffer's first size; it grows only when a larger frame arrives
+/// (WebAssembly memory, once grown, is never given back).
 const INITIAL_BUFFER: usize = 64 << 10;
-
-/// A frame buffer that grows (doubling, up to what is asked) instead of
-/// taking the largest frame's size up front: WebAssembly memory, once
-/// grown, is never given back.
-struct GrowingBuffer(Vec<u8>);
-
-impl copilot_core::FrameBuffer for GrowingBuffer {
-    fn bytes(&self) -> &[u8] {
-        &self.0
-    }
-
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.0
-    }
-
-    fn grow(&mut self, len: usize) -> bool {
-        if self.0.len() < len {
-            self.0.resize(len.max(self.0.len() * 2), 0);
-        }
-        true
-    }
-}
 
 /// One connection's protocol state.
 #[wasm_bindgen]
@@ -79,7 +58,7 @@ impl CoreConnection {
     pub fn new(max_frame: Option<u32>) -> CoreConnection {
         let size = max_frame.map_or(DEFAULT_MAX_FRAME, |m| m as usize).max(copilot_core::MIN_FRAME_BUFFER);
         CoreConnection {
-            decoder: FrameDecoder::with_buffer(GrowingBuffer(vec![0u8; INITIAL_BUFFER.min(size)])).with_limit(size),
+            decoder: FrameDecoder::with_buffer(GrowingBuffer::new(INITIAL_BUFFER.min(size))).with_limit(size),
             router: Box::new(Router::new()),
             handles: HashMap::new(),
             parked: VecDeque::new(),
