@@ -208,6 +208,23 @@ impl Outgoing<'_> {
         Ok(header_len + body_len)
     }
 
+    /// Encodes the whole frame into a new `Vec` (feature `alloc`), starting
+    /// from `size_hint` bytes and doubling until it fits.
+    #[cfg(feature = "alloc")]
+    pub fn to_vec(&self, size_hint: usize) -> Result<alloc::vec::Vec<u8>, EncodeError> {
+        let mut buf = alloc::vec![0u8; size_hint.max(MAX_FRAME_HEADER_LEN * 4)];
+        loop {
+            match self.encode(&mut buf) {
+                Ok(n) => {
+                    buf.truncate(n);
+                    return Ok(buf);
+                }
+                Err(EncodeError::BufferTooSmall) => buf.resize(buf.len() * 2, 0),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Encodes the frame into `scratch`, then writes it to `w` with one
     /// `write_all` (one write keeps header and body in one TCP segment).
     pub fn write_to<W: embedded_io::Write>(
@@ -284,6 +301,17 @@ mod tests {
             body(Outgoing::Error { id: Id::Null, code: 5, message: "", data: None }),
             r#"{"jsonrpc":"2.0","id":null,"error":{"code":5,"message":""}}"#
         );
+    }
+
+    #[cfg(feature = "alloc")]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn to_vec_grows_until_the_frame_fits() {
+        let long = std::format!(r#"{{"text":"{}"}}"#, "y".repeat(5000));
+        let params = Value::parse(long.as_bytes()).unwrap();
+        let frame = Outgoing::Notification { method: "m", params: Some(&params) }.to_vec(16).unwrap();
+        let body = std::format!(r#"{{"jsonrpc":"2.0","method":"m","params":{long}}}"#);
+        assert_eq!(frame, std::format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes());
     }
 
     #[derive(serde::Serialize)]

@@ -711,28 +711,11 @@ mod tests {
         assert!(touched < 2000, "wrote up to byte {touched} of a 1 MiB buffer for 124-byte frames");
     }
 
-    /// A heap buffer that grows (by doubling) up to what is asked.
-    struct Growing(Vec<u8>);
-
-    impl FrameBuffer for Growing {
-        fn bytes(&self) -> &[u8] {
-            &self.0
-        }
-        fn bytes_mut(&mut self) -> &mut [u8] {
-            &mut self.0
-        }
-        fn grow(&mut self, len: usize) -> bool {
-            if self.0.len() < len {
-                self.0.resize(len.max(self.0.len() * 2), 0);
-            }
-            true
-        }
-    }
-
+    #[cfg(feature = "alloc")]
     #[cfg_attr(not(target_arch = "wasm32"), test)]
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn a_growing_buffer_grows_only_when_a_larger_frame_arrives() {
-        let mut d = FrameDecoder::with_buffer(Growing(std::vec![0; 64])).with_limit(10_000);
+        let mut d = FrameDecoder::with_buffer(GrowingBuffer::new(64)).with_limit(10_000);
         assert_eq!((d.capacity(), d.limit()), (64, 10_000));
         let mut input = Vec::new();
         for len in [10, 5000, 20, 20_000, 7] {

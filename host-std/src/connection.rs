@@ -71,17 +71,7 @@ impl Payload for Json<'_> {
 
 /// Encodes a whole frame with the core's encoder (the one codec of the project).
 fn encode(message: &Outgoing<'_>, size_hint: usize) -> Result<Vec<u8>> {
-    let mut buf = vec![0u8; size_hint + 256];
-    loop {
-        match message.encode(&mut buf) {
-            Ok(n) => {
-                buf.truncate(n);
-                return Ok(buf);
-            }
-            Err(EncodeError::BufferTooSmall) => buf.resize(buf.len() * 2, 0),
-            Err(e) => return Err(Error::Protocol(format!("cannot encode a message: {e}"))),
-        }
-    }
+    message.to_vec(size_hint + 256).map_err(|e| Error::Protocol(format!("cannot encode a message: {e}")))
 }
 
 /// A request id from its JSON text, as kept by a handler thread.

@@ -17,8 +17,8 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 
 use copilot_core::{
-    EncodeError, EventInfo, FrameDecoder, GrowingBuffer, Id, JsonStr, Outgoing, Payload, RequestId, Route, Router,
-    SessionHandle, Value,
+    EventInfo, FrameDecoder, GrowingBuffer, Id, JsonStr, Outgoing, Payload, RequestId, Route, Router, SessionHandle,
+    Value,
 };
 use wasm_bindgen::prelude::*;
 
@@ -261,17 +261,7 @@ fn to_id(v: Value<'_>) -> Result<Id<'_>, JsError> {
 }
 
 fn encode(message: &Outgoing<'_>) -> Result<Vec<u8>, JsError> {
-    let mut buf = vec![0u8; 512];
-    loop {
-        match message.encode(&mut buf) {
-            Ok(n) => {
-                buf.truncate(n);
-                return Ok(buf);
-            }
-            Err(EncodeError::BufferTooSmall) => buf.resize(buf.len() * 2, 0),
-            Err(e) => return Err(JsError::new(&e.to_string())),
-        }
-    }
+    message.to_vec(512).map_err(|e| JsError::new(&e.to_string()))
 }
 
 /// Writes a batch of routed messages as one JSON array.
