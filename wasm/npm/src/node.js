@@ -17,19 +17,9 @@ import {
   streamTransport,
 } from "./client.js";
 
-export {
-  PROTOCOL_VERSION,
-  CopilotError,
-  RpcError,
-  DisconnectedError,
-  TimeoutError,
-  SessionError,
-  ProtocolVersionError,
-  ConfigError,
-  Session,
-  approveAll,
-  loadWasm,
-} from "./client.js";
+// Everything of the browser entry; this module's own CopilotClient (which
+// can start and connect) takes precedence over the re-exported one.
+export * from "./index.js";
 
 setWasmLoader(() => {
   initSync({ module: readFileSync(fileURLToPath(new URL("../dist/copilot_wasm_bg.wasm", import.meta.url))) });
