@@ -358,34 +358,3 @@ fn runtime_shutdown_is_answered_then_the_server_stops() {
     assert_eq!(client.next(), None);
     assert!(server.wait_timeout(TIMEOUT));
 }
-
-/// How fast the server floods a pipe whose reader discards everything:
-/// `cargo test --release -p copilot-tests --test fake_server_selftest -- --ignored --nocapture`
-#[test]
-#[ignore = "a measurement, not a test"]
-fn flood_rate() {
-    const EVENTS: usize = 100_000;
-    let (server, mut reader, _writer) = FakeServer::pipes(FakeServerConfig::default());
-    let drain = std::thread::spawn(move || {
-        let mut buf = vec![0u8; 1 << 16];
-        let mut total = 0usize;
-        while let Ok(n @ 1..) = reader.read(&mut buf) {
-            total += n;
-        }
-        total
-    });
-    server.flood("bench", 1000).unwrap(); // warm up
-    let mut best = f64::MAX;
-    for _ in 0..5 {
-        let started = Instant::now();
-        server.flood("bench", EVENTS).unwrap();
-        best = best.min(started.elapsed().as_secs_f64());
-    }
-    server.close();
-    let bytes = drain.join().unwrap();
-    println!(
-        "flood: {EVENTS} events in {:.2} ms (best of 5) = {:.0} events/s; {bytes} bytes in total",
-        best * 1e3,
-        EVENTS as f64 / best
-    );
-}
