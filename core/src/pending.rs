@@ -31,9 +31,13 @@ impl<W> fmt::Display for PendingFull<W> {
 
 impl<W: fmt::Debug> core::error::Error for PendingFull<W> {}
 
+/// No deadline.
+const NEVER: u64 = u64::MAX;
+
 struct Slots<W, const N: usize> {
     next_id: u64,
-    slots: [Option<(u64, W)>; N],
+    /// `(id, deadline in ms or NEVER, waiter)`.
+    slots: [Option<(u64, u64, W)>; N],
     len: usize,
 }
 
@@ -49,7 +53,7 @@ impl<W, const N: usize> Default for PendingTable<W, N> {
 }
 
 impl<W, const N: usize> PendingTable<W, N> {
-    const NONE: Option<(u64, W)> = None;
+    const NONE: Option<(u64, u64, W)> = None;
 
     /// An empty table. Ids start at 1.
     #[cfg(not(loom))]
@@ -65,13 +69,20 @@ impl<W, const N: usize> PendingTable<W, N> {
 
     /// Allocates an id for a request about to be sent and stores its waiter.
     pub fn insert(&self, waiter: W) -> Result<RequestId, PendingFull<W>> {
+        self.insert_with_deadline(waiter, None)
+    }
+
+    /// As [`insert`](Self::insert), with a deadline (milliseconds on the
+    /// host's clock): [`expire`](Self::expire) hands the waiter back once
+    /// `now` reaches it, so no caller waits past it.
+    pub fn insert_with_deadline(&self, waiter: W, deadline: Option<u64>) -> Result<RequestId, PendingFull<W>> {
         self.inner.with(|t| {
             let Some(slot) = t.slots.iter_mut().find(|s| s.is_none()) else {
                 return Err(PendingFull(waiter));
             };
             let id = t.next_id;
             t.next_id += 1;
-            *slot = Some((id, waiter));
+            *slot = Some((id, deadline.unwrap_or(NEVER), waiter));
             t.len += 1;
             Ok(RequestId(id))
         })
@@ -81,10 +92,31 @@ impl<W, const N: usize> PendingTable<W, N> {
     /// gave up). `None` if no such request is in flight.
     pub fn take(&self, id: u64) -> Option<W> {
         self.inner.with(|t| {
-            let slot = t.slots.iter_mut().find(|s| matches!(s, Some((i, _)) if *i == id))?;
+            let slot = t.slots.iter_mut().find(|s| matches!(s, Some((i, _, _)) if *i == id))?;
             t.len -= 1;
-            slot.take().map(|(_, w)| w)
+            slot.take().map(|(_, _, w)| w)
         })
+    }
+
+    /// The earliest deadline of a request in flight.
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.inner.with(|t| t.slots.iter().flatten().map(|(_, d, _)| *d).filter(|d| *d != NEVER).min())
+    }
+
+    /// Takes the waiter of every request whose deadline is at or before
+    /// `now` and hands each to `expired` (with the lock released).
+    pub fn expire(&self, now: u64, mut expired: impl FnMut(RequestId, W)) {
+        loop {
+            let next = self.inner.with(|t| {
+                let slot = t.slots.iter_mut().find(|s| matches!(s, Some((_, d, _)) if *d <= now))?;
+                t.len -= 1;
+                slot.take().map(|(id, _, w)| (RequestId(id), w))
+            });
+            match next {
+                Some((id, w)) => expired(id, w),
+                None => return,
+            }
+        }
     }
 
     /// Number of requests in flight.
@@ -114,7 +146,7 @@ impl<W, const N: usize> Iterator for Drain<'_, W, N> {
 
     fn next(&mut self) -> Option<Self::Item> {
         self.table.inner.with(|t| {
-            let (id, w) = t.slots.iter_mut().find_map(Option::take)?;
+            let (id, _, w) = t.slots.iter_mut().find_map(Option::take)?;
             t.len -= 1;
             Some((RequestId(id), w))
         })
@@ -138,6 +170,26 @@ mod tests {
         assert_eq!(table.take(99), None);
         assert_eq!(table.insert('d'), Ok(RequestId(3)), "ids are never reused");
         assert_eq!(table.len(), 2);
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn deadlines_expire_only_their_requests() {
+        let table: PendingTable<char, 4> = PendingTable::new();
+        let a = table.insert_with_deadline('a', Some(100)).unwrap();
+        let _b = table.insert_with_deadline('b', Some(300)).unwrap();
+        let _c = table.insert('c').unwrap();
+        assert_eq!(table.next_deadline(), Some(100));
+        let mut got = None;
+        table.expire(99, |id, w| got = Some((id, w)));
+        assert_eq!(got, None, "not yet");
+        table.expire(100, |id, w| got = Some((id, w)));
+        assert_eq!(got, Some((a, 'a')));
+        assert_eq!(table.take(a.0), None, "an expired request is answered once");
+        assert_eq!(table.next_deadline(), Some(300));
+        let mut n = 0;
+        table.expire(u64::MAX - 1, |_, _| n += 1);
+        assert_eq!((n, table.len(), table.next_deadline()), (1, 1, None));
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]

@@ -137,10 +137,35 @@ struct Slot<T> {
     id: String<MAX_SESSION_ID_LEN>,
     /// `None` when the slot is free.
     target: Option<T>,
+    /// The next named slot in the same hash bucket ([`NIL`] ends the chain).
+    next: u16,
+}
+
+/// The end of a bucket chain (no slot has this index: `N <= 65535`).
+const NIL: u16 = u16::MAX;
+
+/// FNV-1a over the id's UTF-8 bytes; the same for a `&str` and for the
+/// decoded form of a [`JsonStr`].
+fn hash_bytes(h: u32, bytes: &[u8]) -> u32 {
+    bytes.iter().fold(h, |h, &b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
+}
+
+const FNV_OFFSET: u32 = 0x811c_9dc5;
+
+fn hash_str(id: &str) -> u32 {
+    hash_bytes(FNV_OFFSET, id.as_bytes())
+}
+
+fn hash_json(id: JsonStr<'_>) -> u32 {
+    match id.as_plain() {
+        Some(s) => hash_str(s),
+        None => id.chars().fold(FNV_OFFSET, |h, c| hash_bytes(h, c.encode_utf8(&mut [0; 4]).as_bytes())),
+    }
 }
 
 impl<T> Slot<T> {
-    const FREE: Self = Slot { generation: 0, state: SessionState::Reserved, id: String::new(), target: None };
+    const FREE: Self =
+        Slot { generation: 0, state: SessionState::Reserved, id: String::new(), target: None, next: NIL };
 
     fn is_use(&self, handle: SessionHandle) -> bool {
         self.target.is_some() && self.generation == handle.generation
@@ -153,6 +178,10 @@ impl<T> Slot<T> {
 
 struct Slots<T, const N: usize> {
     slots: [Slot<T>; N],
+    /// The first named slot of each hash bucket (bucket = hash % N): a
+    /// chained index over the slots themselves, so a lookup by id costs a
+    /// hash and a short walk whatever the table's size, with no allocator.
+    heads: [u16; N],
     /// Slots in `AwaitingId`.
     awaiting: usize,
     len: usize,
@@ -163,12 +192,55 @@ impl<T, const N: usize> Slots<T, N> {
         self.slots.get_mut(handle.index()).filter(|s| s.is_use(handle))
     }
 
+    fn bucket(hash: u32) -> usize {
+        hash as usize % N.max(1)
+    }
+
+    fn chain(&self, hash: u32, mut matches: impl FnMut(&Slot<T>) -> bool) -> Option<usize> {
+        let mut at = *self.heads.get(Self::bucket(hash))?;
+        while at != NIL {
+            let slot = &self.slots[usize::from(at)];
+            if slot.is_named() && matches(slot) {
+                return Some(usize::from(at));
+            }
+            at = slot.next;
+        }
+        None
+    }
+
     fn find(&self, id: JsonStr<'_>) -> Option<usize> {
-        self.slots.iter().position(|s| s.is_named() && id == s.id.as_str())
+        self.chain(hash_json(id), |s| id == s.id.as_str())
     }
 
     fn find_plain(&self, id: &str) -> Option<usize> {
-        self.slots.iter().position(|s| s.is_named() && s.id == id)
+        self.chain(hash_str(id), |s| s.id == id)
+    }
+
+    /// Links a slot that just got its id into its bucket.
+    fn link(&mut self, index: usize) {
+        let b = Self::bucket(hash_str(&self.slots[index].id));
+        self.slots[index].next = self.heads[b];
+        self.heads[b] = index as u16;
+    }
+
+    /// Unlinks a named slot from its bucket (before its id is cleared).
+    fn unlink(&mut self, index: usize) {
+        let b = Self::bucket(hash_str(&self.slots[index].id));
+        let next = self.slots[index].next;
+        if usize::from(self.heads[b]) == index {
+            self.heads[b] = next;
+        } else {
+            let mut at = self.heads[b];
+            while at != NIL {
+                let slot = &mut self.slots[usize::from(at)];
+                if usize::from(slot.next) == index {
+                    slot.next = next;
+                    break;
+                }
+                at = slot.next;
+            }
+        }
+        self.slots[index].next = NIL;
     }
 
     fn insert(&mut self, id: &str, state: SessionState, target: T) -> Result<SessionHandle, ReserveError<T>> {
@@ -190,11 +262,16 @@ impl<T, const N: usize> Slots<T, N> {
         self.len += 1;
         if state == SessionState::AwaitingId {
             self.awaiting += 1;
+        } else {
+            self.link(index);
         }
-        Ok(SessionHandle { index: index as u16, generation: slot.generation })
+        Ok(SessionHandle { index: index as u16, generation: self.slots[index].generation })
     }
 
     fn remove(&mut self, index: usize) -> Option<(SessionHandle, T)> {
+        if self.slots[index].target.is_some() && self.slots[index].state != SessionState::AwaitingId {
+            self.unlink(index);
+        }
         let slot = &mut self.slots[index];
         let target = slot.target.take()?;
         let handle = SessionHandle { index: index as u16, generation: slot.generation };
@@ -227,7 +304,7 @@ impl<T: Clone, const N: usize> SessionTable<T, N> {
     pub const fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::FITS;
-        SessionTable { inner: Lock::new(Slots { slots: [Slot::FREE; N], awaiting: 0, len: 0 }) }
+        SessionTable { inner: Lock::new(Slots { slots: [Slot::FREE; N], heads: [NIL; N], awaiting: 0, len: 0 }) }
     }
 
     /// An empty table.
@@ -235,13 +312,31 @@ impl<T: Clone, const N: usize> SessionTable<T, N> {
     pub fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::FITS;
-        SessionTable { inner: Lock::new(Slots { slots: [Slot::FREE; N], awaiting: 0, len: 0 }) }
+        SessionTable { inner: Lock::new(Slots { slots: [Slot::FREE; N], heads: [NIL; N], awaiting: 0, len: 0 }) }
     }
 
     /// Reserves a slot for the session `id` before its create or resume RPC
     /// is sent; events for `id` route to `target` from now on.
     pub fn reserve(&self, id: &str, target: T) -> Result<SessionHandle, ReserveError<T>> {
         self.inner.with(|t| t.insert(id, SessionState::Reserved, target))
+    }
+
+    /// Reserves the session `id` for a resume, taking the id over from a
+    /// session still open under it on this client: that session is released
+    /// and returned, so the host can end its handle with a clear reason.
+    /// The two steps happen under one lock, so no event falls between them.
+    #[allow(clippy::type_complexity)]
+    pub fn reserve_takeover(
+        &self,
+        id: &str,
+        target: T,
+    ) -> Result<(SessionHandle, Option<(SessionHandle, T)>), ReserveError<T>> {
+        self.inner.with(|t| {
+            // Freeing the old slot first means a full table still takes the
+            // id over; insert cannot then fail for a valid, found id.
+            let old = t.find_plain(id).and_then(|i| t.remove(i));
+            t.insert(id, SessionState::Reserved, target).map(|h| (h, old))
+        })
     }
 
     /// Reserves a slot for a create whose id the server will assign. Until
@@ -269,6 +364,7 @@ impl<T: Clone, const N: usize> SessionTable<T, N> {
             slot.id = name;
             slot.state = SessionState::Active;
             t.awaiting -= 1;
+            t.link(handle.index());
             Ok(())
         })
     }
@@ -410,6 +506,7 @@ impl<T, const N: usize> Iterator for Drain<'_, T, N> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    extern crate std;
 
     /// The string inside a JSON string literal, as the router sees it on the wire.
     fn js(text: &'static str) -> JsonStr<'static> {
@@ -490,6 +587,47 @@ mod tests {
         assert_eq!(table.release(h2), Some(8));
         assert_eq!(table.awaiting_ids(), 0);
         assert_eq!(table.assign(h2, "w"), Err(ReserveErrorKind::StaleHandle));
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn hashed_index_survives_shared_buckets_and_releases() {
+        // 64 ids in 64 buckets: chains form; unlinking from the middle of a
+        // chain must keep the rest reachable.
+        let table: SessionTable<u32, 64> = SessionTable::new();
+        let mut names = [[0u8; 8]; 64];
+        let mut handles = [None; 64];
+        for (i, name) in names.iter_mut().enumerate() {
+            name.copy_from_slice(b"s-000000");
+            name[5] = b'0' + (i / 10) as u8;
+            name[6] = b'0' + (i % 10) as u8;
+            handles[i] = Some(table.reserve(core::str::from_utf8(name).unwrap(), i as u32).unwrap());
+        }
+        for i in (0..64).step_by(3) {
+            assert_eq!(table.release(handles[i].unwrap()), Some(i as u32));
+        }
+        for (i, name) in names.iter().enumerate() {
+            let name = core::str::from_utf8(name).unwrap();
+            let expect = (i % 3 != 0).then_some(i as u32);
+            assert_eq!(table.find(name).map(|(_, t)| t), expect, "{name}");
+            let quoted = [b"\"".as_slice(), name.as_bytes(), b"\""].concat();
+            let v = crate::json::Value::parse(&quoted).unwrap();
+            assert_eq!(matches!(table.lookup(v.as_str().unwrap()), Lookup::Found(_, t) if t == i as u32), i % 3 != 0);
+        }
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn takeover_releases_the_old_holder_of_the_id() {
+        let table: SessionTable<u32, 1> = SessionTable::new();
+        let old = table.reserve("s", 1).unwrap();
+        table.activate(old).unwrap();
+        let (new, taken) = table.reserve_takeover("s", 2).unwrap();
+        assert_eq!(taken, Some((old, 1)));
+        assert_eq!(table.find("s"), Some((new, 2)));
+        assert_eq!(table.get(old), None);
+        let (_, none) = table.reserve_takeover("s", 3).map(|(h, o)| (h, o.map(|(_, t)| t))).unwrap();
+        assert_eq!(none, Some(2));
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]
