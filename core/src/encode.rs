@@ -250,7 +250,7 @@ pub fn frame_header(body_len: usize, out: &mut [u8; MAX_FRAME_HEADER_LEN]) -> us
     at
 }
 
-fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+pub(crate) fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();
     loop {
         i -= 1;

@@ -54,16 +54,25 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+mod answers;
 mod encode;
+mod engine;
 mod envelope;
 mod frame;
 pub mod json;
 mod lock;
+mod obligations;
 mod pending;
 mod router;
 mod session;
 
+pub use answers::{
+    row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, Trigger, ANSWERS, NOT_OBLIGATIONS,
+};
 pub use encode::{frame_header, EncodeError, Outgoing, Payload, Ser, WriteError, MAX_FRAME_HEADER_LEN};
+pub use engine::{
+    AnswerError, Cause, Engine, EngineConfig, EngineStats, Obligation, OpenError, Output, ANSWER_ID_PREFIX,
+};
 pub use envelope::{
     DecodeError, DecodeErrorKind, Envelope, EventInfo, Id, Message, RpcError, INTERNAL_ERROR, INVALID_PARAMS,
     INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, REQUEST_EVENT_TYPES,
@@ -72,6 +81,7 @@ pub use envelope::{
 pub use frame::GrowingBuffer;
 pub use frame::{FrameBuffer, FrameDecoder, FrameError, MAX_HEADER_LEN, MIN_FRAME_BUFFER};
 pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
+pub use obligations::{ObligationId, MAX_KEPT_REQUEST_ID, MAX_KEPT_SESSION_ID};
 pub use pending::{Drain as PendingDrain, PendingFull, PendingTable, RequestId};
 pub use router::{Route, Router, Stats, UNKNOWN_SESSION};
 pub use session::{

@@ -183,20 +183,28 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize> Router<T, W, SESS
     pub fn poll<'d, B: crate::frame::FrameBuffer>(&self, decoder: &'d mut FrameDecoder<B>) -> Option<Route<'d, T, W>> {
         match decoder.poll()? {
             Ok(body) => {
-                self.stats.with(|s| {
-                    s.frames += 1;
-                    s.bytes += body.len() as u64;
-                });
+                self.count_frame(body);
                 Some(self.route(body))
             }
             Err(e) => {
-                self.stats.with(|s| match e {
-                    FrameError::TooLarge { .. } => s.oversize += 1,
-                    _ => s.malformed += 1,
-                });
+                self.count_frame_error(&e);
                 Some(Route::FrameError(e))
             }
         }
+    }
+
+    pub(crate) fn count_frame(&self, body: &[u8]) {
+        self.stats.with(|s| {
+            s.frames += 1;
+            s.bytes += body.len() as u64;
+        });
+    }
+
+    pub(crate) fn count_frame_error(&self, e: &FrameError) {
+        self.stats.with(|s| match e {
+            FrameError::TooLarge { .. } => s.oversize += 1,
+            _ => s.malformed += 1,
+        });
     }
 
     /// Routes one frame body.
@@ -216,7 +224,7 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize> Router<T, W, SESS
         route
     }
 
-    fn count(&self, route: &Route<'_, T, W>, count_park: bool) {
+    pub(crate) fn count(&self, route: &Route<'_, T, W>, count_park: bool) {
         self.stats.with(|s| match route {
             Route::Malformed(_) => s.malformed += 1,
             Route::UnknownSession { .. } => s.unknown_session += 1,
@@ -226,7 +234,7 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize> Router<T, W, SESS
         });
     }
 
-    fn classify<'a>(&self, body: &'a [u8]) -> Route<'a, T, W> {
+    pub(crate) fn classify<'a>(&self, body: &'a [u8]) -> Route<'a, T, W> {
         let envelope = match Envelope::decode(body) {
             Ok(e) => e,
             Err(e) => return Route::Malformed(e),

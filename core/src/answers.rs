@@ -1,0 +1,355 @@
+//! The answer table: every wait of the agent that this client must answer,
+//! as data. One row per obligation kind says what triggers it (an event type
+//! or a server request method), which user handler answers it, how the
+//! answer travels, and what the engine sends when nobody can answer.
+//!
+//! The rows come from the pinned CLI's own schemas (vendored under
+//! `core/schemas/<version>/`): every `clientSession`/`clientGlobal` method
+//! that expects a result, every event whose `data.requestId` the agent waits
+//! on, plus the server requests the schema lacks (`userInput.request`,
+//! `exitPlanMode.request`, `autoModeSwitch.request`,
+//! `systemMessage.transform`). A test fails when the schema grows a kind
+//! this table lacks.
+//!
+//! Two events are deliberately not rows: `user_input.requested` and
+//! `exit_plan_mode.requested` arrive together with the server requests
+//! `userInput.request` and `exitPlanMode.request` for the same wait. The
+//! request is the one answered (as the official SDKs do); the event is
+//! delivered but is not an obligation, so the wait is answered once.
+//! A `permission.requested` whose `data.resolvedByHook` is `true` was
+//! already answered inside the CLI and is not an obligation either.
+
+use crate::envelope::{INTERNAL_ERROR, METHOD_NOT_FOUND};
+use crate::json::JsonStr;
+
+/// What raises an obligation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// A `session.event` of this type, carrying `data.requestId`.
+    Event(&'static str),
+    /// A server-to-client JSON-RPC request with this method.
+    Request(&'static str),
+}
+
+/// Which user handler answers an obligation. Hosts dispatch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HandlerKind {
+    /// `permission.requested`.
+    Permission,
+    /// `external_tool.requested`.
+    Tool,
+    /// `userInput.request`.
+    UserInput,
+    /// `elicitation.requested`.
+    Elicitation,
+    /// `mcp.oauth_required`.
+    McpOAuth,
+    /// `mcp.headers_refresh_required`.
+    McpHeadersRefresh,
+    /// `exitPlanMode.request`.
+    ExitPlanMode,
+    /// `autoModeSwitch.request` and `auto_mode_switch.requested`.
+    AutoModeSwitch,
+    /// `sampling.requested`.
+    Sampling,
+    /// `session_limits_exhausted.requested`.
+    SessionLimits,
+    /// `command.execute`.
+    Command,
+    /// `command.queued`.
+    QueuedCommand,
+    /// `hooks.invoke`.
+    Hooks,
+    /// `systemMessage.transform`.
+    SystemMessageTransform,
+    /// `providerToken.getToken`.
+    ProviderToken,
+    /// `gitHubToken.getToken`.
+    GitHubToken,
+    /// `sessionFs.*`: the client-provided session filesystem.
+    SessionFs,
+    /// `skillProvider.*`.
+    SkillProvider,
+    /// `workflow.*`.
+    Workflow,
+    /// `tasks.*`.
+    Tasks,
+    /// `canvas.*`.
+    Canvas,
+    /// `host.*` requests of a supervising host.
+    Host,
+    /// `extensionLaunchProvider.resolve`.
+    ExtensionLaunch,
+    /// `llmInference.*`: model HTTP requests served by the client.
+    LlmInference,
+    /// `uiThread.run`.
+    UiThread,
+    /// `installations.confirm`.
+    Installations,
+}
+
+impl HandlerKind {
+    /// A stable camel-case name, as the JavaScript binding reports it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            HandlerKind::Permission => "permission",
+            HandlerKind::Tool => "tool",
+            HandlerKind::UserInput => "userInput",
+            HandlerKind::Elicitation => "elicitation",
+            HandlerKind::McpOAuth => "mcpOAuth",
+            HandlerKind::McpHeadersRefresh => "mcpHeadersRefresh",
+            HandlerKind::ExitPlanMode => "exitPlanMode",
+            HandlerKind::AutoModeSwitch => "autoModeSwitch",
+            HandlerKind::Sampling => "sampling",
+            HandlerKind::SessionLimits => "sessionLimits",
+            HandlerKind::Command => "command",
+            HandlerKind::QueuedCommand => "queuedCommand",
+            HandlerKind::Hooks => "hooks",
+            HandlerKind::SystemMessageTransform => "systemMessageTransform",
+            HandlerKind::ProviderToken => "providerToken",
+            HandlerKind::GitHubToken => "gitHubToken",
+            HandlerKind::SessionFs => "sessionFs",
+            HandlerKind::SkillProvider => "skillProvider",
+            HandlerKind::Workflow => "workflow",
+            HandlerKind::Tasks => "tasks",
+            HandlerKind::Canvas => "canvas",
+            HandlerKind::Host => "host",
+            HandlerKind::ExtensionLaunch => "extensionLaunch",
+            HandlerKind::LlmInference => "llmInference",
+            HandlerKind::UiThread => "uiThread",
+            HandlerKind::Installations => "installations",
+        }
+    }
+}
+
+/// How an answer travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerVia {
+    /// A request `method` with params `{sessionId, requestId, <key>: answer}`.
+    Rpc {
+        /// The answering method, such as
+        /// `session.permissions.handlePendingPermissionRequest`.
+        method: &'static str,
+        /// The member the answer goes under (`result`, `response`, `error`).
+        key: &'static str,
+    },
+    /// The JSON-RPC response to the server's request (`result`).
+    Response,
+}
+
+/// What the engine sends when nobody answers: no handler, the handler
+/// failed or ran past its deadline, the data is unreadable, the session is
+/// gone, parking overflowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// This JSON under the answer's key (or as the response's `result`).
+    Payload(&'static str),
+    /// The answering RPC with the key left out (`{sessionId, requestId}`).
+    Omit,
+    /// A JSON-RPC error response.
+    Error {
+        /// The error code.
+        code: i64,
+        /// The error message.
+        message: &'static str,
+    },
+}
+
+/// One obligation kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerRow {
+    /// What raises it.
+    pub trigger: Trigger,
+    /// Which handler answers it.
+    pub handler: HandlerKind,
+    /// How the answer travels.
+    pub via: AnswerVia,
+    /// What goes when nobody answers.
+    pub refusal: Refusal,
+}
+
+const fn event(
+    ty: &'static str,
+    handler: HandlerKind,
+    method: &'static str,
+    key: &'static str,
+    refusal: Refusal,
+) -> AnswerRow {
+    AnswerRow { trigger: Trigger::Event(ty), handler, via: AnswerVia::Rpc { method, key }, refusal }
+}
+
+const fn request(method: &'static str, handler: HandlerKind, refusal: Refusal) -> AnswerRow {
+    AnswerRow { trigger: Trigger::Request(method), handler, via: AnswerVia::Response, refusal }
+}
+
+/// A request this client does not serve: -32601, as for an unknown method.
+const NOT_SERVED: Refusal =
+    Refusal::Error { code: METHOD_NOT_FOUND, message: "this client does not serve this method" };
+
+const NO_ANSWER: Refusal = Refusal::Error { code: INTERNAL_ERROR, message: "no answer from this client" };
+
+use HandlerKind as H;
+use Refusal::Payload as P;
+
+/// Every obligation kind. Refusals are what the official SDKs send without
+/// a handler (or when it fails), else the schema's "not handled" variant.
+pub const ANSWERS: &[AnswerRow] = &[
+    // Events answered by an RPC.
+    event(
+        "permission.requested",
+        H::Permission,
+        "session.permissions.handlePendingPermissionRequest",
+        "result",
+        P(r#"{"kind":"user-not-available"}"#),
+    ),
+    event(
+        "external_tool.requested",
+        H::Tool,
+        "session.tools.handlePendingToolCall",
+        "result",
+        P(r#"{"textResultForLlm":"This client could not run the tool.","resultType":"failure"}"#),
+    ),
+    event(
+        "elicitation.requested",
+        H::Elicitation,
+        "session.ui.handlePendingElicitation",
+        "result",
+        P(r#"{"action":"cancel"}"#),
+    ),
+    event("sampling.requested", H::Sampling, "session.ui.handlePendingSampling", "response", Refusal::Omit),
+    event(
+        "auto_mode_switch.requested",
+        H::AutoModeSwitch,
+        "session.ui.handlePendingAutoModeSwitch",
+        "response",
+        P(r#""no""#),
+    ),
+    event(
+        "session_limits_exhausted.requested",
+        H::SessionLimits,
+        "session.ui.handlePendingSessionLimitsExhausted",
+        "response",
+        P(r#"{"action":"cancel"}"#),
+    ),
+    event(
+        "mcp.oauth_required",
+        H::McpOAuth,
+        "session.mcp.oauth.handlePendingRequest",
+        "result",
+        P(r#"{"kind":"cancelled"}"#),
+    ),
+    event(
+        "mcp.headers_refresh_required",
+        H::McpHeadersRefresh,
+        "session.mcp.headers.handlePendingHeadersRefreshRequest",
+        "result",
+        P(r#"{"kind":"none"}"#),
+    ),
+    event(
+        "command.execute",
+        H::Command,
+        "session.commands.handlePendingCommand",
+        "error",
+        P(r#""This client has no handler for this command.""#),
+    ),
+    event(
+        "command.queued",
+        H::QueuedCommand,
+        "session.commands.respondToQueuedCommand",
+        "result",
+        P(r#"{"handled":false}"#),
+    ),
+    // Server requests the schema lacks.
+    request(
+        "userInput.request",
+        H::UserInput,
+        Refusal::Error { code: INTERNAL_ERROR, message: "the user is not available" },
+    ),
+    request("exitPlanMode.request", H::ExitPlanMode, P(r#"{"approved":false}"#)),
+    request("autoModeSwitch.request", H::AutoModeSwitch, P(r#"{"response":"no"}"#)),
+    request(
+        "systemMessage.transform",
+        H::SystemMessageTransform,
+        Refusal::Error { code: INTERNAL_ERROR, message: "no transform: keep the original text" },
+    ),
+    // clientGlobal.
+    request("hooks.invoke", H::Hooks, P("{}")),
+    request("host.unregisterSession", H::Host, NOT_SERVED),
+    request("host.registerSession", H::Host, NOT_SERVED),
+    request("host.materializeSession", H::Host, NOT_SERVED),
+    request("host.shutdown", H::Host, NOT_SERVED),
+    request("extensionLaunchProvider.resolve", H::ExtensionLaunch, NOT_SERVED),
+    request("llmInference.httpRequestStart", H::LlmInference, NOT_SERVED),
+    request("llmInference.httpRequestChunk", H::LlmInference, NOT_SERVED),
+    request("gitHubToken.getToken", H::GitHubToken, NO_ANSWER),
+    request("uiThread.run", H::UiThread, NOT_SERVED),
+    request("installations.confirm", H::Installations, NOT_SERVED),
+    // clientSession.
+    request("skillProvider.list", H::SkillProvider, NOT_SERVED),
+    request("skillProvider.read", H::SkillProvider, NOT_SERVED),
+    request("providerToken.getToken", H::ProviderToken, NO_ANSWER),
+    request("workflow.execute", H::Workflow, NOT_SERVED),
+    request("workflow.abort", H::Workflow, NOT_SERVED),
+    request("tasks.cancel", H::Tasks, NOT_SERVED),
+    request("sessionFs.readFile", H::SessionFs, NOT_SERVED),
+    request("sessionFs.readFileBytes", H::SessionFs, NOT_SERVED),
+    request("sessionFs.writeFile", H::SessionFs, NOT_SERVED),
+    request("sessionFs.writeFileBytes", H::SessionFs, NOT_SERVED),
+    request("sessionFs.appendFile", H::SessionFs, NOT_SERVED),
+    request("sessionFs.exists", H::SessionFs, NOT_SERVED),
+    request("sessionFs.stat", H::SessionFs, NOT_SERVED),
+    request("sessionFs.mkdir", H::SessionFs, NOT_SERVED),
+    request("sessionFs.readdir", H::SessionFs, NOT_SERVED),
+    request("sessionFs.readdirWithTypes", H::SessionFs, NOT_SERVED),
+    request("sessionFs.rm", H::SessionFs, NOT_SERVED),
+    request("sessionFs.rename", H::SessionFs, NOT_SERVED),
+    request("sessionFs.sqliteQuery", H::SessionFs, NOT_SERVED),
+    request("sessionFs.sqliteTransaction", H::SessionFs, NOT_SERVED),
+    request("sessionFs.sqliteExists", H::SessionFs, NOT_SERVED),
+    request("canvas.open", H::Canvas, NOT_SERVED),
+    request("canvas.close", H::Canvas, NOT_SERVED),
+    request("canvas.action.invoke", H::Canvas, NOT_SERVED),
+];
+
+/// Events that carry a `data.requestId` but are not obligations, with the
+/// reason. Together with the event rows of [`ANSWERS`] they cover every
+/// event of the schema that has a `requestId`.
+pub const NOT_OBLIGATIONS: &[(&str, &str)] = &[
+    ("user_input.requested", "answered through the userInput.request server request"),
+    ("exit_plan_mode.requested", "answered through the exitPlanMode.request server request"),
+    ("permission.completed", "reports an answer"),
+    ("permission.carriedForward", "reports a decision already made"),
+    ("permission.assentDetected", "telemetry"),
+    ("permission.contextualAuthorization", "telemetry"),
+    ("user_input.completed", "reports an answer"),
+    ("elicitation.completed", "reports an answer"),
+    ("sampling.completed", "reports an answer"),
+    ("mcp.oauth_completed", "reports an answer"),
+    ("mcp.oauth_recovery_completed", "reports an outcome"),
+    ("mcp.headers_refresh_completed", "reports an answer"),
+    ("ui.ephemeral_query", "a query phase report; nothing waits on the client"),
+    ("external_tool.completed", "reports an answer"),
+    ("command.completed", "reports an answer"),
+    ("auto_mode_switch.completed", "reports an answer"),
+    ("session_limits_exhausted.completed", "reports an answer"),
+    ("exit_plan_mode.completed", "reports an answer"),
+    ("human_response.recorded", "reports an answer"),
+    ("session.autopilot_stopped", "a report; the request id is informational"),
+    ("session.compaction_complete", "a report"),
+    ("assistant.message", "a message; its request id names the model call"),
+];
+
+/// The row of an awaited event type.
+pub fn row_for_event(event_type: JsonStr<'_>) -> Option<(u16, &'static AnswerRow)> {
+    find(|t| matches!(t, Trigger::Event(e) if event_type == *e))
+}
+
+/// The row of a server request method.
+pub fn row_for_request(method: JsonStr<'_>) -> Option<(u16, &'static AnswerRow)> {
+    find(|t| matches!(t, Trigger::Request(m) if method == *m))
+}
+
+fn find(mut f: impl FnMut(&Trigger) -> bool) -> Option<(u16, &'static AnswerRow)> {
+    ANSWERS.iter().enumerate().find(|(_, r)| f(&r.trigger)).map(|(i, r)| (i as u16, r))
+}

@@ -1,0 +1,958 @@
+//! The protocol engine: the router plus every decision that keeps the
+//! project's promise that each wait of the agent is answered exactly once.
+//!
+//! It is sans-IO in the style of quinn-proto. The host feeds frames
+//! ([`Engine::poll`]), passes on its handlers' answers ([`Engine::answer`],
+//! [`Engine::refuse`]), tells the time ([`Engine::handle_timeout`], with
+//! `now` in milliseconds of any clock it likes) and asks when to call again
+//! ([`Engine::poll_timeout`]). Everything the engine must send by itself (a
+//! refusal, an error response) is written to the caller's sink `out` during
+//! the call that decided it, as one or more byte slices per frame, frames
+//! whole and in order: the host writes them to its transport as they come.
+//!
+//! Every awaited event and every server request with a row in
+//! [`ANSWERS`](crate::ANSWERS) becomes an obligation when it is routed to a
+//! session: the [`Output`] carries its [`Obligation`] (id and handler kind).
+//! Exactly one of these then answers it: [`Engine::answer`] with the
+//! handler's answer, [`Engine::refuse`], an expired handler deadline in
+//! [`Engine::handle_timeout`], or the release of its session. Whatever
+//! cannot become an obligation (session gone, unreadable data, parking or
+//! table full, unknown method) is refused at once.
+//!
+//! Answers travel as requests whose ids the engine recognizes
+//! (`"answer-<n>"`), so they take no slot in the pending-request table and
+//! their acknowledgements are counted, not reported as unmatched.
+
+use core::fmt;
+
+use heapless::Vec;
+
+use crate::answers::{row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, ANSWERS};
+use crate::encode::{frame_header, itoa, MAX_FRAME_HEADER_LEN};
+use crate::envelope::{EventInfo, Id, RpcError, METHOD_NOT_FOUND};
+use crate::frame::{FrameBuffer, FrameDecoder};
+use crate::json::{JsonStr, Kind, Value};
+use crate::obligations::{ObligationId, Obligations, Open, NEVER};
+use crate::pending::{PendingFull, RequestId};
+use crate::router::{Route, Router, Stats};
+use crate::session::{Lookup, ReserveError, ReserveErrorKind, SessionHandle, SessionState, StaleHandle};
+
+/// The prefix of the ids of the answers the engine sends.
+pub const ANSWER_ID_PREFIX: &str = "answer-";
+
+/// The host's choices of time limits and bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EngineConfig {
+    /// How long a handler may take (ms) before the engine refuses in its
+    /// place; `None`: no limit.
+    pub handler_timeout: Option<u64>,
+    /// How long a request may wait for its response (ms) before
+    /// [`Engine::handle_timeout`] hands its waiter back; `None`: no limit.
+    pub request_timeout: Option<u64>,
+    /// The most frames parked at once (besides the byte bound of the
+    /// parking storage).
+    pub park_frames: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { handler_timeout: Some(5 * 60_000), request_timeout: Some(60_000), park_frames: 10_000 }
+    }
+}
+
+impl EngineConfig {
+    /// The defaults: handlers 5 minutes, requests 60 s, 10,000 parked frames.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets [`handler_timeout`](Self::handler_timeout).
+    pub fn handler_timeout(mut self, ms: Option<u64>) -> Self {
+        self.handler_timeout = ms;
+        self
+    }
+
+    /// Sets [`request_timeout`](Self::request_timeout).
+    pub fn request_timeout(mut self, ms: Option<u64>) -> Self {
+        self.request_timeout = ms;
+        self
+    }
+
+    /// Sets [`park_frames`](Self::park_frames).
+    pub fn park_frames(mut self, frames: usize) -> Self {
+        self.park_frames = frames;
+        self
+    }
+}
+
+/// An obligation the host must have answered: call the user's handler of
+/// this kind, then [`Engine::answer`] or [`Engine::refuse`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Obligation {
+    /// Give it back to answer.
+    pub id: ObligationId,
+    /// Which handler answers.
+    pub handler: HandlerKind,
+    /// When the engine will refuse in the handler's place (ms), if ever.
+    pub deadline: Option<u64>,
+}
+
+/// Why the engine answered a wait with its refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Cause {
+    /// The host has no handler of this kind.
+    NoHandler,
+    /// The handler failed (panicked, threw, returned an error).
+    HandlerFailed,
+    /// The handler did not answer before its deadline.
+    Deadline,
+    /// The data cannot be read (not an object, or not what the handler's
+    /// types accept), or its ids are too long to keep.
+    Unreadable,
+    /// The session is not (or no longer) open on this client.
+    SessionGone,
+    /// Parking storage was full during a server-assigned create.
+    ParkOverflow,
+    /// Every obligation slot was in use.
+    TableFull,
+    /// A server request for a method this client does not know.
+    NotServed,
+    /// A request that is not a valid message (answered with its error code).
+    Malformed,
+}
+
+impl Cause {
+    /// Every cause, in the order of [`EngineStats::refused`].
+    pub const ALL: [Cause; 9] = [
+        Cause::NoHandler,
+        Cause::HandlerFailed,
+        Cause::Deadline,
+        Cause::Unreadable,
+        Cause::SessionGone,
+        Cause::ParkOverflow,
+        Cause::TableFull,
+        Cause::NotServed,
+        Cause::Malformed,
+    ];
+
+    fn index(self) -> usize {
+        Cause::ALL.iter().position(|c| *c == self).unwrap_or(0)
+    }
+
+    /// A stable camel-case name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Cause::NoHandler => "noHandler",
+            Cause::HandlerFailed => "handlerFailed",
+            Cause::Deadline => "deadline",
+            Cause::Unreadable => "unreadable",
+            Cause::SessionGone => "sessionGone",
+            Cause::ParkOverflow => "parkOverflow",
+            Cause::TableFull => "tableFull",
+            Cause::NotServed => "notServed",
+            Cause::Malformed => "malformed",
+        }
+    }
+}
+
+/// One routed frame and what the engine did about it.
+#[derive(Debug)]
+#[must_use = "an output is a message to deliver, answer or report"]
+pub struct Output<'a, T, W> {
+    /// Where the frame goes, as [`Router::route`] decides. Deliver events,
+    /// lifecycle notices, responses and notifications as before. A
+    /// [`Route::Park`] was kept by the engine: nothing to do.
+    pub route: Route<'a, T, W>,
+    /// Set for a wait the host must have answered (a `Route::Event` or
+    /// `Route::Request`).
+    pub obligation: Option<Obligation>,
+    /// Set when the engine has already answered the wait itself (its
+    /// refusal was written to the sink during this call). Still deliver an
+    /// event: every event is delivered.
+    pub refused: Option<Cause>,
+    /// Set when the frame is the CLI's reply to an answer the engine sent
+    /// (`true`: accepted). The route is then a `Route::UnmatchedResponse`
+    /// that needs nothing from the host.
+    pub answer_ack: Option<bool>,
+}
+
+impl<'a, T, W> Output<'a, T, W> {
+    fn plain(route: Route<'a, T, W>) -> Self {
+        Output { route, obligation: None, refused: None, answer_ack: None }
+    }
+
+    fn refused(route: Route<'a, T, W>, cause: Cause) -> Self {
+        Output { route, obligation: None, refused: Some(cause), answer_ack: None }
+    }
+}
+
+/// Why [`Engine::answer`] or [`Engine::refuse`] sent nothing, or sent the
+/// refusal instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AnswerError {
+    /// The obligation was already answered (by the handler, by a refusal,
+    /// at its deadline or when its session was released): nothing was sent.
+    Stale,
+    /// The payload is not valid JSON: the row's refusal was sent instead.
+    InvalidPayload,
+}
+
+impl fmt::Display for AnswerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AnswerError::Stale => "the wait was already answered",
+            AnswerError::InvalidPayload => "the answer is not valid JSON; the refusal was sent instead",
+        })
+    }
+}
+
+impl core::error::Error for AnswerError {}
+
+/// Why a session could not be opened. Its slot has been released either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The create or resume request failed.
+    Rejected,
+    /// The answer could not be read (not an object, or no usable
+    /// `sessionId` where the server assigns it).
+    Unreadable,
+    /// The server named a session already open here, or the handle was stale.
+    Conflict(ReserveErrorKind),
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Rejected => f.write_str("the CLI refused to open the session"),
+            OpenError::Unreadable => f.write_str("the CLI's answer to the open request is unreadable"),
+            OpenError::Conflict(k) => k.fmt(f),
+        }
+    }
+}
+
+impl core::error::Error for OpenError {}
+
+/// The engine's counters, with the router's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EngineStats {
+    /// The router's counters.
+    pub router: Stats,
+    /// Obligations open now.
+    pub open_obligations: usize,
+    /// Age (ms) of the oldest open obligation.
+    pub oldest_obligation_age: Option<u64>,
+    /// Obligations opened.
+    pub opened: u64,
+    /// Obligations answered by a handler.
+    pub answered: u64,
+    /// Waits answered with the engine's refusal, by [`Cause`] (indexed as
+    /// [`Cause::ALL`]).
+    pub refused: [u64; 9],
+    /// Awaited events without a usable `requestId`: nothing can answer them.
+    pub unanswerable: u64,
+    /// Frames parked now, and their bytes.
+    pub parked_frames: usize,
+    /// Bytes of the parked frames (with a 4-byte length each).
+    pub parked_bytes: usize,
+    /// Plain events lost to a full parking storage (waits are refused instead).
+    pub park_dropped: u64,
+    /// Answers and refusals sent as RPCs.
+    pub answers_sent: u64,
+    /// Of those, acknowledged as accepted by the CLI.
+    pub acks_accepted: u64,
+    /// Of those, acknowledged with `success:false` or an error.
+    pub acks_refused: u64,
+}
+
+impl EngineStats {
+    /// Refusals of one cause.
+    pub fn refused(&self, cause: Cause) -> u64 {
+        self.refused[cause.index()]
+    }
+}
+
+/// Frames parked during a server-assigned create, in caller-supplied storage
+/// (`[u8; N]`, or a `Vec<u8>`/`Box<[u8]>` under an allocator): each frame is
+/// a 4-byte length and its body.
+struct Park<P> {
+    buf: P,
+    /// End of the stored frames.
+    len: usize,
+    frames: usize,
+    /// While re-routing: the next frame to look at.
+    read: usize,
+    /// While re-routing: the end of the frames kept (parked again).
+    keep: usize,
+    rerouting: bool,
+    again: bool,
+}
+
+impl<P: FrameBuffer> Park<P> {
+    fn push(&mut self, body: &[u8], max_frames: usize) -> bool {
+        let end = self.len + 4 + body.len();
+        if self.frames >= max_frames || end > self.buf.bytes().len() || body.len() > u32::MAX as usize {
+            return false;
+        }
+        let buf = self.buf.bytes_mut();
+        buf[self.len..self.len + 4].copy_from_slice(&(body.len() as u32).to_le_bytes());
+        buf[self.len + 4..end].copy_from_slice(body);
+        self.len = end;
+        self.frames += 1;
+        true
+    }
+
+    /// Starts (or restarts, once the current pass ends) a pass over the parked frames.
+    fn reroute(&mut self) {
+        if self.frames == 0 && !self.rerouting {
+            return;
+        }
+        if self.rerouting {
+            self.again = true;
+        } else {
+            (self.rerouting, self.read, self.keep) = (true, 0, 0);
+        }
+    }
+
+    /// The span of the next frame to look at.
+    fn next(&mut self) -> Option<(usize, usize)> {
+        loop {
+            if !self.rerouting {
+                return None;
+            }
+            if self.read < self.len {
+                let b = self.buf.bytes();
+                let n = u32::from_le_bytes([b[self.read], b[self.read + 1], b[self.read + 2], b[self.read + 3]]);
+                return Some((self.read + 4, self.read + 4 + n as usize));
+            }
+            self.len = self.keep;
+            if self.again {
+                (self.again, self.read, self.keep) = (false, 0, 0);
+            } else {
+                self.rerouting = false;
+            }
+        }
+    }
+
+    /// Keeps the frame at `read` parked.
+    fn keep(&mut self, end: usize) {
+        let start = self.read;
+        self.buf.bytes_mut().copy_within(start..end, self.keep);
+        self.keep += end - start;
+        self.read = end;
+    }
+
+    /// The frame at `read` leaves the parking.
+    fn consume(&mut self, end: usize) {
+        self.read = end;
+        self.frames -= 1;
+    }
+}
+
+/// The part of the engine that decides; apart from the parking storage so
+/// a parked frame can be routed while borrowed from it.
+struct Core<T, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS: usize> {
+    router: Router<T, W, SESSIONS, PENDING>,
+    obligations: Obligations<OBLIGATIONS>,
+    config: EngineConfig,
+    stats: EngineStats,
+    next_answer: u64,
+}
+
+/// The protocol engine. `T` is what a session's frames are delivered to,
+/// `W` what a request's response is delivered to (as for [`Router`]), `P`
+/// the parking storage; the capacities are const parameters.
+///
+/// The engine is one value with `&mut self` methods: a threaded host keeps
+/// it behind a mutex and calls user code outside it.
+pub struct Engine<T, W, P, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS: usize> {
+    core: Core<T, W, SESSIONS, PENDING, OBLIGATIONS>,
+    park: Park<P>,
+}
+
+/// Writes one frame made of `parts` to `out`, header first.
+fn emit(out: &mut impl FnMut(&[u8]), parts: &[&[u8]]) {
+    let mut header = [0; MAX_FRAME_HEADER_LEN];
+    let n = frame_header(parts.iter().map(|p| p.len()).sum(), &mut header);
+    out(&header[..n]);
+    for part in parts {
+        if !part.is_empty() {
+            out(part);
+        }
+    }
+}
+
+/// An id as JSON text, in three parts.
+fn id_parts<'a>(id: &Id<'a>) -> [&'a [u8]; 3] {
+    match id {
+        Id::Null => [b"null", b"", b""],
+        Id::Number(n) => [n.raw().as_bytes(), b"", b""],
+        Id::String(s) => [b"\"", s.as_bytes(), b"\""],
+    }
+}
+
+fn copy<const N: usize>(parts: &[&[u8]]) -> Option<Vec<u8, N>> {
+    let mut v = Vec::new();
+    for p in parts {
+        v.extend_from_slice(p).ok()?;
+    }
+    Some(v)
+}
+
+impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS: usize>
+    Core<T, W, SESSIONS, PENDING, OBLIGATIONS>
+{
+    fn count(&mut self, cause: Cause) {
+        self.stats.refused[cause.index()] += 1;
+    }
+
+    /// Sends the answering RPC of an event row.
+    fn send_rpc(
+        &mut self,
+        out: &mut impl FnMut(&[u8]),
+        method: &str,
+        key: &str,
+        session_id: &[u8],
+        request_id: &[u8],
+        payload: Option<&[u8]>,
+    ) {
+        self.send_rpc_parts(out, method, key, session_id, [request_id, b"", b""], payload);
+    }
+
+    fn send_result(out: &mut impl FnMut(&[u8]), id: [&[u8]; 3], result: &[u8]) {
+        emit(out, &[b"{\"jsonrpc\":\"2.0\",\"id\":", id[0], id[1], id[2], b",\"result\":", result, b"}"]);
+    }
+
+    fn send_error(out: &mut impl FnMut(&[u8]), id: [&[u8]; 3], code: i64, message: &str) {
+        let mut digits = [0; 20];
+        let n = itoa(code.unsigned_abs(), &mut digits);
+        let sign: &[u8] = if code < 0 { b"-" } else { b"" };
+        emit(
+            out,
+            &[
+                b"{\"jsonrpc\":\"2.0\",\"id\":",
+                id[0],
+                id[1],
+                id[2],
+                b",\"error\":{\"code\":",
+                sign,
+                n,
+                b",\"message\":\"",
+                message.as_bytes(),
+                b"\"}}",
+            ],
+        );
+    }
+
+    /// Sends `row`'s refusal for the wait `(session_id, request_id)`.
+    fn send_refusal(
+        &mut self,
+        out: &mut impl FnMut(&[u8]),
+        row: &AnswerRow,
+        session_id: &[u8],
+        request_id: [&[u8]; 3],
+    ) {
+        match (row.via, row.refusal) {
+            (AnswerVia::Rpc { method, key }, refusal) => {
+                let payload = match refusal {
+                    Refusal::Payload(p) => Some(p.as_bytes()),
+                    Refusal::Omit | Refusal::Error { .. } => None,
+                };
+                self.send_rpc_parts(out, method, key, session_id, request_id, payload);
+            }
+            (AnswerVia::Response, Refusal::Payload(p)) => Self::send_result(out, request_id, p.as_bytes()),
+            (AnswerVia::Response, Refusal::Omit) => Self::send_result(out, request_id, b"null"),
+            (AnswerVia::Response, Refusal::Error { code, message }) => Self::send_error(out, request_id, code, message),
+        }
+    }
+
+    fn send_rpc_parts(
+        &mut self,
+        out: &mut impl FnMut(&[u8]),
+        method: &str,
+        key: &str,
+        session_id: &[u8],
+        request_id: [&[u8]; 3],
+        payload: Option<&[u8]>,
+    ) {
+        self.next_answer += 1;
+        self.stats.answers_sent += 1;
+        let mut digits = [0; 20];
+        let n = itoa(self.next_answer, &mut digits);
+        let (sep, key, colon, payload) = match payload {
+            Some(p) => (&b",\""[..], key.as_bytes(), &b"\":"[..], p),
+            None => (&b""[..], &b""[..], &b""[..], &b""[..]),
+        };
+        emit(
+            out,
+            &[
+                b"{\"jsonrpc\":\"2.0\",\"id\":\"",
+                ANSWER_ID_PREFIX.as_bytes(),
+                n,
+                b"\",\"method\":\"",
+                method.as_bytes(),
+                b"\",\"params\":{\"sessionId\":\"",
+                session_id,
+                b"\",\"requestId\":",
+                request_id[0],
+                request_id[1],
+                request_id[2],
+                sep,
+                key,
+                colon,
+                payload,
+                b"}}",
+            ],
+        );
+    }
+
+    fn refuse_open(&mut self, out: &mut impl FnMut(&[u8]), open: &Open, cause: Cause) {
+        let row = &ANSWERS[usize::from(open.row)];
+        let sid = open.session_id.clone();
+        let rid = open.request_id.clone();
+        self.send_refusal(out, row, &sid, [&rid, b"", b""]);
+        self.count(cause);
+    }
+
+    /// The row of an event that is an obligation (not one resolved by a hook).
+    fn event_row(event: &EventInfo<'_>) -> Option<(u16, &'static AnswerRow)> {
+        let row = row_for_event(event.event_type)?;
+        let by_hook = event.data.and_then(|d| d.get("resolvedByHook")).and_then(|v| v.as_bool()) == Some(true);
+        (!(by_hook && event.event_type == "permission.requested")).then_some(row)
+    }
+
+    fn open(
+        &mut self,
+        row: u16,
+        session: Option<SessionHandle>,
+        session_id: &[u8],
+        request_id: [&[u8]; 3],
+        now: u64,
+    ) -> Result<Obligation, Cause> {
+        let (Some(session_id), Some(request_id)) = (copy(&[session_id]), copy(&request_id)) else {
+            return Err(Cause::Unreadable);
+        };
+        let deadline = self.config.handler_timeout.map_or(NEVER, |t| now.saturating_add(t));
+        let open = Open { row, session, session_id, request_id, opened: now, deadline };
+        let id = self.obligations.open(open).ok_or(Cause::TableFull)?;
+        self.stats.opened += 1;
+        let handler = ANSWERS[usize::from(row)].handler;
+        Ok(Obligation { id, handler, deadline: (deadline != NEVER).then_some(deadline) })
+    }
+
+    /// Decides what to do with a routed frame (a `Park` is handled by the caller).
+    fn decide<'a>(&mut self, route: Route<'a, T, W>, now: u64, out: &mut impl FnMut(&[u8])) -> Output<'a, T, W> {
+        match route {
+            Route::Event { session, target, session_id, event } => {
+                let Some((row_index, row)) = Self::event_row(&event) else {
+                    return Output::plain(Route::Event { session, target, session_id, event });
+                };
+                let Some(request_id) = event.request_id else {
+                    self.stats.unanswerable += 1;
+                    return Output::plain(Route::Event { session, target, session_id, event });
+                };
+                let rid = [&b"\""[..], request_id.as_bytes(), b"\""];
+                let result = if event.data.is_some_and(|d| d.kind() == Kind::Object) {
+                    self.open(row_index, Some(session), session_id.as_bytes(), rid, now)
+                } else {
+                    Err(Cause::Unreadable)
+                };
+                let route = Route::Event { session, target, session_id, event };
+                match result {
+                    Ok(ob) => Output { route, obligation: Some(ob), refused: None, answer_ack: None },
+                    Err(cause) => {
+                        self.send_refusal(out, row, session_id.as_bytes(), rid);
+                        self.count(cause);
+                        Output::refused(route, cause)
+                    }
+                }
+            }
+            Route::Request { id, method, params, session } => {
+                let Some((row_index, row)) = row_for_request(method) else {
+                    Self::send_error(out, id_parts(&id), METHOD_NOT_FOUND, "method not found");
+                    self.count(Cause::NotServed);
+                    return Output::refused(Route::Request { id, method, params, session }, Cause::NotServed);
+                };
+                let readable = params.is_none_or(|p| p.kind() == Kind::Object);
+                let session_id = params.and_then(|p| p.get("sessionId")).and_then(|v| v.as_str());
+                let sid = session_id.map_or(&b""[..], |s| s.as_bytes());
+                let result = if readable {
+                    self.open(row_index, session.as_ref().map(|(h, _)| *h), sid, id_parts(&id), now)
+                } else {
+                    Err(Cause::Unreadable)
+                };
+                let route = Route::Request { id, method, params, session };
+                match result {
+                    Ok(ob) => Output { route, obligation: Some(ob), refused: None, answer_ack: None },
+                    Err(cause) => {
+                        self.send_refusal(out, row, sid, id_parts(&id));
+                        self.count(cause);
+                        Output::refused(route, cause)
+                    }
+                }
+            }
+            Route::UnknownSession { session_id, event, reply_to, method } => {
+                let route = Route::UnknownSession { session_id, event, reply_to, method };
+                self.refuse_unrouted(route, Cause::SessionGone, out)
+            }
+            Route::Malformed(e) => match e.reply_to {
+                Some(id) => {
+                    Self::send_error(out, id_parts(&id), e.code(), "invalid request");
+                    self.count(Cause::Malformed);
+                    Output::refused(Route::Malformed(e), Cause::Malformed)
+                }
+                None => Output::plain(Route::Malformed(e)),
+            },
+            Route::UnmatchedResponse { id: Id::String(s), result } if s.raw().starts_with(ANSWER_ID_PREFIX) => {
+                let accepted = match &result {
+                    Ok(v) => v.get("success").and_then(|s| s.as_bool()) != Some(false),
+                    Err(_) => false,
+                };
+                if accepted {
+                    self.stats.acks_accepted += 1;
+                } else {
+                    self.stats.acks_refused += 1;
+                }
+                Output {
+                    route: Route::UnmatchedResponse { id: Id::String(s), result },
+                    obligation: None,
+                    refused: None,
+                    answer_ack: Some(accepted),
+                }
+            }
+            other => Output::plain(other),
+        }
+    }
+
+    /// Refuses the wait in a frame that reaches no session (unknown, or
+    /// parking full), if it is one. `route` is an `UnknownSession` or `Park`.
+    fn refuse_unrouted<'a>(
+        &mut self,
+        route: Route<'a, T, W>,
+        cause: Cause,
+        out: &mut impl FnMut(&[u8]),
+    ) -> Output<'a, T, W> {
+        let (session_id, event, request) = match &route {
+            Route::UnknownSession { session_id, event, reply_to, method } => {
+                (*session_id, *event, reply_to.map(|id| (id, *method)))
+            }
+            Route::Park { body, session_id } => match crate::envelope::Envelope::decode(body) {
+                Ok(env) => match env.message {
+                    crate::envelope::Message::Request { id, method, .. } => (*session_id, None, Some((id, method))),
+                    _ => (*session_id, env.event, None),
+                },
+                Err(_) => (*session_id, None, None),
+            },
+            _ => return Output::plain(route),
+        };
+        if let Some(event) = event {
+            if let Some((_, row)) = Self::event_row(&event) {
+                let Some(rid) = event.request_id else {
+                    self.stats.unanswerable += 1;
+                    return Output::plain(route);
+                };
+                self.send_refusal(out, row, session_id.as_bytes(), [b"\"", rid.as_bytes(), b"\""]);
+                self.count(cause);
+                return Output::refused(route, cause);
+            }
+            return Output::plain(route);
+        }
+        if let Some((id, method)) = request {
+            match row_for_request(method) {
+                Some((_, row)) => self.send_refusal(out, row, session_id.as_bytes(), id_parts(&id)),
+                None => Self::send_error(out, id_parts(&id), METHOD_NOT_FOUND, "method not found"),
+            }
+            self.count(cause);
+            return Output::refused(route, cause);
+        }
+        Output::plain(route)
+    }
+
+    /// Refuses every open obligation of `session`.
+    fn refuse_session(&mut self, session: SessionHandle, out: &mut impl FnMut(&[u8])) {
+        while let Some((_, open)) = self.obligations.take_where(|o| o.session == Some(session)) {
+            self.refuse_open(out, &open, Cause::SessionGone);
+        }
+    }
+}
+
+impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS: usize>
+    Engine<T, W, P, SESSIONS, PENDING, OBLIGATIONS>
+{
+    /// An engine with empty tables, parking frames in `park` (its length is
+    /// the byte bound; `[0; 0]` parks nothing).
+    pub fn new(park: P, config: EngineConfig) -> Self {
+        Engine {
+            core: Core {
+                router: Router::new(),
+                obligations: Obligations::new(),
+                config,
+                stats: EngineStats::default(),
+                next_answer: 0,
+            },
+            park: Park { buf: park, len: 0, frames: 0, read: 0, keep: 0, rerouting: false, again: false },
+        }
+    }
+
+    /// The router (its session and pending tables): for reading state and
+    /// for requests sent without a deadline.
+    pub fn router(&self) -> &Router<T, W, SESSIONS, PENDING> {
+        &self.core.router
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.core.config
+    }
+
+    /// Allocates the id of a request about to be sent, with the configured
+    /// request deadline counted from `now`.
+    pub fn insert_request(&self, waiter: W, now: u64) -> Result<RequestId, PendingFull<W>> {
+        let deadline = self.core.config.request_timeout.map(|t| now.saturating_add(t));
+        self.core.router.pending().insert_with_deadline(waiter, deadline)
+    }
+
+    /// Takes the next frame from `decoder` and decides about it; `None` when
+    /// the decoder needs more bytes. Frames the engine sends by itself go to
+    /// `out` before this returns.
+    ///
+    /// After [`assign`](Self::assign), [`complete_open`](Self::complete_open)
+    /// or [`release`](Self::release), drain [`poll_parked`](Self::poll_parked)
+    /// before polling again, so that frames keep their order.
+    pub fn poll<'d, B: FrameBuffer>(
+        &mut self,
+        decoder: &'d mut FrameDecoder<B>,
+        now: u64,
+        out: &mut impl FnMut(&[u8]),
+    ) -> Option<Output<'d, T, W>> {
+        let body = match decoder.poll()? {
+            Ok(body) => body,
+            Err(e) => {
+                self.core.router.count_frame_error(&e);
+                return Some(Output::plain(Route::FrameError(e)));
+            }
+        };
+        self.core.router.count_frame(body);
+        Some(self.route(body, now, out))
+    }
+
+    /// Decides about one frame body (what [`poll`](Self::poll) does per frame).
+    pub fn route<'a>(&mut self, body: &'a [u8], now: u64, out: &mut impl FnMut(&[u8])) -> Output<'a, T, W> {
+        let route = self.core.router.classify(body);
+        let is_ack = matches!(&route, Route::UnmatchedResponse { id: Id::String(s), .. } if s.raw().starts_with(ANSWER_ID_PREFIX));
+        if !is_ack {
+            self.core.router.count(&route, true);
+        }
+        if let Route::Park { body, .. } = &route {
+            if self.park.push(body, self.core.config.park_frames) {
+                return Output::plain(route);
+            }
+            let out_ = self.core.refuse_unrouted(route, Cause::ParkOverflow, out);
+            if out_.refused.is_none() {
+                self.core.stats.park_dropped += 1;
+            }
+            return out_;
+        }
+        self.core.decide(route, now, out)
+    }
+
+    /// The next parked frame that a session change made routable (or that
+    /// now belongs to no session, and was refused if it is a wait); `None`
+    /// when none is left. Call until `None` after a change of the session
+    /// table, before the next [`poll`](Self::poll).
+    pub fn poll_parked(&mut self, now: u64, out: &mut impl FnMut(&[u8])) -> Option<Output<'_, T, W>> {
+        let (start, end) = loop {
+            let (start, end) = self.park.next()?;
+            let parks = matches!(self.core.router.classify(&self.park.buf.bytes()[start..end]), Route::Park { .. });
+            if parks {
+                self.park.keep(end);
+            } else {
+                self.park.consume(end);
+                break (start, end);
+            }
+        };
+        let body = &self.park.buf.bytes()[start..end];
+        let route = self.core.router.classify(body);
+        self.core.router.count(&route, false);
+        Some(self.core.decide(route, now, out))
+    }
+
+    /// Passes on the answer of the user's handler (`payload`, JSON text) and
+    /// discharges the obligation: the answering RPC (`{sessionId, requestId,
+    /// <key>: payload}`, the key left out when `payload` is `null`) or the
+    /// response to the server's request is written to `out`.
+    pub fn answer(&mut self, id: ObligationId, payload: &[u8], out: &mut impl FnMut(&[u8])) -> Result<(), AnswerError> {
+        let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
+        if Value::parse(payload).is_err() {
+            self.core.refuse_open(out, &open, Cause::HandlerFailed);
+            return Err(AnswerError::InvalidPayload);
+        }
+        let row = &ANSWERS[usize::from(open.row)];
+        match row.via {
+            AnswerVia::Rpc { method, key } => {
+                let payload = (payload.trim_ascii() != b"null").then_some(payload);
+                self.core.send_rpc(out, method, key, &open.session_id, &open.request_id, payload);
+            }
+            AnswerVia::Response => {
+                Core::<T, W, SESSIONS, PENDING, OBLIGATIONS>::send_result(out, [&open.request_id, b"", b""], payload)
+            }
+        }
+        self.core.stats.answered += 1;
+        Ok(())
+    }
+
+    /// Discharges the obligation with its row's refusal (no handler, the
+    /// handler failed, the data did not fit the handler's types).
+    pub fn refuse(&mut self, id: ObligationId, cause: Cause, out: &mut impl FnMut(&[u8])) -> Result<(), AnswerError> {
+        let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
+        self.core.refuse_open(out, &open, cause);
+        Ok(())
+    }
+
+    /// Whether the obligation is still open.
+    pub fn is_open(&self, id: ObligationId) -> bool {
+        self.core.obligations.get(id).is_some()
+    }
+
+    /// Acts on every deadline at or before `now`: refuses the obligations
+    /// whose handler ran out of time (to `out`), and hands the waiter of
+    /// each request past its deadline to `expired` (wake its caller with a
+    /// timeout; a late response is then reported as unmatched).
+    pub fn handle_timeout(&mut self, now: u64, out: &mut impl FnMut(&[u8]), expired: impl FnMut(RequestId, W)) {
+        while let Some((_, open)) = self.core.obligations.take_where(|o| o.deadline <= now) {
+            self.core.refuse_open(out, &open, Cause::Deadline);
+        }
+        self.core.router.pending().expire(now, expired);
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next has work (ms), if ever.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let a = self.core.obligations.next_deadline();
+        let b = self.core.router.pending().next_deadline();
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Reserves session `id` before its create request is sent.
+    pub fn reserve(&mut self, id: &str, target: T) -> Result<SessionHandle, ReserveError<T>> {
+        self.core.router.sessions().reserve(id, target)
+    }
+
+    /// Reserves session `id` before its resume request is sent. If the id is
+    /// open on this client, the new handle takes it over: the old one is
+    /// returned (end its streams), and its open obligations move to the new
+    /// handle (the CLI session still waits on them).
+    #[allow(clippy::type_complexity)]
+    pub fn reserve_resume(
+        &mut self,
+        id: &str,
+        target: T,
+    ) -> Result<(SessionHandle, Option<(SessionHandle, T)>), ReserveError<T>> {
+        let (handle, old) = self.core.router.sessions().reserve_takeover(id, target)?;
+        if let Some((old_handle, _)) = &old {
+            self.core.obligations.retarget(*old_handle, handle);
+        }
+        Ok((handle, old))
+    }
+
+    /// Reserves a slot for a create whose id the server assigns; frames for
+    /// unknown sessions are parked until it is named or released.
+    pub fn reserve_unassigned(&mut self, target: T) -> Result<SessionHandle, ReserveError<T>> {
+        self.core.router.sessions().reserve_unassigned(target)
+    }
+
+    /// Names a slot reserved unassigned; then drain [`poll_parked`](Self::poll_parked).
+    pub fn assign(&mut self, handle: SessionHandle, id: &str) -> Result<(), ReserveErrorKind> {
+        self.core.router.sessions().assign(handle, id)?;
+        self.park.reroute();
+        Ok(())
+    }
+
+    /// Completes the open (create or resume) of `handle` with its response:
+    /// activates the session (naming it from `result.sessionId` if the
+    /// server assigns the id), or, on an error or an unreadable answer,
+    /// releases the slot (refusing its open obligations). Then drain
+    /// [`poll_parked`](Self::poll_parked).
+    pub fn complete_open(
+        &mut self,
+        handle: SessionHandle,
+        result: Result<Value<'_>, RpcError<'_>>,
+        out: &mut impl FnMut(&[u8]),
+    ) -> Result<(), OpenError> {
+        let sessions = self.core.router.sessions();
+        let outcome = match (sessions.state(handle), result) {
+            (None, _) => Err(OpenError::Conflict(ReserveErrorKind::StaleHandle)),
+            (Some(_), Err(_)) => Err(OpenError::Rejected),
+            (Some(_), Ok(v)) if v.kind() != Kind::Object => Err(OpenError::Unreadable),
+            (Some(SessionState::AwaitingId), Ok(v)) => {
+                let mut buf = [0; crate::session::MAX_SESSION_ID_LEN];
+                match v.get("sessionId").and_then(|s| s.as_str()).and_then(|s| decode(s, &mut buf)) {
+                    Some(id) => sessions.assign(handle, id).map_err(OpenError::Conflict),
+                    None => Err(OpenError::Unreadable),
+                }
+            }
+            (Some(_), Ok(_)) => sessions.activate(handle).map_err(|StaleHandle| OpenError::Unreadable),
+        };
+        match outcome {
+            Ok(()) => self.park.reroute(),
+            Err(_) => {
+                self.release(handle, out);
+            }
+        }
+        outcome
+    }
+
+    /// Marks a session closing (its destroy is in flight); its frames still route.
+    pub fn close(&mut self, handle: SessionHandle) -> Result<(), StaleHandle> {
+        self.core.router.sessions().close(handle)
+    }
+
+    /// Releases a session: frees its slot, refuses its open obligations
+    /// (to `out`) and returns its target; `None` for a stale handle. If it
+    /// ended the last server-assigned create, drain
+    /// [`poll_parked`](Self::poll_parked): frames parked for no session are
+    /// then refused or reported.
+    pub fn release(&mut self, handle: SessionHandle, out: &mut impl FnMut(&[u8])) -> Option<T> {
+        let target = self.core.router.sessions().release(handle)?;
+        self.core.refuse_session(handle, out);
+        if self.core.router.sessions().awaiting_ids() == 0 {
+            self.park.reroute();
+        }
+        Some(target)
+    }
+
+    /// The counters, with the open obligations' age as of `now`.
+    pub fn stats(&self, now: u64) -> EngineStats {
+        let mut s = self.core.stats;
+        s.router = self.core.router.stats();
+        s.open_obligations = self.core.obligations.len();
+        s.oldest_obligation_age = self.core.obligations.oldest().map(|t| now.saturating_sub(t));
+        s.parked_frames = self.park.frames;
+        s.parked_bytes = self.park.len;
+        s
+    }
+
+    /// Looks a session id up as it arrived on the wire.
+    pub fn lookup(&self, id: JsonStr<'_>) -> Lookup<T> {
+        self.core.router.sessions().lookup(id)
+    }
+}
+
+fn decode<'b>(s: JsonStr<'_>, buf: &'b mut [u8]) -> Option<&'b str> {
+    s.decode_into(buf).filter(|s| !s.is_empty())
+}
+
+impl<T, W, P, const S: usize, const Q: usize, const O: usize> fmt::Debug for Engine<T, W, P, S, Q, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("open_obligations", &self.core.obligations.len())
+            .field("parked_frames", &self.park.frames)
+            .finish_non_exhaustive()
+    }
+}
