@@ -1,0 +1,173 @@
+//! The answer table against the pinned CLI's own schemas (vendored in
+//! `core/schemas/1.0.102/`): every kind of wait the schema describes has a
+//! row, every row's answer is a method and member the schema knows, and
+//! every refusal is valid JSON of the shape the schema asks for.
+#![cfg(not(loom))]
+
+use std::collections::BTreeSet;
+
+use copilot_core::{AnswerVia, Refusal, Trigger, ANSWERS, NOT_OBLIGATIONS};
+use serde_json::Value;
+
+const API: &str = include_str!("../schemas/1.0.102/api.schema.json");
+const EVENTS: &str = include_str!("../schemas/1.0.102/session-events.schema.json");
+
+/// Server requests the CLI sends that its schema does not list.
+const HAND_WRITTEN: [&str; 4] =
+    ["userInput.request", "exitPlanMode.request", "autoModeSwitch.request", "systemMessage.transform"];
+
+fn resolve<'a>(defs: &'a Value, mut v: &'a Value) -> &'a Value {
+    while let Some(r) = v.get("$ref").and_then(Value::as_str) {
+        v = &defs[r.rsplit('/').next().unwrap()];
+    }
+    v
+}
+
+/// Every `rpcMethod` under `scope`, with its definition.
+fn methods<'a>(v: &'a Value, out: &mut Vec<(&'a str, &'a Value)>) {
+    if let Some(obj) = v.as_object() {
+        if let Some(m) = obj.get("rpcMethod").and_then(Value::as_str) {
+            out.push((m, v));
+            return;
+        }
+        for child in obj.values() {
+            methods(child, out);
+        }
+    }
+}
+
+fn table_requests() -> BTreeSet<&'static str> {
+    ANSWERS
+        .iter()
+        .filter_map(|r| match r.trigger {
+            Trigger::Request(m) => Some(m),
+            Trigger::Event(_) => None,
+        })
+        .collect()
+}
+
+fn table_events() -> BTreeSet<&'static str> {
+    ANSWERS
+        .iter()
+        .filter_map(|r| match r.trigger {
+            Trigger::Event(e) => Some(e),
+            Trigger::Request(_) => None,
+        })
+        .collect()
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn every_client_method_with_a_result_has_a_row() {
+    let api: Value = serde_json::from_str(API).unwrap();
+    let mut found = Vec::new();
+    methods(&api["clientSession"], &mut found);
+    methods(&api["clientGlobal"], &mut found);
+    assert!(found.len() > 30, "the schema's client methods were not found");
+    let table = table_requests();
+    let mut expected: BTreeSet<&str> = found
+        .iter()
+        .filter(|(_, d)| d.get("notification").and_then(Value::as_bool) != Some(true))
+        .map(|(m, _)| *m)
+        .collect();
+    expected.extend(HAND_WRITTEN);
+    let missing: Vec<_> = expected.difference(&table).collect();
+    assert!(missing.is_empty(), "server requests without a row in ANSWERS: {missing:?}");
+    let extra: Vec<_> = table.difference(&expected).collect();
+    assert!(extra.is_empty(), "rows for requests the CLI does not send: {extra:?}");
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn every_event_with_a_request_id_is_a_row_or_explained() {
+    let schema: Value = serde_json::from_str(EVENTS).unwrap();
+    let defs = &schema["definitions"];
+    let root = resolve(defs, &schema);
+    let mut with_request_id = BTreeSet::new();
+    for alt in root["anyOf"].as_array().unwrap() {
+        let alt = resolve(defs, alt);
+        let ty = alt["properties"]["type"]["const"].as_str().unwrap();
+        let data = resolve(defs, &alt["properties"]["data"]);
+        if data["properties"].get("requestId").is_some() {
+            with_request_id.insert(ty);
+        }
+    }
+    assert!(with_request_id.len() > 20, "the schema's events were not found");
+    let rows = table_events();
+    let explained: BTreeSet<&str> = NOT_OBLIGATIONS.iter().map(|(t, _)| *t).collect();
+    assert!(rows.is_disjoint(&explained), "an event is both a row and not an obligation");
+    let known: BTreeSet<&str> = rows.union(&explained).copied().collect();
+    let unknown: Vec<_> = with_request_id.difference(&known).collect();
+    assert!(unknown.is_empty(), "events with a requestId neither answered nor explained: {unknown:?}");
+    let stale: Vec<_> = known.difference(&with_request_id).collect();
+    assert!(stale.is_empty(), "rows for events the schema does not have: {stale:?}");
+    // The core's list of awaited events agrees with the table.
+    for t in copilot_core::REQUEST_EVENT_TYPES {
+        assert!(rows.contains(t) || explained.contains(t), "{t}");
+    }
+}
+
+/// A small check of `value` against the parts of a JSON schema the
+/// refusals use: type, const, enum, required, properties, anyOf.
+fn conforms(defs: &Value, schema: &Value, value: &Value) -> bool {
+    let schema = resolve(defs, schema);
+    if let Some(any) = schema.get("anyOf").and_then(Value::as_array) {
+        return any.iter().any(|s| conforms(defs, s, value));
+    }
+    if let Some(c) = schema.get("const") {
+        return c == value;
+    }
+    if let Some(e) = schema.get("enum").and_then(Value::as_array) {
+        return e.contains(value);
+    }
+    let type_ok = match schema.get("type").and_then(Value::as_str) {
+        Some("object") => value.is_object(),
+        Some("string") => value.is_string(),
+        Some("boolean") => value.is_boolean(),
+        Some("number" | "integer") => value.is_number(),
+        _ => true,
+    };
+    if !type_ok {
+        return false;
+    }
+    if let (Some(obj), Some(props)) = (value.as_object(), schema.get("properties").and_then(Value::as_object)) {
+        let required = schema.get("required").and_then(Value::as_array).cloned().unwrap_or_default();
+        if !required.iter().all(|k| obj.contains_key(k.as_str().unwrap())) {
+            return false;
+        }
+        return obj.iter().all(|(k, v)| props.get(k).is_none_or(|s| conforms(defs, s, v)));
+    }
+    true
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn every_refusal_is_valid_and_fits_the_answering_method() {
+    let api: Value = serde_json::from_str(API).unwrap();
+    let defs = &api["definitions"];
+    let mut session_methods = Vec::new();
+    methods(&api["session"], &mut session_methods);
+    for row in ANSWERS {
+        if let Refusal::Payload(p) = row.refusal {
+            serde_json::from_str::<Value>(p).unwrap_or_else(|e| panic!("{row:?}: {e}"));
+        }
+        let AnswerVia::Rpc { method, key } = row.via else { continue };
+        let (_, def) = session_methods
+            .iter()
+            .find(|(m, _)| *m == method)
+            .unwrap_or_else(|| panic!("{method} is not in the schema"));
+        let params = resolve(defs, &def["params"]);
+        let member = params["properties"].get(key).unwrap_or_else(|| panic!("{method} has no member {key}"));
+        match row.refusal {
+            Refusal::Payload(p) => {
+                let value: Value = serde_json::from_str(p).unwrap();
+                assert!(conforms(defs, member, &value), "{method}: refusal {p} does not fit {key}");
+            }
+            Refusal::Omit => {
+                let required = params["required"].as_array().unwrap();
+                assert!(!required.iter().any(|k| k == key), "{method} requires {key}");
+            }
+            Refusal::Error { .. } => panic!("{method}: an RPC answer cannot be a JSON-RPC error"),
+        }
+    }
+}
