@@ -1,0 +1,509 @@
+//! The engine against a scripted peer (a tiny fake CLI in this process) on a
+//! virtual clock: for every obligation kind of the core's answer table and
+//! every way a wait can go, exactly one answer reaches the peer, with the
+//! expected payload. Deadlines fire by moving the clock, never by sleeping.
+//! Plus golden-byte tests of the frames the engine writes by itself.
+#![cfg(not(loom))]
+
+use std::collections::HashMap;
+
+use copilot_core::{
+    AnswerError, AnswerRow, AnswerVia, Cause, Engine, EngineConfig, FrameDecoder, Refusal, Route, Trigger, ANSWERS,
+};
+use serde_json::{json, Value};
+
+type TestEngine = Engine<u32, u32, Vec<u8>, 16, 16, 16>;
+
+const SESSION: &str = "s-1";
+const HANDLER_MS: u64 = 1_000;
+
+fn frame(body: &Value) -> Vec<u8> {
+    let body = serde_json::to_vec(body).unwrap();
+    [format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes(), body].concat()
+}
+
+fn raw_frame(body: &str) -> Vec<u8> {
+    [format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes(), body.as_bytes().to_vec()].concat()
+}
+
+/// What the test's host does with an obligation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Scenario {
+    HandlerAnswers,
+    NoHandler,
+    HandlerFails,
+    PastDeadline,
+    UnreadableData,
+    DriftedData,
+    NoRequestId,
+    ReleasedBeforeEvent,
+    DestroyedMidDecision,
+    ParkOverflow,
+}
+
+const SCENARIOS: [Scenario; 10] = [
+    Scenario::HandlerAnswers,
+    Scenario::NoHandler,
+    Scenario::HandlerFails,
+    Scenario::PastDeadline,
+    Scenario::UnreadableData,
+    Scenario::DriftedData,
+    Scenario::NoRequestId,
+    Scenario::ReleasedBeforeEvent,
+    Scenario::DestroyedMidDecision,
+    Scenario::ParkOverflow,
+];
+
+/// The scripted peer: reads what the engine sends, records every answer by
+/// the wait it answers, and acknowledges answer RPCs as the CLI does
+/// (`success:false` for a second answer to the same wait).
+#[derive(Default)]
+struct Peer {
+    inbox: Vec<u8>,
+    /// Answers per wait key ("rpc:<requestId>" or "id:<json id>").
+    answers: HashMap<String, Vec<Value>>,
+    acks: Vec<Vec<u8>>,
+}
+
+impl Peer {
+    fn read(&mut self) {
+        let mut d: FrameDecoder<[u8; 65536]> = FrameDecoder::new();
+        let bytes = std::mem::take(&mut self.inbox);
+        let mut rest = &bytes[..];
+        while !rest.is_empty() {
+            rest = &rest[d.feed(rest)..];
+            while let Some(body) = d.poll() {
+                let msg: Value = serde_json::from_slice(body.unwrap()).unwrap();
+                let key = if msg.get("method").is_some() {
+                    format!("rpc:{}", msg["params"]["requestId"])
+                } else {
+                    format!("id:{}", msg["id"])
+                };
+                let entry = self.answers.entry(key).or_default();
+                if let Some(id) = msg.get("id").filter(|_| msg.get("method").is_some()) {
+                    let success = entry.is_empty();
+                    self.acks.push(frame(&json!({"jsonrpc":"2.0","id":id,"result":{"success":success}})));
+                }
+                entry.push(msg);
+            }
+        }
+    }
+}
+
+/// The wait a row's trigger makes, as the peer sends it.
+fn wait_frame(row: &AnswerRow, session: &str, data: Value) -> (Vec<u8>, String) {
+    match row.trigger {
+        Trigger::Event(ty) => (
+            frame(&json!({"jsonrpc":"2.0","method":"session.event",
+                "params":{"sessionId":session,"event":{"type":ty,"id":"e-1","data":data}}})),
+            format!("rpc:{}", json!("req-7")),
+        ),
+        Trigger::Request(method) => {
+            let mut params = data;
+            params["sessionId"] = json!(session);
+            (frame(&json!({"jsonrpc":"2.0","id":41,"method":method,"params":params})), "id:41".to_owned())
+        }
+    }
+}
+
+fn data_for(scenario: Scenario, row: &AnswerRow) -> Value {
+    let mut data = json!({"requestId":"req-7","field":"x"});
+    match scenario {
+        // Readable to the core, not to a typed reader: a lone surrogate.
+        Scenario::UnreadableData => data["field"] = json!("LONE"),
+        // A field the handler's types require is missing.
+        Scenario::DriftedData => {
+            data.as_object_mut().unwrap().remove("field");
+        }
+        Scenario::NoRequestId => {
+            data.as_object_mut().unwrap().remove("requestId");
+        }
+        _ => {}
+    }
+    if matches!(row.trigger, Trigger::Request(_)) {
+        data.as_object_mut().unwrap().remove("requestId");
+    }
+    data
+}
+
+struct Run {
+    engine: Box<TestEngine>,
+    decoder: FrameDecoder<[u8; 65536]>,
+    peer: Peer,
+    now: u64,
+}
+
+impl Run {
+    fn new(park_frames: usize) -> Self {
+        let config = EngineConfig::new().handler_timeout(Some(HANDLER_MS)).park_frames(park_frames);
+        Run {
+            engine: Box::new(Engine::new(vec![0; 4096], config)),
+            decoder: FrameDecoder::new(),
+            peer: Peer::default(),
+            now: 0,
+        }
+    }
+
+    /// Feeds bytes from the peer; returns the obligations routed, and
+    /// whether each routed event was delivered (`Route::Event`).
+    fn feed(&mut self, bytes: &[u8]) -> Vec<copilot_core::Obligation> {
+        let mut obligations = Vec::new();
+        let mut rest = bytes;
+        let inbox = &mut self.peer.inbox;
+        let mut out = |b: &[u8]| inbox.extend_from_slice(b);
+        while !rest.is_empty() {
+            rest = &rest[self.decoder.feed(rest)..];
+            while let Some(o) = self.engine.poll(&mut self.decoder, self.now, &mut out) {
+                assert!(!matches!(o.route, Route::Malformed(_) | Route::FrameError(_)), "{:?}", o.route);
+                obligations.extend(o.obligation);
+            }
+        }
+        obligations
+    }
+
+    fn drain_parked(&mut self) -> Vec<copilot_core::Obligation> {
+        let inbox = &mut self.peer.inbox;
+        let mut out = |b: &[u8]| inbox.extend_from_slice(b);
+        let mut obligations = Vec::new();
+        while let Some(o) = self.engine.poll_parked(self.now, &mut out) {
+            obligations.extend(o.obligation);
+        }
+        obligations
+    }
+
+    /// The peer reads, then its acknowledgements go back to the engine.
+    fn exchange(&mut self) {
+        self.peer.read();
+        for ack in std::mem::take(&mut self.peer.acks) {
+            let n = self.feed(&ack);
+            assert!(n.is_empty());
+        }
+    }
+}
+
+/// Runs one row in one scenario; returns the answers the peer got for the wait.
+fn run(row: &AnswerRow, scenario: Scenario) -> (Vec<Value>, Run) {
+    let mut r = Run::new(if scenario == Scenario::ParkOverflow { 1 } else { 100 });
+    let mut handle = None;
+    if scenario != Scenario::ParkOverflow {
+        let h = r.engine.reserve(SESSION, 1).unwrap();
+        r.engine.complete_open(h, Ok(copilot_core::Value::parse(b"{}").unwrap()), &mut |_| unreachable!()).unwrap();
+        handle = Some(h);
+    }
+    if scenario == Scenario::ReleasedBeforeEvent {
+        let mut out = Vec::new();
+        r.engine.release(handle.unwrap(), &mut |b: &[u8]| out.extend_from_slice(b));
+        assert!(out.is_empty());
+    }
+    let unassigned = if scenario == Scenario::ParkOverflow {
+        let h = r.engine.reserve_unassigned(1).unwrap();
+        // A plain event fills the parking first.
+        let filler = frame(&json!({"jsonrpc":"2.0","method":"session.event",
+            "params":{"sessionId":SESSION,"event":{"type":"session.info","id":"e-0","data":{}}}}));
+        assert!(r.feed(&filler).is_empty());
+        Some(h)
+    } else {
+        None
+    };
+    let (bytes, key) = wait_frame(row, SESSION, data_for(scenario, row));
+    let bytes = if scenario == Scenario::UnreadableData {
+        String::from_utf8(bytes).unwrap().replace("LONE", "\\udc00").into_bytes()
+    } else {
+        bytes
+    };
+    // The frame length changed with the escape: re-frame the body.
+    let bytes = {
+        let text = String::from_utf8(bytes).unwrap();
+        let body = &text[text.find("\r\n\r\n").unwrap() + 4..];
+        raw_frame(body)
+    };
+    let mut obligations = r.feed(&bytes);
+    if let Some(h) = unassigned {
+        let mut out = Vec::new();
+        let v = json!({"sessionId": SESSION}).to_string();
+        r.engine
+            .complete_open(h, Ok(copilot_core::Value::parse(v.as_bytes()).unwrap()), &mut |b: &[u8]| {
+                out.extend_from_slice(b)
+            })
+            .unwrap();
+        r.peer.inbox.extend_from_slice(&out);
+        obligations.extend(r.drain_parked());
+    }
+    for ob in &obligations {
+        assert_eq!(ob.handler, row.handler, "{row:?}");
+        assert_eq!(ob.deadline, Some(r.now + HANDLER_MS));
+    }
+    let expect_obligation = matches!(
+        scenario,
+        Scenario::HandlerAnswers
+            | Scenario::NoHandler
+            | Scenario::HandlerFails
+            | Scenario::PastDeadline
+            | Scenario::UnreadableData
+            | Scenario::DriftedData
+            | Scenario::DestroyedMidDecision
+    );
+    assert_eq!(obligations.len(), usize::from(expect_obligation), "{row:?} {scenario:?}");
+    let inbox = &mut r.peer.inbox;
+    let mut out = |b: &[u8]| inbox.extend_from_slice(b);
+    if let Some(ob) = obligations.first() {
+        // The host reads the data with its typed reader.
+        let typed = {
+            let raw = String::from_utf8(bytes.clone()).unwrap();
+            let body = &raw[raw.find("\r\n\r\n").unwrap() + 4..];
+            serde_json::from_str::<Value>(body).ok().filter(|v| {
+                let d = v.pointer("/params/event/data").or_else(|| v.get("params")).unwrap();
+                d.get("field").is_some()
+            })
+        };
+        match scenario {
+            Scenario::HandlerAnswers => {
+                assert!(typed.is_some());
+                r.engine.answer(ob.id, br#"{"test":"answer"}"#, &mut out).unwrap();
+            }
+            Scenario::NoHandler => r.engine.refuse(ob.id, Cause::NoHandler, &mut out).unwrap(),
+            Scenario::HandlerFails => r.engine.refuse(ob.id, Cause::HandlerFailed, &mut out).unwrap(),
+            Scenario::UnreadableData | Scenario::DriftedData => {
+                assert!(typed.is_none(), "the typed reader must fail here");
+                r.engine.refuse(ob.id, Cause::Unreadable, &mut out).unwrap();
+            }
+            Scenario::PastDeadline => {
+                assert_eq!(r.engine.poll_timeout(), Some(HANDLER_MS));
+                r.engine.handle_timeout(HANDLER_MS - 1, &mut out, |_, _| unreachable!());
+                assert!(r.engine.is_open(ob.id), "not before its deadline");
+                r.now = r.engine.poll_timeout().unwrap();
+                r.engine.handle_timeout(r.now, &mut out, |_, _| unreachable!());
+                assert_eq!(r.engine.answer(ob.id, b"{}", &mut out), Err(AnswerError::Stale), "too late");
+            }
+            Scenario::DestroyedMidDecision => {
+                r.engine.release(handle.unwrap(), &mut out);
+                assert_eq!(r.engine.answer(ob.id, b"{}", &mut out), Err(AnswerError::Stale));
+            }
+            _ => unreachable!(),
+        }
+        // Whatever happened, a second answer is rejected.
+        assert_eq!(r.engine.answer(ob.id, b"{}", &mut out), Err(AnswerError::Stale));
+        assert_eq!(r.engine.refuse(ob.id, Cause::NoHandler, &mut out), Err(AnswerError::Stale));
+    }
+    // Time passes: nothing else is sent.
+    r.now += 10 * HANDLER_MS;
+    r.engine.handle_timeout(r.now, &mut out, |_, _| unreachable!());
+    assert_eq!(r.engine.poll_timeout(), None);
+    r.exchange();
+    let answers = r.peer.answers.remove(&key).unwrap_or_default();
+    (answers, r)
+}
+
+/// The payload of an answer as the peer got it.
+fn payload(row: &AnswerRow, answer: &Value) -> Option<Value> {
+    match row.via {
+        AnswerVia::Rpc { method, key } => {
+            assert_eq!(answer["method"], method);
+            assert_eq!(answer["params"]["sessionId"], SESSION);
+            assert_eq!(answer["params"]["requestId"], "req-7");
+            answer["params"].get(key).cloned()
+        }
+        AnswerVia::Response => {
+            assert_eq!(answer["id"], 41);
+            answer.get("result").cloned().or_else(|| answer.get("error").map(|e| json!({"code": e["code"]})))
+        }
+    }
+}
+
+fn refusal(row: &AnswerRow) -> Option<Value> {
+    match (row.via, row.refusal) {
+        (_, Refusal::Payload(p)) => Some(serde_json::from_str(p).unwrap()),
+        (AnswerVia::Rpc { .. }, _) => None,
+        (AnswerVia::Response, Refusal::Omit) => Some(Value::Null),
+        (AnswerVia::Response, Refusal::Error { code, .. }) => Some(json!({ "code": code })),
+    }
+}
+
+#[test]
+fn every_kind_every_path_exactly_one_answer() {
+    let mut cells = 0;
+    for row in ANSWERS {
+        for scenario in SCENARIOS {
+            if scenario == Scenario::NoRequestId && matches!(row.trigger, Trigger::Request(_)) {
+                continue; // a request without an id is a notification: no wait
+            }
+            let (answers, r) = run(row, scenario);
+            let stats = r.engine.stats(r.now);
+            assert_eq!(stats.open_obligations, 0, "{row:?} {scenario:?}");
+            if scenario == Scenario::NoRequestId {
+                assert!(answers.is_empty(), "nothing can answer a wait without a requestId");
+                assert_eq!(stats.unanswerable, 1);
+                continue;
+            }
+            assert_eq!(answers.len(), 1, "{row:?} {scenario:?}: {answers:?}");
+            let expected =
+                if scenario == Scenario::HandlerAnswers { Some(json!({"test":"answer"})) } else { refusal(row) };
+            assert_eq!(payload(row, &answers[0]), expected, "{row:?} {scenario:?}");
+            if let AnswerVia::Rpc { .. } = row.via {
+                assert_eq!(stats.acks_accepted, stats.answers_sent, "{row:?} {scenario:?}");
+                assert_eq!(stats.acks_refused, 0);
+            }
+            let cause = match scenario {
+                Scenario::HandlerAnswers => None,
+                Scenario::NoHandler => Some(Cause::NoHandler),
+                Scenario::HandlerFails => Some(Cause::HandlerFailed),
+                Scenario::PastDeadline => Some(Cause::Deadline),
+                Scenario::UnreadableData | Scenario::DriftedData => Some(Cause::Unreadable),
+                Scenario::ReleasedBeforeEvent | Scenario::DestroyedMidDecision => Some(Cause::SessionGone),
+                Scenario::ParkOverflow => Some(Cause::ParkOverflow),
+                Scenario::NoRequestId => unreachable!(),
+            };
+            match cause {
+                Some(c) => assert_eq!(stats.refused(c), 1, "{row:?} {scenario:?} {stats:?}"),
+                None => assert_eq!(stats.answered, 1),
+            }
+            cells += 1;
+        }
+    }
+    assert!(cells >= ANSWERS.len() * 9);
+}
+
+fn golden(engine: &mut TestEngine, input: &str) -> (String, Option<Cause>) {
+    let mut d: FrameDecoder<[u8; 4096]> = FrameDecoder::new();
+    let bytes = raw_frame(input);
+    d.feed(&bytes);
+    let mut out = Vec::new();
+    let o = engine.poll(&mut d, 0, &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
+    (String::from_utf8(out).unwrap(), o.refused)
+}
+
+#[test]
+fn golden_bytes_of_answers_and_refusals() {
+    let mut e: Box<TestEngine> = Box::new(Engine::new(Vec::new(), EngineConfig::new()));
+    let h = e.reserve("s1", 1).unwrap();
+    let mut d: FrameDecoder<[u8; 4096]> = FrameDecoder::new();
+    let ev = r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s\u0031","event":{"type":"permission.requested","id":"e","data":{"requestId":"r\"1","permissionRequest":{}}}}}"#;
+    d.feed(&raw_frame(ev));
+    let mut out = Vec::new();
+    let o = e.poll(&mut d, 5, &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
+    assert!(out.is_empty());
+    let ob = o.obligation.unwrap();
+    assert!(matches!(o.route, Route::Event { session, .. } if session == h));
+    e.answer(ob.id, br#"{"kind":"approve-once"}"#, &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
+    let body = r#"{"jsonrpc":"2.0","id":"answer-1","method":"session.permissions.handlePendingPermissionRequest","params":{"sessionId":"s\u0031","requestId":"r\"1","result":{"kind":"approve-once"}}}"#;
+    assert_eq!(String::from_utf8(out).unwrap(), format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+
+    // Resolved by a hook: delivered, not an obligation, nothing sent.
+    let hooked = r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s1","event":{"type":"permission.requested","data":{"requestId":"r2","resolvedByHook":true}}}}"#;
+    let (sent, refused) = golden(&mut e, hooked);
+    assert_eq!((sent.as_str(), refused), ("", None));
+    // The event half of a double delivery is not an obligation either.
+    let dup = r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s1","event":{"type":"user_input.requested","data":{"requestId":"r3"}}}}"#;
+    assert_eq!(golden(&mut e, dup), (String::new(), None));
+
+    // A wait for a session this client does not have: refused at once.
+    let ghost = r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"gone","event":{"type":"mcp.headers_refresh_required","data":{"requestId":"r4"}}}}"#;
+    let body = r#"{"jsonrpc":"2.0","id":"answer-2","method":"session.mcp.headers.handlePendingHeadersRefreshRequest","params":{"sessionId":"gone","requestId":"r4","result":{"kind":"none"}}}"#;
+    assert_eq!(
+        golden(&mut e, ghost),
+        (format!("Content-Length: {}\r\n\r\n{body}", body.len()), Some(Cause::SessionGone))
+    );
+    // Sampling's refusal leaves the response out.
+    let ghost = r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"gone","event":{"type":"sampling.requested","data":{"requestId":"r5"}}}}"#;
+    let body = r#"{"jsonrpc":"2.0","id":"answer-3","method":"session.ui.handlePendingSampling","params":{"sessionId":"gone","requestId":"r5"}}"#;
+    assert_eq!(golden(&mut e, ghost).0, format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    // An unknown method and a malformed request get their error codes.
+    let unknown = r#"{"jsonrpc":"2.0","id":"x-1","method":"nobody.knows","params":{}}"#;
+    let body = r#"{"jsonrpc":"2.0","id":"x-1","error":{"code":-32601,"message":"method not found"}}"#;
+    assert_eq!(
+        golden(&mut e, unknown),
+        (format!("Content-Length: {}\r\n\r\n{body}", body.len()), Some(Cause::NotServed))
+    );
+    let bad = r#"{"jsonrpc":"1.0","id":9,"method":"x"}"#;
+    let body = r#"{"jsonrpc":"2.0","id":9,"error":{"code":-32600,"message":"invalid request"}}"#;
+    assert_eq!(golden(&mut e, bad), (format!("Content-Length: {}\r\n\r\n{body}", body.len()), Some(Cause::Malformed)));
+    // A request's refusal with a result payload.
+    let plan = r#"{"jsonrpc":"2.0","id":3,"method":"exitPlanMode.request","params":{"sessionId":"s1","summary":"x"}}"#;
+    let (sent, refused) = golden(&mut e, plan);
+    assert_eq!((sent.as_str(), refused), ("", None), "an obligation: the host answers");
+    // Acknowledgements of answers are counted, not reported as unmatched.
+    let ack = r#"{"jsonrpc":"2.0","id":"answer-1","result":{"success":false}}"#;
+    let mut d: FrameDecoder<[u8; 4096]> = FrameDecoder::new();
+    d.feed(&raw_frame(ack));
+    let o = e.poll(&mut d, 0, &mut |_| unreachable!()).unwrap();
+    assert_eq!(o.answer_ack, Some(false));
+    let s = e.stats(100);
+    assert_eq!((s.acks_refused, s.router.unmatched_responses), (1, 0));
+    assert_eq!((s.open_obligations, s.oldest_obligation_age), (1, Some(100)));
+}
+
+#[test]
+fn answers_need_no_request_slot() {
+    // 16 pending slots, all taken by requests in flight: 200 waits (in
+    // batches of 16 obligations) are still all answered.
+    let mut r = Run::new(100);
+    let h = r.engine.reserve(SESSION, 1).unwrap();
+    r.engine.complete_open(h, Ok(copilot_core::Value::parse(b"{}").unwrap()), &mut |_| {}).unwrap();
+    while r.engine.insert_request(0, 0).is_ok() {}
+    for batch in 0..200 / 16 + 1 {
+        let mut bytes = Vec::new();
+        for i in 0..16 {
+            let n = batch * 16 + i;
+            if n >= 200 {
+                break;
+            }
+            bytes.extend(frame(&json!({"jsonrpc":"2.0","method":"session.event","params":{"sessionId":SESSION,
+                "event":{"type":"permission.requested","data":{"requestId":format!("p{n}"),"permissionRequest":{}}}}})));
+        }
+        let obligations = r.feed(&bytes);
+        let inbox = &mut r.peer.inbox;
+        for ob in obligations {
+            r.engine.answer(ob.id, br#"{"kind":"approved"}"#, &mut |b: &[u8]| inbox.extend_from_slice(b)).unwrap();
+        }
+        r.exchange();
+    }
+    assert_eq!(r.peer.answers.len(), 200);
+    assert!(r.peer.answers.values().all(|a| a.len() == 1));
+    let s = r.engine.stats(0);
+    assert_eq!((s.answered, s.acks_accepted, s.router.unmatched_responses), (200, 200, 0));
+}
+
+#[test]
+fn unreadable_create_answer_frees_the_slot() {
+    let mut e: Box<TestEngine> = Box::new(Engine::new(Vec::new(), EngineConfig::new()));
+    for i in 0..100 {
+        let h = e.reserve_unassigned(i).unwrap();
+        let bad = copilot_core::Value::parse(br#"{"sessionId":5}"#).unwrap();
+        assert_eq!(e.complete_open(h, Ok(bad), &mut |_| {}), Err(copilot_core::OpenError::Unreadable));
+        let h = e.reserve(&format!("s{i}"), i).unwrap();
+        let bad = copilot_core::Value::parse(b"[]").unwrap();
+        assert_eq!(e.complete_open(h, Ok(bad), &mut |_| {}), Err(copilot_core::OpenError::Unreadable));
+    }
+    assert!(e.router().sessions().is_empty(), "no slot leaks");
+}
+
+#[test]
+fn resume_takes_over_an_open_id_and_keeps_its_waits() {
+    let mut r = Run::new(100);
+    let old = r.engine.reserve(SESSION, 1).unwrap();
+    let wait = frame(&json!({"jsonrpc":"2.0","method":"session.event","params":{"sessionId":SESSION,
+        "event":{"type":"elicitation.requested","data":{"requestId":"q","message":"?"}}}}));
+    let obs = r.feed(&wait);
+    let (new, taken) = r.engine.reserve_resume(SESSION, 2).unwrap();
+    assert_eq!(taken, Some((old, 1)), "the old handle is given back to be ended");
+    // The wait now belongs to the new handle: releasing it refuses the wait.
+    let inbox = &mut r.peer.inbox;
+    r.engine.release(new, &mut |b: &[u8]| inbox.extend_from_slice(b));
+    r.peer.read();
+    assert_eq!(r.peer.answers["rpc:\"q\""][0]["params"]["result"], json!({"action":"cancel"}));
+    assert!(!r.engine.is_open(obs[0].id));
+}
+
+#[test]
+fn request_deadlines_hand_the_waiter_back() {
+    let mut e: Box<TestEngine> =
+        Box::new(Engine::new(Vec::new(), EngineConfig::new().request_timeout(Some(50)).handler_timeout(None)));
+    let id = e.insert_request(7, 100).unwrap();
+    assert_eq!(e.poll_timeout(), Some(150));
+    let mut expired = Vec::new();
+    e.handle_timeout(149, &mut |_| {}, |id, w| expired.push((id, w)));
+    assert!(expired.is_empty());
+    e.handle_timeout(150, &mut |_| {}, |id, w| expired.push((id, w)));
+    assert_eq!(expired, [(id, 7)]);
+    assert_eq!(e.poll_timeout(), None);
+}
