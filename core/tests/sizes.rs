@@ -13,7 +13,7 @@
 
 use core::mem::size_of;
 
-use copilot_core::{FrameDecoder, PendingTable, Router, SessionTable, MAX_SESSION_ID_LEN};
+use copilot_core::{Engine, FrameDecoder, PendingTable, Router, SessionTable, MAX_SESSION_ID_LEN};
 
 /// The configuration `scripts/size-report` and the bare-metal example use.
 type SmallRouter = Router<u8, u8, 16, 16>;
@@ -42,10 +42,30 @@ fn print_and_bound_sizes() {
     assert!(sessions >= 16 * MAX_SESSION_ID_LEN, "session ids must be inline");
     assert!(sessions < 2 * 1024, "SessionTable<u8, 16> grew to {sessions} bytes");
 
-    // A pending slot is an id and a waiter: 16 of them stay well under 512 B.
-    assert!(pending < 512, "PendingTable<u8, 16> grew to {pending} bytes");
+    // A pending slot is an id, a deadline and a waiter: 16 of them stay
+    // under 640 B.
+    assert!(pending < 640, "PendingTable<u8, 16> grew to {pending} bytes");
 
     // The router is its two tables plus the counters, nothing hidden.
     assert!(router >= sessions + pending, "the router must own its tables inline");
     assert!(router < sessions + pending + 128, "Router<u8, u8, 16, 16> grew to {router} bytes");
+}
+
+/// The engine at the small configuration, and at the capacities proposed
+/// for the std host (16,384 sessions, 1,024 requests, 4,096 open
+/// obligations; targets are pointers, parking storage on the heap).
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn print_and_bound_engine_sizes() {
+    let router = size_of::<SmallRouter>();
+    let small = size_of::<Engine<u8, u8, [u8; 0], 16, 16, 16>>();
+    let host = size_of::<Engine<usize, usize, &mut [u8], 16_384, 1_024, 4_096>>();
+    println!("size_of::<Engine<u8, u8, [u8; 0], 16, 16, 16>>() = {small} bytes");
+    println!("size_of::<Engine<usize, usize, &mut [u8], 16384, 1024, 4096>>() = {host} bytes");
+    // An open obligation keeps its session id and request id inline
+    // (96 + 80 bytes) plus about 40 bytes of state.
+    let per_obligation = (small - router) / 16;
+    assert!(per_obligation >= 96 + 80, "obligation ids must be inline");
+    assert!(per_obligation < 300, "an obligation slot grew to about {per_obligation} bytes");
+    assert!(host < 4 << 20, "the std host's engine grew to {host} bytes");
 }
