@@ -17,8 +17,8 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 
 use copilot_core::{
-    EventInfo, FrameDecoder, GrowingBuffer, Id, JsonStr, Outgoing, Payload, RequestId, Route, Router, SessionHandle,
-    Value,
+    Cause, Engine, EngineConfig, EventInfo, FrameDecoder, GrowingBuffer, Id, JsonStr, ObligationId, Outgoing, Output,
+    Payload, RequestId, Route, Router, RpcError, SessionHandle, Value,
 };
 use wasm_bindgen::prelude::*;
 
@@ -200,6 +200,334 @@ impl CoreConnection {
     }
 }
 
+/// The engine's capacities in WebAssembly: sessions, requests in flight,
+/// open obligations. Parking is bounded by bytes (see [`CoreEngine::new`]).
+type WasmEngine = Engine<u32, u32, Vec<u8>, 256, 1024, 1024>;
+
+/// The parking storage unless the constructor is told otherwise.
+const DEFAULT_PARK_BYTES: usize = 4 << 20;
+
+/// One connection's protocol engine: routing plus every decision about the
+/// waits of the agent (which handler answers, the refusals, deadlines).
+///
+/// Every method that may decide to send something (a refusal, an answer, an
+/// error response) writes it to an outbox: after each call, send
+/// [`take_outgoing`](Self::take_outgoing) to the CLI. Time is `now`, in
+/// milliseconds of any clock (`performance.now()`, `Date.now()`).
+///
+/// Routed items are as [`CoreConnection::feed`] gives them, plus, on a wait
+/// the JS client must answer, `"obligation"` (an opaque string to give back
+/// to [`answer`](Self::answer) or [`refuse`](Self::refuse)), `"handler"`
+/// (the handler kind, such as `"permission"`) and `"deadline"`; on a wait
+/// the engine already refused, `"refused"` (the cause, such as
+/// `"sessionGone"`); on the CLI's reply to an answer, `"answerAck"`.
+#[wasm_bindgen]
+pub struct CoreEngine {
+    decoder: FrameDecoder<GrowingBuffer>,
+    engine: Box<WasmEngine>,
+    handles: HashMap<u32, SessionHandle>,
+    outbox: Vec<u8>,
+}
+
+#[wasm_bindgen]
+impl CoreEngine {
+    /// An engine accepting frames of at most `max_frame` bytes (16 MiB by
+    /// default), refusing in a handler's place after `handler_timeout_ms`
+    /// (5 minutes by default; 0: never), failing requests after
+    /// `request_timeout_ms` (60 s by default; 0: never), and parking at most
+    /// `park_bytes` (4 MiB by default) during a server-assigned create.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        max_frame: Option<u32>,
+        handler_timeout_ms: Option<f64>,
+        request_timeout_ms: Option<f64>,
+        park_bytes: Option<u32>,
+    ) -> CoreEngine {
+        let size = max_frame.map_or(DEFAULT_MAX_FRAME, |m| m as usize).max(copilot_core::MIN_FRAME_BUFFER);
+        let limit = |ms: Option<f64>, default: u64| match ms {
+            None => Some(default),
+            Some(ms) if ms <= 0.0 => None,
+            Some(ms) => Some(ms as u64),
+        };
+        let config = EngineConfig::new()
+            .handler_timeout(limit(handler_timeout_ms, 5 * 60_000))
+            .request_timeout(limit(request_timeout_ms, 60_000))
+            .park_frames(MAX_PARKED);
+        let park = vec![0; park_bytes.map_or(DEFAULT_PARK_BYTES, |b| b as usize)];
+        CoreEngine {
+            decoder: FrameDecoder::with_buffer(GrowingBuffer::new(INITIAL_BUFFER.min(size))).with_limit(size),
+            engine: Box::new(Engine::new(park, config)),
+            handles: HashMap::new(),
+            outbox: Vec::new(),
+        }
+    }
+
+    /// Feeds received bytes; returns a JSON array of routed items.
+    pub fn feed(&mut self, bytes: &[u8], now: f64) -> String {
+        let now = ms(now);
+        let mut batch = Batch::new();
+        let outbox = &mut self.outbox;
+        let mut out = |b: &[u8]| outbox.extend_from_slice(b);
+        let mut rest = bytes;
+        loop {
+            let n = self.decoder.feed(rest);
+            rest = &rest[n..];
+            while let Some(o) = self.engine.poll(&mut self.decoder, now, &mut out) {
+                batch.output(&o);
+            }
+            if rest.is_empty() {
+                return batch.finish();
+            }
+        }
+    }
+
+    /// Call when the stream has ended: reports a frame cut short.
+    pub fn finish(&mut self) -> String {
+        let mut out = Batch::new();
+        if let Err(e) = self.decoder.finish() {
+            out.route::<u32, u32>(&Route::FrameError(e));
+        }
+        out.finish()
+    }
+
+    /// The bytes the engine decided to send since the last call: write
+    /// them to the CLI as they are (whole frames).
+    pub fn take_outgoing(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// Passes on a handler's answer (`payload`, JSON text; `null` leaves
+    /// the answer's member out). Throws if the wait was already answered
+    /// (nothing is sent then) or the payload is not JSON (the refusal is
+    /// sent instead).
+    pub fn answer(&mut self, obligation: &str, payload: &str) -> Result<(), JsError> {
+        self.try_answer(obligation, payload).map_err(|e| JsError::new(&e))
+    }
+
+    /// Answers a wait with its default refusal; `cause` is `"noHandler"`,
+    /// `"handlerFailed"` or `"unreadable"`. Throws if it was already answered.
+    pub fn refuse(&mut self, obligation: &str, cause: &str) -> Result<(), JsError> {
+        self.try_refuse(obligation, cause).map_err(|e| JsError::new(&e))
+    }
+
+    /// Acts on the deadlines due at `now`: refusals go to the outbox; the
+    /// ids of the requests that ran out of time are returned (fail their
+    /// callers with a timeout).
+    pub fn handle_timeout(&mut self, now: f64) -> Vec<f64> {
+        let mut expired = Vec::new();
+        let outbox = &mut self.outbox;
+        self.engine
+            .handle_timeout(ms(now), &mut |b: &[u8]| outbox.extend_from_slice(b), |id, _| expired.push(id.0 as f64));
+        expired
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next has work, if ever.
+    pub fn poll_timeout(&self) -> Option<f64> {
+        self.engine.poll_timeout().map(|t| t as f64)
+    }
+
+    /// Allocates a request id (with the request deadline from `now`) and
+    /// encodes the request; `params` is JSON text or empty for none.
+    pub fn encode_request(&mut self, method: &str, params: &str, now: f64) -> Result<EncodedRequest, JsError> {
+        let params = parse_params(params)?;
+        let id = self.engine.insert_request(0, ms(now)).map_err(|_| JsError::new("too many requests in flight"))?;
+        match encode(&Outgoing::Request { id, method, params: params.as_ref().map(|p| p as &dyn Payload) }) {
+            Ok(frame) => Ok(EncodedRequest { id: id.0 as f64, frame }),
+            Err(e) => {
+                self.engine.router().pending().take(id.0);
+                Err(e)
+            }
+        }
+    }
+
+    /// Forgets a request (its caller gave up).
+    pub fn cancel_request(&mut self, id: f64) -> bool {
+        self.engine.router().pending().take(id as u64).is_some()
+    }
+
+    /// Fails every request in flight (on disconnect): returns their ids.
+    pub fn drain_requests(&mut self) -> Vec<f64> {
+        self.engine.router().pending().drain().map(|(id, _)| id.0 as f64).collect()
+    }
+
+    /// Encodes a notification.
+    pub fn encode_notification(&self, method: &str, params: &str) -> Result<Vec<u8>, JsError> {
+        let params = parse_params(params)?;
+        encode(&Outgoing::Notification { method, params: params.as_ref().map(|p| p as &dyn Payload) })
+    }
+
+    /// Reserves session `id` under `tag` before its create is sent.
+    pub fn reserve_session(&mut self, id: &str, tag: u32) -> Result<(), JsError> {
+        let handle = self.engine.reserve(id, tag).map_err(|e| JsError::new(&e.to_string()))?;
+        self.handles.insert(tag, handle);
+        Ok(())
+    }
+
+    /// Reserves session `id` under `tag` before its resume is sent. If the
+    /// id is open on this client, the new tag takes it over: the old tag is
+    /// returned (end its streams: the session was resumed elsewhere).
+    pub fn resume_session(&mut self, id: &str, tag: u32) -> Result<Option<u32>, JsError> {
+        let (handle, old) = self.engine.reserve_resume(id, tag).map_err(|e| JsError::new(&e.to_string()))?;
+        if let Some((_, old_tag)) = old {
+            self.handles.remove(&old_tag);
+        }
+        self.handles.insert(tag, handle);
+        Ok(old.map(|(_, t)| t))
+    }
+
+    /// Reserves a slot under `tag` for a create whose id the server assigns.
+    pub fn reserve_unassigned(&mut self, tag: u32) -> Result<(), JsError> {
+        let handle = self.engine.reserve_unassigned(tag).map_err(|e| JsError::new(&e.to_string()))?;
+        self.handles.insert(tag, handle);
+        Ok(())
+    }
+
+    /// Completes the create or resume of `tag` with its response: `result`
+    /// is the response's `result` JSON text, or, if `ok` is false, the
+    /// error's message. Returns `{"opened":bool,"error"?:string,"routes":[...]}`:
+    /// on failure (including an unreadable answer) the slot is released;
+    /// `routes` are the parked frames now routed.
+    pub fn complete_open(&mut self, tag: u32, ok: bool, result: &str, now: f64) -> Result<String, JsError> {
+        self.try_complete_open(tag, ok, result, now).map_err(|e| JsError::new(&e))
+    }
+
+    /// Marks the session closing (its destroy is in flight).
+    pub fn close_session(&mut self, tag: u32) -> Result<(), JsError> {
+        self.try_close_session(tag).map_err(|e| JsError::new(&e))
+    }
+
+    /// Releases the session (dropped or destroyed): its open waits are
+    /// refused (to the outbox). Returns the JSON array of parked frames that
+    /// this made routable.
+    pub fn release_session(&mut self, tag: u32, now: f64) -> String {
+        if let Some(handle) = self.handles.remove(&tag) {
+            let outbox = &mut self.outbox;
+            self.engine.release(handle, &mut |b: &[u8]| outbox.extend_from_slice(b));
+        }
+        self.drain_parked(now)
+    }
+
+    /// The engine's counters at `now`, as JSON.
+    pub fn stats(&self, now: f64) -> String {
+        let s = self.engine.stats(ms(now));
+        let r = s.router;
+        let mut refused = String::from("{");
+        for (i, c) in Cause::ALL.iter().enumerate() {
+            let _ = write!(refused, r#"{}"{}":{}"#, if i > 0 { "," } else { "" }, c.name(), s.refused(*c));
+        }
+        refused.push('}');
+        format!(
+            r#"{{"frames":{},"bytes":{},"malformed":{},"oversize":{},"unknownSession":{},"parked":{},"unmatchedResponses":{},"openObligations":{},"oldestObligationAge":{},"opened":{},"answered":{},"refused":{refused},"unanswerable":{},"parkedFrames":{},"parkedBytes":{},"parkDropped":{},"answersSent":{},"acksAccepted":{},"acksRefused":{}}}"#,
+            r.frames,
+            r.bytes,
+            r.malformed,
+            r.oversize,
+            r.unknown_session,
+            r.parked,
+            r.unmatched_responses,
+            s.open_obligations,
+            s.oldest_obligation_age.map_or("null".to_owned(), |a| a.to_string()),
+            s.opened,
+            s.answered,
+            s.unanswerable,
+            s.parked_frames,
+            s.parked_bytes,
+            s.park_dropped,
+            s.answers_sent,
+            s.acks_accepted,
+            s.acks_refused,
+        )
+    }
+}
+
+impl CoreEngine {
+    fn try_answer(&mut self, obligation: &str, payload: &str) -> Result<(), String> {
+        let id = obligation_id(obligation)?;
+        let outbox = &mut self.outbox;
+        self.engine
+            .answer(id, payload.as_bytes(), &mut |b: &[u8]| outbox.extend_from_slice(b))
+            .map_err(|e| e.to_string())
+    }
+
+    fn try_refuse(&mut self, obligation: &str, cause: &str) -> Result<(), String> {
+        let id = obligation_id(obligation)?;
+        let cause =
+            Cause::ALL.into_iter().find(|c| c.name() == cause).ok_or_else(|| format!("unknown cause {cause}"))?;
+        let outbox = &mut self.outbox;
+        self.engine.refuse(id, cause, &mut |b: &[u8]| outbox.extend_from_slice(b)).map_err(|e| e.to_string())
+    }
+
+    fn try_close_session(&mut self, tag: u32) -> Result<(), String> {
+        let handle = self.handle(tag)?;
+        self.engine.close(handle).map_err(|e| e.to_string())
+    }
+
+    fn try_complete_open(&mut self, tag: u32, ok: bool, result: &str, now: f64) -> Result<String, String> {
+        let handle = self.handle(tag)?;
+        let outbox = &mut self.outbox;
+        let mut out = |b: &[u8]| outbox.extend_from_slice(b);
+        let opened = if ok {
+            match Value::parse(result.as_bytes()) {
+                Ok(v) => self.engine.complete_open(handle, Ok(v), &mut out),
+                Err(_) => {
+                    self.engine.release(handle, &mut out);
+                    Err(copilot_core::OpenError::Unreadable)
+                }
+            }
+        } else {
+            let quoted = serde_json::to_string(result).unwrap_or_else(|_| "\"\"".into());
+            match Value::parse(quoted.as_bytes()).ok().and_then(|v| v.as_str()) {
+                Some(message) => {
+                    let error = RpcError { code: copilot_core::INTERNAL_ERROR, message, data: None };
+                    self.engine.complete_open(handle, Err(error), &mut out)
+                }
+                None => {
+                    self.engine.release(handle, &mut out);
+                    Err(copilot_core::OpenError::Rejected)
+                }
+            }
+        };
+        if opened.is_err() {
+            self.handles.remove(&tag);
+        }
+        let routes = self.drain_parked(now);
+        Ok(match opened {
+            Ok(()) => format!(r#"{{"opened":true,"routes":{routes}}}"#),
+            Err(e) => {
+                let error = serde_json::to_string(&e.to_string()).unwrap_or_default();
+                format!(r#"{{"opened":false,"error":{error},"routes":{routes}}}"#)
+            }
+        })
+    }
+
+    fn handle(&self, tag: u32) -> Result<SessionHandle, String> {
+        self.handles.get(&tag).copied().ok_or_else(|| format!("no session reserved under tag {tag}"))
+    }
+
+    fn drain_parked(&mut self, now: f64) -> String {
+        let mut batch = Batch::new();
+        let outbox = &mut self.outbox;
+        let mut out = |b: &[u8]| outbox.extend_from_slice(b);
+        while let Some(o) = self.engine.poll_parked(ms(now), &mut out) {
+            batch.output(&o);
+        }
+        batch.finish()
+    }
+}
+
+/// Milliseconds from JavaScript (a float, maybe fractional or negative).
+fn ms(now: f64) -> u64 {
+    if now.is_finite() && now > 0.0 {
+        now as u64
+    } else {
+        0
+    }
+}
+
+fn obligation_id(text: &str) -> Result<ObligationId, String> {
+    text.parse::<u64>().map(ObligationId::from_bits).map_err(|_| "not an obligation id".to_owned())
+}
+
 impl CoreConnection {
     fn handle(&self, tag: u32) -> Result<SessionHandle, JsError> {
         self.handles.get(&tag).copied().ok_or_else(|| JsError::new(&format!("no session reserved under tag {tag}")))
@@ -291,16 +619,44 @@ impl Batch {
     }
 
     fn route<T: Copy + Into<u32>, W>(&mut self, route: &Route<'_, T, W>) {
+        self.route_with(route, |_| {});
+    }
+
+    /// An engine output: its route, with the obligation, refusal or
+    /// acknowledgement the engine attached.
+    fn output<T: Copy + Into<u32>, W>(&mut self, o: &Output<'_, T, W>) {
+        self.route_with(&o.route, |w| {
+            if let Some(ob) = &o.obligation {
+                w.text("obligation", &ob.id.to_bits().to_string());
+                w.text("handler", ob.handler.name());
+                match ob.deadline {
+                    Some(d) => w.number_f("deadline", d as f64),
+                    None => w.raw("deadline", b"null"),
+                }
+            }
+            if let Some(cause) = o.refused {
+                w.text("refused", cause.name());
+            }
+            if let Some(accepted) = o.answer_ack {
+                w.raw("answerAck", if accepted { b"true" } else { b"false" });
+            }
+        });
+    }
+
+    /// As [`route`](Self::route), with `extra` fields appended to the item.
+    fn route_with<T: Copy + Into<u32>, W>(&mut self, route: &Route<'_, T, W>, extra: impl FnOnce(&mut Fields<'_>)) {
         match route {
             Route::Event { target, session_id, event, .. } => self.item("event", |w| {
                 w.number("session", (*target).into());
                 w.json_str("sessionId", session_id);
                 w.event(event);
+                extra(w);
             }),
             Route::Lifecycle { kind, session_id, params } => self.item("lifecycle", |w| {
                 w.json_str("type", kind);
                 w.json_str("sessionId", session_id);
                 w.raw("params", params.as_bytes());
+                extra(w);
             }),
             Route::Response { request, result, .. } => self.item("response", |w| {
                 w.number_f("id", request_number(*request));
@@ -314,6 +670,7 @@ impl Batch {
                         }
                     }
                 }
+                extra(w);
             }),
             Route::Request { id, method, params, session } => self.item("request", |w| {
                 w.id_text("idText", id);
@@ -323,6 +680,7 @@ impl Batch {
                     Some((_, t)) => w.number("session", (*t).into()),
                     None => w.raw("session", b"null"),
                 }
+                extra(w);
             }),
             Route::Notification { method, params, session } => self.item("notification", |w| {
                 w.json_str("method", method);
@@ -331,8 +689,12 @@ impl Batch {
                     Some((_, t)) => w.number("session", (*t).into()),
                     None => w.raw("session", b"null"),
                 }
+                extra(w);
             }),
-            Route::Park { session_id, .. } => self.item("parked", |w| w.json_str("sessionId", session_id)),
+            Route::Park { session_id, .. } => self.item("parked", |w| {
+                w.json_str("sessionId", session_id);
+                extra(w);
+            }),
             Route::UnknownSession { session_id, event, reply_to, method } => self.item("unknownSession", |w| {
                 w.json_str("sessionId", session_id);
                 w.json_str("method", method);
@@ -341,14 +703,22 @@ impl Batch {
                 }
                 w.field_opt_id("replyTo", reply_to.as_ref());
                 w.number_i("code", copilot_core::UNKNOWN_SESSION);
+                extra(w);
             }),
-            Route::UnmatchedResponse { id, .. } => self.item("unmatchedResponse", |w| w.id_text("idText", id)),
+            Route::UnmatchedResponse { id, .. } => self.item("unmatchedResponse", |w| {
+                w.id_text("idText", id);
+                extra(w);
+            }),
             Route::Malformed(e) => self.item("malformed", |w| {
                 w.text("error", &e.to_string());
                 w.number_i("code", e.code());
                 w.field_opt_id("replyTo", e.reply_to.as_ref());
+                extra(w);
             }),
-            Route::FrameError(e) => self.item("frameError", |w| w.text("error", &e.to_string())),
+            Route::FrameError(e) => self.item("frameError", |w| {
+                w.text("error", &e.to_string());
+                extra(w);
+            }),
         }
     }
 }
@@ -498,5 +868,93 @@ mod tests {
         assert_eq!(ids, ["e0", "e1", "e2"]);
         assert!(released.as_array().unwrap().iter().all(|r| r["session"] == 3));
         assert_eq!(parse(&c.stats())["parked"], 3);
+    }
+
+    fn engine_frame(body: &str) -> Vec<u8> {
+        frame(body)
+    }
+
+    #[test]
+    fn engine_items_carry_the_obligation_and_answers_go_to_the_outbox() {
+        let mut e = CoreEngine::new(None, Some(1000.0), Some(0.0), None);
+        e.reserve_session("s1", 4).unwrap();
+        let opened = parse(&e.try_complete_open(4, true, "{}", 0.0).unwrap());
+        assert_eq!(opened["opened"], true);
+        let batch = parse(&e.feed(
+            &engine_frame(r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s1","event":{"type":"permission.requested","id":"e","data":{"requestId":"r1","permissionRequest":{}}}}}"#),
+            10.0,
+        ));
+        assert_eq!(batch[0]["route"], "event");
+        assert_eq!(batch[0]["handler"], "permission");
+        assert_eq!(batch[0]["deadline"], 1010);
+        let ob = batch[0]["obligation"].as_str().unwrap().to_owned();
+        assert!(e.take_outgoing().is_empty());
+        e.try_answer(&ob, r#"{"kind":"approved"}"#).unwrap();
+        let body = r#"{"jsonrpc":"2.0","id":"answer-1","method":"session.permissions.handlePendingPermissionRequest","params":{"sessionId":"s1","requestId":"r1","result":{"kind":"approved"}}}"#;
+        assert_eq!(e.take_outgoing(), frame(body));
+        assert!(e.try_answer(&ob, "{}").is_err(), "answered once");
+        assert!(e.take_outgoing().is_empty());
+        let ack = parse(&e.feed(&frame(r#"{"jsonrpc":"2.0","id":"answer-1","result":{"success":true}}"#), 11.0));
+        assert_eq!(ack[0]["answerAck"], true);
+        let stats = parse(&e.stats(20.0));
+        assert_eq!((stats["answered"].as_u64(), stats["acksAccepted"].as_u64()), (Some(1), Some(1)));
+        assert_eq!(stats["unmatchedResponses"], 0);
+    }
+
+    #[test]
+    fn engine_refuses_at_deadlines_and_for_gone_sessions() {
+        let mut e = CoreEngine::new(None, Some(100.0), None, None);
+        e.reserve_session("s1", 1).unwrap();
+        let batch = parse(&e.feed(
+            &frame(
+                r#"{"jsonrpc":"2.0","id":7,"method":"userInput.request","params":{"sessionId":"s1","question":"?"}}"#,
+            ),
+            0.0,
+        ));
+        assert_eq!(batch[0]["handler"], "userInput");
+        let ob = batch[0]["obligation"].as_str().unwrap().to_owned();
+        assert_eq!(e.poll_timeout(), Some(100.0));
+        assert!(e.handle_timeout(99.0).is_empty());
+        assert!(e.take_outgoing().is_empty());
+        e.handle_timeout(100.0);
+        let body = r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"the user is not available"}}"#;
+        assert_eq!(e.take_outgoing(), frame(body));
+        assert!(e.try_refuse(&ob, "noHandler").is_err());
+
+        let batch = parse(&e.feed(
+            &frame(r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"gone","event":{"type":"elicitation.requested","data":{"requestId":"q"}}}}"#),
+            200.0,
+        ));
+        assert_eq!(batch[0]["route"], "unknownSession");
+        assert_eq!(batch[0]["refused"], "sessionGone");
+        let sent = String::from_utf8(e.take_outgoing()).unwrap();
+        assert!(
+            sent.ends_with(r#""params":{"sessionId":"gone","requestId":"q","result":{"action":"cancel"}}}"#),
+            "{sent}"
+        );
+    }
+
+    #[test]
+    fn engine_sessions_open_park_and_take_over() {
+        let mut e = CoreEngine::new(None, None, None, None);
+        e.reserve_unassigned(3).unwrap();
+        let parked = parse(&e.feed(
+            &frame(r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"new","event":{"type":"command.queued","data":{"requestId":"c1","command":"/x"}}}}"#),
+            0.0,
+        ));
+        assert_eq!(parked[0]["route"], "parked");
+        let opened = parse(&e.try_complete_open(3, true, r#"{"sessionId":"new"}"#, 1.0).unwrap());
+        assert_eq!(opened["opened"], true);
+        assert_eq!(opened["routes"][0]["session"], 3);
+        assert_eq!(opened["routes"][0]["handler"], "queuedCommand");
+        // Resuming the open id under another tag takes it over.
+        assert_eq!(e.resume_session("new", 9).unwrap(), Some(3));
+        // The resume's answer is unreadable: the slot is released, and the
+        // wait it held is refused.
+        let failed = parse(&e.try_complete_open(9, true, "not json", 2.0).unwrap());
+        assert_eq!(failed["opened"], false);
+        let sent = String::from_utf8(e.take_outgoing()).unwrap();
+        assert!(sent.ends_with(r#""requestId":"c1","result":{"handled":false}}}"#), "{sent}");
+        assert!(e.try_close_session(9).is_err(), "released");
     }
 }
