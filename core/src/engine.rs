@@ -22,6 +22,31 @@
 //! Answers travel as requests whose ids the engine recognizes
 //! (`"answer-<n>"`), so they take no slot in the pending-request table and
 //! their acknowledgements are counted, not reported as unmatched.
+//!
+//! ```
+//! use copilot_core::{Engine, EngineConfig, FrameDecoder, HandlerKind, Value};
+//!
+//! let mut engine: Engine<u8, (), [u8; 0], 4, 4, 4> = Engine::new([], EngineConfig::new());
+//! let mut decoder: FrameDecoder<[u8; 1024]> = FrameDecoder::new();
+//! let mut wire = Vec::new(); // what the engine sends to the CLI
+//! let mut out = |bytes: &[u8]| wire.extend_from_slice(bytes);
+//!
+//! let session = engine.reserve("s-1", 7).unwrap();
+//! engine.complete_open(session, Ok(Value::parse(b"{}").unwrap()), &mut out).unwrap();
+//!
+//! let body = br#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s-1","event":{"type":"permission.requested","data":{"requestId":"r1","permissionRequest":{}}}}}"#;
+//! decoder.feed(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
+//! decoder.feed(body);
+//! let now = 0; // milliseconds, from the host's clock
+//! let output = engine.poll(&mut decoder, now, &mut out).unwrap();
+//! let obligation = output.obligation.unwrap();
+//! assert_eq!(obligation.handler, HandlerKind::Permission);
+//! // ... the host calls the user's permission handler, then:
+//! engine.answer(obligation.id, br#"{"kind":"approve-once"}"#, &mut out).unwrap();
+//! assert!(engine.answer(obligation.id, b"{}", &mut out).is_err(), "answered once");
+//! let sent = String::from_utf8(wire).unwrap();
+//! assert!(sent.ends_with(r#""requestId":"r1","result":{"kind":"approve-once"}}}"#));
+//! ```
 
 use core::fmt;
 

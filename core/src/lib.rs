@@ -3,8 +3,12 @@
 //!
 //! It does: frame decoding ([`FrameDecoder`]), envelope decoding
 //! ([`Envelope`]), encoding ([`Outgoing`]), the session table
-//! ([`SessionTable`]), the pending-request table ([`PendingTable`]) and the
-//! routing of every incoming message ([`Router`]).
+//! ([`SessionTable`]), the pending-request table ([`PendingTable`]), the
+//! routing of every incoming message ([`Router`]), and the protocol engine
+//! ([`Engine`]) that grows out of the router: it owns the answer table
+//! ([`ANSWERS`]), the open obligations, their deadlines and refusals, and
+//! the sessions' lifecycle, so that every wait of the agent is answered
+//! exactly once.
 //!
 //! It does not: read or write any socket or pipe, spawn threads, read a clock
 //! or allocate. It is `#![no_std]` without `alloc` and has no `unsafe`. (The

@@ -319,7 +319,8 @@ fn refusal(row: &AnswerRow) -> Option<Value> {
     }
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn every_kind_every_path_exactly_one_answer() {
     let mut cells = 0;
     for row in ANSWERS {
@@ -372,7 +373,8 @@ fn golden(engine: &mut TestEngine, input: &str) -> (String, Option<Cause>) {
     (String::from_utf8(out).unwrap(), o.refused)
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn golden_bytes_of_answers_and_refusals() {
     let mut e: Box<TestEngine> = Box::new(Engine::new(Vec::new(), EngineConfig::new()));
     let h = e.reserve("s1", 1).unwrap();
@@ -432,7 +434,8 @@ fn golden_bytes_of_answers_and_refusals() {
     assert_eq!((s.open_obligations, s.oldest_obligation_age), (1, Some(100)));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn answers_need_no_request_slot() {
     // 16 pending slots, all taken by requests in flight: 200 waits (in
     // batches of 16 obligations) are still all answered.
@@ -463,7 +466,8 @@ fn answers_need_no_request_slot() {
     assert_eq!((s.answered, s.acks_accepted, s.router.unmatched_responses), (200, 200, 0));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn unreadable_create_answer_frees_the_slot() {
     let mut e: Box<TestEngine> = Box::new(Engine::new(Vec::new(), EngineConfig::new()));
     for i in 0..100 {
@@ -477,7 +481,8 @@ fn unreadable_create_answer_frees_the_slot() {
     assert!(e.router().sessions().is_empty(), "no slot leaks");
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn resume_takes_over_an_open_id_and_keeps_its_waits() {
     let mut r = Run::new(100);
     let old = r.engine.reserve(SESSION, 1).unwrap();
@@ -494,7 +499,8 @@ fn resume_takes_over_an_open_id_and_keeps_its_waits() {
     assert!(!r.engine.is_open(obs[0].id));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn request_deadlines_hand_the_waiter_back() {
     let mut e: Box<TestEngine> =
         Box::new(Engine::new(Vec::new(), EngineConfig::new().request_timeout(Some(50)).handler_timeout(None)));
