@@ -513,3 +513,87 @@ fn request_deadlines_hand_the_waiter_back() {
     assert_eq!(expired, [(id, 7)]);
     assert_eq!(e.poll_timeout(), None);
 }
+
+fn info(session: &str, n: u32) -> Vec<u8> {
+    frame(&json!({"jsonrpc":"2.0","method":"session.event",
+        "params":{"sessionId":session,"event":{"type":"session.info","id":format!("e{n}"),"data":{}}}}))
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn parked_frames_keep_their_order_across_two_server_assigned_creates() {
+    let mut r = Run::new(100);
+    let a = r.engine.reserve_unassigned(1).unwrap();
+    let b = r.engine.reserve_unassigned(2).unwrap();
+    let c = r.engine.reserve_unassigned(3).unwrap();
+    let mut input = Vec::new();
+    for n in 0..9 {
+        input.extend(info(["A", "B", "C"][n as usize % 3], n));
+    }
+    assert!(r.feed(&input).is_empty());
+    assert_eq!(r.engine.stats(0).parked_frames, 9);
+    let id = |o: &copilot_core::Output<'_, u32, u32>| match &o.route {
+        Route::Event { target, event, .. } => (*target, event.id.unwrap().to_string()),
+        other => panic!("{other:?}"),
+    };
+    let mut out = |_: &[u8]| unreachable!();
+    r.engine.assign(a, "A").unwrap();
+    let mut seen = Vec::new();
+    // The first frame comes out; naming B meanwhile restarts the pass once
+    // this one ends, so B's frames (kept, and not yet seen) all come out.
+    let first = r.engine.poll_parked(0, &mut out).map(|o| id(&o)).unwrap();
+    seen.push(first);
+    r.engine.assign(b, "B").unwrap();
+    while let Some(o) = r.engine.poll_parked(0, &mut out) {
+        seen.push(id(&o));
+    }
+    let ids = |seen: &[(u32, String)], t: u32| -> Vec<String> {
+        seen.iter().filter(|(x, _)| *x == t).map(|(_, e)| e.clone()).collect()
+    };
+    assert_eq!(ids(&seen, 1), ["e0", "e3", "e6"]);
+    assert_eq!(ids(&seen, 2), ["e1", "e4", "e7"]);
+    assert!(ids(&seen, 3).is_empty(), "C is not named yet: its frames stay parked");
+    assert_eq!(r.engine.stats(0).parked_frames, 3);
+    // More frames for C arrive, then C is named: all in arrival order.
+    assert!(r.feed(&info("C", 9)).is_empty());
+    r.engine.assign(c, "C").unwrap();
+    let mut later = Vec::new();
+    while let Some(o) = r.engine.poll_parked(0, &mut out) {
+        later.push(id(&o));
+    }
+    assert_eq!(ids(&later, 3), ["e2", "e5", "e8", "e9"]);
+    let s = r.engine.stats(0);
+    assert_eq!((s.parked_frames, s.parked_bytes), (0, 0));
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn parking_is_bounded_by_bytes_and_plain_overflow_is_counted() {
+    let config = EngineConfig::new().park_frames(1_000);
+    let mut e: Box<TestEngine> = Box::new(Engine::new(vec![0; 600], config));
+    let h = e.reserve_unassigned(1).unwrap();
+    let mut d: FrameDecoder<[u8; 65536]> = FrameDecoder::new();
+    let mut input = Vec::new();
+    for n in 0..10 {
+        input.extend(info("X", n));
+    }
+    d.feed(&input);
+    let mut kept = 0;
+    while let Some(o) = e.poll(&mut d, 0, &mut |_| unreachable!()) {
+        assert!(matches!(o.route, Route::Park { .. }));
+        kept += usize::from(o.refused.is_none());
+    }
+    let s = e.stats(0);
+    assert_eq!(s.parked_frames + s.park_dropped as usize, 10);
+    assert!(s.parked_bytes <= 600 && s.park_dropped > 0, "{s:?}");
+    // Releasing the only unassigned create reports the parked frames as
+    // for an unknown session.
+    e.release(h, &mut |_| unreachable!());
+    let mut unknown = 0;
+    while let Some(o) = e.poll_parked(0, &mut |_| unreachable!()) {
+        assert!(matches!(o.route, Route::UnknownSession { .. }));
+        unknown += 1;
+    }
+    assert_eq!(unknown, s.parked_frames);
+    assert!(kept >= 1);
+}
