@@ -342,12 +342,20 @@ pub const NOT_OBLIGATIONS: &[(&str, &str)] = &[
 
 /// The row of an awaited event type.
 pub fn row_for_event(event_type: JsonStr<'_>) -> Option<(u16, &'static AnswerRow)> {
-    find(|t| matches!(t, Trigger::Event(e) if event_type == *e))
+    // Every event is looked up: compare plain bytes when there are no
+    // escapes (always, in practice), decoded characters otherwise.
+    match event_type.as_plain() {
+        Some(plain) => find(|t| matches!(t, Trigger::Event(e) if plain == *e)),
+        None => find(|t| matches!(t, Trigger::Event(e) if event_type == *e)),
+    }
 }
 
 /// The row of a server request method.
 pub fn row_for_request(method: JsonStr<'_>) -> Option<(u16, &'static AnswerRow)> {
-    find(|t| matches!(t, Trigger::Request(m) if method == *m))
+    match method.as_plain() {
+        Some(plain) => find(|t| matches!(t, Trigger::Request(m) if plain == *m)),
+        None => find(|t| matches!(t, Trigger::Request(m) if method == *m)),
+    }
 }
 
 fn find(mut f: impl FnMut(&Trigger) -> bool) -> Option<(u16, &'static AnswerRow)> {

@@ -618,6 +618,34 @@ mod tests {
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn hashed_index_agrees_with_a_model_under_churn() {
+        // Reserve and release in a pseudo-random order; after every step,
+        // every id the model holds is found and no other is.
+        let table: SessionTable<u32, 16> = SessionTable::new();
+        let mut model: std::vec::Vec<(std::string::String, SessionHandle)> = std::vec::Vec::new();
+        let mut x: u32 = 12345;
+        for step in 0..2000u32 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            let name = std::format!("id-{}", (x >> 8) % 40);
+            match model.iter().position(|(n, _)| *n == name) {
+                Some(i) if x % 3 != 0 => {
+                    let (_, h) = model.swap_remove(i);
+                    assert!(table.release(h).is_some());
+                }
+                Some(_) => assert_eq!(table.reserve(&name, step).unwrap_err().kind, ReserveErrorKind::Duplicate),
+                None if model.len() < 16 => model.push((name.clone(), table.reserve(&name, step).unwrap())),
+                None => assert_eq!(table.reserve(&name, step).unwrap_err().kind, ReserveErrorKind::Full),
+            }
+            for k in 0..40 {
+                let probe = std::format!("id-{k}");
+                let expected = model.iter().find(|(n, _)| *n == probe).map(|(_, h)| *h);
+                assert_eq!(table.find(&probe).map(|(h, _)| h), expected, "step {step}: {probe}");
+            }
+        }
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn takeover_releases_the_old_holder_of_the_id() {
         let table: SessionTable<u32, 1> = SessionTable::new();
         let old = table.reserve("s", 1).unwrap();
