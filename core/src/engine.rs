@@ -54,7 +54,7 @@ use heapless::Vec;
 
 use crate::answers::{row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, ANSWERS};
 use crate::encode::{frame_header, itoa, MAX_FRAME_HEADER_LEN};
-use crate::envelope::{EventInfo, Id, RpcError, METHOD_NOT_FOUND};
+use crate::envelope::{EventInfo, Id, RpcError, METHOD_NOT_FOUND, PARSE_ERROR};
 use crate::frame::{FrameBuffer, FrameDecoder};
 use crate::json::{JsonStr, Kind, Value};
 use crate::obligations::{ObligationId, Obligations, Open, NEVER};
@@ -626,7 +626,8 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
             }
             Route::Malformed(e) => match e.reply_to {
                 Some(id) => {
-                    Self::send_error(out, id_parts(&id), e.code(), "invalid request");
+                    let message = if e.code() == PARSE_ERROR { "parse error" } else { "invalid request" };
+                    Self::send_error(out, id_parts(&id), e.code(), message);
                     self.count(Cause::Malformed);
                     Output::refused(Route::Malformed(e), Cause::Malformed)
                 }
