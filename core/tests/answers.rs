@@ -101,9 +101,13 @@ fn every_event_with_a_request_id_is_a_row_or_explained() {
     assert!(unknown.is_empty(), "events with a requestId neither answered nor explained: {unknown:?}");
     let stale: Vec<_> = known.difference(&with_request_id).collect();
     assert!(stale.is_empty(), "rows for events the schema does not have: {stale:?}");
-    // The core's list of awaited events agrees with the table.
+    // The core's list of awaited events (whose requestId the envelope
+    // reads) agrees with the table both ways.
     for t in copilot_core::REQUEST_EVENT_TYPES {
         assert!(rows.contains(t) || explained.contains(t), "{t}");
+    }
+    for t in &rows {
+        assert!(copilot_core::REQUEST_EVENT_TYPES.contains(t), "the envelope does not read the requestId of {t}");
     }
 }
 
