@@ -628,7 +628,7 @@ mod tests {
             x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
             let name = std::format!("id-{}", (x >> 8) % 40);
             match model.iter().position(|(n, _)| *n == name) {
-                Some(i) if x % 3 != 0 => {
+                Some(i) if !x.is_multiple_of(3) => {
                     let (_, h) = model.swap_remove(i);
                     assert!(table.release(h).is_some());
                 }
