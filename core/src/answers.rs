@@ -218,6 +218,10 @@ pub const ANSWERS: &[AnswerRow] = &[
         P(r#"{"action":"cancel"}"#),
     ),
     event("sampling.requested", H::Sampling, "session.ui.handlePendingSampling", "response", Refusal::Omit),
+    // `autoModeSwitch.request` may come for the same wait (not seen on the
+    // wire with CLI 1.0.102); both stay rows, as the hosts answered both
+    // before. A second answer would be acknowledged with `success:false`
+    // and counted in `EngineStats::acks_refused`.
     event(
         "auto_mode_switch.requested",
         H::AutoModeSwitch,
@@ -266,6 +270,8 @@ pub const ANSWERS: &[AnswerRow] = &[
         H::UserInput,
         Refusal::Error { code: INTERNAL_ERROR, message: "the user is not available" },
     ),
+    // The SDKs approve without a handler; a refusal here does not approve a
+    // plan nobody saw (the model is told the plan was not approved).
     request("exitPlanMode.request", H::ExitPlanMode, P(r#"{"approved":false}"#)),
     request("autoModeSwitch.request", H::AutoModeSwitch, P(r#"{"response":"no"}"#)),
     request(
