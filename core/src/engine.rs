@@ -953,6 +953,22 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
         Some(target)
     }
 
+    /// The connection is gone: hands every request's waiter to `failed`
+    /// (wake its caller with a disconnect error) and forgets every open
+    /// obligation, since no answer can reach the CLI any more. Returns how
+    /// many obligations were forgotten. Sessions stay in the table for the
+    /// host to release.
+    pub fn disconnect(&mut self, mut failed: impl FnMut(RequestId, W)) -> usize {
+        for (id, waiter) in self.core.router.pending().drain() {
+            failed(id, waiter);
+        }
+        let mut n = 0;
+        while self.core.obligations.take_where(|_| true).is_some() {
+            n += 1;
+        }
+        n
+    }
+
     /// The counters, with the open obligations' age as of `now`.
     pub fn stats(&self, now: u64) -> EngineStats {
         let mut s = self.core.stats;

@@ -597,3 +597,19 @@ fn parking_is_bounded_by_bytes_and_plain_overflow_is_counted() {
     assert_eq!(unknown, s.parked_frames);
     assert!(kept >= 1);
 }
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn disconnect_fails_requests_and_forgets_waits() {
+    let mut r = Run::new(100);
+    r.engine.reserve(SESSION, 1).unwrap();
+    let waits = frame(&json!({"jsonrpc":"2.0","method":"session.event","params":{"sessionId":SESSION,
+        "event":{"type":"permission.requested","data":{"requestId":"p","permissionRequest":{}}}}}));
+    let obs = r.feed(&waits);
+    let a = r.engine.insert_request(1, 0).unwrap();
+    let mut failed = Vec::new();
+    assert_eq!(r.engine.disconnect(|id, w| failed.push((id, w))), 1);
+    assert_eq!(failed, [(a, 1)]);
+    assert_eq!(r.engine.answer(obs[0].id, b"{}", &mut |_| unreachable!()), Err(AnswerError::Stale));
+    assert_eq!((r.engine.stats(0).open_obligations, r.engine.poll_timeout()), (0, None));
+}
