@@ -345,9 +345,13 @@ impl CoreEngine {
         self.engine.router().pending().take(id as u64).is_some()
     }
 
-    /// Fails every request in flight (on disconnect): returns their ids.
-    pub fn drain_requests(&mut self) -> Vec<f64> {
-        self.engine.router().pending().drain().map(|(id, _)| id.0 as f64).collect()
+    /// The connection is gone: returns the ids of every request in flight
+    /// (fail their callers) and forgets every open wait (no answer can
+    /// reach the CLI any more).
+    pub fn disconnect(&mut self) -> Vec<f64> {
+        let mut ids = Vec::new();
+        self.engine.disconnect(|id, _| ids.push(id.0 as f64));
+        ids
     }
 
     /// Encodes a notification.
