@@ -40,8 +40,10 @@ mod session;
 
 pub use cli::{default_install_dir, install_cli, native_binary, resolve_cli, CLI_PACKAGE, CLI_VERSION};
 pub use client::{
-    AuthStatus, Client, ClientOptions, Pong, ServerInfo, SessionMetadata, Status, Transport, PROTOCOL_VERSION,
+    AuthStatus, Calls, Client, ClientOptions, Pong, ServerInfo, SessionMetadata, Status, Transport,
+    DEFAULT_REQUEST_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, PROTOCOL_VERSION,
 };
+pub use connection::CloseCause;
 pub use copilot_core as core;
 pub use error::{Error, Result};
 pub use events::{EventKind, LifecycleEvent, SessionEvent};
@@ -50,4 +52,7 @@ pub use handlers::{
     ExitPlanModeResponse, McpOAuthHandler, OAuthToken, PermissionDecision, PermissionHandler, PermissionRequest,
     SessionHandlers, Tool, ToolInvocation, ToolResult, UserInputHandler, UserInputRequest, UserInputResponse,
 };
-pub use session::{EventStream, MessageOptions, Session, SessionConfig, Subscription};
+pub use session::{
+    EventStream, MessageOptions, Session, SessionCalls, SessionConfig, SessionStats, Subscription, MAX_KEPT_BYTES,
+    MAX_KEPT_EVENTS,
+};
