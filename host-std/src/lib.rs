@@ -14,6 +14,11 @@
 //! consumer), sessions are reserved before `session.create` is sent, and
 //! events for a session the server has yet to name are held until it does.
 //!
+//! Every call to the CLI has a deadline ([`ClientOptions::request_timeout`],
+//! or the call's own), `destroy` and `stop` are bounded by
+//! [`ClientOptions::shutdown_grace`], and [`Client::closed`] says why a
+//! connection ended.
+//!
 //! ```no_run
 //! use copilot_host::{Client, ClientOptions, SessionConfig};
 //! use std::time::Duration;
