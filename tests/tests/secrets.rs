@@ -31,6 +31,14 @@ fn debug_output_redacts_tokens() {
 }
 
 #[test]
+fn debug_output_of_an_mcp_oauth_token_redacts_it() {
+    let token = copilot_host::OAuthToken { access_token: AUTH_TOKEN.into(), token_type: None, expires_in: Some(60) };
+    let text = format!("{token:?}");
+    assert!(!text.contains(AUTH_TOKEN), "{text}");
+    assert!(text.contains("expires_in"), "{text}");
+}
+
+#[test]
 fn a_spawned_tcp_cli_refuses_a_connection_without_its_token() {
     let dir = TempDir::new("copilot-conn-token");
     let proxy = copilot_tests::real_cli::refusing_proxy();
