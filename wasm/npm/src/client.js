@@ -1098,16 +1098,20 @@ export class Session {
   }
 
   /**
-   * Destroys the session in the CLI; its event delivery then ends. The
-   * session is released here at once; the CLI's answer is awaited for
-   * `timeoutMs` at most (default: the client's `shutdownGraceMs`).
+   * Destroys the session in the CLI; its event delivery then ends (after
+   * the events the CLI sends while destroying it, such as
+   * `session.shutdown`). The CLI's answer is awaited for `timeoutMs` at
+   * most (default: the client's `shutdownGraceMs`); the session is released
+   * then, answered or not.
    */
   async destroy({ timeoutMs = this.#client.shutdownGraceMs } = {}) {
     if (this.#ending !== null) return;
     this.#client._closeSession(this.#tag);
-    const answered = this.#client._request("session.destroy", { sessionId: this.#id }, { timeoutMs });
-    this.#client._releaseSession(this.#tag, "destroyed");
-    await answered;
+    try {
+      await this.#client._request("session.destroy", { sessionId: this.#id }, { timeoutMs });
+    } finally {
+      this.#client._releaseSession(this.#tag, "destroyed");
+    }
   }
 
   /**

@@ -437,9 +437,9 @@ export declare class Session implements AsyncIterable<SessionEvent> {
   /** Calls a session method this client does not wrap; `sessionId` is added. */
   call<R = any>(method: string, params?: Record<string, unknown>, options?: CallOptions): Promise<R>;
   /**
-   * Destroys the session in the CLI; its event delivery ends at once, and
-   * the CLI's answer is awaited for `timeoutMs` at most (default: the
-   * client's `shutdownGraceMs`).
+   * Destroys the session in the CLI; its event delivery then ends. The
+   * CLI's answer is awaited for `timeoutMs` at most (default: the client's
+   * `shutdownGraceMs`); the session is released then, answered or not.
    */
   destroy(options?: CallOptions): Promise<void>;
 
