@@ -5,10 +5,11 @@ use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::connection::{CauseProbe, CloseCause};
 use crate::error::{Error, Result};
 
 /// The CLI version this client is built and tested against.
@@ -20,6 +21,10 @@ pub const CLI_PACKAGE: &str = "@github/copilot";
 /// The name of the environment variable a spawned CLI reads its auth token
 /// from (`--auth-token-env`), so the token never appears in argv.
 pub(crate) const AUTH_TOKEN_ENV: &str = "COPILOT_SDK_AUTH_TOKEN";
+
+/// The environment variable a spawned TCP CLI reads the connection token
+/// it requires of every client from.
+pub(crate) const CONNECTION_TOKEN_ENV: &str = "COPILOT_CONNECTION_TOKEN";
 
 /// Stderr lines kept for error messages.
 const STDERR_LINES: usize = 40;
@@ -129,13 +134,40 @@ pub(crate) struct Launch<'a> {
     pub cwd: Option<&'a Path>,
 }
 
+/// The last lines of a CLI's stderr, and whether the pipe has ended.
+#[derive(Default)]
+struct StderrTail {
+    lines: Mutex<(VecDeque<String>, bool)>,
+    ended: Condvar,
+}
+
+impl StderrTail {
+    /// The text once the pipe has ended (the CLI and its children exited),
+    /// or whatever is there at `deadline`.
+    fn text_when_ended(&self, deadline: Instant) -> String {
+        let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        while !lines.1 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            lines = self.ended.wait_timeout(lines, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        lines.0.iter().map(|l| format!("{l}\n")).collect()
+    }
+}
+
 /// A CLI process we started, and the tail of its stderr.
 pub(crate) struct CliProcess {
-    child: Child,
-    stderr: Arc<Mutex<VecDeque<String>>>,
+    child: Arc<Mutex<Child>>,
+    stderr: Arc<StderrTail>,
     /// Held open while the CLI serves TCP: closing it is for stdio mode.
     stdin: Option<ChildStdin>,
 }
+
+/// How long the reader waits, once the stream ended, for the CLI's exit
+/// status and last stderr lines, to report them as the cause.
+const EXIT_PROBE: Duration = Duration::from_secs(2);
 
 impl CliProcess {
     /// Starts the CLI in its own process group with piped stdio.
@@ -158,12 +190,31 @@ impl CliProcess {
         let mut child = cmd.spawn().map_err(|source| Error::Spawn { program: launch.program.to_owned(), source })?;
         let stdin = child.stdin.take().ok_or_else(|| Error::Protocol("no stdin pipe".into()))?;
         let stdout = child.stdout.take().ok_or_else(|| Error::Protocol("no stdout pipe".into()))?;
-        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        let stderr = Arc::new(StderrTail::default());
         if let Some(pipe) = child.stderr.take() {
             let tail = Arc::clone(&stderr);
             let _ = thread::Builder::new().name("copilot-stderr".into()).spawn(move || keep_tail(pipe, &tail));
         }
-        Ok((CliProcess { child, stderr, stdin: None }, stdin, stdout))
+        Ok((CliProcess { child: Arc::new(Mutex::new(child)), stderr, stdin: None }, stdin, stdout))
+    }
+
+    /// For the reader: when the stream ends, reports an exited CLI (its
+    /// status and stderr tail) as the cause rather than a bare end.
+    pub(crate) fn cause_probe(&self) -> CauseProbe {
+        let (child, stderr) = (Arc::clone(&self.child), Arc::clone(&self.stderr));
+        Box::new(move |cause| {
+            let deadline = Instant::now() + EXIT_PROBE;
+            match wait_until(&child, deadline) {
+                Some(status) => {
+                    #[cfg(unix)]
+                    let signal = std::os::unix::process::ExitStatusExt::signal(&status);
+                    #[cfg(not(unix))]
+                    let signal = None;
+                    CloseCause::CliExited { code: status.code(), signal, stderr: stderr.text_when_ended(deadline) }
+                }
+                None => cause,
+            }
+        })
     }
 
     /// Keeps the CLI's stdin open (and unused) while it serves TCP.
@@ -171,38 +222,30 @@ impl CliProcess {
         self.stdin = Some(stdin);
     }
 
-    /// The last lines of stderr.
-    pub(crate) fn stderr_tail(&self) -> String {
-        let lines = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
-        lines.iter().map(|l| format!("{l}\n")).collect()
-    }
-
     /// Waits up to `grace` for the process to exit.
     pub(crate) fn wait_for_exit(&mut self, grace: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + grace;
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => return Some(status),
-                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
-                _ => return None,
-            }
-        }
+        wait_until(&self.child, Instant::now() + grace)
     }
 
     /// The error for a CLI that ended before it was ready.
     pub(crate) fn exited_error(&mut self) -> Error {
-        let code = self.wait_for_exit(Duration::from_secs(2)).and_then(|s| s.code());
-        // Let the stderr reader catch up with the last lines.
-        thread::sleep(Duration::from_millis(50));
-        Error::CliExited { code, stderr: self.stderr_tail() }
+        let deadline = Instant::now() + EXIT_PROBE;
+        let code = wait_until(&self.child, deadline).and_then(|s| s.code());
+        Error::CliExited { code, stderr: self.stderr.text_when_ended(deadline) }
+    }
+
+    /// The process id.
+    pub(crate) fn id(&self) -> u32 {
+        self.child.lock().unwrap_or_else(|p| p.into_inner()).id()
     }
 
     /// Kills the process group (or the process), then reaps it.
     pub(crate) fn kill(&mut self) {
         self.stdin = None;
+        let mut child = self.child.lock().unwrap_or_else(|p| p.into_inner());
         #[cfg(unix)]
         {
-            if let Ok(pid) = i32::try_from(self.child.id()) {
+            if let Ok(pid) = i32::try_from(child.id()) {
                 // SAFETY: kill(2) with a negative pid signals the group we
                 // created at spawn (process_group(0) makes pgid == pid); it
                 // touches no memory of ours.
@@ -212,8 +255,8 @@ impl CliProcess {
                 }
             }
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     /// Reads `CLI server listening on port N` from the CLI's stdout.
@@ -240,9 +283,22 @@ impl CliProcess {
 
 impl Drop for CliProcess {
     fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
+        let running = matches!(self.child.lock().unwrap_or_else(|p| p.into_inner()).try_wait(), Ok(None));
+        if running {
             self.kill();
         }
+    }
+}
+
+/// Waits for `child` to exit until `deadline`.
+fn wait_until(child: &Mutex<Child>, deadline: Instant) -> Option<std::process::ExitStatus> {
+    loop {
+        match child.lock().unwrap_or_else(|p| p.into_inner()).try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => {}
+            _ => return None,
+        }
+        thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -253,16 +309,18 @@ pub(crate) fn parse_port(line: &str) -> Option<u16> {
     lower[at..].trim_start().split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
 }
 
-fn keep_tail(pipe: impl Read, tail: &Mutex<VecDeque<String>>) {
+fn keep_tail(pipe: impl Read, tail: &StderrTail) {
     for line in BufReader::new(pipe).lines() {
         let Ok(line) = line else { break };
         log::debug!("copilot stderr: {line}");
-        let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
-        if t.len() == STDERR_LINES {
-            t.pop_front();
+        let mut t = tail.lines.lock().unwrap_or_else(|p| p.into_inner());
+        if t.0.len() == STDERR_LINES {
+            t.0.pop_front();
         }
-        t.push_back(line);
+        t.0.push_back(line);
     }
+    tail.lines.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+    tail.ended.notify_all();
 }
 
 #[cfg(test)]

@@ -7,14 +7,14 @@ use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use copilot_core::{SessionState, Stats};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::cli::{self, CliProcess, Launch, AUTH_TOKEN_ENV};
-use crate::connection::{Connection, Waiter};
+use crate::cli::{self, CliProcess, Launch, AUTH_TOKEN_ENV, CONNECTION_TOKEN_ENV};
+use crate::connection::{CloseCause, Connection, Deadlines, InFlight, Waiter};
 use crate::error::{Error, Result};
 use crate::events::LifecycleEvent;
 use crate::session::{Session, SessionConfig, SessionInner};
@@ -35,8 +35,15 @@ pub enum Transport {
     },
 }
 
-/// How to start a CLI.
-#[derive(Debug, Clone)]
+/// How long a call to the CLI may take unless told otherwise.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long `Session::destroy` and `Client::stop` (in total) wait for a CLI
+/// that does not answer before they release everything and go on.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+
+/// How to start a CLI. Its `Debug` output shows no token and no
+/// environment value.
+#[derive(Clone)]
 pub struct ClientOptions {
     /// The CLI to run. `None`: `COPILOT_CLI_PATH`, `PATH`, then
     /// `./node_modules/.bin/copilot`.
@@ -50,10 +57,13 @@ pub struct ClientOptions {
     pub transport: Transport,
     /// The CLI's `--log-level`.
     pub log_level: String,
-    /// A GitHub token for the CLI, passed in its environment (never argv).
+    /// A GitHub token for the CLI, passed in its environment (never argv),
+    /// and named to the CLI as a secret (`--secret-env-vars`), so that the
+    /// shell commands and MCP servers it starts do not receive it.
     pub auth_token: Option<String>,
     /// For TCP: a token the CLI requires of every connection
-    /// (`COPILOT_CONNECTION_TOKEN`); sent in `connect`.
+    /// (`COPILOT_CONNECTION_TOKEN`); sent in `connect`. `None`: a random
+    /// one is generated, so no other local process can drive the CLI.
     pub connection_token: Option<String>,
     /// Extra arguments for the CLI (for example `--no-auto-login`).
     pub extra_args: Vec<String>,
@@ -63,6 +73,48 @@ pub struct ClientOptions {
     pub cwd: Option<PathBuf>,
     /// How long the CLI may take to start and answer `connect`.
     pub startup_timeout: Duration,
+    /// How long any call to the CLI may take (create, send, abort, ping,
+    /// the answers to the agent's requests, ...) unless the call is given
+    /// its own timeout ([`Client::with_timeout`], [`Session::with_timeout`],
+    /// `send_and_wait`'s).
+    ///
+    /// [`Session::with_timeout`]: crate::Session::with_timeout
+    pub request_timeout: Duration,
+    /// How long `Session::destroy` and [`Client::stop`] (in total, however
+    /// many sessions are open) wait for the CLI; then local state is
+    /// released and a CLI this client started is killed.
+    pub shutdown_grace: Duration,
+}
+
+/// Shown in place of a secret in `Debug` output.
+const REDACTED: &str = "<redacted>";
+
+impl std::fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secret = |t: &Option<String>| t.as_ref().map(|_| REDACTED);
+        let env: Vec<(&OsString, &str)> = self.env.iter().map(|(k, _)| (k, REDACTED)).collect();
+        f.debug_struct("ClientOptions")
+            .field("cli_path", &self.cli_path)
+            .field("install_if_missing", &self.install_if_missing)
+            .field("install_dir", &self.install_dir)
+            .field("transport", &self.transport)
+            .field("log_level", &self.log_level)
+            .field("auth_token", &secret(&self.auth_token))
+            .field("connection_token", &secret(&self.connection_token))
+            .field("extra_args", &self.extra_args)
+            .field("env", &env)
+            .field("cwd", &self.cwd)
+            .field("startup_timeout", &self.startup_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .finish()
+    }
+}
+
+impl ClientOptions {
+    fn deadlines(&self) -> Deadlines {
+        Deadlines { request: self.request_timeout, grace: self.shutdown_grace }
+    }
 }
 
 impl Default for ClientOptions {
@@ -79,6 +131,8 @@ impl Default for ClientOptions {
             env: Vec::new(),
             cwd: None,
             startup_timeout: Duration::from_secs(60),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
     }
 }
@@ -169,6 +223,7 @@ pub struct Client {
     conn: Arc<Connection>,
     reader: Mutex<Option<JoinHandle<()>>>,
     process: Mutex<Option<CliProcess>>,
+    pid: Option<u32>,
     socket: Option<TcpStream>,
     server: ServerInfo,
 }
@@ -195,23 +250,31 @@ impl Client {
             ["--headless", "--no-auto-update", "--log-level"].iter().map(OsString::from).collect();
         args.push(options.log_level.clone().into());
         let mut env = options.env.clone();
+        // The CLI keeps these from the shells and MCP servers it starts.
+        let mut secrets = Vec::new();
         if let Some(token) = &options.auth_token {
             args.extend(["--auth-token-env".into(), AUTH_TOKEN_ENV.into()]);
             env.push((AUTH_TOKEN_ENV.into(), token.into()));
+            secrets.push(AUTH_TOKEN_ENV);
         }
+        let mut connection_token = None;
         match options.transport {
             Transport::Stdio => args.push("--stdio".into()),
             Transport::Tcp { port } => {
                 args.extend(["--port".into(), port.to_string().into()]);
-                if let Some(t) = &options.connection_token {
-                    env.push(("COPILOT_CONNECTION_TOKEN".into(), t.into()));
-                }
+                let token = options.connection_token.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+                env.push((CONNECTION_TOKEN_ENV.into(), token.clone().into()));
+                secrets.push(CONNECTION_TOKEN_ENV);
+                connection_token = Some(token);
             }
+        }
+        if !secrets.is_empty() {
+            args.push(format!("--secret-env-vars={}", secrets.join(",")).into());
         }
         args.extend(options.extra_args.iter().map(OsString::from));
         let launch = Launch { program: &program, args, env: &env, cwd: options.cwd.as_deref() };
         let (mut process, stdin, stdout) = CliProcess::spawn(&launch)?;
-        log::debug!("started {} ({:?})", program.display(), options.transport);
+        log::debug!("started {} ({:?}, pid {})", program.display(), options.transport, process.id());
 
         let (label, reader, writer, socket): (String, Box<dyn Read + Send>, Box<dyn Write + Send>, _) =
             match options.transport {
@@ -224,15 +287,17 @@ impl Client {
                     (format!("tcp 127.0.0.1:{port}"), r, w, Some(stream))
                 }
             };
-        let (conn, reader) = Connection::start(label, reader, writer)?;
+        let probe = process.cause_probe();
+        let (conn, reader) = Connection::start(label, reader, writer, options.deadlines(), Some(probe))?;
         let mut client = Client {
             conn,
             reader: Mutex::new(Some(reader)),
             process: Mutex::new(None),
+            pid: Some(process.id()),
             socket,
             server: ServerInfo { protocol_version: 0, version: None },
         };
-        match client.handshake(options.connection_token.as_deref(), options.startup_timeout) {
+        match client.handshake(connection_token.as_deref(), options.startup_timeout) {
             Ok(info) => {
                 client.server = info;
                 *client.process.lock().unwrap_or_else(|p| p.into_inner()) = Some(process);
@@ -251,12 +316,19 @@ impl Client {
         }
     }
 
-    /// Connects to a CLI already serving TCP at `addr`.
+    /// Connects to a CLI already serving TCP at `addr`, with the default
+    /// timeouts of [`ClientOptions`].
     pub fn connect(addr: impl ToSocketAddrs, token: Option<&str>) -> Result<Client> {
+        Self::connect_with(addr, token, &ClientOptions::default())
+    }
+
+    /// Connects to a CLI already serving TCP at `addr`, with the timeouts
+    /// (`startup_timeout`, `request_timeout`, `shutdown_grace`) of `options`.
+    pub fn connect_with(addr: impl ToSocketAddrs, token: Option<&str>, options: &ClientOptions) -> Result<Client> {
         let stream = TcpStream::connect(addr)?;
         let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
         let (r, w) = tcp_halves(&stream)?;
-        Self::from_parts(format!("tcp {peer}"), r, w, Some(stream), token)
+        Self::from_parts(format!("tcp {peer}"), r, w, Some(stream), token, options)
     }
 
     /// Runs the client over any byte stream pair (an in-memory pipe, a
@@ -266,7 +338,18 @@ impl Client {
         writer: impl Write + Send + 'static,
         token: Option<&str>,
     ) -> Result<Client> {
-        Self::from_parts("stream".into(), Box::new(reader), Box::new(writer), None, token)
+        Self::from_streams_with(reader, writer, token, &ClientOptions::default())
+    }
+
+    /// [`from_streams`](Self::from_streams) with the timeouts
+    /// (`startup_timeout`, `request_timeout`, `shutdown_grace`) of `options`.
+    pub fn from_streams_with(
+        reader: impl Read + Send + 'static,
+        writer: impl Write + Send + 'static,
+        token: Option<&str>,
+        options: &ClientOptions,
+    ) -> Result<Client> {
+        Self::from_parts("stream".into(), Box::new(reader), Box::new(writer), None, token, options)
     }
 
     fn from_parts(
@@ -275,16 +358,18 @@ impl Client {
         writer: Box<dyn Write + Send>,
         socket: Option<TcpStream>,
         token: Option<&str>,
+        options: &ClientOptions,
     ) -> Result<Client> {
-        let (conn, reader) = Connection::start(label, reader, writer)?;
+        let (conn, reader) = Connection::start(label, reader, writer, options.deadlines(), None)?;
         let mut client = Client {
             conn,
             reader: Mutex::new(Some(reader)),
             process: Mutex::new(None),
+            pid: None,
             socket,
             server: ServerInfo { protocol_version: 0, version: None },
         };
-        match client.handshake(token, Duration::from_secs(60)) {
+        match client.handshake(token, options.startup_timeout) {
             Ok(info) => {
                 client.server = info;
                 Ok(client)
@@ -343,25 +428,209 @@ impl Client {
         self.conn.park_overflow()
     }
 
+    /// Why the connection ended, or `None` while it is open: the CLI
+    /// exited (with its exit status and the end of its stderr), the other
+    /// end closed it, reading failed, or this client stopped it.
+    pub fn closed(&self) -> Option<CloseCause> {
+        self.conn.close_cause()
+    }
+
+    /// Waits until the connection ends (at most `timeout`, if given) and
+    /// says why; `None` if it is still open at the timeout.
+    pub fn wait_closed(&self, timeout: Option<Duration>) -> Option<CloseCause> {
+        self.conn.wait_closed(timeout.map(|t| Instant::now() + t))
+    }
+
+    /// The process id of the CLI this client started, if it started one.
+    pub fn cli_pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// The calls of this client with their own `timeout` in place of
+    /// [`ClientOptions::request_timeout`]:
+    /// `client.with_timeout(Duration::from_secs(2)).ping(None)`.
+    pub fn with_timeout(&self, timeout: Duration) -> Calls<'_> {
+        Calls { client: self, timeout: Some(timeout) }
+    }
+
+    fn calls(&self) -> Calls<'_> {
+        Calls { client: self, timeout: None }
+    }
+
     /// `ping`.
     pub fn ping(&self, message: Option<&str>) -> Result<Pong> {
-        parse(&self.conn.request("ping", &json!({ "message": message }), None)?, "ping")
+        self.calls().ping(message)
     }
 
     /// `status.get`.
     pub fn status(&self) -> Result<Status> {
-        parse(&self.conn.request("status.get", &json!({}), None)?, "status.get")
+        self.calls().status()
     }
 
     /// Calls any method this crate does not wrap, with JSON params, and
     /// returns the JSON result.
     pub fn call(&self, method: &str, params: &Value) -> Result<Value> {
-        parse(&self.conn.request(method, params, None)?, method)
+        self.calls().call(method, params)
     }
 
     /// `auth.getStatus`: whether the CLI has a Copilot login.
     pub fn auth_status(&self) -> Result<AuthStatus> {
-        parse(&self.conn.request("auth.getStatus", &json!({}), None)?, "auth.getStatus")
+        self.calls().auth_status()
+    }
+
+    /// `session.list`.
+    pub fn list_sessions(&self) -> Result<Vec<SessionMetadata>> {
+        self.calls().list_sessions()
+    }
+
+    /// `session.delete`: removes a session's persisted state.
+    pub fn delete_session(&self, session_id: &str) -> Result<()> {
+        self.calls().delete_session(session_id)
+    }
+
+    /// `session.getLastId`: the most recently updated session, if any.
+    pub fn last_session_id(&self) -> Result<Option<String>> {
+        self.calls().last_session_id()
+    }
+
+    /// Creates a session. Its slot is reserved before `session.create` is
+    /// sent, so events that race the answer are delivered.
+    pub fn create_session(&self, config: SessionConfig) -> Result<Session> {
+        self.calls().create_session(config)
+    }
+
+    /// Resumes a session by id, reserved before `session.resume` is sent.
+    pub fn resume_session(&self, session_id: &str, config: SessionConfig) -> Result<Session> {
+        self.calls().resume_session(session_id, config)
+    }
+
+    /// A receiver of every `session.lifecycle` notification from now on.
+    pub fn lifecycle_events(&self) -> mpsc::Receiver<LifecycleEvent> {
+        self.conn.subscribe_lifecycle()
+    }
+
+    /// Stops cleanly, within [`ClientOptions::shutdown_grace`] in total
+    /// however many sessions are open: destroys the sessions still open
+    /// (all at once), asks a CLI we started to shut down and waits for it to
+    /// exit; when the grace is over, kills its process group. Sessions and
+    /// their streams are released at once, whatever the CLI does. Returns
+    /// the first failure (such as a `Timeout` from a CLI that did not
+    /// answer) after everything is released.
+    pub fn stop(self) -> Result<()> {
+        let grace = self.conn.deadlines.grace;
+        let deadline = Instant::now() + grace;
+        self.conn.mark_stopping();
+        let mut first_error = None;
+        let mut destroys: Vec<InFlight> = Vec::new();
+        for (handle, state, session) in self.conn.router.sessions().iter() {
+            if let (Some(id), SessionState::Active) = (session.id(), state) {
+                let _ = self.conn.router.sessions().close(handle);
+                let (tx, rx) = mpsc::sync_channel(1);
+                let params = json!({ "sessionId": id });
+                match self.conn.start_request("session.destroy", &params, Waiter::Reply(tx), rx, deadline) {
+                    Ok(sent) => destroys.push(sent),
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+            self.conn.router.sessions().release(handle);
+            session.close("client stopped");
+        }
+        for sent in destroys {
+            if let Err(e) = sent.wait(&self.conn, deadline) {
+                first_error.get_or_insert(e);
+            }
+        }
+        let mut process = self.process.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if process.is_some() && !self.conn.is_closed() {
+            match self.conn.request_until("runtime.shutdown", &json!({}), deadline) {
+                Ok(_) | Err(Error::Rpc { .. }) | Err(Error::Disconnected(_)) => {}
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        self.conn.close_writer();
+        if let Some(p) = process.as_mut() {
+            if p.wait_for_exit(deadline.saturating_duration_since(Instant::now())).is_none() {
+                log::warn!("the Copilot CLI did not exit within {grace:?}; killing its process group");
+                p.kill();
+            }
+        }
+        if let Some(s) = &self.socket {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        if process.is_some() || self.socket.is_some() {
+            // Its end of the connection is closed: the reader ends now.
+            self.join_reader();
+        } else if self.conn.wait_closed(Some(deadline)).is_some() {
+            self.join_reader();
+        }
+        // A stream of the caller's that stays open keeps its reader; the
+        // calls and sessions of this client are released all the same.
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Stops at once: kills a CLI we started and closes the connection.
+    pub fn force_stop(self) {
+        self.force_stop_inner();
+    }
+
+    fn force_stop_inner(&self) {
+        self.conn.mark_stopping();
+        if let Some(mut p) = self.process.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            p.kill();
+        }
+        self.conn.close_writer();
+        if let Some(s) = &self.socket {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        // A stream of the caller's may stay open: do not wait for its reader.
+        if self.socket.is_some() || self.conn.is_closed() {
+            self.join_reader();
+        }
+    }
+
+    fn join_reader(&self) {
+        if let Some(r) = self.reader.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = r.join();
+        }
+    }
+}
+
+/// The calls of a [`Client`] with a timeout of their own
+/// ([`Client::with_timeout`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Calls<'a> {
+    client: &'a Client,
+    timeout: Option<Duration>,
+}
+
+impl Calls<'_> {
+    fn deadline(&self) -> Instant {
+        Instant::now() + self.timeout.unwrap_or(self.client.conn.deadlines.request)
+    }
+
+    /// `ping`.
+    pub fn ping(&self, message: Option<&str>) -> Result<Pong> {
+        parse(&self.client.conn.request("ping", &json!({ "message": message }), self.timeout)?, "ping")
+    }
+
+    /// `status.get`.
+    pub fn status(&self) -> Result<Status> {
+        parse(&self.client.conn.request("status.get", &json!({}), self.timeout)?, "status.get")
+    }
+
+    /// Calls any method this crate does not wrap, with JSON params, and
+    /// returns the JSON result.
+    pub fn call(&self, method: &str, params: &Value) -> Result<Value> {
+        parse(&self.client.conn.request(method, params, self.timeout)?, method)
+    }
+
+    /// `auth.getStatus`: whether the CLI has a Copilot login.
+    pub fn auth_status(&self) -> Result<AuthStatus> {
+        parse(&self.client.conn.request("auth.getStatus", &json!({}), self.timeout)?, "auth.getStatus")
     }
 
     /// `session.list`.
@@ -370,13 +639,16 @@ impl Client {
         struct List {
             sessions: Vec<SessionMetadata>,
         }
-        Ok(parse::<List>(&self.conn.request("session.list", &json!({}), None)?, "session.list")?.sessions)
+        Ok(parse::<List>(&self.client.conn.request("session.list", &json!({}), self.timeout)?, "session.list")?
+            .sessions)
     }
 
     /// `session.delete`: removes a session's persisted state.
     pub fn delete_session(&self, session_id: &str) -> Result<()> {
-        let v: Value =
-            parse(&self.conn.request("session.delete", &json!({ "sessionId": session_id }), None)?, "session.delete")?;
+        let v: Value = parse(
+            &self.client.conn.request("session.delete", &json!({ "sessionId": session_id }), self.timeout)?,
+            "session.delete",
+        )?;
         match v.get("success").and_then(Value::as_bool) {
             Some(false) => Err(Error::Rpc {
                 code: 0,
@@ -389,13 +661,9 @@ impl Client {
 
     /// `session.getLastId`: the most recently updated session, if any.
     pub fn last_session_id(&self) -> Result<Option<String>> {
-        let v: Value = parse(&self.conn.request("session.getLastId", &json!({}), None)?, "session.getLastId")?;
+        let v: Value =
+            parse(&self.client.conn.request("session.getLastId", &json!({}), self.timeout)?, "session.getLastId")?;
         Ok(v.get("sessionId").and_then(Value::as_str).map(String::from))
-    }
-
-    /// A receiver of every `session.lifecycle` notification from now on.
-    pub fn lifecycle_events(&self) -> mpsc::Receiver<LifecycleEvent> {
-        self.conn.subscribe_lifecycle()
     }
 
     /// Creates a session. Its slot is reserved before `session.create` is
@@ -416,13 +684,13 @@ impl Client {
             // The CLI sends mcp.oauth_required only to clients that ask;
             // MCP servers connect at the first send, so now is in time.
             let params = json!({ "sessionId": session.id(), "eventType": "mcp.oauth_required" });
-            self.conn.request("session.eventLog.registerInterest", &params, None)?;
+            self.client.conn.request("session.eventLog.registerInterest", &params, self.timeout)?;
         }
         Ok(session)
     }
 
     fn open_unchecked(&self, method: &str, config: &SessionConfig, resume: Option<String>) -> Result<Session> {
-        let sessions = self.conn.router.sessions();
+        let sessions = self.client.conn.router.sessions();
         if config.server_assigned_id && resume.is_none() {
             let inner = SessionInner::start(None, config.handlers.clone())?;
             let handle = sessions
@@ -430,11 +698,11 @@ impl Client {
                 .map_err(|e| Error::Capacity(format!("cannot open another session: {e}")))?;
             let (tx, rx) = mpsc::sync_channel(1);
             let waiter = Waiter::Assign { handle, session: Arc::clone(&inner), reply: tx };
-            return match self.conn.request_with(method, &config.to_params(None), waiter, rx, None) {
+            return match self.client.conn.request_with(method, &config.to_params(None), waiter, rx, self.deadline()) {
                 Ok(body) => {
                     let result: Value = parse(&body, method)?;
                     let id = inner.id().map(str::to_owned).unwrap_or_default();
-                    Ok(Session::new(inner, Arc::clone(&self.conn), handle, id, &result))
+                    Ok(Session::new(inner, Arc::clone(&self.client.conn), handle, id, &result))
                 }
                 Err(e) => {
                     // The reader released the slot if it saw the answer.
@@ -450,81 +718,17 @@ impl Client {
             copilot_core::ReserveErrorKind::Full => Error::Capacity(format!("cannot open another session: {}", e.kind)),
             kind => Error::Config(format!("session {id:?}: {kind}")),
         })?;
-        match self.conn.request(method, &config.to_params(Some(&id)), None) {
+        match self.client.conn.request(method, &config.to_params(Some(&id)), self.timeout) {
             Ok(body) => {
                 let result: Value = parse(&body, method)?;
                 let _ = sessions.activate(handle);
-                Ok(Session::new(inner, Arc::clone(&self.conn), handle, id, &result))
+                Ok(Session::new(inner, Arc::clone(&self.client.conn), handle, id, &result))
             }
             Err(e) => {
                 sessions.release(handle);
                 inner.close("create failed");
                 Err(e)
             }
-        }
-    }
-
-    /// Stops cleanly: destroys the sessions still open, asks a CLI we
-    /// started to shut down, waits for it, and kills it after a grace
-    /// period.
-    pub fn stop(self) -> Result<()> {
-        let mut first_error = None;
-        let grace = Duration::from_secs(5);
-        for (handle, state, session) in self.conn.router.sessions().iter() {
-            if let (Some(id), SessionState::Active) = (session.id(), state) {
-                let _ = self.conn.router.sessions().close(handle);
-                if let Err(e) = self.conn.request("session.destroy", &json!({ "sessionId": id }), Some(grace)) {
-                    first_error.get_or_insert(e);
-                }
-            }
-            self.conn.router.sessions().release(handle);
-            session.close("client stopped");
-        }
-        let mut process = self.process.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if process.is_some() && !self.conn.is_closed() {
-            match self.conn.request("runtime.shutdown", &json!({}), Some(grace)) {
-                Ok(_) | Err(Error::Rpc { .. }) | Err(Error::Disconnected(_)) => {}
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        self.conn.close_writer();
-        if let Some(p) = process.as_mut() {
-            if p.wait_for_exit(grace).is_none() {
-                log::warn!("the Copilot CLI did not exit within {grace:?}; killing it");
-                p.kill();
-            }
-        }
-        if let Some(s) = &self.socket {
-            let _ = s.shutdown(Shutdown::Both);
-        }
-        self.join_reader();
-        first_error.map_or(Ok(()), Err)
-    }
-
-    /// Stops at once: kills a CLI we started and closes the connection.
-    pub fn force_stop(self) {
-        self.force_stop_inner();
-    }
-
-    fn force_stop_inner(&self) {
-        if let Some(mut p) = self.process.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            p.kill();
-        }
-        self.conn.close_writer();
-        if let Some(s) = &self.socket {
-            let _ = s.shutdown(Shutdown::Both);
-        }
-        // A stream of the caller's may stay open: do not wait for its reader.
-        if self.socket.is_some() || self.conn.is_closed() {
-            self.join_reader();
-        }
-    }
-
-    fn join_reader(&self) {
-        if let Some(r) = self.reader.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let _ = r.join();
         }
     }
 }

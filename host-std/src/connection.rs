@@ -5,11 +5,13 @@
 //! it does no routing of its own.
 
 use std::collections::VecDeque;
+use std::fmt;
 use std::io::{self, Read, Write};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use copilot_core::{
     EncodeError, Envelope, FrameDecoder, GrowingBuffer, Id, Message, Outgoing, Payload, RequestId, Route, Router,
@@ -33,6 +35,70 @@ pub(crate) const MAX_FRAME: usize = 64 << 20;
 const READ_CHUNK: usize = 64 << 10;
 /// Frames held for a create whose id the server assigns, at most.
 const MAX_PARKED: usize = 10_000;
+/// Bytes waiting for the writer thread, at most: a caller beyond it waits
+/// (until its deadline) for a CLI that stopped reading to catch up.
+const MAX_OUTBOX_BYTES: usize = 16 << 20;
+
+/// Why a connection ended, as [`Client::closed`](crate::Client::closed)
+/// reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CloseCause {
+    /// The CLI process this client started exited.
+    CliExited {
+        /// Its exit code, if it exited with one.
+        code: Option<i32>,
+        /// The signal that ended it, if one did.
+        signal: Option<i32>,
+        /// The last lines it wrote to stderr.
+        stderr: String,
+    },
+    /// The other end closed the connection (end of stream).
+    PeerClosed,
+    /// Reading from the connection failed.
+    ReadFailed(String),
+    /// The client's reader failed on its own (a panic in it or in the
+    /// caller's stream); every waiter was told, every stream ended.
+    ReaderFailed(String),
+    /// This client stopped the connection.
+    Stopped,
+}
+
+impl fmt::Display for CloseCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CloseCause::CliExited { code, signal, stderr } => {
+                match (code, signal) {
+                    (Some(c), _) => write!(f, "the Copilot CLI exited with code {c}")?,
+                    (None, Some(s)) => write!(f, "the Copilot CLI was ended by signal {s}")?,
+                    (None, None) => write!(f, "the Copilot CLI exited")?,
+                }
+                if stderr.trim().is_empty() {
+                    Ok(())
+                } else {
+                    write!(f, "; its stderr ends with:\n{}", stderr.trim_end())
+                }
+            }
+            CloseCause::PeerClosed => write!(f, "the CLI closed the connection"),
+            CloseCause::ReadFailed(e) => write!(f, "reading the connection failed: {e}"),
+            CloseCause::ReaderFailed(e) => write!(f, "the client's reader failed: {e}"),
+            CloseCause::Stopped => write!(f, "the client was stopped"),
+        }
+    }
+}
+
+/// Finds out why the stream ended (the CLI exited?), once the reader saw it
+/// end. Runs on the reader thread, before any waiter is told.
+pub(crate) type CauseProbe = Box<dyn FnOnce(CloseCause) -> CloseCause + Send>;
+
+/// How long calls may take: every call to the CLI has a deadline.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadlines {
+    /// Any call, unless the caller gives its own.
+    pub(crate) request: Duration,
+    /// `session.destroy` and `Client::stop` (in total).
+    pub(crate) grace: Duration,
+}
 
 pub(crate) type HostRouter = Router<Arc<SessionInner>, Waiter, MAX_SESSIONS, MAX_PENDING>;
 
@@ -96,9 +162,15 @@ fn id_text(id: &Id<'_>) -> Vec<u8> {
 /// A connection shared by the client, its sessions and the reader thread.
 pub(crate) struct Connection {
     pub(crate) router: HostRouter,
-    writer: Mutex<Box<dyn Write + Send>>,
+    outbox: Arc<Outbox>,
     closed: AtomicBool,
-    close_reason: Mutex<Option<String>>,
+    close_cause: Mutex<Option<CloseCause>>,
+    closed_signal: Condvar,
+    /// Set before this client ends the connection on purpose, so that the
+    /// end is reported as `Stopped` rather than as a fault.
+    stopping: AtomicBool,
+    probe: Mutex<Option<CauseProbe>>,
+    pub(crate) deadlines: Deadlines,
     lifecycle: Mutex<Vec<mpsc::Sender<LifecycleEvent>>>,
     /// Frames that could not be parked because the parking area was full.
     park_overflow: AtomicU64,
@@ -112,12 +184,19 @@ impl Connection {
         label: String,
         reader: Box<dyn Read + Send>,
         writer: Box<dyn Write + Send>,
+        deadlines: Deadlines,
+        probe: Option<CauseProbe>,
     ) -> Result<(Arc<Connection>, thread::JoinHandle<()>)> {
+        let outbox = Outbox::start(&label, writer)?;
         let conn = Arc::new(Connection {
             router: Router::new(),
-            writer: Mutex::new(writer),
+            outbox,
             closed: AtomicBool::new(false),
-            close_reason: Mutex::new(None),
+            close_cause: Mutex::new(None),
+            closed_signal: Condvar::new(),
+            stopping: AtomicBool::new(false),
+            probe: Mutex::new(probe),
+            deadlines,
             lifecycle: Mutex::new(Vec::new()),
             park_overflow: AtomicU64::new(0),
             label,
@@ -135,9 +214,38 @@ impl Connection {
         self.closed.load(Ordering::SeqCst)
     }
 
+    /// Why the connection ended, once it has.
+    pub(crate) fn close_cause(&self) -> Option<CloseCause> {
+        lock(&self.close_cause).clone()
+    }
+
+    /// Waits until the connection has ended, or `deadline`.
+    pub(crate) fn wait_closed(&self, deadline: Option<Instant>) -> Option<CloseCause> {
+        let mut cause = lock(&self.close_cause);
+        loop {
+            if cause.is_some() {
+                return cause.clone();
+            }
+            cause = match deadline {
+                None => self.closed_signal.wait(cause).unwrap_or_else(|p| p.into_inner()),
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return None;
+                    }
+                    self.closed_signal.wait_timeout(cause, left).unwrap_or_else(|p| p.into_inner()).0
+                }
+            };
+        }
+    }
+
+    /// From now on, the end of the connection is this client's doing.
+    pub(crate) fn mark_stopping(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+
     fn disconnected(&self) -> Error {
-        let why = self.close_reason.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        Error::Disconnected(why.unwrap_or_else(|| "connection closed".into()))
+        Error::Disconnected(self.close_cause().map_or_else(|| "the connection is closed".into(), |c| c.to_string()))
     }
 
     /// The router's counters.
@@ -150,36 +258,49 @@ impl Connection {
         self.park_overflow.load(Ordering::Relaxed)
     }
 
-    /// Writes one whole frame with one write, under the writer lock.
-    pub(crate) fn send_frame(&self, frame: &[u8]) -> Result<()> {
+    /// Hands one whole frame to the writer thread (written with one write),
+    /// waiting until `deadline` at most if too many bytes already wait.
+    pub(crate) fn send_frame(&self, frame: Vec<u8>, deadline: Instant, what: &str) -> Result<()> {
         if self.is_closed() {
             return Err(self.disconnected());
         }
-        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        w.write_all(frame).and_then(|()| w.flush()).map_err(|e| {
-            log::debug!("{}: write failed: {e}", self.label);
-            Error::Disconnected(format!("write failed: {e}"))
+        self.outbox.push(frame, deadline).map_err(|e| match e {
+            PushError::Full => Error::Timeout {
+                what: format!("room to send {what} (the CLI reads nothing)"),
+                after: deadline.saturating_duration_since(Instant::now()),
+            },
+            PushError::Closed(why) => Error::Disconnected(why),
         })
     }
 
-    /// Shuts the writing side (closes stdin of a stdio CLI, or the socket's
-    /// write half), which makes a stdio CLI exit.
+    /// Shuts the writing side once what is queued is written (closes stdin
+    /// of a stdio CLI, or the socket's write half), which makes a stdio CLI
+    /// exit. Never waits.
     pub(crate) fn close_writer(&self) {
-        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let _ = w.flush();
-        *w = Box::new(io::sink());
+        self.outbox.close();
     }
 
-    /// Sends a request and blocks until its response, the timeout, or a
-    /// disconnect.
+    /// Sends a request and blocks until its response, the deadline (the
+    /// connection's default unless `timeout` is given), or a disconnect.
     pub(crate) fn request<P: Serialize + ?Sized>(
         &self,
         method: &str,
         params: &P,
         timeout: Option<Duration>,
     ) -> Result<Vec<u8>> {
+        let timeout = timeout.unwrap_or(self.deadlines.request);
+        self.request_until(method, params, Instant::now() + timeout)
+    }
+
+    /// [`request`](Self::request) with an absolute deadline.
+    pub(crate) fn request_until<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+        deadline: Instant,
+    ) -> Result<Vec<u8>> {
         let (tx, rx) = mpsc::sync_channel(1);
-        self.request_with(method, params, Waiter::Reply(tx), rx, timeout)
+        self.request_with(method, params, Waiter::Reply(tx), rx, deadline)
     }
 
     /// Sends a request whose waiter the caller built (see [`Waiter::Assign`]).
@@ -189,8 +310,22 @@ impl Connection {
         params: &P,
         waiter: Waiter,
         rx: mpsc::Receiver<Reply>,
-        timeout: Option<Duration>,
+        deadline: Instant,
     ) -> Result<Vec<u8>> {
+        self.start_request(method, params, waiter, rx, deadline)?.wait(self, deadline)
+    }
+
+    /// Sends a request without waiting for its answer: several can then be
+    /// awaited against one deadline.
+    pub(crate) fn start_request<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+        waiter: Waiter,
+        rx: mpsc::Receiver<Reply>,
+        deadline: Instant,
+    ) -> Result<InFlight> {
+        let started = Instant::now();
         let params =
             serde_json::to_vec(params).map_err(|e| Error::Protocol(format!("cannot serialize params: {e}")))?;
         let id = self
@@ -204,26 +339,25 @@ impl Connection {
             self.router.pending().take(id.0);
             return Err(self.disconnected());
         }
-        let frame =
-            encode(&Outgoing::Request { id, method, params: Some(&Json(&params)) }, params.len() + method.len())?;
-        log::trace!("{}: -> {method} #{id}", self.label);
-        if let Err(e) = self.send_frame(&frame) {
-            self.forget(id);
-            return Err(e);
-        }
-        let reply = match timeout {
-            None => rx.recv().map_err(|_| self.disconnected()),
-            Some(after) => match rx.recv_timeout(after) {
-                Ok(r) => Ok(r),
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    // A response that arrives later is counted as unmatched.
-                    self.forget(id);
-                    return Err(Error::Timeout { what: format!("`{method}`"), after });
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => Err(self.disconnected()),
-            },
+        let frame = match encode(
+            &Outgoing::Request { id, method, params: Some(&Json(&params)) },
+            params.len() + method.len(),
+        ) {
+            Ok(f) => f,
+            Err(e) => {
+                self.forget(id);
+                return Err(e);
+            }
         };
-        reply?
+        log::trace!("{}: -> {method} #{id}", self.label);
+        if let Err(e) = self.send_frame(frame, deadline, &format!("`{method}`")) {
+            self.forget(id);
+            return Err(match e {
+                Error::Timeout { what, .. } => Error::Timeout { what, after: started.elapsed() },
+                e => e,
+            });
+        }
+        Ok(InFlight { id, rx, method: method.to_owned(), started })
     }
 
     /// Drops a request's waiter (timeout or failed send). A server-assigned
@@ -234,17 +368,19 @@ impl Connection {
         }
     }
 
-    /// Answers a server request with an error.
+    /// Answers a server request with an error. The reader calls this: it
+    /// never waits for room (a full outbox means a CLI that reads nothing).
     pub(crate) fn respond_error(&self, id: Id<'_>, code: i64, message: &str) -> Result<()> {
         let frame = encode(&Outgoing::Error { id, code, message, data: None }, message.len() * 6)?;
-        self.send_frame(&frame)
+        self.send_frame(frame, Instant::now(), "an error answer")
     }
 
-    /// Answers the request whose id's JSON text is `id` with `result`.
+    /// Answers the request whose id's JSON text is `id` with `result`,
+    /// within the connection's default deadline.
     pub(crate) fn respond_raw_id(&self, id: &[u8], result: &serde_json::Value) -> Result<()> {
         let body = serde_json::to_vec(result).map_err(|e| Error::Protocol(e.to_string()))?;
         let frame = encode(&Outgoing::Response { id: parse_id(id)?, result: &Json(&body) }, body.len() + id.len())?;
-        self.send_frame(&frame)
+        self.send_frame(frame, Instant::now() + self.deadlines.request, "an answer")
     }
 
     /// Answers the request whose id's JSON text is `id` with an error.
@@ -264,26 +400,49 @@ impl Connection {
 
     /// The read loop: bytes in, routes out, until the stream ends.
     fn pump(self: Arc<Self>, mut reader: Box<dyn Read + Send>) {
-        let mut decoder = FrameDecoder::with_buffer(GrowingBuffer::new(READ_CHUNK)).with_limit(MAX_FRAME);
         let mut parked: VecDeque<Vec<u8>> = VecDeque::new();
-        let reason = loop {
+        // Whatever fails in here (the caller's stream, a bug of ours), every
+        // waiter is told and every stream ends.
+        let cause = match catch_unwind(AssertUnwindSafe(|| self.read_loop(&mut *reader, &mut parked))) {
+            Ok(cause) => cause,
+            Err(panic) => {
+                let what = panic_text(&*panic);
+                log::error!("{}: the reader panicked: {what}", self.label);
+                CloseCause::ReaderFailed(format!("panicked: {what}"))
+            }
+        };
+        drop(reader);
+        let cause = if self.stopping.load(Ordering::SeqCst) {
+            CloseCause::Stopped
+        } else {
+            match lock(&self.probe).take() {
+                Some(probe) => catch_unwind(AssertUnwindSafe(|| probe(cause.clone()))).unwrap_or(cause),
+                None => cause,
+            }
+        };
+        log::debug!("{}: reader stops: {cause}", self.label);
+        self.shut_down(cause, parked);
+    }
+
+    fn read_loop(self: &Arc<Self>, reader: &mut dyn Read, parked: &mut VecDeque<Vec<u8>>) -> CloseCause {
+        let mut decoder = FrameDecoder::with_buffer(GrowingBuffer::new(READ_CHUNK)).with_limit(MAX_FRAME);
+        let cause = loop {
             let spare = decoder.spare();
             let want = spare.len().min(READ_CHUNK);
             match reader.read(&mut spare[..want]) {
-                Ok(0) => break "the CLI closed the connection".to_string(),
+                Ok(0) => break CloseCause::PeerClosed,
                 Ok(n) => decoder.commit(n),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => break format!("read failed: {e}"),
+                Err(e) => break CloseCause::ReadFailed(e.to_string()),
             }
             while let Some(route) = self.router.poll(&mut decoder) {
-                self.act(route, &mut parked);
+                self.act(route, parked);
             }
         };
         if let Err(e) = decoder.finish() {
             log::warn!("{}: {e}", self.label);
         }
-        log::debug!("{}: reader stops: {reason}", self.label);
-        self.shut_down(reason, parked);
+        cause
     }
 
     /// Does what one route says. Runs on the reader thread: it never blocks
@@ -420,11 +579,13 @@ impl Connection {
         *parked = still;
     }
 
-    /// Ends the connection: every waiting call fails with `Disconnected`,
-    /// every session's event stream ends.
-    fn shut_down(&self, reason: String, parked: VecDeque<Vec<u8>>) {
-        *self.close_reason.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.clone());
+    /// Ends the connection: every waiting call fails with `Disconnected`
+    /// and the cause, every session's event stream ends.
+    fn shut_down(&self, cause: CloseCause, parked: VecDeque<Vec<u8>>) {
+        let reason = cause.to_string();
+        *lock(&self.close_cause) = Some(cause);
         self.closed.store(true, Ordering::SeqCst);
+        self.outbox.fail(&reason);
         for (_, waiter) in self.router.pending().drain() {
             waiter.fail(Error::Disconnected(reason.clone()));
         }
@@ -435,5 +596,165 @@ impl Connection {
             session.close(&reason);
         }
         self.lifecycle.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.closed_signal.notify_all();
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // Ends the writer thread once what is queued is written.
+        self.outbox.close();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
+/// A request sent and not yet answered.
+pub(crate) struct InFlight {
+    id: RequestId,
+    rx: mpsc::Receiver<Reply>,
+    method: String,
+    started: Instant,
+}
+
+impl InFlight {
+    /// Waits for the answer until `deadline`; then the request is forgotten
+    /// (a late answer is counted as unmatched) and `Timeout` returned.
+    pub(crate) fn wait(self, conn: &Connection, deadline: Instant) -> Result<Vec<u8>> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.rx.recv_timeout(left) {
+            Ok(reply) => reply,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                conn.forget(self.id);
+                // The answer may have come in between: take it if it did.
+                match self.rx.try_recv() {
+                    Ok(reply) => reply,
+                    Err(_) => Err(Error::Timeout { what: format!("`{}`", self.method), after: self.started.elapsed() }),
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(conn.disconnected()),
+        }
+    }
+}
+
+// -------------------------------------------------------------------------
+// The writing side: one thread per connection writes queued frames, so no
+// caller ever blocks in a write to a CLI that stopped reading; callers wait
+// for their answers, with deadlines, instead.
+
+enum PushError {
+    Full,
+    Closed(String),
+}
+
+#[derive(Default)]
+struct OutboxState {
+    frames: VecDeque<Vec<u8>>,
+    bytes: usize,
+    /// No more frames: write what is queued, then drop the writer.
+    closing: bool,
+    /// Why frames are refused (a write failed, or the connection ended).
+    failed: Option<String>,
+}
+
+struct Outbox {
+    state: Mutex<OutboxState>,
+    /// Signalled when a frame is queued, or on close.
+    queued: Condvar,
+    /// Signalled when room is made.
+    room: Condvar,
+}
+
+impl Outbox {
+    fn start(label: &str, mut writer: Box<dyn Write + Send>) -> Result<Arc<Outbox>> {
+        let outbox = Arc::new(Outbox { state: Mutex::default(), queued: Condvar::new(), room: Condvar::new() });
+        let me = Arc::clone(&outbox);
+        let label = label.to_owned();
+        thread::Builder::new()
+            .name(format!("copilot-writer ({label})"))
+            .spawn(move || {
+                while let Some(frame) = me.pop() {
+                    if let Err(e) = writer.write_all(&frame).and_then(|()| writer.flush()) {
+                        log::debug!("{label}: write failed: {e}");
+                        me.fail(&format!("writing to the CLI failed: {e}"));
+                    }
+                }
+                // Dropping the writer closes stdin or the socket's write half.
+            })
+            .map_err(Error::Io)?;
+        Ok(outbox)
+    }
+
+    fn push(&self, frame: Vec<u8>, deadline: Instant) -> Result<(), PushError> {
+        let mut state = lock(&self.state);
+        loop {
+            if let Some(why) = &state.failed {
+                return Err(PushError::Closed(why.clone()));
+            }
+            if state.closing {
+                return Err(PushError::Closed("the connection is being closed".into()));
+            }
+            // One frame always fits, however large.
+            if state.bytes == 0 || state.bytes + frame.len() <= MAX_OUTBOX_BYTES {
+                break;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(PushError::Full);
+            }
+            state = self.room.wait_timeout(state, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        state.bytes += frame.len();
+        state.frames.push_back(frame);
+        drop(state);
+        self.queued.notify_one();
+        Ok(())
+    }
+
+    /// The next frame to write; `None` when closing and drained, or failed.
+    fn pop(&self) -> Option<Vec<u8>> {
+        let mut state = lock(&self.state);
+        loop {
+            if state.failed.is_some() {
+                return None;
+            }
+            if let Some(frame) = state.frames.pop_front() {
+                state.bytes -= frame.len();
+                drop(state);
+                self.room.notify_all();
+                return Some(frame);
+            }
+            if state.closing {
+                return None;
+            }
+            state = self.queued.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn close(&self) {
+        lock(&self.state).closing = true;
+        self.queued.notify_all();
+        self.room.notify_all();
+    }
+
+    /// Refuses every frame from now on and drops what waits.
+    fn fail(&self, why: &str) {
+        let mut state = lock(&self.state);
+        state.failed.get_or_insert_with(|| why.to_owned());
+        state.frames.clear();
+        state.bytes = 0;
+        drop(state);
+        self.queued.notify_all();
+        self.room.notify_all();
     }
 }

@@ -292,8 +292,8 @@ impl<F: Fn(&ElicitationRequestedData) -> ElicitationResponse + Send + Sync> Elic
     }
 }
 
-/// An OAuth token for an MCP server.
-#[derive(Debug, Clone, PartialEq)]
+/// An OAuth token for an MCP server. Its `Debug` output hides the token.
+#[derive(Clone, PartialEq)]
 pub struct OAuthToken {
     /// The access token.
     pub access_token: String,
@@ -301,6 +301,16 @@ pub struct OAuthToken {
     pub token_type: Option<String>,
     /// Seconds until it expires.
     pub expires_in: Option<u64>,
+}
+
+impl fmt::Debug for OAuthToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OAuthToken")
+            .field("access_token", &"<redacted>")
+            .field("token_type", &self.token_type)
+            .field("expires_in", &self.expires_in)
+            .finish()
+    }
 }
 
 /// Provides MCP OAuth tokens; closures are handlers. `None` cancels.

@@ -14,6 +14,11 @@
 //! consumer), sessions are reserved before `session.create` is sent, and
 //! events for a session the server has yet to name are held until it does.
 //!
+//! Every call to the CLI has a deadline ([`ClientOptions::request_timeout`],
+//! or the call's own), `destroy` and `stop` are bounded by
+//! [`ClientOptions::shutdown_grace`], and [`Client::closed`] says why a
+//! connection ended.
+//!
 //! ```no_run
 //! use copilot_host::{Client, ClientOptions, SessionConfig};
 //! use std::time::Duration;
@@ -40,8 +45,10 @@ mod session;
 
 pub use cli::{default_install_dir, install_cli, native_binary, resolve_cli, CLI_PACKAGE, CLI_VERSION};
 pub use client::{
-    AuthStatus, Client, ClientOptions, Pong, ServerInfo, SessionMetadata, Status, Transport, PROTOCOL_VERSION,
+    AuthStatus, Calls, Client, ClientOptions, Pong, ServerInfo, SessionMetadata, Status, Transport,
+    DEFAULT_REQUEST_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, PROTOCOL_VERSION,
 };
+pub use connection::CloseCause;
 pub use copilot_core as core;
 pub use error::{Error, Result};
 pub use events::{EventKind, LifecycleEvent, SessionEvent};
@@ -50,4 +57,7 @@ pub use handlers::{
     ExitPlanModeResponse, McpOAuthHandler, OAuthToken, PermissionDecision, PermissionHandler, PermissionRequest,
     SessionHandlers, Tool, ToolInvocation, ToolResult, UserInputHandler, UserInputRequest, UserInputResponse,
 };
-pub use session::{EventStream, MessageOptions, Session, SessionConfig, Subscription};
+pub use session::{
+    EventStream, MessageOptions, Session, SessionCalls, SessionConfig, SessionStats, Subscription, MAX_KEPT_BYTES,
+    MAX_KEPT_EVENTS,
+};

@@ -49,6 +49,18 @@ impl Queue {
     }
 }
 
+/// Events kept for a first subscriber that has yet to come, at most: the
+/// first `MAX_KEPT_EVENTS` events, or `MAX_KEPT_BYTES` of their JSON,
+/// whichever comes first. A whole turn (tens of events) fits many times
+/// over, so subscribing right after `create_session` returns loses nothing;
+/// a session used only through `send_and_wait` keeps memory flat. Events
+/// past the bound are not kept for the late subscriber (they are still
+/// delivered to every subscriber present) and are counted in
+/// [`Session::stats`].
+pub const MAX_KEPT_EVENTS: usize = 1024;
+/// See [`MAX_KEPT_EVENTS`].
+pub const MAX_KEPT_BYTES: usize = 4 << 20;
+
 /// Buffers a dispatcher keeps between batches; larger ones are not kept, so
 /// memory taken by a burst is given back when it has passed.
 const KEEP_QUEUE_BYTES: usize = 1 << 20;
@@ -73,13 +85,34 @@ struct Subscribers {
     /// then events are kept, so that subscribing late loses nothing.
     claimed: bool,
     kept: Vec<Arc<SessionEvent>>,
+    /// The JSON size of the events in `kept`.
+    kept_bytes: usize,
+    /// Events past the bound, not kept for a late first subscriber.
+    not_kept: u64,
+    /// Events handed to the subscribers (or kept).
+    delivered: u64,
     closed: Option<String>,
+}
+
+/// A session's delivery counters ([`Session::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionStats {
+    /// Events parsed and handed to the subscribers present (or kept).
+    pub events: u64,
+    /// Events that arrived before any subscriber, past the bound
+    /// ([`MAX_KEPT_EVENTS`], [`MAX_KEPT_BYTES`]), and so not kept for the
+    /// first subscriber.
+    pub not_kept: u64,
+    /// Events whose JSON could not be read into a [`SessionEvent`].
+    pub unreadable: u64,
 }
 
 /// What the session table stores for a session: shared by the reader (which
 /// pushes events), the dispatcher and the `Session` handle.
 pub(crate) struct SessionInner {
     id: OnceLock<String>,
+    unreadable: std::sync::atomic::AtomicU64,
     handlers: SessionHandlers,
     queue: Mutex<Queue>,
     ready: Condvar,
@@ -92,6 +125,7 @@ impl SessionInner {
     pub(crate) fn start(id: Option<&str>, handlers: SessionHandlers) -> Result<Arc<SessionInner>> {
         let inner = Arc::new(SessionInner {
             id: OnceLock::new(),
+            unreadable: std::sync::atomic::AtomicU64::new(0),
             handlers,
             queue: Mutex::new(Queue::default()),
             ready: Condvar::new(),
@@ -156,6 +190,7 @@ impl SessionInner {
         let id = subs.next_id;
         let owed = if user && !subs.claimed {
             subs.claimed = true;
+            subs.kept_bytes = 0;
             std::mem::take(&mut subs.kept)
         } else {
             Vec::new()
@@ -186,13 +221,33 @@ impl SessionInner {
     /// Hands one event (or, for `None`, only what is owed) to every
     /// subscriber. Streams are fed under the lock (a send never blocks);
     /// callbacks run after it is released, as they are user code.
-    fn deliver(&self, event: Option<Arc<SessionEvent>>) {
+    fn deliver(&self, event: Option<(Arc<SessionEvent>, usize)>) {
         type Callback = Arc<dyn Fn(&SessionEvent) + Send + Sync>;
         let mut callbacks: Vec<(Callback, Vec<Arc<SessionEvent>>)> = Vec::new();
+        let (event, size) = match event {
+            Some((e, size)) => (Some(e), size),
+            None => (None, 0),
+        };
         {
             let mut subs = lock(&self.subscribers);
-            if !subs.claimed {
-                subs.kept.extend(event.clone());
+            if let Some(e) = &event {
+                subs.delivered += 1;
+                if !subs.claimed {
+                    if subs.kept.len() < MAX_KEPT_EVENTS && subs.kept_bytes + size <= MAX_KEPT_BYTES {
+                        subs.kept.push(Arc::clone(e));
+                        subs.kept_bytes += size;
+                    } else {
+                        if subs.not_kept == 0 {
+                            log::warn!(
+                                "session {}: nobody has subscribed and {} events are kept; later ones are not kept \
+                                 for a first subscriber (counted in Session::stats)",
+                                self.id().unwrap_or("(unnamed)"),
+                                subs.kept.len()
+                            );
+                        }
+                        subs.not_kept += 1;
+                    }
+                }
             }
             subs.list.retain_mut(|s| {
                 let owed = std::mem::take(&mut s.owed);
@@ -213,6 +268,20 @@ impl SessionInner {
                 }
             }
         }
+    }
+
+    fn stats(&self) -> SessionStats {
+        let subs = lock(&self.subscribers);
+        SessionStats {
+            events: subs.delivered,
+            not_kept: subs.not_kept,
+            unreadable: self.unreadable.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Why delivery ended, once it has.
+    fn end_reason(&self) -> Option<String> {
+        lock(&self.subscribers).closed.clone()
     }
 
     fn finish(&self, reason: String) {
@@ -244,11 +313,14 @@ fn dispatch(session: Weak<SessionInner>) {
         let mut start = 0;
         for &end in &batch.ends {
             match SessionEvent::from_json(&batch.bytes[start..end]) {
-                Ok(event) => inner.deliver(Some(Arc::new(event))),
-                Err(e) => log::warn!(
-                    "session {}: unreadable event dropped from delivery: {e}",
-                    inner.id().unwrap_or("(unnamed)")
-                ),
+                Ok(event) => inner.deliver(Some((Arc::new(event), end - start))),
+                Err(e) => {
+                    inner.unreadable.fetch_add(1, Ordering::Relaxed);
+                    log::warn!(
+                        "session {}: unreadable event dropped from delivery: {e}",
+                        inner.id().unwrap_or("(unnamed)")
+                    )
+                }
             }
             start = end;
         }
@@ -518,29 +590,39 @@ impl Session {
         self.workspace_path.as_deref()
     }
 
+    /// The calls of this session with their own `timeout` in place of
+    /// [`ClientOptions::request_timeout`](crate::ClientOptions::request_timeout):
+    /// `session.with_timeout(Duration::from_secs(2)).abort()`.
+    pub fn with_timeout(&self, timeout: Duration) -> SessionCalls<'_> {
+        SessionCalls { session: self, timeout: Some(timeout) }
+    }
+
+    fn calls(&self) -> SessionCalls<'_> {
+        SessionCalls { session: self, timeout: None }
+    }
+
     /// Sends a prompt; returns the message id. Events of the turn follow.
     pub fn send(&self, message: impl Into<MessageOptions>) -> Result<String> {
-        let message = message.into();
-        let mut params = serde_json::to_value(&message).map_err(|e| Error::Protocol(e.to_string()))?;
-        params["sessionId"] = self.id.clone().into();
-        let result = self.call("session.send", &params)?;
-        Ok(result.get("messageId").and_then(Value::as_str).unwrap_or_default().to_owned())
+        self.calls().send(message)
     }
 
     /// Sends a prompt and waits until the session is idle. Returns the last
     /// `assistant.message` of the turn (`None` if there was none); a
     /// `session.error` during the turn is returned as [`Error::Session`].
+    /// `timeout` covers the whole call, the send included: a CLI that does
+    /// not answer makes it return [`Error::Timeout`] by then.
     pub fn send_and_wait(
         &self,
         message: impl Into<MessageOptions>,
         timeout: Duration,
     ) -> Result<Option<Arc<SessionEvent>>> {
+        let started = Instant::now();
+        let deadline = started + timeout;
         // Subscribe before sending so nothing of the turn can be missed.
         let (tx, rx) = mpsc::channel();
         let id = self.inner.subscribe(Sink::Stream(tx), false);
         let _unsubscribe = Subscription { session: Arc::downgrade(&self.inner), id };
-        self.send(message)?;
-        let deadline = Instant::now() + timeout;
+        self.calls().send_until(message.into(), deadline)?;
         let mut last = None;
         let mut error = None;
         loop {
@@ -548,10 +630,11 @@ impl Session {
             let event = match rx.recv_timeout(left) {
                 Ok(e) => e,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    return Err(Error::Timeout { what: "session.idle".into(), after: timeout })
+                    return Err(Error::Timeout { what: "session.idle".into(), after: started.elapsed() })
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(Error::Disconnected("the session ended before it was idle".into()))
+                    let why = self.inner.end_reason().unwrap_or_else(|| "its delivery ended".into());
+                    return Err(Error::Disconnected(format!("the session ended before it was idle: {why}")));
                 }
             };
             match &event.kind {
@@ -573,34 +656,29 @@ impl Session {
     /// another client): `session.commands.execute`. Returns the error text
     /// its handler reported, if any.
     pub fn execute_command(&self, name: &str, args: &str) -> Result<Option<String>> {
-        let params = json!({ "sessionId": self.id, "commandName": name, "args": args });
-        let result = self.call("session.commands.execute", &params)?;
-        Ok(result.get("error").and_then(Value::as_str).map(String::from))
+        self.calls().execute_command(name, args)
     }
 
     /// Calls a session method this crate does not wrap; `sessionId` is added
-    /// to `params`.
-    pub fn call_raw(&self, method: &str, mut params: Value) -> Result<Value> {
-        params["sessionId"] = self.id.clone().into();
-        self.call(method, &params)
+    /// to `params`, which must be a JSON object (or null for none).
+    pub fn call_raw(&self, method: &str, params: Value) -> Result<Value> {
+        self.calls().call_raw(method, params)
     }
 
     /// Aborts the running turn (harmless when idle).
     pub fn abort(&self) -> Result<()> {
-        self.call("session.abort", &json!({ "sessionId": self.id })).map(drop)
+        self.calls().abort()
     }
 
     /// The session's persisted events (`session.getMessages`).
     pub fn messages(&self) -> Result<Vec<SessionEvent>> {
-        let result = self.call("session.getMessages", &json!({ "sessionId": self.id }))?;
-        let events = result.get("events").and_then(Value::as_array).cloned().unwrap_or_default();
-        events
-            .iter()
-            .map(|e| {
-                let bytes = serde_json::to_vec(e).map_err(|e| Error::Protocol(e.to_string()))?;
-                SessionEvent::from_json(&bytes).map_err(|e| Error::Protocol(format!("unreadable event: {e}")))
-            })
-            .collect()
+        self.calls().messages()
+    }
+
+    /// Delivery counters: events delivered, events not kept for a late
+    /// first subscriber (see [`MAX_KEPT_EVENTS`]), unreadable events.
+    pub fn stats(&self) -> SessionStats {
+        self.inner.stats()
     }
 
     /// A stream of this session's events. The first subscriber (stream or
@@ -619,10 +697,19 @@ impl Session {
         Subscription { session: Arc::downgrade(&self.inner), id }
     }
 
-    /// Destroys the session in the CLI and ends its event stream.
+    /// Destroys the session in the CLI and ends its event stream. Waits
+    /// for the CLI's answer at most
+    /// [`ClientOptions::shutdown_grace`](crate::ClientOptions::shutdown_grace);
+    /// the session is released here whatever the CLI does.
     pub fn destroy(self) -> Result<()> {
+        let grace = self.conn.deadlines.grace;
+        self.destroy_within(grace)
+    }
+
+    /// [`destroy`](Self::destroy), waiting for the CLI at most `grace`.
+    pub fn destroy_within(self, grace: Duration) -> Result<()> {
         let _ = self.conn.router.sessions().close(self.handle);
-        let result = self.call("session.destroy", &json!({ "sessionId": self.id }));
+        let result = self.conn.request("session.destroy", &json!({ "sessionId": self.id }), Some(grace));
         self.end("destroyed");
         result.map(drop)
     }
@@ -633,9 +720,79 @@ impl Session {
             self.inner.close(reason);
         }
     }
+}
+
+/// The calls of a [`Session`] with a timeout of their own
+/// ([`Session::with_timeout`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SessionCalls<'a> {
+    session: &'a Session,
+    timeout: Option<Duration>,
+}
+
+impl SessionCalls<'_> {
+    fn deadline(&self) -> Instant {
+        Instant::now() + self.timeout.unwrap_or(self.session.conn.deadlines.request)
+    }
+
+    /// Sends a prompt; returns the message id.
+    pub fn send(&self, message: impl Into<MessageOptions>) -> Result<String> {
+        self.send_until(message.into(), self.deadline())
+    }
+
+    fn send_until(&self, message: MessageOptions, deadline: Instant) -> Result<String> {
+        let mut params = serde_json::to_value(&message).map_err(|e| Error::Protocol(e.to_string()))?;
+        params["sessionId"] = self.session.id.clone().into();
+        let result = self.call_until("session.send", &params, deadline)?;
+        Ok(result.get("messageId").and_then(Value::as_str).unwrap_or_default().to_owned())
+    }
+
+    /// See [`Session::execute_command`].
+    pub fn execute_command(&self, name: &str, args: &str) -> Result<Option<String>> {
+        let params = json!({ "sessionId": self.session.id, "commandName": name, "args": args });
+        let result = self.call("session.commands.execute", &params)?;
+        Ok(result.get("error").and_then(Value::as_str).map(String::from))
+    }
+
+    /// See [`Session::call_raw`].
+    pub fn call_raw(&self, method: &str, params: Value) -> Result<Value> {
+        let mut params = match params {
+            Value::Object(map) => map,
+            Value::Null => Map::new(),
+            other => {
+                return Err(Error::Config(format!(
+                    "the params of {method} must be a JSON object (sessionId is added to it), not {other}"
+                )))
+            }
+        };
+        params.insert("sessionId".into(), self.session.id.clone().into());
+        self.call(method, &params)
+    }
+
+    /// See [`Session::abort`].
+    pub fn abort(&self) -> Result<()> {
+        self.call("session.abort", &json!({ "sessionId": self.session.id })).map(drop)
+    }
+
+    /// See [`Session::messages`].
+    pub fn messages(&self) -> Result<Vec<SessionEvent>> {
+        let result = self.call("session.getMessages", &json!({ "sessionId": self.session.id }))?;
+        let events = result.get("events").and_then(Value::as_array).cloned().unwrap_or_default();
+        events
+            .iter()
+            .map(|e| {
+                let bytes = serde_json::to_vec(e).map_err(|e| Error::Protocol(e.to_string()))?;
+                SessionEvent::from_json(&bytes).map_err(|e| Error::Protocol(format!("unreadable event: {e}")))
+            })
+            .collect()
+    }
 
     fn call<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<Value> {
-        let body = self.conn.request(method, params, None)?;
+        self.call_until(method, params, self.deadline())
+    }
+
+    fn call_until<P: Serialize + ?Sized>(&self, method: &str, params: &P, deadline: Instant) -> Result<Value> {
+        let body = self.session.conn.request_until(method, params, deadline)?;
         serde_json::from_slice(&body).map_err(|e| Error::Protocol(format!("unreadable {method} answer: {e}")))
     }
 }

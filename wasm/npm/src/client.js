@@ -15,10 +15,20 @@ const METHOD_NOT_FOUND = -32601;
 const INTERNAL_ERROR = -32603;
 /** What the core answers requests for sessions it does not know with. */
 const UNKNOWN_SESSION = -32602;
-/** How long stop() waits for each step before going on. */
-const DEFAULT_GRACE_MS = 5000;
+/** How long `destroy()` and `stop()` (in total) wait for a CLI that does not answer. */
+export const DEFAULT_SHUTDOWN_GRACE_MS = 3000;
+/** How long any call to the CLI may take unless told otherwise. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 /** How long a handshake may take unless told otherwise. */
 const DEFAULT_STARTUP_MS = 60_000;
+/**
+ * Events kept for a session's first subscriber while it has none, at most:
+ * a whole turn fits many times over, so subscribing right after
+ * `createSession` resolves loses nothing, and a session used only through
+ * `sendAndWait` keeps memory flat. Events past it are not kept for a late
+ * first subscriber; `session.stats().notKept` counts them.
+ */
+export const MAX_KEPT_EVENTS = 1024;
 
 // ---------------------------------------------------------------------------
 // Errors
@@ -302,18 +312,46 @@ export class CopilotClient {
   #stopping;
   #serverInfo = { protocolVersion: 0, version: undefined };
   #address;
+  #requestTimeoutMs;
+  #shutdownGraceMs;
 
   /** @internal Use the static factories. */
-  constructor(transport, { logger, process, address, maxFrameBytes } = {}) {
+  constructor(transport, { logger, process, address, maxFrameBytes, requestTimeoutMs, shutdownGraceMs } = {}) {
     this.#core = new CoreConnection(maxFrameBytes);
     this.#transport = transport;
     this.#logger = logger ?? {};
     this.#process = process;
     this.#address = address;
+    this.#requestTimeoutMs = requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    this.#shutdownGraceMs = shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
     transport.start(
       (bytes) => this.#onData(bytes),
-      (reason) => this.#shutDown(reason),
+      (reason) => this.#onTransportEnd(reason),
     );
+  }
+
+  /** The stream ended: a CLI this client started is asked why (its exit). */
+  #onTransportEnd(reason) {
+    if (this.#closed) return;
+    const process = this.#process;
+    if (!process || this.#stopping) {
+      this.#shutDown(this.#stopping ? "the client was stopped" : reason);
+      return;
+    }
+    process.describeExit().then(
+      (exit) => this.#shutDown(exit ?? reason),
+      () => this.#shutDown(reason),
+    );
+  }
+
+  /** The default timeout of every call, in milliseconds. */
+  get requestTimeoutMs() {
+    return this.#requestTimeoutMs;
+  }
+
+  /** How long `destroy()` and `stop()` wait for the CLI, in milliseconds. */
+  get shutdownGraceMs() {
+    return this.#shutdownGraceMs;
   }
 
   /**
@@ -326,8 +364,15 @@ export class CopilotClient {
   static async fromStreams(readable, writable, options = {}) {
     await loadWasm();
     const transport = streamTransport(readable, writable, { label: options.label ?? "stream" });
-    const { logger, token, connectionToken, startupTimeoutMs, maxFrameBytes } = options;
-    return this._handshaken(transport, { logger, token: token ?? connectionToken, startupTimeoutMs, maxFrameBytes });
+    const { logger, token, connectionToken, startupTimeoutMs, maxFrameBytes, requestTimeoutMs, shutdownGraceMs } = options;
+    return this._handshaken(transport, {
+      logger,
+      token: token ?? connectionToken,
+      startupTimeoutMs,
+      maxFrameBytes,
+      requestTimeoutMs,
+      shutdownGraceMs,
+    });
   }
 
   /** @internal Builds a client on `transport` and runs the handshake. */
@@ -523,57 +568,65 @@ export class CopilotClient {
   }
 
   /**
-   * Stops cleanly: destroys the sessions still open, asks a CLI this client
-   * started to shut down, closes the connection, waits for the CLI to exit
-   * and kills its process group after a grace period.
+   * Stops cleanly, within `graceMs` (default: the client's
+   * `shutdownGraceMs`) in total however many sessions are open: destroys
+   * the sessions still open (all at once), asks a CLI this client started
+   * to shut down, closes the connection and waits for the CLI to exit; when
+   * the grace is over, kills its process group. Sessions are released at
+   * once. Rejects with the first failure (such as a TimeoutError from a CLI
+   * that did not answer) once everything is released.
    */
-  stop({ graceMs = DEFAULT_GRACE_MS } = {}) {
+  stop({ graceMs = this.#shutdownGraceMs } = {}) {
     this.#stopping ??= this.#stop(graceMs);
     return this.#stopping;
   }
 
   async #stop(graceMs) {
+    const deadline = Date.now() + graceMs;
+    const left = () => Math.max(0, deadline - Date.now());
     let firstError;
+    const destroys = [];
     for (const session of [...this.#sessions.values()]) {
-      if (session.active && !this.#closed) {
-        try {
-          await session.destroy({ timeoutMs: graceMs });
-        } catch (e) {
-          firstError ??= e;
-        }
-      } else {
-        this._releaseSession(session._tag, "client stopped");
-      }
+      if (session.active && !this.#closed) destroys.push(session.destroy({ timeoutMs: left() }));
+      else this._releaseSession(session._tag, "client stopped");
+    }
+    for (const result of await Promise.allSettled(destroys)) {
+      if (result.status === "rejected") firstError ??= result.reason;
     }
     if (this.#process && !this.#closed) {
       try {
-        await this._request("runtime.shutdown", {}, { timeoutMs: graceMs });
+        await this._request("runtime.shutdown", {}, { timeoutMs: left() });
       } catch (e) {
         if (!(e instanceof RpcError || e instanceof DisconnectedError)) firstError ??= e;
       }
     }
     this.#transport.closeWriter();
     if (this.#process) {
-      const exited = await this.#process.waitForExit(graceMs);
+      const exited = await this.#process.waitForExit(left());
       if (!exited) {
         this.#logger.warn?.(`the Copilot CLI did not exit within ${graceMs} ms; killing its process group`);
         this.#process.kill();
       }
     }
     this.#transport.stopReading();
-    this.#shutDown("client stopped");
+    this.#shutDown("the client was stopped");
     if (firstError) throw firstError;
   }
 
   /** Stops at once: kills a CLI this client started and closes the connection. */
   forceStop() {
+    this.#stopping ??= Promise.resolve();
     this.#process?.kill();
     this.#transport.closeWriter();
     this.#transport.stopReading();
-    this.#shutDown("client stopped");
+    this.#shutDown("the client was stopped");
   }
 
-  /** Resolves when the connection has ended, with the reason. */
+  /**
+   * Resolves when the connection has ended, with the reason: the CLI's exit
+   * (status or signal, and the end of its stderr), the stream's end or
+   * failure, or this client stopping it.
+   */
   closedPromise() {
     if (this.#closed) return Promise.resolve(this.#closeReason);
     return new Promise((resolve) => this.#closedWaiters.push(resolve));
@@ -583,7 +636,7 @@ export class CopilotClient {
   // Internal API, used by sessions.
 
   /** @internal Sends a request; resolves with its result. */
-  _request(method, params, { timeoutMs, onResult } = {}) {
+  _request(method, params, { timeoutMs = this.#requestTimeoutMs, onResult } = {}) {
     if (this.#closed) return Promise.reject(this.#disconnected());
     let id, frame;
     try {
@@ -903,6 +956,8 @@ export class Session {
   #version = 0;
   #claimed = false;
   #kept = [];
+  #delivered = 0;
+  #notKept = 0;
   #ending = null;
   #ended = null;
   #active = false;
@@ -957,12 +1012,12 @@ export class Session {
    * Sends a prompt (a string, or `{ prompt, attachments?, mode? }`);
    * resolves with the message id. The turn's events follow.
    */
-  async send(message) {
+  async send(message, { timeoutMs } = {}) {
     if (this.#ending !== null) throw new DisconnectedError(`session ${this.#id} has ended: ${this.#ending}`);
     const params = typeof message === "string" ? { prompt: message } : { ...message };
     if (typeof params.prompt !== "string") throw new ConfigError("send needs a prompt string");
     params.sessionId = this.#id;
-    const r = await this.#client._request("session.send", params);
+    const r = await this.#client._request("session.send", params, { timeoutMs });
     return r?.messageId;
   }
 
@@ -970,10 +1025,11 @@ export class Session {
    * Sends a prompt and waits for `session.idle`. Resolves with the data of
    * the turn's last top-level `assistant.message` (undefined if none);
    * rejects with a SessionError if the turn had a `session.error`, a
-   * TimeoutError after `timeoutMs` (default 60 s), or a DisconnectedError
-   * if the session ends first.
+   * TimeoutError after `timeoutMs` (default: the client's
+   * `requestTimeoutMs`; it covers the whole call, the send included), or a
+   * DisconnectedError if the session ends first.
    */
-  sendAndWait(message, { timeoutMs = 60_000 } = {}) {
+  sendAndWait(message, { timeoutMs = this.#client.requestTimeoutMs } = {}) {
     if (this.#ending !== null) {
       return Promise.reject(new DisconnectedError(`session ${this.#id} has ended: ${this.#ending}`));
     }
@@ -1011,19 +1067,29 @@ export class Session {
           timeoutMs,
         );
       }
-      this.send(message).catch((e) => settle(reject, e));
+      this.send(message, { timeoutMs }).catch((e) => settle(reject, e));
     });
   }
 
   /** Aborts the running turn (harmless when idle). */
-  async abort(reason) {
-    await this.#client._request("session.abort", reason ? { sessionId: this.#id, reason } : { sessionId: this.#id });
+  async abort(reason, options) {
+    const params = reason ? { sessionId: this.#id, reason } : { sessionId: this.#id };
+    await this.#client._request("session.abort", params, options);
   }
 
   /** The session's persisted events (`session.getMessages`). */
-  async getMessages() {
-    const r = await this.#client._request("session.getMessages", { sessionId: this.#id });
+  async getMessages(options) {
+    const r = await this.#client._request("session.getMessages", { sessionId: this.#id }, options);
     return r?.events ?? [];
+  }
+
+  /**
+   * Delivery counters: `events` delivered (or kept), `notKept` (events that
+   * came while nobody had subscribed, past `MAX_KEPT_EVENTS`, and so are
+   * not kept for a late first subscriber).
+   */
+  stats() {
+    return { events: this.#delivered, notKept: this.#notKept };
   }
 
   /** Calls a session method this client does not wrap; `sessionId` is added. */
@@ -1031,8 +1097,14 @@ export class Session {
     return this.#client._request(method, { ...params, sessionId: this.#id }, options);
   }
 
-  /** Destroys the session in the CLI; its event delivery then ends. */
-  async destroy({ timeoutMs } = {}) {
+  /**
+   * Destroys the session in the CLI; its event delivery then ends (after
+   * the events the CLI sends while destroying it, such as
+   * `session.shutdown`). The CLI's answer is awaited for `timeoutMs` at
+   * most (default: the client's `shutdownGraceMs`); the session is released
+   * then, answered or not.
+   */
+  async destroy({ timeoutMs = this.#client.shutdownGraceMs } = {}) {
     if (this.#ending !== null) return;
     this.#client._closeSession(this.#tag);
     try {
@@ -1133,7 +1205,18 @@ export class Session {
       }
       if (q === queue.length) break;
       const e = queue[q];
-      if (!this.#claimed) this.#kept.push(e);
+      this.#delivered++;
+      if (!this.#claimed) {
+        if (this.#kept.length < MAX_KEPT_EVENTS) this.#kept.push(e);
+        else {
+          if (this.#notKept === 0) {
+            this.#client._logger.warn?.(
+              `session ${this.#id}: nobody has subscribed and ${MAX_KEPT_EVENTS} events are kept; later ones are not kept for a first subscriber (counted in stats())`,
+            );
+          }
+          this.#notKept++;
+        }
+      }
       for (let i = 0; i < subs.length; i++) {
         if (!subs[i].removed) this.#deliverTo(subs[i], e);
       }

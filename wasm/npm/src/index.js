@@ -5,6 +5,9 @@
 export {
   PROTOCOL_VERSION,
   CopilotClient,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  DEFAULT_SHUTDOWN_GRACE_MS,
+  MAX_KEPT_EVENTS,
   CopilotError,
   RpcError,
   DisconnectedError,

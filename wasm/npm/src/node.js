@@ -2,6 +2,7 @@
 // the Copilot CLI (stdio or TCP) and connecting to one over TCP.
 
 import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { readFileSync, realpathSync, statSync } from "node:fs";
 import { connect as netConnect } from "node:net";
 import { dirname, join, resolve as resolvePath, basename } from "node:path";
@@ -27,6 +28,10 @@ setWasmLoader(() => {
 
 /** The environment variable a started CLI reads its GitHub token from. */
 const AUTH_TOKEN_ENV = "COPILOT_SDK_AUTH_TOKEN";
+/** The environment variable a started TCP CLI reads its connection token from. */
+const CONNECTION_TOKEN_ENV = "COPILOT_CONNECTION_TOKEN";
+/** How long, once the stream ended, to wait for the CLI's exit status to report it. */
+const EXIT_PROBE_MS = 2000;
 /** Lines of the CLI's stderr kept for error messages. */
 const STDERR_LINES = 40;
 
@@ -137,7 +142,30 @@ class CliProcess {
       partial = lines.pop();
       for (const l of lines) this.#keep(l);
     });
-    child.stderr.once("end", () => partial && this.#keep(partial));
+    this.stderrEnded = new Promise((resolve) => {
+      child.stderr.once("close", resolve);
+      child.stderr.once("end", () => {
+        if (partial) this.#keep(partial);
+        partial = "";
+        resolve();
+      });
+    });
+  }
+
+  /**
+   * Why the connection ended, if the CLI exited: its status or signal and
+   * the end of its stderr. Undefined if it is still running after a while.
+   */
+  async describeExit(ms = EXIT_PROBE_MS) {
+    if (!(await this.waitForExit(ms))) return undefined;
+    const { code, signal, error } = await this.exit;
+    if (error) return `the Copilot CLI could not run: ${error.message}`;
+    let timer;
+    await Promise.race([this.stderrEnded, new Promise((r) => (timer = setTimeout(r, ms)))]);
+    clearTimeout(timer);
+    const how = code !== null && code !== undefined ? `exited with code ${code}` : `was ended by signal ${signal}`;
+    const tail = this.stderrTail.join("\n").trim();
+    return `the Copilot CLI ${how}${tail ? `; its stderr ends with:\n${tail}` : ""}`;
   }
 
   get pid() {
@@ -277,6 +305,8 @@ export class CopilotClient extends BaseClient {
       startupTimeoutMs = 60_000,
       logger,
       maxFrameBytes,
+      requestTimeoutMs,
+      shutdownGraceMs,
     } = options;
     if (transport !== "stdio" && transport !== "tcp") {
       throw new CopilotError(`transport is "stdio" or "tcp", not ${JSON.stringify(transport)}`);
@@ -284,15 +314,23 @@ export class CopilotClient extends BaseClient {
     const program = resolveCli(cliPath);
     const argv = ["--headless", "--no-auto-update", "--log-level", logLevel];
     const childEnv = { ...process.env, ...env };
+    // The CLI keeps these from the shells and MCP servers it starts.
+    const secrets = [];
     if (authToken) {
       argv.push("--auth-token-env", AUTH_TOKEN_ENV);
       childEnv[AUTH_TOKEN_ENV] = authToken;
+      secrets.push(AUTH_TOKEN_ENV);
     }
+    // Without a token of the caller's, one is generated: no other local
+    // process can drive a CLI this client started.
+    const token = transport === "tcp" ? (connectionToken ?? randomUUID()) : undefined;
     if (transport === "stdio") argv.push("--stdio");
     else {
       argv.push("--port", "0");
-      if (connectionToken) childEnv.COPILOT_CONNECTION_TOKEN = connectionToken;
+      childEnv[CONNECTION_TOKEN_ENV] = token;
+      secrets.push(CONNECTION_TOKEN_ENV);
     }
+    if (secrets.length > 0) argv.push(`--secret-env-vars=${secrets.join(",")}`);
     argv.push(...args.map(String));
 
     installExitHook();
@@ -331,9 +369,11 @@ export class CopilotClient extends BaseClient {
         logger,
         process: proc,
         address,
-        token: transport === "tcp" ? connectionToken : undefined,
+        token,
         startupTimeoutMs,
         maxFrameBytes,
+        requestTimeoutMs,
+        shutdownGraceMs,
       });
     } catch (e) {
       if (e instanceof DisconnectedError) {
@@ -347,11 +387,28 @@ export class CopilotClient extends BaseClient {
   }
 
   /** Connects to a CLI already serving TCP (`copilot --headless --port N`). */
-  static async connect({ host = "127.0.0.1", port, token, logger, startupTimeoutMs = 60_000, maxFrameBytes } = {}) {
+  static async connect({
+    host = "127.0.0.1",
+    port,
+    token,
+    logger,
+    startupTimeoutMs = 60_000,
+    maxFrameBytes,
+    requestTimeoutMs,
+    shutdownGraceMs,
+  } = {}) {
     if (!Number.isInteger(port)) throw new CopilotError("connect needs a port");
     const socket = await tcpSocket(host, port, startupTimeoutMs);
     const transport = streamTransport(socket, socket, { label: `tcp ${host}:${port}`, destroy: () => socket.destroy() });
-    return this._handshaken(transport, { logger, token, startupTimeoutMs, maxFrameBytes, address: { host, port } });
+    return this._handshaken(transport, {
+      logger,
+      token,
+      startupTimeoutMs,
+      maxFrameBytes,
+      requestTimeoutMs,
+      shutdownGraceMs,
+      address: { host, port },
+    });
   }
 }
 

@@ -209,9 +209,12 @@ export type MessageOptions =
   | string
   | { prompt: string; attachments?: Record<string, unknown>[]; mode?: "enqueue" | "immediate"; [key: string]: unknown };
 
-/** Options of calls that may time out. */
+/** Options of a call: every call has a deadline. */
 export interface CallOptions {
-  /** Reject with a TimeoutError after this many milliseconds (the call is then forgotten). */
+  /**
+   * Reject with a TimeoutError after this many milliseconds (the call is
+   * then forgotten); default: the client's `requestTimeoutMs`.
+   */
   timeoutMs?: number;
 }
 
@@ -222,8 +225,36 @@ export interface Logger {
   error?(message: string): void;
 }
 
+/** Deadlines of a client's calls. */
+export interface TimeoutOptions {
+  /**
+   * How long any call to the CLI may take, the answers to the agent's
+   * requests included, unless the call is given its own `timeoutMs`
+   * (default 60 000).
+   */
+  requestTimeoutMs?: number;
+  /**
+   * How long `destroy()` and `stop()` (in total, however many sessions are
+   * open) wait for the CLI before they release everything and go on
+   * (default 3000).
+   */
+  shutdownGraceMs?: number;
+}
+
+/** How long any call may take unless told otherwise (60 000 ms). */
+export declare const DEFAULT_REQUEST_TIMEOUT_MS: number;
+/** How long `destroy()` and `stop()` wait for a CLI that does not answer (3000 ms). */
+export declare const DEFAULT_SHUTDOWN_GRACE_MS: number;
+/**
+ * Events kept for a session's first subscriber while it has none, at most
+ * (1024): the early events of a session are never lost to a subscriber that
+ * comes right after `createSession`; later ones are counted in
+ * `session.stats().notKept`.
+ */
+export declare const MAX_KEPT_EVENTS: number;
+
 /** Options of `CopilotClient.fromStreams`. */
-export interface StreamOptions {
+export interface StreamOptions extends TimeoutOptions {
   /** For a CLI that requires one (`COPILOT_CONNECTION_TOKEN`): sent in `connect`. */
   token?: string;
   /** How long the handshake may take (default 60 s). */
@@ -345,16 +376,26 @@ export declare class CopilotClient {
   resumeSession(sessionId: string, config?: SessionConfig): Promise<Session>;
 
   /**
-   * Stops cleanly: destroys the sessions still open, sends
+   * Stops cleanly within `graceMs` in total (default: `shutdownGraceMs`):
+   * destroys the sessions still open (all at once), sends
    * `runtime.shutdown` to a CLI this client started, closes the connection,
-   * waits for the CLI to exit and kills its process group after `graceMs`
-   * (default 5000). Rejects with the first error met, having stopped anyway.
+   * waits for the CLI to exit and kills its process group when the grace is
+   * over. Rejects with the first error met (a TimeoutError from a CLI that
+   * did not answer), having stopped anyway.
    */
   stop(options?: { graceMs?: number }): Promise<void>;
   /** Stops at once: kills a CLI this client started and closes the connection. */
   forceStop(): void;
-  /** Resolves when the connection has ended, with the reason. */
+  /**
+   * Resolves when the connection has ended, with the reason: the CLI's
+   * exit (code or signal, and the end of its stderr), the stream's end or
+   * failure, or this client stopping it.
+   */
   closedPromise(): Promise<string>;
+  /** The default timeout of every call, in milliseconds. */
+  readonly requestTimeoutMs: number;
+  /** How long `destroy()` and `stop()` wait for the CLI, in milliseconds. */
+  readonly shutdownGraceMs: number;
 }
 
 /**
@@ -375,21 +416,31 @@ export declare class Session implements AsyncIterable<SessionEvent> {
   readonly active: boolean;
 
   /** Sends a prompt; resolves with the message id. The turn's events follow. */
-  send(message: MessageOptions): Promise<string>;
+  send(message: MessageOptions, options?: CallOptions): Promise<string>;
   /**
    * Sends a prompt and waits for `session.idle`. Resolves with the data of
    * the turn's last top-level `assistant.message` (undefined if none);
    * rejects with a SessionError on `session.error`, a TimeoutError after
-   * `timeoutMs` (default 60 000), a DisconnectedError if the session ends.
+   * `timeoutMs` (default: the client's `requestTimeoutMs`; it covers the
+   * send too), a DisconnectedError if the session ends.
    */
   sendAndWait(message: MessageOptions, options?: CallOptions): Promise<AssistantMessageData | undefined>;
   /** Aborts the running turn (harmless when idle). */
-  abort(reason?: string): Promise<void>;
+  abort(reason?: string, options?: CallOptions): Promise<void>;
   /** The session's persisted events (`session.getMessages`). */
-  getMessages(): Promise<SessionEvent[]>;
+  getMessages(options?: CallOptions): Promise<SessionEvent[]>;
+  /**
+   * Delivery counters: events delivered (or kept), and events not kept for
+   * a late first subscriber (past `MAX_KEPT_EVENTS`).
+   */
+  stats(): { events: number; notKept: number };
   /** Calls a session method this client does not wrap; `sessionId` is added. */
   call<R = any>(method: string, params?: Record<string, unknown>, options?: CallOptions): Promise<R>;
-  /** Destroys the session in the CLI; its event delivery then ends. */
+  /**
+   * Destroys the session in the CLI; its event delivery then ends. The
+   * CLI's answer is awaited for `timeoutMs` at most (default: the client's
+   * `shutdownGraceMs`); the session is released then, answered or not.
+   */
   destroy(options?: CallOptions): Promise<void>;
 
   /** Calls `handler` for each event of `type` ("*": all). Returns an unsubscribe function. */

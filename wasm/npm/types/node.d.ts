@@ -8,10 +8,14 @@ import {
   CopilotError,
   Logger,
   StreamOptions,
+  TimeoutOptions,
 } from "./index.js";
 
 export {
   PROTOCOL_VERSION,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  DEFAULT_SHUTDOWN_GRACE_MS,
+  MAX_KEPT_EVENTS,
   CopilotError,
   RpcError,
   DisconnectedError,
@@ -26,7 +30,7 @@ export {
 export type * from "./index.js";
 
 /** Options of `CopilotClient.start`. */
-export interface StartOptions {
+export interface StartOptions extends TimeoutOptions {
   /**
    * The CLI to run. Default: `COPILOT_CLI_PATH`, then
    * `./node_modules/.bin/copilot`; the native binary of an npm install
@@ -41,9 +45,17 @@ export interface StartOptions {
   env?: Record<string, string | undefined>;
   /** The CLI's working directory. */
   cwd?: string;
-  /** A GitHub token for the CLI, passed in its environment (`--auth-token-env`), never argv. */
+  /**
+   * A GitHub token for the CLI, passed in its environment
+   * (`--auth-token-env`), never argv, and named to the CLI as a secret
+   * (`--secret-env-vars`) so that the shells it runs do not receive it.
+   */
   authToken?: string;
-  /** For TCP: a token the CLI then requires of every connection (`COPILOT_CONNECTION_TOKEN`). */
+  /**
+   * For TCP: a token the CLI then requires of every connection
+   * (`COPILOT_CONNECTION_TOKEN`). Default: a random one, so that no other
+   * local process can drive the CLI.
+   */
   connectionToken?: string;
   /** The CLI's `--log-level` (default `error`). */
   logLevel?: string;
@@ -55,7 +67,7 @@ export interface StartOptions {
 }
 
 /** Options of `CopilotClient.connect`. */
-export interface ConnectOptions {
+export interface ConnectOptions extends TimeoutOptions {
   /** Default `127.0.0.1`. */
   host?: string;
   port: number;
