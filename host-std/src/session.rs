@@ -68,6 +68,9 @@ const KEEP_QUEUE_BYTES: usize = 1 << 20;
 enum Sink {
     Stream(mpsc::Sender<Arc<SessionEvent>>),
     Callback(Arc<dyn Fn(&SessionEvent) + Send + Sync>),
+    /// `send_and_wait`: fed after the callbacks have run on the same event,
+    /// so that when it returns every handler has seen the turn.
+    Waiter(mpsc::Sender<Arc<SessionEvent>>),
 }
 
 struct Subscriber {
@@ -199,7 +202,7 @@ impl SessionInner {
         if subs.closed.is_some() {
             // Nothing will come any more: a stream ends at once (its sender
             // is dropped here), after what was owed to it.
-            if let Sink::Stream(tx) = &sink {
+            if let Sink::Stream(tx) | Sink::Waiter(tx) = &sink {
                 for e in owed {
                     let _ = tx.send(e);
                 }
@@ -224,6 +227,7 @@ impl SessionInner {
     fn deliver(&self, event: Option<(Arc<SessionEvent>, usize)>) {
         type Callback = Arc<dyn Fn(&SessionEvent) + Send + Sync>;
         let mut callbacks: Vec<(Callback, Vec<Arc<SessionEvent>>)> = Vec::new();
+        let mut waiters: Vec<mpsc::Sender<Arc<SessionEvent>>> = Vec::new();
         let (event, size) = match event {
             Some((e, size)) => (Some(e), size),
             None => (None, 0),
@@ -258,6 +262,11 @@ impl SessionInner {
                         callbacks.push((Arc::clone(f), owed));
                         true
                     }
+                    // Never owed anything: it is not a user's subscriber.
+                    Sink::Waiter(tx) => {
+                        waiters.push(tx.clone());
+                        true
+                    }
                 }
             });
         }
@@ -266,6 +275,12 @@ impl SessionInner {
                 if catch_unwind(AssertUnwindSafe(|| f(e))).is_err() {
                     log::error!("an event handler panicked on {}; it stays subscribed", e.event_type());
                 }
+            }
+        }
+        if let Some(e) = &event {
+            for tx in waiters {
+                // A waiter that gave up unsubscribes itself.
+                let _ = tx.send(Arc::clone(e));
             }
         }
     }
@@ -610,7 +625,9 @@ impl Session {
     /// `assistant.message` of the turn (`None` if there was none); a
     /// `session.error` during the turn is returned as [`Error::Session`].
     /// `timeout` covers the whole call, the send included: a CLI that does
-    /// not answer makes it return [`Error::Timeout`] by then.
+    /// not answer makes it return [`Error::Timeout`] by then. When it
+    /// returns, every handler of [`on`](Self::on) has run on the turn's
+    /// events.
     pub fn send_and_wait(
         &self,
         message: impl Into<MessageOptions>,
@@ -620,7 +637,7 @@ impl Session {
         let deadline = started + timeout;
         // Subscribe before sending so nothing of the turn can be missed.
         let (tx, rx) = mpsc::channel();
-        let id = self.inner.subscribe(Sink::Stream(tx), false);
+        let id = self.inner.subscribe(Sink::Waiter(tx), false);
         let _unsubscribe = Subscription { session: Arc::downgrade(&self.inner), id };
         self.calls().send_until(message.into(), deadline)?;
         let mut last = None;

@@ -307,7 +307,8 @@ fn churn_while_flooding(server: FakeServer, client: Client) {
                 for _ in 0..3 {
                     let session = client.create_session(SessionConfig::default()).expect("create under load");
                     flood_and_check(&session, 500);
-                    session.destroy().expect("destroy under load");
+                    // Under this load the answer may take longer than the default grace.
+                    session.destroy_within(WAIT).expect("destroy under load");
                 }
             })
         })
