@@ -87,16 +87,11 @@ fn a_frozen_cli_makes_every_call_time_out_and_stop_kills_it() {
         };
         let client = Client::start(options).expect("start the CLI");
         let pid = client.cli_pid().expect("a started CLI has a pid");
-        // On a loaded machine a create may outlast the 1 s deadline: that is
-        // a Timeout, and creating again is what a caller does.
-        let mut sessions = Vec::new();
-        while sessions.len() < 3 {
-            match client.create_session(SessionConfig::with_model("claude-sonnet-4.5")) {
-                Ok(s) => sessions.push(s),
-                Err(Error::Timeout { .. }) => {}
-                Err(e) => panic!("create: {e}"),
-            }
-        }
+        // The sessions are opened with a deadline of their own: the 1 s
+        // default is for the calls made once the CLI is frozen.
+        let setup = client.with_timeout(Duration::from_secs(120));
+        let sessions: Vec<_> =
+            (0..3).map(|_| setup.create_session(SessionConfig::with_model("claude-sonnet-4.5")).unwrap()).collect();
         let events = sessions[0].events();
 
         signal_group("-STOP", pid);
