@@ -11,11 +11,11 @@ use std::sync::{mpsc, Arc, Mutex, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use copilot_host::scripted_model::{Reply, ScriptedModel};
 use copilot_host::{
     approve_all, Client, ClientOptions, Command, ElicitationResponse, EventKind, PermissionDecision, PermissionRequest,
     Session, SessionConfig, SessionEvent, Tool, ToolInvocation, Transport, UserInputRequest, UserInputResponse,
 };
+use copilot_testkit::scripted_model::{Reply, ScriptedModel};
 use copilot_tests::real_cli::{isolated_options, TempDir};
 use serde_json::json;
 
