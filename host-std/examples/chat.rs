@@ -21,11 +21,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use copilot_host::scripted_model::{Reply, ScriptedModel, ToolCall};
 use copilot_host::{
     Client, ClientOptions, EventKind, PermissionDecision, PermissionRequest, SessionConfig, SessionEvent, Tool,
     ToolInvocation, Transport,
 };
+use copilot_testkit::scripted_model::{Reply, ScriptedModel, ToolCall};
 use serde_json::json;
 
 const MODEL: &str = "claude-sonnet-4.5";

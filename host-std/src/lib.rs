@@ -40,7 +40,6 @@ mod connection;
 mod error;
 pub mod events;
 mod handlers;
-pub mod scripted_model;
 mod session;
 
 pub use cli::{default_install_dir, install_cli, native_binary, resolve_cli, CLI_PACKAGE, CLI_VERSION};

@@ -80,6 +80,10 @@ pub struct FakeServerConfig {
     /// Sleep between the early messages and the create / resume answer.
     /// Default zero.
     pub create_response_delay: Duration,
+    /// Hold the create / resume answer, after the early messages, until
+    /// [`FakeServer::release_create_response`] is called (or the connection
+    /// closes); later answers are not held. Default false.
+    pub hold_create_response: bool,
     /// `None` (default): a `session.send` turn is `user.message`,
     /// `assistant.turn_start`, `session.error` (authentication, "No model
     /// endpoint"), `session.idle`, as the real CLI without a model.
@@ -102,6 +106,7 @@ impl Default for FakeServerConfig {
             early_events: 0,
             early_permission_requests: 0,
             create_response_delay: Duration::ZERO,
+            hold_create_response: false,
             reply_text: None,
             close_on_method: None,
         }
@@ -138,6 +143,12 @@ impl FakeServerConfig {
     /// Sets [`create_response_delay`](Self::create_response_delay).
     pub fn with_create_response_delay(mut self, delay: Duration) -> Self {
         self.create_response_delay = delay;
+        self
+    }
+
+    /// Sets [`hold_create_response`](Self::hold_create_response).
+    pub fn with_hold_create_response(mut self, hold: bool) -> Self {
+        self.hold_create_response = hold;
         self
     }
 
@@ -275,6 +286,12 @@ impl FakeServer {
         self.request(method, params, id).recv_timeout(timeout)
     }
 
+    /// Lets a create / resume answer held by
+    /// [`FakeServerConfig::hold_create_response`] go, and every later one.
+    pub fn release_create_response(&self) {
+        self.shared.release_create_response();
+    }
+
     /// Sends `body` as one frame, verbatim (it need not be valid JSON).
     pub fn send_raw(&self, body: &str) -> io::Result<()> {
         self.shared.write_frame(body.as_bytes())
@@ -408,6 +425,9 @@ struct Shared {
     done: Mutex<bool>,
     done_changed: Condvar,
     next_event_id: AtomicU64,
+    /// Whether create / resume answers may go (see `hold_create_response`).
+    create_released: Mutex<bool>,
+    create_released_changed: Condvar,
 }
 
 impl Shared {
@@ -422,6 +442,20 @@ impl Shared {
             done: Mutex::new(false),
             done_changed: Condvar::new(),
             next_event_id: AtomicU64::new(1),
+            create_released: Mutex::new(false),
+            create_released_changed: Condvar::new(),
+        }
+    }
+
+    fn release_create_response(&self) {
+        *lock(&self.create_released) = true;
+        self.create_released_changed.notify_all();
+    }
+
+    fn wait_create_released(&self) {
+        let mut released = lock(&self.create_released);
+        while !*released {
+            released = self.create_released_changed.wait(released).unwrap_or_else(PoisonError::into_inner);
         }
     }
 
@@ -444,6 +478,8 @@ impl Shared {
         // the connection's lock. Once more after `Closed` is set, in case the
         // serving thread connected in between.
         self.run_shutdown_hook();
+        // A held create answer is let go, so that the serving thread ends.
+        self.release_create_response();
         let old = std::mem::replace(&mut *lock(&self.conn), Conn::Closed);
         self.conn_changed.notify_all();
         drop(old);
@@ -821,6 +857,9 @@ impl Handler {
         }
         if !self.config.create_response_delay.is_zero() {
             std::thread::sleep(self.config.create_response_delay);
+        }
+        if self.config.hold_create_response {
+            self.shared.wait_create_released();
         }
         let model = params.get("model").and_then(Value::as_str).unwrap_or("fake-model");
         self.result(

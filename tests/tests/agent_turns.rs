@@ -11,11 +11,11 @@ use std::sync::{mpsc, Arc, Mutex, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use copilot_host::scripted_model::{Reply, ScriptedModel};
 use copilot_host::{
     approve_all, Client, ClientOptions, Command, ElicitationResponse, EventKind, PermissionDecision, PermissionRequest,
     Session, SessionConfig, SessionEvent, Tool, ToolInvocation, Transport, UserInputRequest, UserInputResponse,
 };
+use copilot_testkit::scripted_model::{Reply, ScriptedModel};
 use copilot_tests::real_cli::{isolated_options, TempDir};
 use serde_json::json;
 
@@ -232,15 +232,27 @@ fn shell_tool_rejection_reaches_the_model_and_nothing_runs() {
 
 #[test]
 fn a_slow_permission_handler_completes_while_other_sessions_flow() {
-    on_both("slow permission (2 s handler)", |f| {
+    on_both("slow permission (held until the other turn ends)", |f| {
+        // What happened, in order. The handler is held until the other
+        // session's turn has ended: a host that ran handlers where they can
+        // hold up other sessions would stall that turn until the handler
+        // gave up waiting, and the order would show it.
+        let log = Arc::new(Mutex::new(Vec::<&str>::new()));
         let (entered_tx, entered) = mpsc::channel();
-        let decided = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (release, released) = mpsc::channel::<()>();
+        let released = Mutex::new(released);
         let slow = f.config("slow").on_permission({
-            let decided = Arc::clone(&decided);
+            let log = Arc::clone(&log);
             move |_: &PermissionRequest| {
+                log.lock().unwrap().push("handler asked");
                 let _ = entered_tx.send(());
-                thread::sleep(Duration::from_secs(2));
-                decided.store(true, Ordering::SeqCst);
+                let waited = released.lock().unwrap().recv_timeout(TURN);
+                let end = match waited {
+                    // Disconnected: released before, for an earlier request.
+                    Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => "handler released",
+                    Err(mpsc::RecvTimeoutError::Timeout) => "handler gave up waiting",
+                };
+                log.lock().unwrap().push(end);
                 PermissionDecision::ApproveOnce
             }
         });
@@ -250,7 +262,6 @@ fn a_slow_permission_handler_completes_while_other_sessions_flow() {
         let other = f.client.create_session(f.config("fast")).unwrap();
         f.model.script(other.id(), vec![Reply::text("Quick reply.")]);
 
-        let started = Instant::now();
         let slow_session = Arc::new(slow_session);
         let slow_turn = {
             let s = Arc::clone(&slow_session);
@@ -259,10 +270,12 @@ fn a_slow_permission_handler_completes_while_other_sessions_flow() {
         entered.recv_timeout(TURN).expect("the slow handler is asked");
         let (quick, quick_took) = turn(&other, "Be quick.");
         assert_eq!(quick.as_deref(), Some("Quick reply."));
-        assert!(!decided.load(Ordering::SeqCst), "the other session's turn finished while the handler still slept");
+        log.lock().unwrap().push("other turn ended");
+        release.send(()).unwrap();
+        drop(release);
         let (slow_text, _) = slow_turn.join().unwrap();
-        assert_eq!(slow_text.as_deref(), Some("Slow but done."));
-        assert!(started.elapsed() >= Duration::from_secs(2));
+        assert_eq!(slow_text.as_deref(), Some("Slow but done."), "the held handler's answer still counts");
+        assert_eq!(log.lock().unwrap()[..3], ["handler asked", "other turn ended", "handler released"]);
         assert!(slow_dir.join("slow.txt").exists());
         other.destroy().unwrap();
         Arc::into_inner(slow_session).unwrap().destroy().unwrap();

@@ -6,7 +6,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::mpsc::{self, Receiver};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use copilot_core::FrameDecoder;
 use copilot_tests::fake_server::{FakeServer, FakeServerConfig};
@@ -175,17 +175,10 @@ fn token_and_legacy_connect_over_tcp() {
 
 #[test]
 fn create_sends_early_events_before_its_answer() {
-    let config = FakeServerConfig {
-        early_events: 3,
-        early_permission_requests: 2,
-        create_response_delay: Duration::from_millis(20),
-        ..FakeServerConfig::default()
-    };
+    let config = FakeServerConfig { early_events: 3, early_permission_requests: 2, ..FakeServerConfig::default() };
     let (server, mut client) = Client::over_pipes(config);
     client.connect();
-    let started = Instant::now();
     let (response, before) = client.call("session.create", json!({"sessionId": "client-id", "model": "m"}));
-    assert!(started.elapsed() >= Duration::from_millis(20));
     assert_eq!(response["result"]["sessionId"], "client-id");
     assert_eq!(response["result"]["workspacePath"], "/tmp/fake-copilot/session-state/client-id");
     assert_eq!(response["result"]["modelState"]["modelId"], "m");
@@ -226,6 +219,26 @@ fn create_sends_early_events_before_its_answer() {
     let (unknown, _) = client.call("session.resume", json!({"sessionId": "nobody"}));
     assert_eq!(unknown["error"]["code"], -32603);
     drop(server);
+}
+
+#[test]
+fn a_held_create_answer_waits_for_its_release() {
+    let config = FakeServerConfig::default().with_early(1, 0).with_hold_create_response(true);
+    let (server, mut client) = Client::over_pipes(config);
+    client.connect();
+    let id = client.request("session.create", json!({"sessionId": "held"}));
+    assert_eq!(client.expect_next()["params"]["type"], "session.created");
+    assert_eq!(client.expect_next()["params"]["event"]["type"], "session.info");
+    // Written after the early frames and before the release: it must reach
+    // the client before the answer.
+    let _ = server.request("ping", json!({}), json!("before-release"));
+    assert_eq!(client.expect_next()["id"], "before-release");
+    server.release_create_response();
+    let answer = client.expect_next();
+    assert_eq!((&answer["id"], &answer["result"]["sessionId"]), (&json!(id), &json!("held")));
+    // Released for good: a second create is answered at once.
+    let (second, _) = client.call("session.create", json!({"sessionId": "next"}));
+    assert_eq!(second["result"]["sessionId"], "next");
 }
 
 #[test]

@@ -23,10 +23,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use copilot_host::events::EventKind;
-use copilot_host::scripted_model::{Reply, ScriptedModel};
 use copilot_host::{
     Client, ClientOptions, CloseCause, Error, SessionConfig, Tool, ToolInvocation, Transport, MAX_KEPT_EVENTS,
 };
+use copilot_testkit::scripted_model::{Reply, ScriptedModel};
 use copilot_tests::fake_server::{FakeServer, FakeServerConfig};
 use copilot_tests::real_cli::{isolated_options, refusing_proxy, TempDir};
 use serde_json::json;

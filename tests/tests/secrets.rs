@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use copilot_host::scripted_model::{Reply, ScriptedModel};
 use copilot_host::{approve_all, Client, ClientOptions, Error, SessionConfig, Transport};
+use copilot_testkit::scripted_model::{Reply, ScriptedModel};
 use copilot_tests::real_cli::{isolated_options, TempDir};
 use serde_json::json;
 

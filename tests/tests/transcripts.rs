@@ -3,7 +3,7 @@
 //! their session, responses to their request, lifecycle to its listeners,
 //! with zero errors, whatever the byte chunking.
 
-use copilot_core::{FrameDecoder, Outgoing, Route, Router, Value};
+use copilot_core::{Envelope, FrameDecoder, Message, Outgoing, Route, Router, Value};
 use copilot_tests::{transcript, Direction, Recorded, TRANSCRIPTS};
 
 /// Session targets are `1`; a response's waiter is the recorded request id.
@@ -157,9 +157,13 @@ fn whole_incoming_stream_routes_in_any_chunking() {
 }
 
 #[test]
-fn client_side_messages_encode_back_to_the_recorded_bytes() {
-    // The client's own messages, re-encoded by the core's encoder from their
-    // decoded parts, are byte-for-byte what serde_json wrote.
+fn client_side_messages_encode_to_the_recorded_messages_and_decode_back_byte_for_byte() {
+    // The fixtures keep each message as JSON, not the bytes that were on the
+    // wire. So a message the core encodes from the recorded parts must be
+    // the recorded message as a value, and as bytes exactly the compact
+    // JSON-RPC text (`jsonrpc`, `id`, `method`, `params` in that order, the
+    // params as given). Those bytes, framed, decoded and encoded again from
+    // the decoded parts, come back unchanged.
     for name in TRANSCRIPTS {
         for line in transcript(name).iter().filter(|l| l.direction == Direction::Out) {
             let m = json(&line.body);
@@ -172,8 +176,29 @@ fn client_side_messages_encode_back_to_the_recorded_bytes() {
             };
             let mut buf = vec![0u8; line.body.len() + 128];
             let n = out.encode_body(&mut buf).unwrap();
-            let ours: serde_json::Value = serde_json::from_slice(&buf[..n]).unwrap();
+            let sent = &buf[..n];
+            let ours: serde_json::Value = serde_json::from_slice(sent).unwrap();
             assert_eq!(ours, m, "{name}");
+            let expected =
+                format!(r#"{{"jsonrpc":"2.0","id":{},"method":{},"params":{params_text}}}"#, m["id"], m["method"]);
+            assert_eq!(std::str::from_utf8(sent).unwrap(), expected, "{name}");
+
+            let mut decoder = FrameDecoder::with_buffer(vec![0u8; 64 * 1024]);
+            let framed = frame(std::str::from_utf8(sent).unwrap());
+            assert_eq!(decoder.feed(&framed), framed.len());
+            let body = decoder.poll().expect("a frame").expect("a valid frame").to_vec();
+            assert_eq!(body, sent, "{name}: the frame decoder gives the body back unchanged");
+            let Message::Request { id, method, params } = Envelope::decode(&body).unwrap().message else {
+                panic!("{name}: not a request: {}", line.body);
+            };
+            let again = Outgoing::Request {
+                id: copilot_core::RequestId(id.as_u64().unwrap()),
+                method: method.as_plain().unwrap(),
+                params: params.as_ref().map(|p| p as &dyn copilot_core::Payload),
+            };
+            let mut buf = vec![0u8; n + 128];
+            let n = again.encode_body(&mut buf).unwrap();
+            assert_eq!(std::str::from_utf8(&buf[..n]).unwrap(), expected, "{name}: decoded and encoded again");
         }
     }
 }

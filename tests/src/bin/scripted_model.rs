@@ -1,4 +1,4 @@
-//! The scripted model server (`copilot_host::scripted_model::ScriptedModel`)
+//! The scripted model server (`copilot_testkit::scripted_model::ScriptedModel`)
 //! as a program, for tests that run the real CLI from another language.
 //!
 //! It starts the server on a free port of 127.0.0.1 and prints ONE line of
@@ -12,12 +12,12 @@
 //! `model` is the one model to pass in `session.create`. Script a session
 //! with `POST {url}/_scripted/script` and read what the model was sent with
 //! `GET {url}/_scripted/requests` (see the module documentation of
-//! `copilot_host::scripted_model`). It serves until its stdin closes.
+//! `copilot_testkit::scripted_model`). It serves until its stdin closes.
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
-use copilot_host::scripted_model::ScriptedModel;
+use copilot_testkit::scripted_model::ScriptedModel;
 use serde_json::{json, Map, Value};
 
 fn main() -> ExitCode {

@@ -9,9 +9,8 @@
 //! server-sent `chat.completion.chunk`s. Every model request is kept, so a
 //! test can check what the CLI sent (the prompt, the tool results).
 //!
-//! It is a small HTTP/1.1 server on `127.0.0.1` with one thread per
-//! connection, written on `std::net` alone so that the crate needs no HTTP
-//! library. The shapes it serves are the ones the CLI 1.0.102 was seen to
+//! It is an HTTP/1.1 server on `127.0.0.1` (tiny_http, with a few worker
+//! threads). The shapes it serves are the ones the CLI 1.0.102 was seen to
 //! ask for and accept (see `shared/protocol/capi-fake-server.md`). It also
 //! acts as the CLI's HTTP(S) proxy and refuses every `CONNECT`, so a request
 //! that ignores the configured endpoints fails here, and is counted, instead
@@ -31,8 +30,11 @@
 //!   "lastUserText", "toolResults"}]}`, every `/chat/completions` request so
 //!   far, oldest first (what [`ScriptedModel::requests`] returns, in short).
 //!
-//! ```no_run
-//! use copilot_host::scripted_model::{Reply, ScriptedModel};
+//! With the client, `copilot-host` (not a dependency of this crate, so the
+//! example is not compiled here):
+//!
+//! ```ignore
+//! use copilot_testkit::scripted_model::{Reply, ScriptedModel};
 //! use copilot_host::{Client, ClientOptions, SessionConfig};
 //! use std::time::Duration;
 //!
@@ -52,8 +54,8 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::io::{self, Read};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
@@ -63,10 +65,11 @@ use serde_json::{json, Value};
 
 /// The reply of a session that has no script, or whose script ran out.
 const DEFAULT_TEXT: &str = "Hello from the scripted model.";
-/// The longest request line or header line accepted, in bytes.
-const MAX_LINE: usize = 16 << 10;
-/// The most header lines accepted in one request.
-const MAX_HEADERS: usize = 256;
+/// Threads answering requests. The CLI keeps a few connections open (the
+/// model, its MCP client, telemetry); each answer is computed at once.
+const WORKERS: usize = 4;
+/// Connection attempts that stopping makes to see the port closed.
+const STOP_TRIES: usize = 1000;
 /// The largest request body accepted. A model request carries the whole
 /// conversation (the system message alone is about 40 KB), so be generous.
 const MAX_BODY: usize = 64 << 20;
@@ -206,22 +209,23 @@ struct Book {
     tool_calls: u64,
 }
 
-/// What the server and its connection threads share.
+/// What the server and its worker threads share.
 struct Shared {
     url: String,
     stopping: AtomicBool,
     book: Mutex<Book>,
-    /// A handle to every open connection, so that stopping can close them.
-    connections: Mutex<HashMap<u64, TcpStream>>,
 }
 
 /// A scripted fake of the Copilot model endpoint on `127.0.0.1`, for running
-/// the real CLI in tests. Dropping it stops the server and closes its
-/// connections.
+/// the real CLI in tests. Dropping it stops the server: it stops listening
+/// and its workers end (a connection the client keeps open stays open until
+/// the client closes it, but nothing answers on it any more).
 pub struct ScriptedModel {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    acceptor: Option<JoinHandle<()>>,
+    /// `None` once stopped.
+    server: Option<Arc<tiny_http::Server>>,
+    workers: Vec<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for ScriptedModel {
@@ -239,20 +243,25 @@ impl ScriptedModel {
     pub fn start() -> io::Result<ScriptedModel> {
         let listener = TcpListener::bind(("127.0.0.1", 0))?;
         let addr = listener.local_addr()?;
+        let server = tiny_http::Server::from_listener(listener, None).map_err(io::Error::other)?;
+        let server = Arc::new(server);
+        let workers = Vec::with_capacity(WORKERS);
         let shared = Arc::new(Shared {
             url: format!("http://{addr}"),
             stopping: AtomicBool::new(false),
             book: Mutex::new(Book::default()),
-            connections: Mutex::new(HashMap::new()),
         });
-        let acceptor = {
-            let shared = Arc::clone(&shared);
-            thread::Builder::new()
-                .name(format!("scripted-model {addr}"))
-                .spawn(move || accept_connections(&listener, &shared))?
-        };
-        log::debug!("scripted model server listening on {}", shared.url);
-        Ok(ScriptedModel { addr, shared, acceptor: Some(acceptor) })
+        let mut model = ScriptedModel { addr, shared, server: Some(Arc::clone(&server)), workers };
+        for n in 0..WORKERS {
+            let (server, shared) = (Arc::clone(&server), Arc::clone(&model.shared));
+            // On failure, dropping `model` stops the workers already running.
+            let worker = thread::Builder::new()
+                .name(format!("scripted-model {addr} #{n}"))
+                .spawn(move || serve(&server, &shared))?;
+            model.workers.push(worker);
+        }
+        log::debug!("scripted model server listening on {}", model.shared.url);
+        Ok(model)
     }
 
     /// The server's base URL, `http://127.0.0.1:PORT`.
@@ -331,103 +340,85 @@ impl ScriptedModel {
 impl Drop for ScriptedModel {
     fn drop(&mut self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
-        let Some(acceptor) = self.acceptor.take() else { return };
-        // The acceptor is blocked in accept(): a connection wakes it to see
-        // the flag. If none can be made, it is left behind rather than
-        // waited for forever.
-        match TcpStream::connect_timeout(&self.addr, Duration::from_secs(5)) {
-            Ok(_) => {
-                let _ = acceptor.join();
-            }
-            Err(e) => log::warn!("scripted model server {}: could not wake its acceptor to stop: {e}", self.shared.url),
+        let Some(server) = self.server.take() else { return };
+        // One unblock ends one worker; requests queued before them are
+        // still answered.
+        for _ in 0..self.workers.len() {
+            server.unblock();
         }
+        for worker in self.workers.drain(..) {
+            let _ = worker.join();
+        }
+        // The last handle: dropping it wakes tiny_http's acceptor, which
+        // then closes the listening socket on its own thread. Wait for
+        // that, so that a dropped server is no longer listening (it takes a
+        // scheduling round or two).
+        drop(server);
+        for _ in 0..STOP_TRIES {
+            match TcpStream::connect_timeout(&self.addr, Duration::from_secs(1)) {
+                Err(_) => return,
+                Ok(_) => thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        log::warn!("scripted model server {}: still accepting connections after it stopped", self.shared.url);
     }
 }
-
-/// The acceptor thread: one thread per connection until stopped, then it
-/// closes every connection and waits for their threads.
-fn accept_connections(listener: &TcpListener, shared: &Arc<Shared>) {
-    let mut workers: Vec<JoinHandle<()>> = Vec::new();
-    let mut next_id = 0u64;
-    for stream in listener.incoming() {
-        if shared.stopping.load(Ordering::SeqCst) {
-            break;
-        }
-        let stream = match stream {
-            Ok(s) => s,
+/// A worker: takes requests off the server's queue and answers them until
+/// it is unblocked. Several run at once, so that one slow client does not
+/// hold up the others; tiny_http keeps the answers on one connection in
+/// order.
+fn serve(server: &tiny_http::Server, shared: &Shared) {
+    loop {
+        let mut incoming = match server.recv() {
+            Ok(r) => r,
             Err(e) => {
-                log::warn!("scripted model server {}: accept failed: {e}", shared.url);
-                // Out of descriptors, say: do not spin.
-                thread::sleep(Duration::from_millis(10));
+                if !shared.stopping.load(Ordering::SeqCst) {
+                    log::warn!("scripted model server {}: stopped taking requests: {e}", shared.url);
+                }
+                return;
+            }
+        };
+        let request = match Request::read(&mut incoming) {
+            Ok(r) => r,
+            Err(e) => {
+                log::warn!("scripted model server {}: unreadable request: {e}", shared.url);
+                let body = json!({ "message": format!("scripted model server: {e}") });
+                respond(shared, incoming, Answer::Json(400, body));
                 continue;
             }
         };
-        next_id += 1;
-        let id = next_id;
-        // Registered here, before the thread starts, so that the sweep
-        // below cannot miss a connection.
-        match stream.try_clone() {
-            Ok(handle) => lock(&shared.connections).insert(id, handle),
-            Err(e) => {
-                log::warn!("scripted model server {}: connection dropped: {e}", shared.url);
-                continue;
-            }
-        };
-        let worker = {
-            let shared = Arc::clone(shared);
-            thread::Builder::new().name(format!("scripted-model connection {id}")).spawn(move || {
-                serve_connection(&shared, stream);
-                lock(&shared.connections).remove(&id);
-            })
-        };
-        match worker {
-            Ok(w) => workers.push(w),
-            Err(e) => {
-                log::warn!("scripted model server {}: no thread for a connection: {e}", shared.url);
-                lock(&shared.connections).remove(&id);
-            }
-        }
-        workers.retain(|w| !w.is_finished());
-    }
-    for (_, connection) in lock(&shared.connections).drain() {
-        let _ = connection.shutdown(Shutdown::Both);
-    }
-    for worker in workers {
-        let _ = worker.join();
+        let answer = answer(shared, &request);
+        respond(shared, incoming, answer);
     }
 }
 
-/// A parsed HTTP request.
+/// A request as the routing below needs it: the body read whole.
 struct Request {
     method: String,
     target: String,
-    http_1_0: bool,
     /// Names in lowercase.
     headers: Vec<(String, String)>,
     body: Vec<u8>,
 }
 
 impl Request {
+    fn read(incoming: &mut tiny_http::Request) -> io::Result<Request> {
+        let headers = incoming
+            .headers()
+            .iter()
+            .map(|h| (h.field.as_str().as_str().to_ascii_lowercase(), h.value.as_str().to_owned()))
+            .collect();
+        let mut body = Vec::new();
+        // One byte more than allowed tells "too large" from "just fits".
+        incoming.as_reader().take(MAX_BODY as u64 + 1).read_to_end(&mut body)?;
+        if body.len() > MAX_BODY {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "request body too large"));
+        }
+        Ok(Request { method: incoming.method().to_string(), target: incoming.url().to_owned(), headers, body })
+    }
+
     fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
-    }
-
-    /// Whether a comma-separated header holds `token` (case-insensitive).
-    fn header_has(&self, name: &str, token: &str) -> bool {
-        self.headers
-            .iter()
-            .filter(|(n, _)| n == name)
-            .any(|(_, v)| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
-    }
-
-    /// HTTP/1.1 keeps the connection unless told to close; HTTP/1.0 closes
-    /// it unless told to keep it.
-    fn keep_alive(&self) -> bool {
-        if self.http_1_0 {
-            self.header_has("connection", "keep-alive")
-        } else {
-            !self.header_has("connection", "close")
-        }
     }
 
     fn path(&self) -> &str {
@@ -439,233 +430,53 @@ impl Request {
     }
 }
 
-fn invalid(message: impl Into<String>) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, message.into())
-}
-
-/// One line without its line ending; `None` at the end of the stream.
-fn read_line(reader: &mut impl BufRead) -> io::Result<Option<String>> {
-    let mut bytes = Vec::new();
-    let n = reader.take(MAX_LINE as u64 + 1).read_until(b'\n', &mut bytes)?;
-    if n == 0 {
-        return Ok(None);
-    }
-    if !bytes.ends_with(b"\n") {
-        return Err(if n > MAX_LINE { invalid("line too long") } else { io::ErrorKind::UnexpectedEof.into() });
-    }
-    let text = String::from_utf8_lossy(&bytes);
-    Ok(Some(text.trim_end_matches(['\r', '\n']).to_owned()))
-}
-
-fn require_line(reader: &mut impl BufRead) -> io::Result<String> {
-    read_line(reader)?.ok_or_else(|| io::ErrorKind::UnexpectedEof.into())
-}
-
-/// Reads one request; `None` when the peer closed the connection between
-/// requests. `writer` is for a `100 Continue`.
-fn read_request(reader: &mut impl BufRead, writer: &mut impl Write) -> io::Result<Option<Request>> {
-    // Empty lines before a request line are allowed (RFC 9112, 2.2).
-    let line = loop {
-        match read_line(reader)? {
-            None => return Ok(None),
-            Some(l) if l.trim().is_empty() => continue,
-            Some(l) => break l,
-        }
-    };
-    let mut parts = line.split_whitespace();
-    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(invalid(format!("bad request line {line:?}")));
-    };
-    if !version.starts_with("HTTP/1.") {
-        return Err(invalid(format!("unsupported version {version:?}")));
-    }
-    let mut headers = Vec::new();
-    loop {
-        let line = require_line(reader)?;
-        if line.is_empty() {
-            break;
-        }
-        if headers.len() == MAX_HEADERS {
-            return Err(invalid("too many headers"));
-        }
-        let (name, value) = line.split_once(':').ok_or_else(|| invalid(format!("bad header line {line:?}")))?;
-        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
-    }
-    let mut request = Request {
-        method: method.to_owned(),
-        target: target.to_owned(),
-        http_1_0: version == "HTTP/1.0",
-        headers,
-        body: Vec::new(),
-    };
-    let chunked = request.header_has("transfer-encoding", "chunked");
-    let length = match request.header("content-length") {
-        Some(v) => Some(v.parse::<usize>().map_err(|_| invalid(format!("bad Content-Length {v:?}")))?),
-        None => None,
-    };
-    if length.is_some_and(|n| n > MAX_BODY) {
-        return Err(invalid("request body too large"));
-    }
-    if request.header_has("expect", "100-continue") && (chunked || length.unwrap_or(0) > 0) {
-        writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
-    }
-    // Transfer-Encoding wins over Content-Length (RFC 9112, 6.3).
-    if chunked {
-        request.body = read_chunked_body(reader)?;
-    } else if let Some(n) = length {
-        request.body = vec![0; n];
-        reader.read_exact(&mut request.body)?;
-    }
-    Ok(Some(request))
-}
-
-fn read_chunked_body(reader: &mut impl BufRead) -> io::Result<Vec<u8>> {
-    let mut body = Vec::new();
-    loop {
-        let line = require_line(reader)?;
-        let size_text = line.split(';').next().unwrap_or_default().trim();
-        let size = usize::from_str_radix(size_text, 16).map_err(|_| invalid(format!("bad chunk size {line:?}")))?;
-        if size == 0 {
-            // Trailer fields, if any, up to the empty line: ignored.
-            while !require_line(reader)?.is_empty() {}
-            return Ok(body);
-        }
-        if body.len() + size > MAX_BODY {
-            return Err(invalid("request body too large"));
-        }
-        let start = body.len();
-        body.resize(start + size, 0);
-        reader.read_exact(&mut body[start..])?;
-        if !require_line(reader)?.is_empty() {
-            return Err(invalid("chunk data longer than its size"));
-        }
-    }
-}
-
 /// What to send back.
 enum Answer {
     /// A JSON body with `Content-Length`.
     Json(u16, Value),
     /// `202 Accepted` with no body.
     Accepted,
-    /// Server-sent events, each already formatted (`data: ...\n\n`).
+    /// Server-sent events, each already formatted (`data: ...\n\n`): sent
+    /// with chunked encoding (HTTP/1.0: with `Content-Length`).
     EventStream(Vec<String>),
-    /// `403` to an outbound attempt; the connection is then closed.
+    /// `403` to an outbound attempt.
     Refused,
 }
 
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        202 => "Accepted",
-        400 => "Bad Request",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        _ => "Unknown",
-    }
+fn header(name: &str, value: &str) -> tiny_http::Header {
+    tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("a valid header")
 }
 
-/// Serves requests on one connection until either side closes it.
-fn serve_connection(shared: &Shared, stream: TcpStream) {
-    // Streamed replies are many small writes: send each at once.
-    let _ = stream.set_nodelay(true);
-    let mut writer = match stream.try_clone() {
-        Ok(w) => w,
-        Err(e) => {
-            log::warn!("scripted model server {}: {e}", shared.url);
-            return;
-        }
+fn respond(shared: &Shared, incoming: tiny_http::Request, answer: Answer) {
+    let line = format!("{} {}", incoming.method(), incoming.url());
+    let request_id = header("x-github-request-id", "scripted-model");
+    let json = |status: u16, body: &Value| {
+        tiny_http::Response::from_data(body.to_string().into_bytes())
+            .with_status_code(status)
+            .with_header(header("Content-Type", "application/json"))
+            .with_chunked_threshold(usize::MAX)
     };
-    let mut reader = BufReader::new(stream);
-    loop {
-        let request = match read_request(&mut reader, &mut writer) {
-            Ok(Some(r)) => r,
-            Ok(None) => return,
-            Err(e) => {
-                if e.kind() == io::ErrorKind::InvalidData {
-                    log::warn!("scripted model server {}: unreadable request: {e}", shared.url);
-                    let body = json!({ "message": format!("scripted model server: {e}") });
-                    let _ = write_answer(&mut writer, Answer::Json(400, body), false, false);
-                } else if !shared.stopping.load(Ordering::SeqCst) {
-                    log::debug!("scripted model server {}: connection ended: {e}", shared.url);
-                }
-                return;
-            }
-        };
-        let keep_alive = request.keep_alive();
-        let answer = answer(shared, &request);
-        match write_answer(&mut writer, answer, keep_alive, request.http_1_0) {
-            Ok(true) => {}
-            Ok(false) => return,
-            Err(e) => {
-                log::debug!(
-                    "scripted model server {}: writing the answer to {} failed: {e}",
-                    shared.url,
-                    request.line()
-                );
-                return;
-            }
-        }
-    }
-}
-
-/// Writes an answer; returns whether the connection may serve another
-/// request.
-fn write_answer(writer: &mut impl Write, answer: Answer, keep_alive: bool, http_1_0: bool) -> io::Result<bool> {
-    let connection = if keep_alive { "keep-alive" } else { "close" };
-    match answer {
-        Answer::Json(status, body) => {
-            let body = body.to_string();
-            let head = format!(
-                "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-                 x-github-request-id: scripted-model\r\nConnection: {connection}\r\n\r\n",
-                reason(status),
-                body.len()
-            );
-            writer.write_all(&[head.as_bytes(), body.as_bytes()].concat())?;
-            Ok(keep_alive)
-        }
-        Answer::Accepted => {
-            let head = format!("HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\nConnection: {connection}\r\n\r\n");
-            writer.write_all(head.as_bytes())?;
-            Ok(keep_alive)
-        }
+    let sent = match answer {
+        Answer::Json(status, body) => incoming.respond(json(status, &body).with_header(request_id)),
+        Answer::Accepted => incoming.respond(tiny_http::Response::empty(202).with_chunked_threshold(usize::MAX)),
         Answer::Refused => {
-            let body = json!({ "message": "scripted model server: outbound network disabled" }).to_string();
-            let head = format!(
-                "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-                 Connection: close\r\n\r\n",
-                body.len()
-            );
-            writer.write_all(&[head.as_bytes(), body.as_bytes()].concat())?;
-            Ok(false)
+            let body = json!({ "message": "scripted model server: outbound network disabled" });
+            incoming.respond(json(403, &body))
         }
         Answer::EventStream(events) => {
-            // HTTP/1.0 has no chunked encoding: the end of the stream is the
-            // end of the connection.
-            let chunked = !http_1_0;
-            let (framing, connection) =
-                if chunked { ("Transfer-Encoding: chunked", connection) } else { ("Connection: close", "close") };
-            let head = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
-                 x-github-request-id: scripted-model\r\n{framing}\r\nConnection: {connection}\r\n\r\n"
+            let stream = tiny_http::Response::new(
+                tiny_http::StatusCode(200),
+                vec![header("Content-Type", "text/event-stream"), header("Cache-Control", "no-cache"), request_id],
+                io::Cursor::new(events.concat().into_bytes()),
+                // No length: chunked on HTTP/1.1.
+                None,
+                None,
             );
-            writer.write_all(head.as_bytes())?;
-            for event in &events {
-                if chunked {
-                    writer.write_all(format!("{:x}\r\n{event}\r\n", event.len()).as_bytes())?;
-                } else {
-                    writer.write_all(event.as_bytes())?;
-                }
-            }
-            if chunked {
-                writer.write_all(b"0\r\n\r\n")?;
-            }
-            writer.flush()?;
-            Ok(chunked && keep_alive)
+            incoming.respond(stream)
         }
+    };
+    if let Err(e) = sent {
+        log::debug!("scripted model server {}: writing the answer to {line} failed: {e}", shared.url);
     }
 }
 
@@ -1055,6 +866,7 @@ fn pieces(text: &str, chars: usize) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     /// One request on a fresh connection; the answer's status and JSON body.
     fn http(model: &ScriptedModel, method: &str, path: &str, headers: &str, body: &str) -> (u16, Value) {
