@@ -14,8 +14,12 @@
 //! accepted and ignored. Line ends must be CRLF. After any error the decoder
 //! resynchronises on the next `Content-Length:` or `Content-Type:` header, so
 //! a valid frame after bad bytes is still decoded; one run of bad bytes
-//! between two good frames is reported as one error. A frame larger than the
-//! buffer is reported once and its body skipped without being stored.
+//! between two good frames is reported as one error. Such a header found
+//! inside a line (`Warning: disk low` glued to `Content-Length: 2`, with no
+//! line feed between them) starts a frame there: the bytes before it are the
+//! bad bytes, so they cannot carry the frame away with them. A frame larger
+//! than the buffer is reported once and its body skipped without being
+//! stored.
 
 use core::fmt;
 
@@ -414,6 +418,13 @@ fn parse_header(data: &[u8], limit: usize) -> HeaderParse {
     let mut line_start = 0;
     loop {
         let rest = &data[line_start..];
+        // A header name inside a line: the bytes before it are junk glued to
+        // a header (a log line without its line feed, say). Skipping exactly
+        // them keeps the frame that follows.
+        if let Some(at) = embedded_header_start(rest) {
+            let error = if line_start == 0 { FrameError::Garbage } else { FrameError::InvalidHeader };
+            return HeaderParse::Error { error, skip: line_start + at };
+        }
         // The empty line ends the block.
         if rest.first() == Some(&b'\r') || rest.is_empty() {
             if line_start == 0 && !rest.is_empty() {
@@ -499,6 +510,14 @@ fn trim_ows(mut v: &[u8]) -> &[u8] {
 
 /// Headers that can start a frame; resynchronisation looks for these.
 const RESYNC_NAMES: [&[u8]; 2] = [b"content-length:", b"content-type:"];
+
+/// The offset of a header that can start a frame inside the line at the start
+/// of `rest` (past its first byte, before its line end), if there is one.
+fn embedded_header_start(rest: &[u8]) -> Option<usize> {
+    let line_end = rest.iter().position(|&b| b == b'\r' || b == b'\n').unwrap_or(rest.len());
+    let line = rest.get(1..line_end)?;
+    find_header_start(line).ok().map(|at| at + 1)
+}
 
 /// The offset of the next header that can start a frame, or `Err(keep)`: how
 /// many trailing bytes to keep because they may be the start of one.
@@ -608,6 +627,48 @@ mod tests {
             let input = std::format!("{bad}{good}");
             assert_eq!(decode::<64>(input.as_bytes()), [Err(*error), ok("{}")], "{bad:?}");
         }
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn junk_glued_before_a_header_costs_only_the_junk() {
+        let good = "Content-Length: 2\r\n\r\n{}";
+        let cases: &[(&str, FrameError)] = &[
+            ("zz", FrameError::Garbage),
+            ("a:", FrameError::Garbage),
+            ("Warning: disk low", FrameError::Garbage),
+            ("Content-Lengt", FrameError::Garbage),
+            ("Content-Type: x", FrameError::Garbage),
+            ("X-Note: 1\r\nzz", FrameError::InvalidHeader),
+            ("X-Note: 1\r\nb: c", FrameError::InvalidHeader),
+        ];
+        for (junk, error) in cases {
+            for second in [good, "content-type: y\r\ncontent-length:2\r\n\r\n{}"] {
+                // At the start of the stream, and after a frame.
+                let input = std::format!("{junk}{second}");
+                assert_eq!(decode::<64>(input.as_bytes()), [Err(*error), ok("{}")], "{input:?}");
+                let input = std::format!("{good}{junk}{second}");
+                assert_eq!(decode::<64>(input.as_bytes()), [ok("{}"), Err(*error), ok("{}")], "{input:?}");
+                // Byte by byte.
+                let mut d = FrameDecoder::<[u8; 64]>::new();
+                let mut out = Vec::new();
+                for b in input.as_bytes() {
+                    assert_eq!(d.feed(core::slice::from_ref(b)), 1);
+                    while let Some(r) = d.poll() {
+                        out.push(r.map(<[u8]>::to_vec));
+                    }
+                }
+                assert_eq!(out, [ok("{}"), Err(*error), ok("{}")], "{input:?} byte by byte");
+            }
+        }
+        // Junk after an error is the same run: still one report.
+        assert_eq!(
+            decode::<64>(b"\r\nzzWarning: lowContent-Length: 2\r\n\r\n{}"),
+            [Err(FrameError::Garbage), ok("{}")]
+        );
+        // A header name inside a value marks what precedes it as junk, even
+        // in a block that would be complete without it.
+        assert_eq!(decode::<64>(b"X-Note: content-length: 2\r\n\r\n{}"), [Err(FrameError::Garbage), ok("{}")]);
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]

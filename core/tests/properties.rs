@@ -63,6 +63,43 @@ fn garbage() -> impl Strategy<Value = Vec<u8>> {
         })
 }
 
+/// Junk that cannot form a header: any bytes, with pieces that look like the
+/// start of a header line, where no `Content-Length` or `Content-Type` (in any
+/// case) appears.
+fn headerless_junk() -> impl Strategy<Value = Vec<u8>> {
+    let piece = prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..24),
+        proptest::collection::vec(prop::char::range(' ', '~'), 0..24)
+            .prop_map(|cs| cs.into_iter().collect::<String>().into_bytes()),
+        prop::sample::select(vec![
+            "zz",
+            "a:",
+            "Warning: disk low",
+            "X-Note: 1\r\n",
+            "\r",
+            "\n",
+            "\r\n",
+            ":",
+            "Content-",
+            "content-len",
+            "Content-Typ",
+            "b: c\r\n\r\n",
+        ])
+        .prop_map(|s| s.as_bytes().to_vec()),
+    ];
+    proptest::collection::vec(piece, 1..5).prop_map(|pieces| {
+        let mut junk = pieces.concat();
+        // Break every header name the pieces happen to spell.
+        while let Some(at) = [&b"content-length"[..], b"content-type"]
+            .iter()
+            .find_map(|name| junk.windows(name.len()).position(|w| w.eq_ignore_ascii_case(name)))
+        {
+            junk[at] = b'#';
+        }
+        junk
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
@@ -125,6 +162,32 @@ proptest! {
         let too_large = errors.iter().filter(|e| matches!(e, FrameError::TooLarge { .. })).count();
         prop_assert_eq!(too_large, oversize);
         prop_assert_eq!(errors.len() - too_large, bad_runs, "one report per run of garbage: {:?}", errors);
+    }
+
+    #[test]
+    fn junk_glued_before_headers_loses_no_valid_frame(
+        items in proptest::collection::vec(
+            (proptest::option::of(headerless_junk()), proptest::collection::vec(any::<u8>(), 0..BUF / 2), any::<u8>()),
+            1..8,
+        ),
+        cuts in proptest::collection::vec(any::<usize>(), 0..12),
+    ) {
+        let mut input = Vec::new();
+        let mut bodies = Vec::new();
+        let mut junk_runs = 0;
+        for (junk, body, variant) in &items {
+            if let Some(junk) = junk {
+                input.extend(junk);
+                junk_runs += 1;
+            }
+            input.extend(header(body.len(), *variant));
+            input.extend(body);
+            bodies.push(body.clone());
+        }
+        let (frames, errors) = decode_chunked(&input, &cuts);
+        prop_assert_eq!(frames, bodies);
+        prop_assert!(errors.len() <= junk_runs, "at most one report per run of junk: {:?}", errors);
+        prop_assert!(!errors.iter().any(|e| matches!(e, FrameError::TooLarge { .. } | FrameError::Truncated)), "{:?}", errors);
     }
 
     #[test]
