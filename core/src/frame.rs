@@ -513,8 +513,10 @@ const RESYNC_NAMES: [&[u8]; 2] = [b"content-length:", b"content-type:"];
 
 /// The offset of a header that can start a frame inside the line at the start
 /// of `rest` (past its first byte, before its line end), if there is one.
+/// Only a complete line is searched: until its end arrives the line cannot
+/// end a block, and one too long to wait for is skipped byte by byte.
 fn embedded_header_start(rest: &[u8]) -> Option<usize> {
-    let line_end = rest.iter().position(|&b| b == b'\r' || b == b'\n').unwrap_or(rest.len());
+    let line_end = rest.iter().position(|&b| b == b'\r' || b == b'\n')?;
     let line = rest.get(1..line_end)?;
     find_header_start(line).ok().map(|at| at + 1)
 }
