@@ -111,6 +111,14 @@ pub trait FrameBuffer {
     fn grow(&mut self, len: usize) -> bool {
         self.bytes().len() >= len
     }
+
+    /// Whether [`grow`](Self::grow)`(len)` would succeed. The decoder asks
+    /// when a header announces a frame larger than the buffer, and grows the
+    /// buffer only as the frame's bytes arrive, so a header alone never
+    /// costs the memory it announces.
+    fn can_grow(&self, len: usize) -> bool {
+        self.bytes().len() >= len
+    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> FrameBuffer for T {
@@ -124,9 +132,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> FrameBuffer for T {
 }
 
 /// A heap buffer for hosts with an allocator (feature `alloc`): it starts at
-/// `initial` bytes and grows, doubling, only when a larger frame arrives
-/// (up to the decoder's [limit](FrameDecoder::with_limit)). Memory taken by
-/// an allocation is never read before it is written.
+/// `initial` bytes and grows, doubling, only as the bytes of a larger frame
+/// arrive (up to the decoder's [limit](FrameDecoder::with_limit)). Memory
+/// taken by an allocation is never read before it is written.
 #[cfg(feature = "alloc")]
 pub struct GrowingBuffer(alloc::vec::Vec<u8>);
 
@@ -152,6 +160,10 @@ impl FrameBuffer for GrowingBuffer {
         if self.0.len() < len {
             self.0.resize(len.max(self.0.len().saturating_mul(2)), 0);
         }
+        true
+    }
+
+    fn can_grow(&self, _len: usize) -> bool {
         true
     }
 }
@@ -231,17 +243,6 @@ impl<B: FrameBuffer> FrameDecoder<B> {
         self.limit
     }
 
-    /// Moves buffered bytes to the front and grows the buffer to hold a
-    /// body of `len` bytes; whether it now can.
-    fn make_room(&mut self, len: usize) -> bool {
-        if self.start > 0 {
-            self.buf.bytes_mut().copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-        }
-        self.buf.grow(len) && self.capacity() >= len
-    }
-
     /// Copies as much of `input` as fits and returns how many bytes were
     /// taken. Takes nothing only when the buffer is full, which cannot happen
     /// after `poll` has returned `None`; so feed, poll until `None`, and feed
@@ -276,6 +277,16 @@ impl<B: FrameBuffer> FrameDecoder<B> {
             self.buf.bytes_mut().copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
+        }
+        // A frame larger than the buffer (accepted because the buffer can
+        // grow): grow, doubling, only once the bytes received fill it, so
+        // memory follows what arrived rather than what a header announced.
+        if let State::Body { len } = self.state {
+            let capacity = self.capacity();
+            if self.end == capacity && capacity < len {
+                let grown = self.buf.grow(len.min(capacity.saturating_mul(2)));
+                debug_assert!(grown, "FrameBuffer::can_grow promised room for the frame");
+            }
         }
         let end = self.end;
         &mut self.buf.bytes_mut()[end..]
@@ -364,7 +375,7 @@ impl<B: FrameBuffer> FrameDecoder<B> {
                         HeaderParse::Partial => return None,
                         HeaderParse::Frame { header_len, body_len } => {
                             self.start += header_len;
-                            if body_len <= n || (body_len <= self.limit && self.make_room(body_len)) {
+                            if body_len <= n || (body_len <= self.limit && self.buf.can_grow(body_len)) {
                                 self.state = State::Body { len: body_len };
                             } else {
                                 self.state = State::Skip { remaining: body_len };
@@ -802,6 +813,33 @@ mod tests {
         let mut fixed = FrameDecoder::<[u8; 64]>::new().with_limit(10_000);
         fixed.feed(b"Content-Length: 100\r\n\r\n");
         assert_eq!(fixed.poll(), Some(Err(FrameError::TooLarge { length: 100, capacity: 64 })));
+    }
+
+    #[cfg(feature = "alloc")]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn a_header_alone_does_not_grow_the_buffer_to_the_size_it_announces() {
+        let mut d = FrameDecoder::with_buffer(GrowingBuffer::new(64)).with_limit(1 << 20);
+        d.feed(b"Content-Length: 1000000\r\n\r\n");
+        assert_eq!(d.poll(), None);
+        assert_eq!(d.capacity(), 64, "grown before any body byte arrived");
+        // The buffer follows the bytes received, doubling.
+        let body = std::vec![b'b'; 1_000_000];
+        let mut fed = 0;
+        while fed < 10_000 {
+            fed += d.feed(&body[fed..10_000]);
+            assert_eq!(d.poll(), None);
+        }
+        assert!(d.capacity() <= 2 * 10_000, "{} bytes of buffer for 10,000 received", d.capacity());
+        while fed < body.len() {
+            fed += d.feed(&body[fed..]);
+            if fed < body.len() {
+                assert_eq!(d.poll(), None);
+            }
+        }
+        assert_eq!(d.poll().map(|f| f.map(<[u8]>::len)), Some(Ok(1_000_000)));
+        assert_eq!(d.poll(), None);
+        assert!(d.is_idle());
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]
