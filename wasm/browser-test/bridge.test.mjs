@@ -1,0 +1,282 @@
+// copilot-bridge end to end: headless Chromium (Debian's, driven by
+// playwright-core) opens the chat page the bridge serves, and the page runs
+// full turns against the REAL Copilot CLI 1.0.102, spawned by the bridge
+// with --offline (the scripted model on 127.0.0.1, isolated state folders).
+// The checks read the page's DOM. Then the bridge's guards: requests
+// without the token, with a wrong one, from a foreign origin, an oversize
+// message and a non-loopback bind are refused, and no CLI is started for
+// them (the bridge's children are counted in /proc). Closing a tab ends its
+// CLI; two pages at once get CLIs of their own.
+//
+// Needs the bridge binary: cargo build -p copilot-host --features bridge --bin copilot-bridge
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { request } from "node:http";
+import { createInterface } from "node:readline";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { chromium } from "playwright-core";
+
+const here = fileURLToPath(new URL(".", import.meta.url));
+const root = join(here, "..", "..");
+const chromiumPath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const bridgeBin = process.env.COPILOT_BRIDGE ?? join(root, "target", "debug", "copilot-bridge");
+const cliPath = process.env.COPILOT_CLI_PATH ?? join(root, "node_modules", "@github", "copilot-linux-x64", "copilot");
+
+/** Starts the bridge; resolves with its process, address and page address. */
+function startBridge(args) {
+  const child = spawn(bridgeBin, args, {
+    cwd: root,
+    env: { ...process.env, COPILOT_CLI_PATH: cliPath },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const stderr = [];
+  createInterface({ input: child.stderr }).on("line", (l) => stderr.push(l));
+  const exited = new Promise((resolve) => child.once("exit", (code) => resolve(code)));
+  const lines = createInterface({ input: child.stdout });
+  const ready = new Promise((resolve, reject) => {
+    const seen = {};
+    lines.on("line", (line) => {
+      const m = /^listening on (http:\/\/[^ ]+)$/.exec(line);
+      if (m) seen.url = m[1];
+      const o = /^open (http:\/\/\S+)$/.exec(line);
+      if (o) seen.page = o[1];
+      if (seen.url && seen.page) resolve(seen);
+    });
+    exited.then((code) => reject(new Error(`the bridge exited (${code}): ${stderr.join("\n")}`)));
+  });
+  return { child, stderr, exited, ready };
+}
+
+/** The bridge's child processes (the CLIs it spawned), from /proc. */
+function children(pid) {
+  const out = [];
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    const text = readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim();
+    if (text) out.push(...text.split(/\s+/).map(Number));
+  }
+  return [...new Set(out)];
+}
+
+/** Resolves when the process `pid` no longer exists (reaped by the bridge). */
+async function gone(pid) {
+  while (existsSync(`/proc/${pid}`)) await new Promise((r) => setTimeout(r, 5));
+}
+
+/** Resolves when the bridge has `n` children. */
+async function childCount(pid, n) {
+  while (children(pid).length !== n) await new Promise((r) => setTimeout(r, 5));
+}
+
+/** A raw HTTP request; resolves with { status, body }. */
+function http(url, { method = "GET", path = "/ws", headers = {} } = {}) {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = request({ host: hostname, port, method, path, headers }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c) => (body += c));
+      res.on("end", () => resolve({ status: res.statusCode, body }));
+    });
+    req.on("upgrade", (res, socket) => {
+      socket.destroy();
+      resolve({ status: res.statusCode, body: "" });
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+const upgrade = (extra) => ({
+  connection: "Upgrade",
+  upgrade: "websocket",
+  "sec-websocket-version": "13",
+  "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+  ...extra,
+});
+
+let bridge, info, browser, token;
+const figures = {};
+
+before(async () => {
+  assert.ok(existsSync(chromiumPath), `Chromium is missing at ${chromiumPath}: apt-get install chromium`);
+  assert.ok(existsSync(bridgeBin), "build the bridge: cargo build -p copilot-host --features bridge --bin copilot-bridge");
+  assert.ok(existsSync(cliPath), `the Copilot CLI is missing at ${cliPath}: npm ci at the repository root`);
+  assert.ok(existsSync(join(root, "wasm", "npm", "dist", "copilot_wasm_bg.wasm")), "run scripts/build-wasm first");
+  bridge = startBridge(["--listen", "127.0.0.1:0", "--serve", "--offline"]);
+  info = await bridge.ready;
+  token = new URL(info.page).hash.replace("#token=", "");
+  browser = await chromium.launch({
+    executablePath: chromiumPath,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  bridge?.child.kill("SIGTERM");
+  if (Object.keys(figures).length) console.log(`bridge figures: ${JSON.stringify(figures)}`);
+});
+
+async function openChat(query = "") {
+  const page = await browser.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  const url = new URL(info.page);
+  url.search = query;
+  await page.goto(url.href);
+  await page.waitForSelector('body[data-state="ready"]', { timeout: 60_000 });
+  return { page, errors };
+}
+
+async function texts(page, selector) {
+  return page.$$eval(selector, (els) => els.map((e) => e.textContent));
+}
+
+test("the chat page runs a full turn against the real CLI through the bridge", async () => {
+  const { page, errors } = await openChat();
+  assert.equal(await page.evaluate(() => location.hash), "", "the token left the address bar");
+  assert.match(await page.textContent("#status"), /connected to Copilot CLI 1\.0\.102 .*offline/);
+  const [cli] = children(bridge.child.pid);
+  assert.ok(cli, "the page's CLI runs as the bridge's child");
+
+  await page.fill("#prompt", "Roll a die, then greet me from the shell.");
+  await page.click("#send");
+  // The first shell command: allowed in the dialog.
+  await page.waitForSelector("dialog#permission[open]");
+  assert.match(await page.textContent("#permission-detail"), /echo Hello from the shell/);
+  assert.match(await page.textContent("#permission-kind"), /shell/);
+  await page.click("#allow");
+  // The second: denied.
+  await page.waitForFunction(() => document.querySelector("#permission-detail").textContent.includes("A second command") && document.querySelector("dialog#permission").open);
+  await page.click("#deny");
+  await page.waitForSelector(".turn-time", { timeout: 120_000 });
+
+  assert.deepEqual(await texts(page, ".user"), ["Roll a die, then greet me from the shell."]);
+  const replies = await texts(page, ".assistant");
+  assert.equal(replies[0], "Let me roll the die first. ");
+  assert.match(replies.at(-1), /^You said: “Roll a die, then greet me from the shell\.”/);
+  const toolRows = await page.$$eval(".tool", (els) => els.map((e) => ({ tool: e.dataset.tool, state: e.dataset.state, text: e.textContent })));
+  const die = toolRows.find((t) => t.tool === "roll_die");
+  assert.equal(die?.state, "done", JSON.stringify(toolRows));
+  assert.match(die.text, /✓ The die shows [1-6]\./, "the page's own tool ran in the page");
+  const shells = toolRows.filter((t) => t.tool === "bash");
+  assert.equal(shells[0]?.state, "done", JSON.stringify(toolRows));
+  assert.match(shells[0].text, /Hello from the shell/, "the allowed command ran and its output came back");
+  assert.ok(!toolRows.some((t) => t.state === "done" && /A second command\n/.test(t.text.split("✓")[1] ?? "")), "the denied command did not run");
+  assert.deepEqual(await texts(page, ".decision"), ["Allowed: echo Hello from the shell", "Denied: echo A second command"]);
+  assert.deepEqual(await texts(page, ".error"), []);
+  assert.deepEqual(errors, []);
+  figures.fullTurnMs = Math.round(Number(await page.getAttribute(".turn-time", "data-ms")));
+
+  // Closing the tab ends its CLI: the socket closes, the bridge kills the group.
+  const closed = performance.now();
+  await page.close();
+  await gone(cli);
+  figures.cliGoneAfterTabCloseMs = Math.round(performance.now() - closed);
+  assert.deepEqual(children(bridge.child.pid), []);
+});
+
+test("the bridge refuses what it was not started for, and starts no CLI for it", async () => {
+  const own = new URL(info.url).origin;
+  const pid = bridge.child.pid;
+  assert.deepEqual(children(pid), []);
+  const refused = [
+    ["plain HTTP to the socket", { headers: {} }, 426],
+    ["no token", { headers: upgrade({ origin: own }) }, 401],
+    ["a wrong token", { headers: upgrade({ origin: own, "sec-websocket-protocol": `copilot.token.${"0".repeat(64)}` }) }, 401],
+    ["a foreign origin", { headers: upgrade({ origin: "http://example.com", "sec-websocket-protocol": `copilot.token.${token}` }) }, 403],
+    ["no origin", { headers: upgrade({ "sec-websocket-protocol": `copilot.token.${token}` }) }, 403],
+    ["a foreign Host (DNS rebinding)", { headers: upgrade({ host: `example.com:${new URL(own).port}`, origin: "http://example.com", "sec-websocket-protocol": `copilot.token.${token}` }) }, 403],
+    ["a script without the token", { method: "POST", path: "/offline/script", headers: { origin: own, "content-length": "2" } }, 401],
+  ];
+  for (const [what, options, status] of refused) {
+    const r = await http(info.url, options);
+    assert.equal(r.status, status, `${what}: ${r.status} ${r.body}`);
+    assert.deepEqual(children(pid), [], `${what}: no CLI started`);
+  }
+  // The token itself is never logged.
+  assert.ok(bridge.stderr.some((l) => /refused .*wrong token/.test(l)), bridge.stderr.join("\n"));
+  assert.ok(!bridge.stderr.some((l) => l.includes(token)), "the token is not in the log");
+
+  // From a page of the bridge's own origin: an oversize first message is
+  // refused with 1009 and no CLI; a small one starts a CLI, closing ends it.
+  const page = await browser.newPage();
+  await page.goto(`${info.url}bridge.json`);
+  const open = (payload) =>
+    page.evaluate(
+      ([url, token, size, text]) =>
+        new Promise((resolve) => {
+          const ws = new WebSocket(url, [`copilot.token.${token}`]);
+          ws.binaryType = "arraybuffer";
+          ws.onopen = () => ws.send(size ? new Uint8Array(size) : text);
+          ws.onmessage = () => {
+            ws.onclose = null;
+            window.__ws = ws;
+            resolve({ message: true, protocol: ws.protocol });
+          };
+          ws.onclose = (e) => resolve({ code: e.code, reason: e.reason });
+        }),
+      [info.url.replace("http:", "ws:") + "ws", token, payload.size ?? 0, payload.text ?? ""],
+    );
+  const big = await open({ size: 5 << 20 });
+  assert.equal(big.code, 1009, JSON.stringify(big));
+  assert.deepEqual(children(pid), [], "no CLI for an oversize message");
+  const ping = '{"jsonrpc":"2.0","id":1,"method":"ping","params":{}}';
+  const small = await open({ text: `Content-Length: ${ping.length}\r\n\r\n${ping}` });
+  assert.deepEqual(small, { message: true, protocol: `copilot.token.${token}` }, "the accepted subprotocol is echoed");
+  const [cli] = children(pid);
+  assert.ok(cli, "a message that fits starts a CLI");
+  await page.evaluate(() => window.__ws.close());
+  await gone(cli);
+  await page.close();
+
+  // A non-loopback bind without --allow-remote: refused at start.
+  const remote = startBridge(["--listen", "0.0.0.0:0", "--offline"]);
+  remote.ready.catch(() => {});
+  assert.equal(await remote.exited, 2);
+  assert.match(remote.stderr.join("\n"), /not a loopback address.*--allow-remote/);
+});
+
+test("two pages at once get CLIs of their own and see only their own turn", async () => {
+  const a = await openChat("?script=plain");
+  const b = await openChat("?script=plain");
+  await childCount(bridge.child.pid, 2);
+  const clis = children(bridge.child.pid);
+  const ids = [await a.page.evaluate(() => window.copilotChat.session.id), await b.page.evaluate(() => window.copilotChat.session.id)];
+  assert.notEqual(ids[0], ids[1]);
+  await a.page.fill("#prompt", "alpha from page one");
+  await b.page.fill("#prompt", "bravo from page two");
+  await Promise.all([a.page.click("#send"), b.page.click("#send")]);
+  await Promise.all([a.page.waitForSelector(".turn-time"), b.page.waitForSelector(".turn-time")]);
+  const [ta, tb] = [await a.page.textContent("#transcript"), await b.page.textContent("#transcript")];
+  assert.match(ta, /You said: “alpha from page one”/);
+  assert.match(tb, /You said: “bravo from page two”/);
+  assert.ok(!ta.includes("bravo") && !tb.includes("alpha"), "neither page saw the other's turn");
+  figures.plainTurnBothPagesMs = [a, b].length && Math.round(Number(await a.page.getAttribute(".turn-time", "data-ms")));
+  // A plain turn and a page-tool turn alone, for the figures.
+  await a.page.fill("#prompt", "once more");
+  await a.page.click("#send");
+  await a.page.waitForFunction(() => document.querySelectorAll(".turn-time").length === 2);
+  figures.plainTurnAloneMs = Math.round(Number(await a.page.$$eval(".turn-time", (els) => els[1].dataset.ms)));
+  await a.page.close();
+  await b.page.close();
+  await Promise.all(clis.map(gone));
+  // The same CLI warmed by a first turn, as the Rust figures are.
+  const t = await openChat("?script=tool");
+  for (const n of [1, 2]) {
+    await t.page.fill("#prompt", `roll ${n}`);
+    await t.page.click("#send");
+    await t.page.waitForFunction((n) => document.querySelectorAll(".turn-time").length === n, n);
+  }
+  figures.pageToolTurnMs = Math.round(Number(await t.page.$$eval(".turn-time", (els) => els[1].dataset.ms)));
+  assert.equal((await texts(t.page, '.tool[data-state="done"]')).length, 2);
+  const [cli] = children(bridge.child.pid);
+  await t.page.close();
+  await gone(cli);
+});
