@@ -419,7 +419,7 @@ fn websocket(mut stream: TcpStream, shared: &Shared, peer: &str, head: &Head, re
     let Some(protocol) = offered.iter().find(|p| p.starts_with(TOKEN_PROTOCOL_PREFIX)).copied() else {
         return refuse(&mut stream, peer, Some(head), 401, "no token (subprotocol copilot.token.<TOKEN>)");
     };
-    if !same_secret(protocol[TOKEN_PROTOCOL_PREFIX.len()..].as_bytes(), shared.token.as_bytes()) {
+    if !same_secret(&protocol.as_bytes()[TOKEN_PROTOCOL_PREFIX.len()..], shared.token.as_bytes()) {
         return refuse(&mut stream, peer, Some(head), 401, "wrong token");
     }
     if shared.sockets.fetch_add(1, Ordering::SeqCst) >= shared.max_connections {

@@ -168,11 +168,18 @@ test("the chat page runs a full turn against the real CLI through the bridge", a
   const shells = toolRows.filter((t) => t.tool === "bash");
   assert.equal(shells[0]?.state, "done", JSON.stringify(toolRows));
   assert.match(shells[0].text, /Hello from the shell/, "the allowed command ran and its output came back");
-  assert.ok(!toolRows.some((t) => t.state === "done" && /A second command\n/.test(t.text.split("✓")[1] ?? "")), "the denied command did not run");
+  assert.ok(!shells.some((t) => /✓ A second command/.test(t.text)), `the denied command did not run: ${JSON.stringify(shells)}`);
+  assert.equal(shells[1]?.state, "failed", JSON.stringify(shells));
+  assert.match(shells[1].text, /✗ The user rejected this tool call\. User feedback: The user denied it in the page\./);
   assert.deepEqual(await texts(page, ".decision"), ["Allowed: echo Hello from the shell", "Denied: echo A second command"]);
   assert.deepEqual(await texts(page, ".error"), []);
   assert.deepEqual(errors, []);
   figures.fullTurnMs = Math.round(Number(await page.getAttribute(".turn-time", "data-ms")));
+  // COPILOT_BRIDGE_SCREENSHOT=file.png keeps a picture of the page (README).
+  if (process.env.COPILOT_BRIDGE_SCREENSHOT) {
+    await page.setViewportSize({ width: 760, height: 640 });
+    await page.screenshot({ path: process.env.COPILOT_BRIDGE_SCREENSHOT, fullPage: true });
+  }
 
   // Closing the tab ends its CLI: the socket closes, the bridge kills the group.
   const closed = performance.now();
@@ -186,6 +193,10 @@ test("the bridge refuses what it was not started for, and starts no CLI for it",
   const own = new URL(info.url).origin;
   const pid = bridge.child.pid;
   assert.deepEqual(children(pid), []);
+  // Every CLI the bridge starts is logged ("started ... (pid N)") before its
+  // socket sees any answer: a count that a CLI killed quickly cannot hide.
+  const started = () => bridge.stderr.filter((l) => /: started .* \(pid \d+\)$/.test(l));
+  const startedBefore = started().length;
   const refused = [
     ["plain HTTP to the socket", { headers: {} }, 426],
     ["no token", { headers: upgrade({ origin: own }) }, 401],
@@ -232,6 +243,8 @@ test("the bridge refuses what it was not started for, and starts no CLI for it",
   assert.deepEqual(small, { message: true, protocol: `copilot.token.${token}` }, "the accepted subprotocol is echoed");
   const [cli] = children(pid);
   assert.ok(cli, "a message that fits starts a CLI");
+  while (!started().some((l) => l.endsWith(`(pid ${cli})`))) await new Promise((r) => setTimeout(r, 5));
+  assert.equal(started().length, startedBefore + 1, `one CLI started, for the message that fits: ${started().join("\n")}`);
   await page.evaluate(() => window.__ws.close());
   await gone(cli);
   await page.close();
