@@ -13,8 +13,9 @@
 //! - it binds loopback unless told otherwise (`allow_remote`);
 //! - every WebSocket must present the bridge's token as the subprotocol
 //!   `copilot.token.<TOKEN>` (browsers can send it; it stays out of URLs);
-//! - the `Origin` must be in the allow list (by default the bridge's own),
-//!   and on a loopback bind the `Host` must name the bridge;
+//! - a page's `Origin` must be in the allow list (by default the bridge's
+//!   own; programs that send none still need the token), and on a loopback
+//!   bind the `Host` must name the bridge;
 //! - messages, request heads and concurrent connections are bounded.
 //!
 //! Everything else is refused with an HTTP status and logged, before any
@@ -389,9 +390,11 @@ fn handle(mut stream: TcpStream, shared: &Shared, peer: &str) -> io::Result<()> 
     }
 }
 
-/// Whether the request's `Origin` is allowed.
+/// Whether the request's `Origin` is allowed. Browsers always send one
+/// with a WebSocket handshake or a POST, so a request without one comes from
+/// a program (Node, a script), not from a page, and still needs the token.
 fn origin_allowed(shared: &Shared, head: &Head) -> bool {
-    head.header("origin").is_some_and(|o| shared.origins.iter().any(|a| a.eq_ignore_ascii_case(o)))
+    head.header("origin").is_none_or(|o| shared.origins.iter().any(|a| a.eq_ignore_ascii_case(o)))
 }
 
 /// Releases a WebSocket slot when dropped.

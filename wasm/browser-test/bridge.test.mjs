@@ -6,7 +6,8 @@
 // without the token, with a wrong one, from a foreign origin, an oversize
 // message and a non-loopback bind are refused, and no CLI is started for
 // them (the bridge's children are counted in /proc). Closing a tab ends its
-// CLI; two pages at once get CLIs of their own.
+// CLI; two pages at once get CLIs of their own; a Node program connects
+// with connectWebSocket.
 //
 // Needs the bridge binary: cargo build -p copilot-host --features bridge --bin copilot-bridge
 
@@ -202,7 +203,7 @@ test("the bridge refuses what it was not started for, and starts no CLI for it",
     ["no token", { headers: upgrade({ origin: own }) }, 401],
     ["a wrong token", { headers: upgrade({ origin: own, "sec-websocket-protocol": `copilot.token.${"0".repeat(64)}` }) }, 401],
     ["a foreign origin", { headers: upgrade({ origin: "http://example.com", "sec-websocket-protocol": `copilot.token.${token}` }) }, 403],
-    ["no origin", { headers: upgrade({ "sec-websocket-protocol": `copilot.token.${token}` }) }, 403],
+    ["a wrong token and no origin (a program)", { headers: upgrade({ "sec-websocket-protocol": `copilot.token.x${token}` }) }, 401],
     ["a foreign Host (DNS rebinding)", { headers: upgrade({ host: `example.com:${new URL(own).port}`, origin: "http://example.com", "sec-websocket-protocol": `copilot.token.${token}` }) }, 403],
     ["a script without the token", { method: "POST", path: "/offline/script", headers: { origin: own, "content-length": "2" } }, 401],
   ];
@@ -254,6 +255,21 @@ test("the bridge refuses what it was not started for, and starts no CLI for it",
   remote.ready.catch(() => {});
   assert.equal(await remote.exited, 2);
   assert.match(remote.stderr.join("\n"), /not a loopback address.*--allow-remote/);
+});
+
+test("Node connects with connectWebSocket (global WebSocket) and runs a turn", async () => {
+  const child = spawn(process.execPath, ["--experimental-websocket", "--no-warnings", join(here, "node-websocket-child.mjs"), info.url, token], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  let out = "";
+  child.stdout.setEncoding("utf8").on("data", (t) => (out += t));
+  const code = await new Promise((resolve) => child.once("exit", resolve));
+  assert.equal(code, 0, out);
+  const result = JSON.parse(out);
+  assert.equal(result.version, "1.0.102");
+  assert.equal(result.reply, "Hello to Node through the bridge.");
+  assert.ok(result.types.includes("assistant.message_delta") && result.types.includes("session.idle"), result.types.join());
+  await childCount(bridge.child.pid, 0);
 });
 
 test("two pages at once get CLIs of their own and see only their own turn", async () => {
