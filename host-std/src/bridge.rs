@@ -148,6 +148,11 @@ impl Bridge {
         if config.offline && config.cli_addr.is_some() {
             return refuse("--offline starts its own CLIs; it cannot be combined with --cli".into());
         }
+        if let Some(addr) = &config.cli_addr {
+            if addr.to_socket_addrs().map_or(true, |mut a| a.next().is_none()) {
+                return refuse(format!("--cli {addr}: not a HOST:PORT address"));
+            }
+        }
         if let Some(t) = &config.token {
             if t.len() < 16 || !t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
                 return refuse("the token must be at least 16 characters of A-Z, a-z, 0-9, - and _".into());

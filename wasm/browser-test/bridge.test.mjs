@@ -14,7 +14,9 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { once } from "node:events";
+import { tmpdir } from "node:os";
 import { request } from "node:http";
 import { createInterface } from "node:readline";
 import { join } from "node:path";
@@ -46,7 +48,9 @@ function startBridge(args) {
       if (m) seen.url = m[1];
       const o = /^open (http:\/\/\S+)$/.exec(line);
       if (o) seen.page = o[1];
-      if (seen.url && seen.page) resolve(seen);
+      const t = /^token (\S+)$/.exec(line);
+      if (t) seen.token = t[1];
+      if (seen.url && (seen.page || seen.token)) resolve(seen);
     });
     exited.then((code) => reject(new Error(`the bridge exited (${code}): ${stderr.join("\n")}`)));
   });
@@ -257,19 +261,76 @@ test("the bridge refuses what it was not started for, and starts no CLI for it",
   assert.match(remote.stderr.join("\n"), /not a loopback address.*--allow-remote/);
 });
 
-test("Node connects with connectWebSocket (global WebSocket) and runs a turn", async () => {
-  const child = spawn(process.execPath, ["--experimental-websocket", "--no-warnings", join(here, "node-websocket-child.mjs"), info.url, token], {
+/** Runs node-websocket-child.mjs (a Node client); resolves with its summary. */
+async function nodeClient(...args) {
+  const child = spawn(process.execPath, ["--experimental-websocket", "--no-warnings", join(here, "node-websocket-child.mjs"), ...args], {
     stdio: ["ignore", "pipe", "inherit"],
   });
   let out = "";
   child.stdout.setEncoding("utf8").on("data", (t) => (out += t));
   const code = await new Promise((resolve) => child.once("exit", resolve));
   assert.equal(code, 0, out);
-  const result = JSON.parse(out);
+  return JSON.parse(out);
+}
+
+test("Node connects with connectWebSocket (global WebSocket) and runs a turn", async () => {
+  const result = await nodeClient(info.url, token, "Hello to Node through the bridge.");
   assert.equal(result.version, "1.0.102");
   assert.equal(result.reply, "Hello to Node through the bridge.");
-  assert.ok(result.types.includes("assistant.message_delta") && result.types.includes("session.idle"), result.types.join());
+  assert.ok(result.events.includes("assistant.message_delta") && result.events.includes("session.idle"), result.events.join());
   await childCount(bridge.child.pid, 0);
+});
+
+test("with --cli, two clients share one CLI server, each on a connection and a session of its own", async () => {
+  const scriptedBin = join(root, "target", "debug", "scripted_model");
+  assert.ok(existsSync(scriptedBin), "build it: cargo build -p copilot-tests --bin scripted_model");
+  const model = spawn(scriptedBin, [], { stdio: ["pipe", "pipe", "inherit"] });
+  const [line] = await once(createInterface({ input: model.stdout }), "line");
+  const scripted = JSON.parse(line);
+  const dir = mkdtempSync(join(tmpdir(), "copilot-bridge-cli-"));
+  const folders = Object.fromEntries(
+    ["COPILOT_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "COPILOT_CACHE_HOME", "GH_CONFIG_DIR"].map((k) => {
+      mkdirSync(join(dir, k));
+      return [k, join(dir, k)];
+    }),
+  );
+  const cli = spawn(cliPath, ["--headless", "--no-auto-update", "--no-auto-login", "--log-level", "error", "--auth-token-env", "COPILOT_SDK_AUTH_TOKEN", "--port", "0"], {
+    cwd: dir,
+    env: { ...process.env, ...folders, ...scripted.env, COPILOT_SDK_AUTH_TOKEN: "offline" },
+    stdio: ["pipe", "pipe", "inherit"],
+    detached: true,
+  });
+  let shared;
+  try {
+    const port = await new Promise((resolve) => {
+      createInterface({ input: cli.stdout }).on("line", (l) => {
+        const m = /listening on port (\d+)/.exec(l);
+        if (m) resolve(Number(m[1]));
+      });
+    });
+    shared = startBridge(["--listen", "127.0.0.1:0", "--cli", `127.0.0.1:${port}`]);
+    const b = await shared.ready;
+    const [one, two] = await Promise.all([
+      nodeClient(b.url, b.token, "Hello, client one.", scripted.url),
+      nodeClient(b.url, b.token, "Hello, client two.", scripted.url),
+    ]);
+    assert.equal(one.reply, "Hello, client one.");
+    assert.equal(two.reply, "Hello, client two.");
+    assert.notEqual(one.sessionId, two.sessionId);
+    for (const me of [one, two]) {
+      assert.equal(me.stats.unknownSession, 0, `no event of another session reached this connection: ${JSON.stringify(me.stats)}`);
+    }
+    // The CLI does tell every connection about every session's lifecycle
+    // (ids and states): the README says so; spawned CLIs (the default) do
+    // not share even that.
+    assert.ok(one.lifecycle.includes(two.sessionId) || two.lifecycle.includes(one.sessionId), "lifecycle is shared");
+    assert.deepEqual(children(shared.child.pid), [], "with --cli the bridge spawns nothing");
+  } finally {
+    shared?.child.kill("SIGTERM");
+    process.kill(-cli.pid, "SIGKILL");
+    model.stdin.end();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test("two pages at once get CLIs of their own and see only their own turn", async () => {
@@ -287,6 +348,9 @@ test("two pages at once get CLIs of their own and see only their own turn", asyn
   assert.match(ta, /You said: “alpha from page one”/);
   assert.match(tb, /You said: “bravo from page two”/);
   assert.ok(!ta.includes("bravo") && !tb.includes("alpha"), "neither page saw the other's turn");
+  for (const { page } of [a, b]) {
+    assert.equal(await page.evaluate(() => window.copilotChat.client.stats().unknownSession), 0, "no frame of another session");
+  }
   figures.plainTurnBothPagesMs = [a, b].length && Math.round(Number(await a.page.getAttribute(".turn-time", "data-ms")));
   // A plain turn and a page-tool turn alone, for the figures.
   await a.page.fill("#prompt", "once more");
