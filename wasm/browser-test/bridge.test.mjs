@@ -30,6 +30,9 @@ const chromiumPath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const bridgeBin = process.env.COPILOT_BRIDGE ?? join(root, "target", "debug", "copilot-bridge");
 const cliPath = process.env.COPILOT_CLI_PATH ?? join(root, "node_modules", "@github", "copilot-linux-x64", "copilot");
 
+/** Bridges started and still running: stopped at the end, whatever failed. */
+const spawned = new Set();
+
 /** Starts the bridge; resolves with its process, address and page address. */
 function startBridge(args) {
   const child = spawn(bridgeBin, args, {
@@ -37,6 +40,8 @@ function startBridge(args) {
     env: { ...process.env, COPILOT_CLI_PATH: cliPath },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  spawned.add(child);
+  child.once("exit", () => spawned.delete(child));
   const stderr = [];
   createInterface({ input: child.stderr }).on("line", (l) => stderr.push(l));
   const exited = new Promise((resolve) => child.once("exit", (code) => resolve(code)));
@@ -78,7 +83,7 @@ async function childCount(pid, n) {
 }
 
 /** A raw HTTP request; resolves with { status, body }. */
-function http(url, { method = "GET", path = "/ws", headers = {} } = {}) {
+function http(url, { method = "GET", path = "/ws", headers = {}, keep = false } = {}) {
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
     const req = request({ host: hostname, port, method, path, headers }, (res) => {
@@ -88,8 +93,11 @@ function http(url, { method = "GET", path = "/ws", headers = {} } = {}) {
       res.on("end", () => resolve({ status: res.statusCode, body }));
     });
     req.on("upgrade", (res, socket) => {
-      socket.destroy();
-      resolve({ status: res.statusCode, body: "" });
+      if (keep) resolve({ status: res.statusCode, body: "", socket });
+      else {
+        socket.destroy();
+        resolve({ status: res.statusCode, body: "" });
+      }
     });
     req.on("error", reject);
     req.end();
@@ -124,7 +132,7 @@ before(async () => {
 
 after(async () => {
   await browser?.close();
-  bridge?.child.kill("SIGTERM");
+  for (const child of spawned) child.kill("SIGTERM");
   if (Object.keys(figures).length) console.log(`bridge figures: ${JSON.stringify(figures)}`);
 });
 
@@ -253,6 +261,19 @@ test("the bridge refuses what it was not started for, and starts no CLI for it",
   await page.evaluate(() => window.__ws.close());
   await gone(cli);
   await page.close();
+
+  // Connections are bounded: with --max-connections 1, a second socket
+  // while the first is open is refused (and the first costs no CLI until
+  // it sends a message).
+  const limited = startBridge(["--listen", "127.0.0.1:0", "--max-connections", "1"]);
+  const l = await limited.ready;
+  const headers = upgrade({ "sec-websocket-protocol": `copilot.token.${l.token}` });
+  const first = await http(l.url, { headers, keep: true });
+  assert.equal(first.status, 101);
+  assert.equal((await http(l.url, { headers })).status, 503, "a second connection is refused");
+  first.socket.destroy();
+  assert.deepEqual(children(limited.child.pid), []);
+  limited.child.kill("SIGTERM");
 
   // A non-loopback bind without --allow-remote: refused at start.
   const remote = startBridge(["--listen", "0.0.0.0:0", "--offline"]);
