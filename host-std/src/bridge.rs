@@ -494,7 +494,7 @@ impl Upstream {
         match self {
             Upstream::Spawned { mut process, stdin, _state } => {
                 drop(stdin);
-                let pid = process.pid();
+                let pid = process.id();
                 process.kill();
                 log::info!("connection {number}: CLI (pid {pid}) stopped");
             }
@@ -645,13 +645,15 @@ fn open_upstream(shared: &Shared, number: usize) -> io::Result<(Upstream, Box<dy
         let dir = StateDir::new(number)?;
         env = offline.cli_env(&dir.0)?;
         args.extend(["--no-auto-login", "--auth-token-env", AUTH_TOKEN_ENV].map(OsString::from));
+        // As the client does: the CLI keeps the token from the shells it starts.
+        args.push(format!("--secret-env-vars={AUTH_TOKEN_ENV}").into());
         state = Some(dir);
     }
     let cwd = state.as_ref().map(|s| s.0.join("work"));
     let launch = Launch { program: &program, args, env: &env, cwd: cwd.as_deref() };
     let (process, stdin, stdout): (CliProcess, ChildStdin, ChildStdout) =
         CliProcess::spawn(&launch).map_err(|e| io::Error::other(e.to_string()))?;
-    log::info!("connection {number}: started {} (pid {})", program.display(), process.pid());
+    log::info!("connection {number}: started {} (pid {})", program.display(), process.id());
     Ok((Upstream::Spawned { process, stdin, _state: state }, Box::new(stdout)))
 }
 

@@ -217,12 +217,6 @@ impl CliProcess {
         })
     }
 
-    /// Its process id.
-    #[cfg_attr(not(feature = "bridge"), allow(dead_code))]
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
     /// Keeps the CLI's stdin open (and unused) while it serves TCP.
     pub(crate) fn keep_stdin(&mut self, stdin: ChildStdin) {
         self.stdin = Some(stdin);
