@@ -34,6 +34,8 @@
 //! ```
 #![deny(unsafe_code)]
 
+#[cfg(feature = "bridge")]
+pub mod bridge;
 mod cli;
 mod client;
 mod connection;

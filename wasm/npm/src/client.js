@@ -375,6 +375,27 @@ export class CopilotClient {
     });
   }
 
+  /**
+   * Connects through a WebSocket to a copilot-bridge (`ws://HOST:PORT/ws`),
+   * presenting `token` as the subprotocol `copilot.token.<TOKEN>`. Same
+   * client as `fromStreams`; stop() closes the socket (and the bridge ends
+   * its CLI). See websocket.js.
+   */
+  static async connectWebSocket(url, options = {}) {
+    await loadWasm();
+    const { webSocketTransport } = await import("./websocket.js");
+    const transport = await webSocketTransport(url, options);
+    const { logger, connectionToken, startupTimeoutMs, maxFrameBytes, requestTimeoutMs, shutdownGraceMs } = options;
+    return this._handshaken(transport, {
+      logger,
+      token: connectionToken,
+      startupTimeoutMs,
+      maxFrameBytes,
+      requestTimeoutMs,
+      shutdownGraceMs,
+    });
+  }
+
   /** @internal Builds a client on `transport` and runs the handshake. */
   static async _handshaken(transport, options = {}) {
     await loadWasm();

@@ -253,6 +253,23 @@ export declare const DEFAULT_SHUTDOWN_GRACE_MS: number;
  */
 export declare const MAX_KEPT_EVENTS: number;
 
+/** Options of `CopilotClient.connectWebSocket`. */
+export interface WebSocketOptions extends TimeoutOptions {
+  /** The bridge's token, sent as the subprotocol `copilot.token.<TOKEN>`. */
+  token?: string;
+  /** For a CLI server that requires one (`COPILOT_CONNECTION_TOKEN`): sent in `connect`. */
+  connectionToken?: string;
+  /** The WebSocket class to use (default: the global one). */
+  WebSocket?: unknown;
+  /** How long the socket may take to open (default 30 s). */
+  openTimeoutMs?: number;
+  /** How long the handshake may take (default 60 s). */
+  startupTimeoutMs?: number;
+  logger?: Logger;
+  /** The largest frame accepted (default 16 MiB; larger ones are reported and skipped). */
+  maxFrameBytes?: number;
+}
+
 /** Options of `CopilotClient.fromStreams`. */
 export interface StreamOptions extends TimeoutOptions {
   /** For a CLI that requires one (`COPILOT_CONNECTION_TOKEN`): sent in `connect`. */
@@ -328,6 +345,14 @@ export declare class CopilotClient {
    * over: `stop()` closes the writable and cancels the readable.
    */
   static fromStreams(readable: ByteReadable, writable: ByteWritable, options?: StreamOptions): Promise<CopilotClient>;
+
+  /**
+   * Connects through a WebSocket to a copilot-bridge (`ws://HOST:PORT/ws`),
+   * presenting `options.token` as the subprotocol `copilot.token.<TOKEN>`;
+   * the bridge pipes the socket to a CLI of its own. Resolves once the
+   * handshake has succeeded; `stop()` closes the socket.
+   */
+  static connectWebSocket(url: string, options?: WebSocketOptions): Promise<CopilotClient>;
 
   /** Node.js only (import from the Node entry point); rejects elsewhere. */
   static start(options?: unknown): Promise<CopilotClient>;

@@ -9,6 +9,7 @@ import {
   Logger,
   StreamOptions,
   TimeoutOptions,
+  WebSocketOptions,
 } from "./index.js";
 
 export {
@@ -92,6 +93,8 @@ export declare class CopilotClient extends BaseClient {
   static connect(options: ConnectOptions): Promise<CopilotClient>;
   /** Runs the client over any duplex byte stream (see the browser entry point). */
   static fromStreams(readable: ByteReadable, writable: ByteWritable, options?: StreamOptions): Promise<CopilotClient>;
+  /** Connects through a WebSocket to a copilot-bridge (needs a global `WebSocket`: Node 22+, or 20 with --experimental-websocket). */
+  static connectWebSocket(url: string, options?: WebSocketOptions): Promise<CopilotClient>;
 }
 
 /** The CLI could not be found. */
