@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use copilot_core::{SessionState, Stats};
+use copilot_core::Stats;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -37,6 +37,10 @@ pub enum Transport {
 
 /// How long a call to the CLI may take unless told otherwise.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a handler may take to answer a wait of the agent, unless
+/// [`ClientOptions::handler_timeout`] says otherwise.
+pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// How long `Session::destroy` and `Client::stop` (in total) wait for a CLI
 /// that does not answer before they release everything and go on.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
@@ -84,6 +88,10 @@ pub struct ClientOptions {
     /// many sessions are open) wait for the CLI; then local state is
     /// released and a CLI this client started is killed.
     pub shutdown_grace: Duration,
+    /// How long a handler (permission, tool, user input, ...) may take to
+    /// answer a wait of the agent; then the agent gets the refusal the
+    /// handler's kind has without a handler, and a later answer is not sent.
+    pub handler_timeout: Duration,
 }
 
 /// Shown in place of a secret in `Debug` output.
@@ -107,13 +115,14 @@ impl std::fmt::Debug for ClientOptions {
             .field("startup_timeout", &self.startup_timeout)
             .field("request_timeout", &self.request_timeout)
             .field("shutdown_grace", &self.shutdown_grace)
+            .field("handler_timeout", &self.handler_timeout)
             .finish()
     }
 }
 
 impl ClientOptions {
     fn deadlines(&self) -> Deadlines {
-        Deadlines { request: self.request_timeout, grace: self.shutdown_grace }
+        Deadlines { request: self.request_timeout, grace: self.shutdown_grace, handler: self.handler_timeout }
     }
 }
 
@@ -133,6 +142,7 @@ impl Default for ClientOptions {
             startup_timeout: Duration::from_secs(60),
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            handler_timeout: DEFAULT_HANDLER_TIMEOUT,
         }
     }
 }
@@ -423,9 +433,18 @@ impl Client {
         self.conn.stats()
     }
 
-    /// Frames that could not be parked because too many were held at once.
+    /// Frames that could not be parked because too many were held at once
+    /// (a wait among them was refused, not dropped).
     pub fn parked_overflow(&self) -> u64 {
-        self.conn.park_overflow()
+        let s = self.conn.engine_stats();
+        s.park_dropped + s.refused(copilot_core::Cause::ParkOverflow)
+    }
+
+    /// The protocol engine's counters: the waits of the agent open now and
+    /// the age of the oldest, answers sent by handlers, refusals by cause,
+    /// parked frames, and the router's counters.
+    pub fn engine_stats(&self) -> copilot_core::EngineStats {
+        self.conn.engine_stats()
     }
 
     /// Why the connection ended, or `None` while it is open: the CLI
@@ -522,9 +541,9 @@ impl Client {
         self.conn.mark_stopping();
         let mut first_error = None;
         let mut destroys: Vec<InFlight> = Vec::new();
-        for (handle, state, session) in self.conn.router.sessions().iter() {
-            if let (Some(id), SessionState::Active) = (session.id(), state) {
-                let _ = self.conn.router.sessions().close(handle);
+        for (handle, active, session) in self.conn.sessions() {
+            if let (Some(id), true) = (session.id(), active) {
+                self.conn.close_session(handle);
                 let (tx, rx) = mpsc::sync_channel(1);
                 let params = json!({ "sessionId": id });
                 match self.conn.start_request("session.destroy", &params, Waiter::Reply(tx), rx, deadline) {
@@ -534,11 +553,11 @@ impl Client {
                     }
                 }
             }
-            self.conn.router.sessions().release(handle);
+            self.conn.release(handle);
             session.close("client stopped");
         }
         for sent in destroys {
-            if let Err(e) = sent.wait(&self.conn, deadline) {
+            if let Err(e) = sent.wait(&self.conn) {
                 first_error.get_or_insert(e);
             }
         }
@@ -690,43 +709,27 @@ impl Calls<'_> {
     }
 
     fn open_unchecked(&self, method: &str, config: &SessionConfig, resume: Option<String>) -> Result<Session> {
-        let sessions = self.client.conn.router.sessions();
-        if config.server_assigned_id && resume.is_none() {
-            let inner = SessionInner::start(None, config.handlers.clone())?;
-            let handle = sessions
-                .reserve_unassigned(Arc::clone(&inner))
-                .map_err(|e| Error::Capacity(format!("cannot open another session: {e}")))?;
-            let (tx, rx) = mpsc::sync_channel(1);
-            let waiter = Waiter::Assign { handle, session: Arc::clone(&inner), reply: tx };
-            return match self.client.conn.request_with(method, &config.to_params(None), waiter, rx, self.deadline()) {
-                Ok(body) => {
-                    let result: Value = parse(&body, method)?;
-                    let id = inner.id().map(str::to_owned).unwrap_or_default();
-                    Ok(Session::new(inner, Arc::clone(&self.client.conn), handle, id, &result))
-                }
-                Err(e) => {
-                    // The reader released the slot if it saw the answer.
-                    sessions.release(handle);
-                    inner.close("create failed");
-                    Err(e)
-                }
-            };
-        }
-        let id = resume.or(config.session_id.clone()).unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        let inner = SessionInner::start(Some(&id), config.handlers.clone())?;
-        let handle = sessions.reserve(&id, Arc::clone(&inner)).map_err(|e| match e.kind {
-            copilot_core::ReserveErrorKind::Full => Error::Capacity(format!("cannot open another session: {}", e.kind)),
-            kind => Error::Config(format!("session {id:?}: {kind}")),
-        })?;
-        match self.client.conn.request(method, &config.to_params(Some(&id)), self.timeout) {
+        let conn = &self.client.conn;
+        let resuming = resume.is_some();
+        let id = match (resume, config.server_assigned_id) {
+            (Some(id), _) => Some(id),
+            (None, true) => None,
+            (None, false) => Some(config.session_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string())),
+        };
+        let inner = SessionInner::new(id.as_deref(), config.handlers.clone(), conn);
+        let handle = conn.reserve(id.as_deref(), resuming, inner.clone())?;
+        let (tx, rx) = mpsc::sync_channel(1);
+        let waiter = Waiter::Open { handle, target: inner.clone(), reply: tx };
+        // The reader completes the open in the engine, and releases the
+        // slot on any failure; a timeout releases it too.
+        match conn.request_with(method, &config.to_params(id.as_deref()), waiter, rx, self.deadline()) {
             Ok(body) => {
                 let result: Value = parse(&body, method)?;
-                let _ = sessions.activate(handle);
-                Ok(Session::new(inner, Arc::clone(&self.client.conn), handle, id, &result))
+                let id = inner.name().unwrap_or_default();
+                Ok(Session::new(inner, Arc::clone(conn), handle, id, &result))
             }
             Err(e) => {
-                sessions.release(handle);
-                inner.close("create failed");
+                inner.close("the session could not be opened");
                 Err(e)
             }
         }

@@ -1,31 +1,33 @@
 //! One connection to a Copilot CLI: the writer lock, the request path, and
 //! the reader pump that every transport (stdio, TCP, in-memory pipes) runs.
 //!
-//! The pump only moves bytes and acts on what `copilot_core::Router` decides;
-//! it does no routing of its own.
+//! The pump only moves bytes and acts on what `copilot_core::Engine`
+//! decides; it makes no protocol decision of its own. It delivers through
+//! [`SessionSink`] and hands each wait of the agent to the session with a
+//! [`Replier`], so this module knows nothing of sessions or handlers.
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use copilot_core::{
-    EncodeError, Envelope, FrameDecoder, GrowingBuffer, Id, Message, Outgoing, Payload, RequestId, Route, Router,
-    SessionHandle, Stats, UNKNOWN_SESSION,
+    AnswerError, Cause, EncodeError, Engine, EngineConfig, EngineStats, FrameDecoder, GrowingBuffer, HandlerKind,
+    ObligationId, Outgoing, Output, Payload, RequestId, ReserveErrorKind, Route, RpcError, SessionHandle, SessionState,
+    Stats,
 };
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::events::LifecycleEvent;
-use crate::handlers;
-use crate::session::SessionInner;
+use crate::pool::Pool;
 
 /// Sessions one client can have open at once.
-pub(crate) const MAX_SESSIONS: usize = 256;
+pub(crate) const MAX_SESSIONS: usize = 16_384;
 /// Requests one client can have in flight at once.
 pub(crate) const MAX_PENDING: usize = 1024;
 /// The largest frame accepted. The read buffer grows to it only if such a
@@ -33,8 +35,21 @@ pub(crate) const MAX_PENDING: usize = 1024;
 pub(crate) const MAX_FRAME: usize = 64 << 20;
 /// Bytes asked of the transport per read.
 const READ_CHUNK: usize = 64 << 10;
+/// Waits of the agent open at once, at most; past it the engine refuses
+/// a new one at once (it is answered, never dropped).
+pub(crate) const MAX_OBLIGATIONS: usize = 4096;
 /// Frames held for a create whose id the server assigns, at most.
 const MAX_PARKED: usize = 10_000;
+/// Bytes of the frames held for such a create, at most (reserved, but
+/// touched only as frames are parked).
+const PARK_BYTES: usize = 8 << 20;
+/// Threads delivering sessions' events.
+const DISPATCHERS: usize = 4;
+/// Threads running the user's handlers: this many slow handlers at once
+/// hold up the others.
+const HANDLER_WORKERS: usize = 8;
+/// How often an idle timer looks whether its connection is gone.
+const IDLE_TIMER: Duration = Duration::from_secs(1);
 /// Bytes waiting for the writer thread, at most: a caller beyond it waits
 /// (until its deadline) for a CLI that stopped reading to catch up.
 const MAX_OUTBOX_BYTES: usize = 16 << 20;
@@ -98,9 +113,30 @@ pub(crate) struct Deadlines {
     pub(crate) request: Duration,
     /// `session.destroy` and `Client::stop` (in total).
     pub(crate) grace: Duration,
+    /// A handler's answer to a wait of the agent; then the engine refuses.
+    pub(crate) handler: Duration,
 }
 
-pub(crate) type HostRouter = Router<Arc<SessionInner>, Waiter, MAX_SESSIONS, MAX_PENDING>;
+/// What the engine routes a session's frames to: the reader delivers
+/// through this, and knows nothing else of sessions.
+pub(crate) trait SessionSink: Send + Sync {
+    /// The session's id, once known.
+    fn id(&self) -> Option<String>;
+    /// The server named the session (a create whose id it assigns).
+    fn named(&self, id: &str);
+    /// Queues an event's JSON for delivery; never blocks.
+    fn push_event(&self, event: &[u8]);
+    /// Runs the user's handler for `job` (on the handler pool), which then
+    /// answers through `job.reply`; never blocks.
+    fn obligation(&self, job: Job);
+    /// Ends delivery: streams end after the events already queued.
+    fn close(&self, reason: &str);
+}
+
+/// A session as the engine keeps it.
+pub(crate) type Target = Arc<dyn SessionSink>;
+
+pub(crate) type HostEngine = Engine<Target, Waiter, Vec<u8>, MAX_SESSIONS, MAX_PENDING, MAX_OBLIGATIONS>;
 
 /// The raw JSON of a result, or the error that replaced it.
 pub(crate) type Reply = Result<Vec<u8>>;
@@ -109,19 +145,62 @@ pub(crate) type Reply = Result<Vec<u8>>;
 pub(crate) enum Waiter {
     /// A caller blocked on the channel.
     Reply(mpsc::SyncSender<Reply>),
-    /// A `session.create` sent without an id: the reader names the session
-    /// from the answer and delivers the frames parked for it, in order,
-    /// before it reads the next frame.
-    Assign { handle: SessionHandle, session: Arc<SessionInner>, reply: mpsc::SyncSender<Reply> },
+    /// A `session.create` or `session.resume`: the reader completes the
+    /// open in the engine (naming a session whose id the server assigns,
+    /// or releasing the slot on any failure) and re-routes the frames
+    /// parked for it, in order, before it reads the next frame.
+    Open { handle: SessionHandle, target: Target, reply: mpsc::SyncSender<Reply> },
 }
 
 impl Waiter {
     fn fail(self, error: Error) {
         let reply = match self {
-            Waiter::Reply(r) | Waiter::Assign { reply: r, .. } => r,
+            Waiter::Reply(r) | Waiter::Open { reply: r, .. } => r,
         };
         // A caller that gave up has dropped its receiver: nothing to tell.
         let _ = reply.send(Err(error));
+    }
+}
+
+/// One wait of the agent to answer: the engine's obligation, the data the
+/// handler reads, and the way back.
+pub(crate) struct Job {
+    /// Which handler answers.
+    pub(crate) kind: HandlerKind,
+    /// For an event, its JSON object; for a server request, its params.
+    pub(crate) data: Vec<u8>,
+    /// Answers it (once).
+    pub(crate) reply: Replier,
+}
+
+/// The way back for one obligation: the handler's answer, or the reason
+/// there is none. The first call discharges it; later ones do nothing.
+pub(crate) struct Replier {
+    conn: Arc<Connection>,
+    id: ObligationId,
+}
+
+impl Replier {
+    /// Passes on the handler's answer (JSON; `null` leaves the answer's key out).
+    pub(crate) fn answer(&self, payload: &serde_json::Value) {
+        match serde_json::to_vec(payload) {
+            Ok(bytes) => self.conn.with_engine(|e, _, wire| match e.answer(self.id, &bytes, &mut sink(wire)) {
+                Ok(()) => {}
+                Err(AnswerError::Stale) => log::debug!("an answer came after its wait was answered; not sent"),
+                Err(e) => log::warn!("{e}"),
+            }),
+            Err(e) => {
+                log::warn!("cannot serialize a handler's answer: {e}; the refusal goes");
+                self.refuse(Cause::HandlerFailed);
+            }
+        }
+    }
+
+    /// The engine's refusal goes in place of an answer.
+    pub(crate) fn refuse(&self, cause: Cause) {
+        self.conn.with_engine(|e, _, wire| {
+            let _ = e.refuse(self.id, cause, &mut sink(wire));
+        });
     }
 }
 
@@ -140,28 +219,24 @@ fn encode(message: &Outgoing<'_>, size_hint: usize) -> Result<Vec<u8>> {
     message.to_vec(size_hint + 256).map_err(|e| Error::Protocol(format!("cannot encode a message: {e}")))
 }
 
-/// A request id from its JSON text, as kept by a handler thread.
-fn parse_id(id: &[u8]) -> Result<Id<'_>> {
-    let v = copilot_core::Value::parse(id).map_err(|e| Error::Protocol(format!("bad request id: {e}")))?;
-    match (v.as_str(), v.as_number()) {
-        (Some(s), _) => Ok(Id::String(s)),
-        (_, Some(n)) => Ok(Id::Number(n)),
-        _ => Ok(Id::Null),
-    }
-}
-
-/// The JSON text of a request id, to answer it from another thread.
-fn id_text(id: &Id<'_>) -> Vec<u8> {
-    match id {
-        Id::Null => b"null".to_vec(),
-        Id::Number(n) => n.raw().as_bytes().to_vec(),
-        Id::String(s) => [&b"\""[..], s.as_bytes(), b"\""].concat(),
-    }
+/// Wakes the timer thread when a deadline earlier than the one it sleeps
+/// towards appears.
+#[derive(Default)]
+struct TimerState {
+    /// The deadline the timer sleeps towards (ms), if any.
+    next: Option<u64>,
+    stop: bool,
 }
 
 /// A connection shared by the client, its sessions and the reader thread.
 pub(crate) struct Connection {
-    pub(crate) router: HostRouter,
+    /// The protocol engine: every routing decision and every answer it
+    /// sends by itself. One lock; never held across user code.
+    engine: Mutex<Box<HostEngine>>,
+    /// Time zero of the engine's clock.
+    epoch: Instant,
+    timer: Mutex<TimerState>,
+    timer_wake: Condvar,
     outbox: Arc<Outbox>,
     closed: AtomicBool,
     close_cause: Mutex<Option<CloseCause>>,
@@ -172,14 +247,29 @@ pub(crate) struct Connection {
     probe: Mutex<Option<CauseProbe>>,
     pub(crate) deadlines: Deadlines,
     lifecycle: Mutex<Vec<mpsc::Sender<LifecycleEvent>>>,
-    /// Frames that could not be parked because the parking area was full.
-    park_overflow: AtomicU64,
+    /// Delivers sessions' events (a fixed set of threads).
+    pub(crate) dispatchers: Arc<Pool>,
+    /// Runs the user's handlers (a fixed set of threads).
+    pub(crate) workers: Arc<Pool>,
     /// A label for logs: "stdio", "tcp 127.0.0.1:4321", ...
     pub(crate) label: String,
 }
 
+/// Builds the engine on a thread with room for it: it is a few MiB, and
+/// building it may take a copy or two on the stack, more than a test
+/// thread's 2 MiB.
+fn new_engine(config: EngineConfig) -> Result<Box<HostEngine>> {
+    thread::Builder::new()
+        .name("copilot-engine-init".into())
+        .stack_size(16 * std::mem::size_of::<HostEngine>() + (8 << 20))
+        .spawn(move || Box::new(HostEngine::new(vec![0; PARK_BYTES], config)))
+        .map_err(Error::Io)?
+        .join()
+        .map_err(|_| Error::Protocol("building the protocol engine failed".into()))
+}
+
 impl Connection {
-    /// Starts the reader pump on its own thread and returns the connection.
+    /// Starts the reader pump, the timer and the pools, and returns the connection.
     pub(crate) fn start(
         label: String,
         reader: Box<dyn Read + Send>,
@@ -187,9 +277,17 @@ impl Connection {
         deadlines: Deadlines,
         probe: Option<CauseProbe>,
     ) -> Result<(Arc<Connection>, thread::JoinHandle<()>)> {
+        let config = EngineConfig::new()
+            .handler_timeout(Some(ms(deadlines.handler)))
+            .request_timeout(Some(ms(deadlines.request)))
+            .park_frames(MAX_PARKED);
+        let engine = new_engine(config)?;
         let outbox = Outbox::start(&label, writer)?;
         let conn = Arc::new(Connection {
-            router: Router::new(),
+            engine: Mutex::new(engine),
+            epoch: Instant::now(),
+            timer: Mutex::default(),
+            timer_wake: Condvar::new(),
             outbox,
             closed: AtomicBool::new(false),
             close_cause: Mutex::new(None),
@@ -198,15 +296,66 @@ impl Connection {
             probe: Mutex::new(probe),
             deadlines,
             lifecycle: Mutex::new(Vec::new()),
-            park_overflow: AtomicU64::new(0),
+            dispatchers: Pool::start(&format!("copilot-events ({label})"), DISPATCHERS).map_err(Error::Io)?,
+            workers: Pool::start(&format!("copilot-handlers ({label})"), HANDLER_WORKERS).map_err(Error::Io)?,
             label,
         });
+        let timer = Arc::downgrade(&conn);
+        thread::Builder::new()
+            .name(format!("copilot-timer ({})", conn.label))
+            .spawn(move || timer_loop(&timer))
+            .map_err(Error::Io)?;
         let pump = Arc::clone(&conn);
         let handle = thread::Builder::new()
             .name(format!("copilot-reader ({})", conn.label))
             .spawn(move || pump.pump(reader))
             .map_err(Error::Io)?;
         Ok((conn, handle))
+    }
+
+    /// Milliseconds on the engine's clock.
+    fn now(&self) -> u64 {
+        ms(self.epoch.elapsed())
+    }
+
+    /// `at` on the engine's clock (rounded up).
+    fn at(&self, at: Instant) -> u64 {
+        let d = at.saturating_duration_since(self.epoch);
+        ms(d) + u64::from(!d.subsec_nanos().is_multiple_of(1_000_000))
+    }
+
+    /// Runs `f` on the engine under its lock, with the time; frames the
+    /// engine sends go to the transport, then the timer learns of new
+    /// deadlines.
+    pub(crate) fn with_engine<R>(&self, f: impl FnOnce(&mut HostEngine, u64, &mut Vec<u8>) -> R) -> R {
+        let mut wire = Vec::new();
+        let (r, next) = {
+            let mut engine = lock(&self.engine);
+            let now = self.now();
+            let r = f(&mut engine, now, &mut wire);
+            (r, engine.poll_timeout())
+        };
+        self.send_engine_frames(wire);
+        self.kick_timer(next);
+        r
+    }
+
+    /// Frames the engine decided on go out whatever the outbox holds: an
+    /// answer is never dropped (its size is bounded by what was read).
+    fn send_engine_frames(&self, wire: Vec<u8>) {
+        if !wire.is_empty() && self.outbox.push_always(wire).is_err() {
+            log::debug!("{}: the connection is closed; the engine's frames are not sent", self.label);
+        }
+    }
+
+    fn kick_timer(&self, next: Option<u64>) {
+        let Some(next) = next else { return };
+        let mut t = lock(&self.timer);
+        if t.next.is_none_or(|n| next < n) {
+            t.next = Some(next);
+            drop(t);
+            self.timer_wake.notify_one();
+        }
     }
 
     /// Whether the connection has ended.
@@ -250,12 +399,13 @@ impl Connection {
 
     /// The router's counters.
     pub(crate) fn stats(&self) -> Stats {
-        self.router.stats()
+        lock(&self.engine).router().stats()
     }
 
-    /// Frames dropped because too many were parked at once.
-    pub(crate) fn park_overflow(&self) -> u64 {
-        self.park_overflow.load(Ordering::Relaxed)
+    /// The engine's counters, with the open obligations and their age.
+    pub(crate) fn engine_stats(&self) -> EngineStats {
+        let now = self.now();
+        lock(&self.engine).stats(now)
     }
 
     /// Hands one whole frame to the writer thread (written with one write),
@@ -303,7 +453,7 @@ impl Connection {
         self.request_with(method, params, Waiter::Reply(tx), rx, deadline)
     }
 
-    /// Sends a request whose waiter the caller built (see [`Waiter::Assign`]).
+    /// Sends a request whose waiter the caller built (see [`Waiter::Open`]).
     pub(crate) fn request_with<P: Serialize + ?Sized>(
         &self,
         method: &str,
@@ -312,11 +462,12 @@ impl Connection {
         rx: mpsc::Receiver<Reply>,
         deadline: Instant,
     ) -> Result<Vec<u8>> {
-        self.start_request(method, params, waiter, rx, deadline)?.wait(self, deadline)
+        self.start_request(method, params, waiter, rx, deadline)?.wait(self)
     }
 
     /// Sends a request without waiting for its answer: several can then be
-    /// awaited against one deadline.
+    /// awaited against one deadline. The deadline is the engine's: the
+    /// timer thread fails the request when it passes.
     pub(crate) fn start_request<P: Serialize + ?Sized>(
         &self,
         method: &str,
@@ -326,17 +477,26 @@ impl Connection {
         deadline: Instant,
     ) -> Result<InFlight> {
         let started = Instant::now();
-        let params =
-            serde_json::to_vec(params).map_err(|e| Error::Protocol(format!("cannot serialize params: {e}")))?;
-        let id = self
-            .router
-            .pending()
-            .insert(waiter)
-            .map_err(|_| Error::Capacity(format!("more than {MAX_PENDING} requests in flight")))?;
+        let params = match serde_json::to_vec(params) {
+            Ok(p) => p,
+            Err(e) => {
+                self.give_up(waiter);
+                return Err(Error::Protocol(format!("cannot serialize params: {e}")));
+            }
+        };
+        let at = self.at(deadline);
+        let inserted = self.with_engine(|e, _, _| e.router().pending().insert_with_deadline(waiter, Some(at)));
+        let id = match inserted {
+            Ok(id) => id,
+            Err(full) => {
+                self.give_up(full.0);
+                return Err(Error::Capacity(format!("more than {MAX_PENDING} requests in flight")));
+            }
+        };
         // The reader sets `closed` before it fails every pending request, so
         // either that drain sees this request or this check sees `closed`.
         if self.is_closed() {
-            self.router.pending().take(id.0);
+            self.forget(id);
             return Err(self.disconnected());
         }
         let frame = match encode(
@@ -357,35 +517,63 @@ impl Connection {
                 e => e,
             });
         }
-        Ok(InFlight { id, rx, method: method.to_owned(), started })
+        Ok(InFlight { rx, method: method.to_owned(), started })
     }
 
-    /// Drops a request's waiter (timeout or failed send). A server-assigned
-    /// create also gives its reserved slot back.
-    fn forget(&self, id: RequestId) {
-        if let Some(Waiter::Assign { handle, .. }) = self.router.pending().take(id.0) {
-            self.router.sessions().release(handle);
+    /// A waiter whose request was never sent: an open gives its slot back.
+    fn give_up(&self, waiter: Waiter) {
+        if let Waiter::Open { handle, .. } = waiter {
+            self.release(handle);
         }
     }
 
-    /// Answers a server request with an error. The reader calls this: it
-    /// never waits for room (a full outbox means a CLI that reads nothing).
-    pub(crate) fn respond_error(&self, id: Id<'_>, code: i64, message: &str) -> Result<()> {
-        let frame = encode(&Outgoing::Error { id, code, message, data: None }, message.len() * 6)?;
-        self.send_frame(frame, Instant::now(), "an error answer")
+    /// Drops a request's waiter (failed send). An open also gives its
+    /// reserved slot back.
+    fn forget(&self, id: RequestId) {
+        let waiter = self.with_engine(|e, _, _| e.router().pending().take(id.0));
+        if let Some(w) = waiter {
+            self.give_up(w);
+        }
     }
 
-    /// Answers the request whose id's JSON text is `id` with `result`,
-    /// within the connection's default deadline.
-    pub(crate) fn respond_raw_id(&self, id: &[u8], result: &serde_json::Value) -> Result<()> {
-        let body = serde_json::to_vec(result).map_err(|e| Error::Protocol(e.to_string()))?;
-        let frame = encode(&Outgoing::Response { id: parse_id(id)?, result: &Json(&body) }, body.len() + id.len())?;
-        self.send_frame(frame, Instant::now() + self.deadlines.request, "an answer")
+    /// Reserves a session before its create or resume is sent: `id` (a
+    /// resume may take over a session open on this client: its old handle's
+    /// streams end), or none when the server names it.
+    pub(crate) fn reserve(&self, id: Option<&str>, resume: bool, target: Target) -> Result<SessionHandle> {
+        let (handle, old) = self
+            .with_engine(|e, _, _| match (id, resume) {
+                (None, _) => e.reserve_unassigned(target).map(|h| (h, None)),
+                (Some(id), false) => e.reserve(id, target).map(|h| (h, None)),
+                (Some(id), true) => e.reserve_resume(id, target),
+            })
+            .map_err(|e| match e.kind {
+                ReserveErrorKind::Full => Error::Capacity(format!("cannot open another session: {}", e.kind)),
+                kind => Error::Config(format!("session {id:?}: {kind}")),
+            })?;
+        if let Some((_, old)) = old {
+            old.close("the session was resumed by another handle of this client");
+        }
+        Ok(handle)
     }
 
-    /// Answers the request whose id's JSON text is `id` with an error.
-    pub(crate) fn respond_error_raw_id(&self, id: &[u8], code: i64, message: &str) -> Result<()> {
-        self.respond_error(parse_id(id)?, code, message)
+    /// Marks a session closing (its destroy is in flight).
+    pub(crate) fn close_session(&self, handle: SessionHandle) {
+        let _ = self.with_engine(|e, _, _| e.close(handle));
+    }
+
+    /// Releases a session's slot: its open waits are refused, and frames
+    /// parked for no session any more are dealt with.
+    pub(crate) fn release(&self, handle: SessionHandle) {
+        self.with_engine(|e, now, wire| {
+            e.release(handle, &mut sink(wire));
+            drain_parked(e, now, wire);
+        });
+    }
+
+    /// Every session in the table: handle, whether active, and target.
+    pub(crate) fn sessions(&self) -> Vec<(SessionHandle, bool, Target)> {
+        let engine = lock(&self.engine);
+        engine.router().sessions().iter().map(|(h, s, t)| (h, s == SessionState::Active, t)).collect()
     }
 
     /// A new receiver of every `session.lifecycle` notification from now on.
@@ -400,10 +588,9 @@ impl Connection {
 
     /// The read loop: bytes in, routes out, until the stream ends.
     fn pump(self: Arc<Self>, mut reader: Box<dyn Read + Send>) {
-        let mut parked: VecDeque<Vec<u8>> = VecDeque::new();
         // Whatever fails in here (the caller's stream, a bug of ours), every
         // waiter is told and every stream ends.
-        let cause = match catch_unwind(AssertUnwindSafe(|| self.read_loop(&mut *reader, &mut parked))) {
+        let cause = match catch_unwind(AssertUnwindSafe(|| self.read_loop(&mut *reader))) {
             Ok(cause) => cause,
             Err(panic) => {
                 let what = panic_text(&*panic);
@@ -421,10 +608,10 @@ impl Connection {
             }
         };
         log::debug!("{}: reader stops: {cause}", self.label);
-        self.shut_down(cause, parked);
+        self.shut_down(cause);
     }
 
-    fn read_loop(self: &Arc<Self>, reader: &mut dyn Read, parked: &mut VecDeque<Vec<u8>>) -> CloseCause {
+    fn read_loop(self: &Arc<Self>, reader: &mut dyn Read) -> CloseCause {
         let mut decoder = FrameDecoder::with_buffer(GrowingBuffer::new(READ_CHUNK)).with_limit(MAX_FRAME);
         let cause = loop {
             let spare = decoder.spare();
@@ -435,9 +622,20 @@ impl Connection {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => break CloseCause::ReadFailed(e.to_string()),
             }
-            while let Some(route) = self.router.poll(&mut decoder) {
-                self.act(route, parked);
-            }
+            // The lock is held while this read's frames are routed; what
+            // is done under it never waits for a consumer or runs user code.
+            self.with_engine(|engine, now, wire| loop {
+                let mut out_ = sink(wire);
+                let polled = engine.poll(&mut decoder, now, &mut out_);
+                drop(out_);
+                let Some(out) = polled else { break };
+                match out.route {
+                    Route::Response { waiter: Waiter::Open { handle, target, reply }, result, .. } => {
+                        self.complete_open(engine, now, wire, handle, &target, reply, result)
+                    }
+                    _ => self.deliver(out),
+                }
+            });
         };
         if let Err(e) = decoder.finish() {
             log::warn!("{}: {e}", self.label);
@@ -445,83 +643,109 @@ impl Connection {
         cause
     }
 
-    /// Does what one route says. Runs on the reader thread: it never blocks
-    /// on a consumer (events go to unbounded per-session queues).
-    fn act(self: &Arc<Self>, route: Route<'_, Arc<SessionInner>, Waiter>, parked: &mut VecDeque<Vec<u8>>) {
+    /// Completes a create or resume in the engine and tells its caller;
+    /// frames parked for it are delivered first, so they keep their order.
+    #[allow(clippy::too_many_arguments)]
+    fn complete_open(
+        self: &Arc<Self>,
+        engine: &mut HostEngine,
+        now: u64,
+        wire: &mut Vec<u8>,
+        handle: SessionHandle,
+        target: &Target,
+        reply: mpsc::SyncSender<Reply>,
+        result: std::result::Result<copilot_core::Value<'_>, RpcError<'_>>,
+    ) {
+        let outcome = match &result {
+            Ok(v) => Ok(v.as_bytes().to_vec()),
+            Err(e) => Err(rpc_error(e)),
+        };
+        let name = result.as_ref().ok().and_then(|v| v.get("sessionId")).and_then(|s| s.as_str());
+        let mut buf = [0; copilot_core::MAX_SESSION_ID_LEN];
+        let name = name.and_then(|s| s.decode_into(&mut buf)).map(str::to_owned);
+        let opened = engine.complete_open(handle, result, &mut sink(wire));
+        let reply_value = match (opened, outcome) {
+            (Ok(()), Ok(body)) => {
+                if target.id().is_none() {
+                    if let Some(name) = &name {
+                        target.named(name);
+                    }
+                }
+                Ok(body)
+            }
+            (_, Err(e)) => Err(e),
+            (Err(e), Ok(_)) => Err(Error::Protocol(format!("the session could not be opened: {e}"))),
+        };
+        drain_parked_with(engine, now, wire, |out| self.deliver(out));
+        let _ = reply.send(reply_value);
+    }
+
+    /// Delivers one routed frame. Runs under the engine's lock: it never
+    /// blocks (events go to per-session queues, handlers to the pool).
+    fn deliver(self: &Arc<Self>, out: Output<'_, Target, Waiter>) {
+        let Output { route, obligation, refused, answer_ack } = out;
         match route {
             Route::Event { target, event, .. } => {
-                target.push_event(event.event.as_bytes());
-                if event.awaits_answer() {
-                    handlers::answer_event(self, &target, event.event.as_bytes());
+                let bytes = event.event.as_bytes();
+                target.push_event(bytes);
+                if let Some(ob) = obligation {
+                    let reply = Replier { conn: Arc::clone(self), id: ob.id };
+                    target.obligation(Job { kind: ob.handler, data: bytes.to_vec(), reply });
                 }
             }
+            Route::Request { method, params, session, .. } => match (obligation, session) {
+                (Some(ob), Some((_, target))) => {
+                    let data = params.map_or_else(|| b"{}".to_vec(), |p| p.as_bytes().to_vec());
+                    let reply = Replier { conn: Arc::clone(self), id: ob.id };
+                    target.obligation(Job { kind: ob.handler, data, reply });
+                }
+                (Some(ob), None) => {
+                    // A client-wide request: this client has no handler for any.
+                    log::debug!("{}: server request {method} refused: no handler", self.label);
+                    let reply = Replier { conn: Arc::clone(self), id: ob.id };
+                    let conn = Arc::clone(self);
+                    // Not under the lock: the refusal takes it.
+                    self.workers.submit(move || {
+                        reply.refuse(Cause::NoHandler);
+                        drop(conn);
+                    });
+                }
+                (None, _) => log::debug!("{}: server request {method}: {refused:?}", self.label),
+            },
             Route::Lifecycle { params, .. } => self.deliver_lifecycle(params.as_bytes()),
             Route::Response { waiter, result, request } => {
+                log::trace!("{}: <- response #{request}", self.label);
                 let reply = match result {
                     Ok(v) => Ok(v.as_bytes().to_vec()),
-                    Err(e) => Err(Error::Rpc {
-                        code: e.code,
-                        message: e.message.to_string(),
-                        data: e.data.and_then(|d| serde_json::from_slice(d.as_bytes()).ok()),
-                    }),
+                    Err(e) => Err(rpc_error(&e)),
                 };
-                log::trace!("{}: <- response #{request}", self.label);
-                self.complete(waiter, reply, parked);
-            }
-            Route::Request { id, method, params, session: Some((_, session)) } => handlers::answer_request(
-                self,
-                &session,
-                method.to_string(),
-                id_text(&id),
-                params.map(|p| p.as_bytes().to_vec()).unwrap_or_else(|| b"{}".to_vec()),
-            ),
-            Route::Request { id, method, session: None, .. } => {
-                // No client-wide server requests are handled: refuse them
-                // explicitly rather than leave the server waiting.
-                log::debug!("{}: server request {method} refused: no handler", self.label);
-                let _ = self.respond_error(id, copilot_core::METHOD_NOT_FOUND, &format!("Method not found: {method}"));
-            }
-            Route::Notification { method, .. } => log::debug!("{}: notification {method}", self.label),
-            Route::Park { body, session_id } => {
-                if parked.len() < MAX_PARKED {
-                    parked.push_back(body.to_vec());
-                } else {
-                    self.park_overflow.fetch_add(1, Ordering::Relaxed);
-                    log::error!(
-                        "{}: too many frames parked; one for session {session_id} is reported lost",
-                        self.label
-                    );
-                    // A request still gets its answer.
-                    if let Ok(Envelope { message: Message::Request { id, method, .. }, .. }) = Envelope::decode(body) {
-                        self.refuse_unknown(id, &method.to_string(), &session_id.to_string());
+                match waiter {
+                    Waiter::Reply(tx) => {
+                        let _ = tx.send(reply);
+                    }
+                    // Handled by the read loop; never parked.
+                    Waiter::Open { reply: tx, .. } => {
+                        let _ = tx.send(reply);
                     }
                 }
             }
-            Route::UnknownSession { session_id, event, reply_to, method } => match (event, reply_to) {
-                (_, Some(id)) => {
-                    log::warn!("{}: {method} for unknown session {session_id}: answered with an error", self.label);
-                    self.refuse_unknown(id, &method.to_string(), &session_id.to_string());
+            Route::Notification { method, .. } => log::debug!("{}: notification {method}", self.label),
+            Route::Park { session_id, .. } => {
+                if let Some(cause) = refused {
+                    log::warn!("{}: a wait for session {session_id} was refused: {}", self.label, cause.name());
                 }
-                (Some(e), None) => {
-                    log::warn!("{}: event {} for unknown session {session_id}", self.label, e.event_type)
-                }
-                (None, None) => log::warn!("{}: {method} for unknown session {session_id}", self.label),
-            },
+            }
+            Route::UnknownSession { session_id, method, .. } => {
+                log::warn!("{}: {method} for unknown session {session_id} ({refused:?})", self.label)
+            }
             Route::UnmatchedResponse { id, .. } => {
-                log::warn!("{}: response to unknown request {id}", self.label)
-            }
-            Route::Malformed(e) => {
-                log::warn!("{}: malformed message: {e}", self.label);
-                if let Some(id) = e.reply_to {
-                    let _ = self.respond_error(id, e.code(), &e.to_string());
+                if answer_ack.is_none() {
+                    log::warn!("{}: response to unknown request {id}", self.label)
                 }
             }
+            Route::Malformed(e) => log::warn!("{}: malformed message: {e}", self.label),
             Route::FrameError(e) => log::warn!("{}: {e}", self.label),
         }
-    }
-
-    fn refuse_unknown(&self, id: Id<'_>, method: &str, session_id: &str) {
-        let _ = self.respond_error(id, UNKNOWN_SESSION, &format!("{method}: unknown session {session_id}"));
     }
 
     fn deliver_lifecycle(&self, params: &[u8]) {
@@ -536,78 +760,138 @@ impl Connection {
         subs.retain(|tx| tx.send(event.clone()).is_ok());
     }
 
-    /// Hands a response to its waiter. For a server-assigned create, names
-    /// the session and delivers what was parked for it first, so its events
-    /// keep their order.
-    fn complete(self: &Arc<Self>, waiter: Waiter, reply: Reply, parked: &mut VecDeque<Vec<u8>>) {
-        let (handle, session, tx) = match waiter {
-            Waiter::Reply(tx) => {
-                let _ = tx.send(reply);
-                return;
+    /// Acts on the deadlines due: the engine refuses expired waits of the
+    /// agent, and the callers of expired requests get `Timeout`.
+    fn on_timer(&self) -> Option<u64> {
+        let mut expired = Vec::new();
+        let mut wire = Vec::new();
+        let next = {
+            let mut engine = lock(&self.engine);
+            let now = self.now();
+            engine.handle_timeout(now, &mut sink(&mut wire), |_, w| expired.push(w));
+            for w in &expired {
+                if let Waiter::Open { handle, .. } = w {
+                    engine.release(*handle, &mut sink(&mut wire));
+                }
             }
-            Waiter::Assign { handle, session, reply: tx } => (handle, session, tx),
+            if expired.iter().any(|w| matches!(w, Waiter::Open { .. })) {
+                drain_parked_with(&mut engine, now, &mut wire, |o| log_parked(&self.label, &o));
+            }
+            engine.poll_timeout()
         };
-        let reply = reply.and_then(|body| {
-            let id = serde_json::from_slice::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|v| v.get("sessionId").and_then(|s| s.as_str()).map(str::to_owned))
-                .ok_or_else(|| Error::Protocol("session.create answer has no sessionId".into()))?;
-            self.router
-                .sessions()
-                .assign(handle, &id)
-                .map_err(|e| Error::Config(format!("server-assigned session id {id:?}: {e}")))?;
-            session.set_id(&id);
-            Ok(body)
-        });
-        if reply.is_err() {
-            self.router.sessions().release(handle);
+        self.send_engine_frames(wire);
+        for w in expired {
+            w.fail(Error::Timeout { what: String::new(), after: Duration::ZERO });
         }
-        self.reroute_parked(parked);
-        let _ = tx.send(reply);
-    }
-
-    /// Routes every parked frame again, in arrival order. Frames still
-    /// waiting for another create are parked again, in the same order.
-    fn reroute_parked(self: &Arc<Self>, parked: &mut VecDeque<Vec<u8>>) {
-        let mut still = VecDeque::new();
-        for body in parked.drain(..) {
-            match self.router.route_parked(&body) {
-                Route::Park { .. } => still.push_back(body),
-                route => self.act(route, &mut VecDeque::new()),
-            }
-        }
-        *parked = still;
+        next
     }
 
     /// Ends the connection: every waiting call fails with `Disconnected`
     /// and the cause, every session's event stream ends.
-    fn shut_down(&self, cause: CloseCause, parked: VecDeque<Vec<u8>>) {
+    fn shut_down(&self, cause: CloseCause) {
         let reason = cause.to_string();
         *lock(&self.close_cause) = Some(cause);
         self.closed.store(true, Ordering::SeqCst);
         self.outbox.fail(&reason);
-        for (_, waiter) in self.router.pending().drain() {
-            waiter.fail(Error::Disconnected(reason.clone()));
+        let mut failed = Vec::new();
+        let targets: Vec<Target> = {
+            let mut engine = lock(&self.engine);
+            let forgotten = engine.disconnect(|_, w| failed.push(w));
+            if forgotten > 0 {
+                log::warn!("{}: {forgotten} waits of the agent were open when the connection ended", self.label);
+            }
+            engine.router().sessions().drain().map(|(_, t)| t).collect()
+        };
+        for w in failed {
+            w.fail(Error::Disconnected(reason.clone()));
         }
-        if !parked.is_empty() {
-            log::warn!("{}: {} parked frames dropped with the connection", self.label, parked.len());
-        }
-        for (_, session) in self.router.sessions().drain() {
-            session.close(&reason);
+        for target in targets {
+            target.close(&reason);
         }
         self.lifecycle.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        let mut t = lock(&self.timer);
+        t.stop = true;
+        drop(t);
+        self.timer_wake.notify_all();
         self.closed_signal.notify_all();
+    }
+}
+
+fn rpc_error(e: &RpcError<'_>) -> Error {
+    Error::Rpc {
+        code: e.code,
+        message: e.message.to_string(),
+        data: e.data.and_then(|d| serde_json::from_slice(d.as_bytes()).ok()),
+    }
+}
+
+/// Routes what a session change made routable, in order.
+fn drain_parked(engine: &mut HostEngine, now: u64, wire: &mut Vec<u8>) {
+    drain_parked_with(engine, now, wire, |o| log::debug!("a parked frame: {:?}", o.refused));
+}
+
+fn drain_parked_with(
+    engine: &mut HostEngine,
+    now: u64,
+    wire: &mut Vec<u8>,
+    mut deliver: impl FnMut(Output<'_, Target, Waiter>),
+) {
+    loop {
+        let mut out_ = sink(wire);
+        let Some(out) = engine.poll_parked(now, &mut out_) else { break };
+        deliver(out);
+    }
+}
+
+fn log_parked(label: &str, out: &Output<'_, Target, Waiter>) {
+    log::debug!("{label}: a parked frame after a failed open: {:?}", out.refused);
+}
+
+/// The timer thread: sleeps until the engine's next deadline.
+fn timer_loop(conn: &std::sync::Weak<Connection>) {
+    loop {
+        let Some(c) = conn.upgrade() else { return };
+        // Deadlines added while the engine is asked are kicked in meanwhile.
+        lock(&c.timer).next = None;
+        let next = c.on_timer();
+        let mut t = lock(&c.timer);
+        t.next = match (t.next, next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if t.stop || Arc::strong_count(&c) == 1 {
+            return;
+        }
+        let now = c.now();
+        let wait = match t.next {
+            Some(n) if n <= now => continue,
+            // Nothing due: wake now and then to notice a connection dropped by all.
+            Some(n) => Duration::from_millis(n - now).min(IDLE_TIMER),
+            None => IDLE_TIMER,
+        };
+        drop(c.timer_wake.wait_timeout(t, wait).unwrap_or_else(|p| p.into_inner()));
     }
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        // Ends the writer thread once what is queued is written.
+        // Ends the writer thread once what is queued is written, and the pools.
         self.outbox.close();
+        self.dispatchers.close();
+        self.workers.close();
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// A sink for the engine's frames, gathered into one write.
+fn sink(wire: &mut Vec<u8>) -> impl FnMut(&[u8]) + '_ {
+    move |b| wire.extend_from_slice(b)
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -621,28 +905,22 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 
 /// A request sent and not yet answered.
 pub(crate) struct InFlight {
-    id: RequestId,
     rx: mpsc::Receiver<Reply>,
     method: String,
     started: Instant,
 }
 
 impl InFlight {
-    /// Waits for the answer until `deadline`; then the request is forgotten
-    /// (a late answer is counted as unmatched) and `Timeout` returned.
-    pub(crate) fn wait(self, conn: &Connection, deadline: Instant) -> Result<Vec<u8>> {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match self.rx.recv_timeout(left) {
-            Ok(reply) => reply,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                conn.forget(self.id);
-                // The answer may have come in between: take it if it did.
-                match self.rx.try_recv() {
-                    Ok(reply) => reply,
-                    Err(_) => Err(Error::Timeout { what: format!("`{}`", self.method), after: self.started.elapsed() }),
-                }
+    /// Waits for the answer. The engine's deadline (kept by the timer
+    /// thread) ends the wait with `Timeout`; a late answer is then counted
+    /// as unmatched.
+    pub(crate) fn wait(self, conn: &Connection) -> Result<Vec<u8>> {
+        match self.rx.recv() {
+            Ok(Err(Error::Timeout { .. })) => {
+                Err(Error::Timeout { what: format!("`{}`", self.method), after: self.started.elapsed() })
             }
-            Err(mpsc::RecvTimeoutError::Disconnected) => Err(conn.disconnected()),
+            Ok(reply) => reply,
+            Err(mpsc::RecvError) => Err(conn.disconnected()),
         }
     }
 }
@@ -693,6 +971,19 @@ impl Outbox {
             })
             .map_err(Error::Io)?;
         Ok(outbox)
+    }
+
+    /// Queues a frame whatever is queued already (the engine's answers).
+    fn push_always(&self, frame: Vec<u8>) -> Result<(), PushError> {
+        let mut state = lock(&self.state);
+        if let Some(why) = &state.failed {
+            return Err(PushError::Closed(why.clone()));
+        }
+        state.bytes += frame.len();
+        state.frames.push_back(frame);
+        drop(state);
+        self.queued.notify_one();
+        Ok(())
     }
 
     fn push(&self, frame: Vec<u8>, deadline: Instant) -> Result<(), PushError> {

@@ -43,6 +43,30 @@ impl SessionEvent {
         self.kind.event_type()
     }
 
+    /// An event that serde cannot read (a lone surrogate in a string, a
+    /// number out of range) though it is valid on the wire: delivered as
+    /// [`EventKind::Other`] with its raw `data` text as a JSON string.
+    pub(crate) fn raw(event: &[u8]) -> SessionEvent {
+        let v = copilot_core::Value::parse(event).ok();
+        let text = |key: &str| {
+            let s = v.as_ref().and_then(|v| v.get(key)).and_then(|s| s.as_str())?;
+            let mut buf = vec![0; s.raw().len()];
+            s.decode_into(&mut buf).map(str::to_owned)
+        };
+        let data = v.as_ref().and_then(|v| v.get("data")).map(|d| String::from_utf8_lossy(d.as_bytes()).into_owned());
+        SessionEvent {
+            id: text("id").unwrap_or_default(),
+            parent_id: text("parentId"),
+            timestamp: text("timestamp").unwrap_or_default(),
+            ephemeral: false,
+            agent_id: text("agentId"),
+            kind: EventKind::Other {
+                event_type: text("type").unwrap_or_default(),
+                data: data.map_or(serde_json::Value::Null, serde_json::Value::String),
+            },
+        }
+    }
+
     /// Parses the JSON of a `params.event` object
     /// (`{type, data, id, timestamp, parentId, ephemeral?, agentId?}`).
     ///

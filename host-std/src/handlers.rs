@@ -1,11 +1,13 @@
 //! Answers to what the agent waits on: permission prompts, client tools,
 //! user input, elicitation, MCP OAuth, exit-plan-mode and slash commands.
 //!
-//! Each waiting event or server request is answered on a thread of its own,
-//! never on the reader thread, so a slow handler holds up nothing else. A
-//! handler that panics still produces an answer (a refusal or a failure the
-//! model can read); a request without a handler is refused explicitly. No
-//! wait of the agent is ever left unanswered by this client.
+//! The protocol engine decides which waits are obligations and which handler
+//! kind answers each; this module only calls the user's handler, on the
+//! connection's handler pool (never on the reader thread), and passes its
+//! answer on through the [`Replier`]. Without a handler, when the handler
+//! panics, or when the data does not fit the handler's types, the engine's
+//! refusal for that kind goes instead; past the handler deadline the engine
+//! has already refused and a late answer is not sent.
 
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -13,12 +15,13 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::connection::Connection;
+use copilot_core::{Cause, HandlerKind};
+
+use crate::connection::{Job, Replier};
 use crate::events::{
     CommandExecuteData, ElicitationRequestedData, EventKind, ExternalToolRequestedData, McpOauthRequiredData,
     PermissionRequestedData, SessionEvent,
 };
-use crate::session::SessionInner;
 
 // ---------------------------------------------------------------------------
 // Permissions.
@@ -436,81 +439,94 @@ impl fmt::Debug for SessionHandlers {
 // ---------------------------------------------------------------------------
 // Answering.
 
-/// Runs `f`, turning a panic into `None` (reported).
-fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Option<T> {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(v) => Some(v),
+/// What a handler made of a wait.
+enum Outcome {
+    /// This answer goes (JSON; `null` leaves the answer's key out).
+    Answer(Value),
+    /// The engine's refusal goes, for this reason.
+    Refuse(Cause),
+}
+
+/// Calls the user's handler for `job` and passes its answer on. Runs on the
+/// handler pool.
+pub(crate) fn run(job: Job, handlers: &SessionHandlers, session_id: &str) {
+    let Job { kind, data, reply } = job;
+    let outcome = match catch_unwind(AssertUnwindSafe(|| decide(kind, &data, handlers, session_id))) {
+        Ok(o) => o,
         Err(_) => {
-            log::error!("the {what} handler panicked; the agent gets a refusal");
-            None
+            log::error!("the {} handler panicked; the agent gets the refusal", kind.name());
+            Outcome::Refuse(Cause::HandlerFailed)
         }
+    };
+    send(&reply, outcome);
+}
+
+fn send(reply: &Replier, outcome: Outcome) {
+    match outcome {
+        Outcome::Answer(v) => reply.answer(&v),
+        Outcome::Refuse(cause) => reply.refuse(cause),
     }
 }
 
-/// Answers a waiting event on a thread of its own.
-pub(crate) fn answer_event(conn: &Arc<Connection>, session: &Arc<SessionInner>, event: &[u8]) {
-    let (conn, session, event) = (Arc::clone(conn), Arc::clone(session), event.to_vec());
-    let spawned = std::thread::Builder::new().name("copilot-handler".into()).spawn(move || {
-        let event = match SessionEvent::from_json(&event) {
-            Ok(e) => e,
-            Err(e) => return log::error!("unreadable waiting event: {e}"),
-        };
-        answer_event_now(&conn, &session, &event);
-    });
-    if let Err(e) = spawned {
-        log::error!("cannot start a handler thread: {e}");
+/// The typed data of a waiting event, or why it has none.
+fn event_kind(data: &[u8]) -> Result<EventKind, Outcome> {
+    match SessionEvent::from_json(data) {
+        Ok(e) => Ok(e.kind),
+        Err(_) => Err(Outcome::Refuse(Cause::Unreadable)),
     }
 }
 
-fn answer_event_now(conn: &Connection, session: &SessionInner, event: &SessionEvent) {
-    let Some(session_id) = session.id().map(str::to_owned) else { return };
-    let handlers = session.handlers();
-    let (method, answer) = match &event.kind {
-        EventKind::PermissionRequested(data) => {
-            if data.resolved_by_hook == Some(true) {
-                return;
-            }
-            let decision = match &handlers.permission {
-                Some(h) => {
-                    let request = PermissionRequest {
-                        session_id: session_id.clone(),
-                        kind: data.kind().unwrap_or_default().to_owned(),
-                        tool_call_id: data
-                            .permission_request
-                            .get("toolCallId")
-                            .and_then(Value::as_str)
-                            .map(String::from),
-                        data: data.clone(),
-                    };
-                    guarded("permission", || h.decide(&request)).unwrap_or(PermissionDecision::UserNotAvailable)
-                }
-                None => PermissionDecision::UserNotAvailable,
+fn decide(kind: HandlerKind, data: &[u8], handlers: &SessionHandlers, session_id: &str) -> Outcome {
+    use Outcome::{Answer, Refuse};
+    let unreadable = Refuse(Cause::Unreadable);
+    match kind {
+        HandlerKind::Permission => {
+            let Some(h) = &handlers.permission else { return Refuse(Cause::NoHandler) };
+            let data = match event_kind(data) {
+                Ok(EventKind::PermissionRequested(d)) => d,
+                Ok(_) => return unreadable,
+                Err(o) => return o,
             };
-            (
-                "session.permissions.handlePendingPermissionRequest",
-                json!({ "requestId": data.request_id, "result": decision.to_json() }),
-            )
+            let request = PermissionRequest {
+                session_id: session_id.to_owned(),
+                kind: data.kind().unwrap_or_default().to_owned(),
+                tool_call_id: data.permission_request.get("toolCallId").and_then(Value::as_str).map(String::from),
+                data,
+            };
+            Answer(h.decide(&request).to_json())
         }
-        EventKind::ExternalToolRequested(data) => (
-            "session.tools.handlePendingToolCall",
-            json!({ "requestId": data.request_id, "result": run_tool(handlers, &session_id, data).to_json() }),
-        ),
-        EventKind::ElicitationRequested(data) => {
-            let response = handlers
-                .elicitation
-                .as_ref()
-                .and_then(|h| guarded("elicitation", || h.answer(data)))
-                .unwrap_or(ElicitationResponse::Cancel);
-            let result = match response {
+        HandlerKind::Tool => {
+            let data = match event_kind(data) {
+                Ok(EventKind::ExternalToolRequested(d)) => d,
+                Ok(_) => return unreadable,
+                Err(o) => return o,
+            };
+            match handlers.tools.iter().find(|t| t.name == data.tool_name) {
+                Some(tool) => Answer(run_tool(tool, session_id, &data).to_json()),
+                None => Refuse(Cause::NoHandler),
+            }
+        }
+        HandlerKind::Elicitation => {
+            let Some(h) = &handlers.elicitation else { return Refuse(Cause::NoHandler) };
+            let data = match event_kind(data) {
+                Ok(EventKind::ElicitationRequested(d)) => d,
+                Ok(_) => return unreadable,
+                Err(o) => return o,
+            };
+            Answer(match h.answer(&data) {
                 ElicitationResponse::Accept(content) => json!({ "action": "accept", "content": content }),
                 ElicitationResponse::Decline => json!({ "action": "decline" }),
                 ElicitationResponse::Cancel => json!({ "action": "cancel" }),
-            };
-            ("session.ui.handlePendingElicitation", json!({ "requestId": data.request_id, "result": result }))
+            })
         }
-        EventKind::McpOauthRequired(data) => {
-            let token = handlers.mcp_oauth.as_ref().and_then(|h| guarded("MCP OAuth", || h.token(data)).flatten());
-            let result = match token {
+        HandlerKind::McpOAuth => {
+            let Some(h) = &handlers.mcp_oauth else { return Refuse(Cause::NoHandler) };
+            let data = match event_kind(data) {
+                Ok(EventKind::McpOauthRequired(d)) => d,
+                Ok(_) => return unreadable,
+                Err(o) => return o,
+            };
+            Answer(match h.token(&data) {
                 Some(t) => {
                     let mut r = json!({ "kind": "token", "accessToken": t.access_token });
                     if let Some(tt) = t.token_type {
@@ -522,59 +538,49 @@ fn answer_event_now(conn: &Connection, session: &SessionInner, event: &SessionEv
                     r
                 }
                 None => json!({ "kind": "cancelled" }),
-            };
-            ("session.mcp.oauth.handlePendingRequest", json!({ "requestId": data.request_id, "result": result }))
+            })
         }
-        EventKind::CommandExecute(data) => {
-            let outcome = match handlers.commands.iter().find(|c| c.name == data.command_name) {
-                Some(c) => guarded("command", || (c.handler)(data))
-                    .unwrap_or_else(|| Err(format!("the handler of /{} failed", data.command_name))),
-                None => Err(format!("Unknown command: {}", data.command_name)),
+        HandlerKind::Command => {
+            let data = match event_kind(data) {
+                Ok(EventKind::CommandExecute(d)) => d,
+                Ok(_) => return unreadable,
+                Err(o) => return o,
             };
-            let params = match outcome {
-                Ok(()) => json!({ "requestId": data.request_id }),
-                Err(e) => json!({ "requestId": data.request_id, "error": e }),
-            };
-            ("session.commands.handlePendingCommand", params)
-        }
-        // Both come as a server request too, which is where they are answered.
-        EventKind::UserInputRequested(_) | EventKind::ExitPlanModeRequested(_) => return,
-        EventKind::Other { event_type, data } => {
-            let Some(request_id) = data.get("requestId").and_then(Value::as_str) else { return };
-            // Interest-gated requests this client has no handler for:
-            // refuse each in the form its answer takes.
-            match event_type.as_str() {
-                "sampling.requested" => ("session.ui.handlePendingSampling", json!({ "requestId": request_id })),
-                "auto_mode_switch.requested" => {
-                    ("session.ui.handlePendingAutoModeSwitch", json!({ "requestId": request_id, "response": "no" }))
-                }
-                "session_limits_exhausted.requested" => (
-                    "session.ui.handlePendingSessionLimitsExhausted",
-                    json!({ "requestId": request_id, "response": { "action": "cancel" } }),
-                ),
-                "command.queued" => (
-                    "session.commands.respondToQueuedCommand",
-                    json!({ "requestId": request_id, "result": { "handled": false } }),
-                ),
-                other => {
-                    log::warn!("no answer is known for a waiting {other} event ({request_id})");
-                    return;
-                }
+            match handlers.commands.iter().find(|c| c.name == data.command_name) {
+                Some(c) => match (c.handler)(&data) {
+                    Ok(()) => Answer(Value::Null),
+                    Err(e) => Answer(Value::String(e)),
+                },
+                None => Refuse(Cause::NoHandler),
             }
         }
-        _ => return,
-    };
-    let mut params = answer;
-    params["sessionId"] = session_id.into();
-    if let Err(e) = conn.request(method, &params, None) {
-        log::warn!("{method} failed: {e}");
+        HandlerKind::UserInput => {
+            let Some(h) = &handlers.user_input else { return Refuse(Cause::NoHandler) };
+            let Ok(request) = serde_json::from_slice::<UserInputRequest>(data) else { return unreadable };
+            match h.answer(&request) {
+                Some(r) => Answer(json!({ "answer": r.answer, "wasFreeform": r.was_freeform })),
+                None => Refuse(Cause::NoHandler),
+            }
+        }
+        HandlerKind::ExitPlanMode => {
+            let Some(h) = &handlers.exit_plan_mode else { return Refuse(Cause::NoHandler) };
+            let Ok(request) = serde_json::from_slice::<ExitPlanModeRequest>(data) else { return unreadable };
+            let r = h.answer(&request);
+            let mut v = json!({ "approved": r.approved });
+            if let Some(a) = r.selected_action {
+                v["selectedAction"] = a.into();
+            }
+            if let Some(f) = r.feedback {
+                v["feedback"] = f.into();
+            }
+            Answer(v)
+        }
+        // Kinds this client has no handler type for: the engine's refusal.
+        _ => Refuse(Cause::NoHandler),
     }
 }
 
-fn run_tool(handlers: &SessionHandlers, session_id: &str, data: &ExternalToolRequestedData) -> ToolResult {
-    let Some(tool) = handlers.tools.iter().find(|t| t.name == data.tool_name) else {
-        return ToolResult::Failure(format!("this client has no tool named {}", data.tool_name));
-    };
+fn run_tool(tool: &Tool, session_id: &str, data: &ExternalToolRequestedData) -> ToolResult {
     let call = ToolInvocation {
         session_id: session_id.to_owned(),
         tool_call_id: data.tool_call_id.clone(),
@@ -582,65 +588,5 @@ fn run_tool(handlers: &SessionHandlers, session_id: &str, data: &ExternalToolReq
         arguments: data.arguments.clone().unwrap_or(Value::Null),
         working_directory: data.working_directory.clone(),
     };
-    guarded("tool", || (tool.handler)(&call))
-        .unwrap_or_else(|| ToolResult::Failure(format!("the tool {} failed (its handler panicked)", tool.name)))
-}
-
-/// Answers a server request (one that names a known session) on a thread
-/// of its own. `id` is the request id's JSON text.
-pub(crate) fn answer_request(
-    conn: &Arc<Connection>,
-    session: &Arc<SessionInner>,
-    method: String,
-    id: Vec<u8>,
-    params: Vec<u8>,
-) {
-    let (conn, session) = (Arc::clone(conn), Arc::clone(session));
-    let spawned = std::thread::Builder::new().name("copilot-handler".into()).spawn(move || {
-        let handlers = session.handlers();
-        let outcome: Result<Value, (i64, String)> = match method.as_str() {
-            "userInput.request" => match (&handlers.user_input, serde_json::from_slice::<UserInputRequest>(&params)) {
-                (Some(h), Ok(request)) => match guarded("user input", || h.answer(&request)) {
-                    Some(Some(r)) => Ok(json!({ "answer": r.answer, "wasFreeform": r.was_freeform })),
-                    Some(None) => Err((copilot_core::INTERNAL_ERROR, "the user did not answer".into())),
-                    None => Err((copilot_core::INTERNAL_ERROR, "the user input handler failed".into())),
-                },
-                (None, _) => Err((copilot_core::INTERNAL_ERROR, "this client has no user input handler".into())),
-                (_, Err(e)) => Err((copilot_core::INVALID_PARAMS, format!("unreadable userInput.request: {e}"))),
-            },
-            "exitPlanMode.request" => {
-                match (&handlers.exit_plan_mode, serde_json::from_slice::<ExitPlanModeRequest>(&params)) {
-                    (Some(h), Ok(request)) => match guarded("exit plan mode", || h.answer(&request)) {
-                        Some(r) => {
-                            let mut v = json!({ "approved": r.approved });
-                            if let Some(a) = r.selected_action {
-                                v["selectedAction"] = a.into();
-                            }
-                            if let Some(f) = r.feedback {
-                                v["feedback"] = f.into();
-                            }
-                            Ok(v)
-                        }
-                        None => Err((copilot_core::INTERNAL_ERROR, "the exit plan mode handler failed".into())),
-                    },
-                    (None, _) => {
-                        Err((copilot_core::INTERNAL_ERROR, "this client has no exit plan mode handler".into()))
-                    }
-                    (_, Err(e)) => Err((copilot_core::INVALID_PARAMS, format!("unreadable exitPlanMode.request: {e}"))),
-                }
-            }
-            "autoModeSwitch.request" => Ok(json!({ "response": "no" })),
-            other => Err((copilot_core::METHOD_NOT_FOUND, format!("Method not found: {other}"))),
-        };
-        let sent = match outcome {
-            Ok(result) => conn.respond_raw_id(&id, &result),
-            Err((code, message)) => conn.respond_error_raw_id(&id, code, &message),
-        };
-        if let Err(e) = sent {
-            log::warn!("answering {method} failed: {e}");
-        }
-    });
-    if let Err(e) = spawned {
-        log::error!("cannot start a handler thread: {e}");
-    }
+    (tool.handler)(&call)
 }

@@ -1,29 +1,30 @@
-//! Sessions: the per-session event queue and its dispatcher thread, event
-//! streams and callbacks, and the blocking `Session` API.
+//! Sessions: the per-session event queue, event streams and callbacks, and
+//! the blocking `Session` API.
 //!
 //! The reader thread only appends an event's bytes to the session's queue
-//! (unbounded: it never blocks and never drops). The session's own
-//! dispatcher thread parses each event and hands it to every subscriber, so
-//! a slow consumer holds up only its own session.
+//! (unbounded: it never blocks and never drops) and queues the session on
+//! the connection's event pool, once at a time, so its events keep their
+//! order. A pool thread parses each event and hands it to every
+//! subscriber. Waits of the agent go to the handler pool.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock, Weak};
-use std::thread;
+use std::sync::{mpsc, Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use copilot_core::SessionHandle;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use crate::connection::Connection;
+use crate::connection::{Connection, Job, SessionSink};
 use crate::error::{Error, Result};
 use crate::events::{EventKind, SessionEvent};
 use crate::handlers::{
     Command, ElicitationHandler, ExitPlanModeHandler, McpOAuthHandler, PermissionHandler, SessionHandlers, Tool,
     UserInputHandler,
 };
+use crate::pool::Pool;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -41,6 +42,8 @@ struct Queue {
     wake: bool,
     /// The session ended; set after every event it follows was queued.
     close: Option<String>,
+    /// The session is queued on (or being delivered by) the event pool.
+    scheduled: bool,
 }
 
 impl Queue {
@@ -60,10 +63,6 @@ impl Queue {
 pub const MAX_KEPT_EVENTS: usize = 1024;
 /// See [`MAX_KEPT_EVENTS`].
 pub const MAX_KEPT_BYTES: usize = 4 << 20;
-
-/// Buffers a dispatcher keeps between batches; larger ones are not kept, so
-/// memory taken by a burst is given back when it has passed.
-const KEEP_QUEUE_BYTES: usize = 1 << 20;
 
 enum Sink {
     Stream(mpsc::Sender<Arc<SessionEvent>>),
@@ -112,78 +111,90 @@ pub struct SessionStats {
 }
 
 /// What the session table stores for a session: shared by the reader (which
-/// pushes events), the dispatcher and the `Session` handle.
+/// pushes events), the event pool and the `Session` handle.
 pub(crate) struct SessionInner {
+    me: Weak<SessionInner>,
     id: OnceLock<String>,
     unreadable: std::sync::atomic::AtomicU64,
-    handlers: SessionHandlers,
+    handlers: Arc<SessionHandlers>,
     queue: Mutex<Queue>,
-    ready: Condvar,
     subscribers: Mutex<Subscribers>,
+    dispatchers: Arc<Pool>,
+    workers: Arc<Pool>,
 }
 
-impl SessionInner {
-    /// A session and its dispatcher thread. `id` is `None` while the server
-    /// has yet to name it.
-    pub(crate) fn start(id: Option<&str>, handlers: SessionHandlers) -> Result<Arc<SessionInner>> {
-        let inner = Arc::new(SessionInner {
-            id: OnceLock::new(),
-            unreadable: std::sync::atomic::AtomicU64::new(0),
-            handlers,
-            queue: Mutex::new(Queue::default()),
-            ready: Condvar::new(),
-            subscribers: Mutex::new(Subscribers::default()),
-        });
-        if let Some(id) = id {
-            inner.set_id(id);
-        }
-        let weak = Arc::downgrade(&inner);
-        thread::Builder::new()
-            .name(format!("copilot-session {}", id.unwrap_or("(unnamed)")))
-            .spawn(move || dispatch(weak))
-            .map_err(Error::Io)?;
-        Ok(inner)
+impl SessionSink for SessionInner {
+    fn id(&self) -> Option<String> {
+        self.name()
     }
 
-    /// The session id, once known.
-    pub(crate) fn id(&self) -> Option<&str> {
-        self.id.get().map(String::as_str)
-    }
-
-    /// What this session answers the agent's requests with.
-    pub(crate) fn handlers(&self) -> &SessionHandlers {
-        &self.handlers
-    }
-
-    pub(crate) fn set_id(&self, id: &str) {
+    fn named(&self, id: &str) {
         let _ = self.id.set(id.to_owned());
     }
 
-    /// Called by the reader thread: queue the event's JSON; never blocks
-    /// for long and never drops.
-    pub(crate) fn push_event(&self, event: &[u8]) {
+    fn push_event(&self, event: &[u8]) {
         self.push(|q| {
             q.bytes.extend_from_slice(event);
             q.ends.push(q.bytes.len());
         });
     }
 
-    /// Ends the session's event delivery: streams end after the events
-    /// already queued.
-    pub(crate) fn close(&self, reason: &str) {
+    fn obligation(&self, job: Job) {
+        let handlers = Arc::clone(&self.handlers);
+        let session_id = self.name().unwrap_or_default();
+        self.workers.submit(move || crate::handlers::run(job, &handlers, &session_id));
+    }
+
+    fn close(&self, reason: &str) {
         self.push(|q| {
             q.close.get_or_insert_with(|| reason.to_owned());
         });
     }
+}
+
+impl SessionInner {
+    /// A session of `conn`. `id` is `None` while the server has yet to name it.
+    pub(crate) fn new(id: Option<&str>, handlers: SessionHandlers, conn: &Connection) -> Arc<SessionInner> {
+        let inner = Arc::new_cyclic(|me| SessionInner {
+            me: me.clone(),
+            id: OnceLock::new(),
+            unreadable: std::sync::atomic::AtomicU64::new(0),
+            handlers: Arc::new(handlers),
+            queue: Mutex::new(Queue::default()),
+            subscribers: Mutex::new(Subscribers::default()),
+            dispatchers: Arc::clone(&conn.dispatchers),
+            workers: Arc::clone(&conn.workers),
+        });
+        if let Some(id) = id {
+            inner.named(id);
+        }
+        inner
+    }
+
+    /// The session id, once known.
+    pub(crate) fn name(&self) -> Option<String> {
+        self.id.get().cloned()
+    }
+
+    fn id_str(&self) -> &str {
+        self.id.get().map_or("(unnamed)", String::as_str)
+    }
+
+    /// Ends delivery (streams end after what is queued).
+    pub(crate) fn close(&self, reason: &str) {
+        SessionSink::close(self, reason);
+    }
 
     fn push(&self, change: impl FnOnce(&mut Queue)) {
         let mut q = lock(&self.queue);
-        let was_empty = q.is_empty();
         change(&mut q);
+        if q.scheduled || q.is_empty() {
+            return;
+        }
+        q.scheduled = true;
         drop(q);
-        // The dispatcher only sleeps on an empty queue: one wake-up a batch.
-        if was_empty {
-            self.ready.notify_one();
+        if let Some(me) = self.me.upgrade() {
+            self.dispatchers.submit(move || me.dispatch());
         }
     }
 
@@ -245,7 +256,7 @@ impl SessionInner {
                             log::warn!(
                                 "session {}: nobody has subscribed and {} events are kept; later ones are not kept \
                                  for a first subscriber (counted in Session::stats)",
-                                self.id().unwrap_or("(unnamed)"),
+                                self.id_str(),
                                 subs.kept.len()
                             );
                         }
@@ -307,51 +318,45 @@ impl SessionInner {
     }
 }
 
-/// The dispatcher thread of one session.
-fn dispatch(session: Weak<SessionInner>) {
-    // The buffers of the previous batch, swapped back in for reuse.
-    let mut batch = Queue::default();
-    loop {
-        let Some(inner) = session.upgrade() else { return };
-        {
-            let mut q = lock(&inner.queue);
-            while q.is_empty() {
-                // Wake up now and then to notice a session dropped by all.
-                let (guard, _) = inner.ready.wait_timeout(q, Duration::from_secs(5)).unwrap_or_else(|p| p.into_inner());
-                q = guard;
-                if q.is_empty() && Arc::strong_count(&inner) == 1 {
-                    return;
-                }
-            }
+impl SessionInner {
+    /// Delivers what is queued, on the event pool; queues the session again
+    /// if more came meanwhile, so one busy session does not hold a thread.
+    fn dispatch(self: Arc<Self>) {
+        let mut batch = {
+            let mut q = lock(&self.queue);
+            let mut batch = Queue::default();
             std::mem::swap(&mut *q, &mut batch);
-        }
-        let mut start = 0;
-        for &end in &batch.ends {
-            match SessionEvent::from_json(&batch.bytes[start..end]) {
-                Ok(event) => inner.deliver(Some((Arc::new(event), end - start))),
-                Err(e) => {
-                    inner.unreadable.fetch_add(1, Ordering::Relaxed);
-                    log::warn!(
-                        "session {}: unreadable event dropped from delivery: {e}",
-                        inner.id().unwrap_or("(unnamed)")
-                    )
-                }
+            q.scheduled = true;
+            batch
+        };
+        if lock(&self.subscribers).closed.is_none() {
+            let mut start = 0;
+            for &end in &batch.ends {
+                let bytes = &batch.bytes[start..end];
+                let event = SessionEvent::from_json(bytes).unwrap_or_else(|e| {
+                    // Whatever serde cannot read is still delivered, raw.
+                    self.unreadable.fetch_add(1, Ordering::Relaxed);
+                    log::warn!("session {}: an event serde cannot read is delivered raw: {e}", self.id_str());
+                    SessionEvent::raw(bytes)
+                });
+                self.deliver(Some((Arc::new(event), end - start)));
+                start = end;
             }
-            start = end;
+            if std::mem::take(&mut batch.wake) {
+                self.deliver(None);
+            }
+            if let Some(reason) = batch.close.take() {
+                self.deliver(None);
+                self.finish(reason);
+            }
         }
-        if std::mem::take(&mut batch.wake) {
-            inner.deliver(None);
-        }
-        if let Some(reason) = batch.close.take() {
-            inner.deliver(None);
-            inner.finish(reason);
-            return;
-        }
-        batch.bytes.clear();
-        batch.ends.clear();
-        if batch.bytes.capacity() > KEEP_QUEUE_BYTES {
-            batch.bytes = Vec::new();
-            batch.ends = Vec::new();
+        let mut q = lock(&self.queue);
+        if q.is_empty() {
+            q.scheduled = false;
+        } else {
+            drop(q);
+            let me = Arc::clone(&self);
+            self.dispatchers.submit(move || me.dispatch());
         }
     }
 }
@@ -725,7 +730,7 @@ impl Session {
 
     /// [`destroy`](Self::destroy), waiting for the CLI at most `grace`.
     pub fn destroy_within(self, grace: Duration) -> Result<()> {
-        let _ = self.conn.router.sessions().close(self.handle);
+        self.conn.close_session(self.handle);
         let result = self.conn.request("session.destroy", &json!({ "sessionId": self.id }), Some(grace));
         self.end("destroyed");
         result.map(drop)
@@ -733,7 +738,7 @@ impl Session {
 
     fn end(&self, reason: &str) {
         if !self.ended.swap(true, Ordering::SeqCst) {
-            self.conn.router.sessions().release(self.handle);
+            self.conn.release(self.handle);
             self.inner.close(reason);
         }
     }
