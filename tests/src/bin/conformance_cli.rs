@@ -25,8 +25,9 @@
 //!   answering RPC's key, `null` for the key left out, or the response's
 //!   `result`). `path` shapes the data: `drifted` sends only the
 //!   `requestId` (and the session id) where the handler's types want more;
-//!   `unreadable` adds a lone surrogate `"\udc00"` and a number `1e400`
-//!   that the wire accepts but typed readers may not; `parkOverflow` sends
+//!   `unreadable` makes every string of the data (but `sessionId`) a lone
+//!   surrogate `"\udc00"` and adds a number `1e400`, which the wire accepts
+//!   but typed readers may not; `parkOverflow` sends
 //!   nothing yet: the next `session.create` without a `sessionId` first
 //!   sends `fill` (default 10,000) `session.info` events for the id it
 //!   assigns, then the trigger, then its answer. Other paths (`handler`,
@@ -140,7 +141,7 @@ fn default_data(row: usize, session_id: &str) -> Value {
             "sampling.requested" => json!({"serverName": "srv", "mcpRequestId": "m-1", "request": {"messages": []}}),
             "auto_mode_switch.requested" => json!({"errorCode": "rate_limited"}),
             "session_limits_exhausted.requested" => json!({"limitType": "premium"}),
-            "mcp.oauth_required" => json!({"serverName": "srv", "serverUrl": "https://127.0.0.1/mcp"}),
+            "mcp.oauth_required" => json!({"serverName": "srv", "serverUrl": "https://127.0.0.1/mcp", "reason": "initial"}),
             "mcp.headers_refresh_required" => json!({"serverName": "srv", "serverUrl": "https://127.0.0.1/mcp"}),
             "command.execute" => json!({"command": "/conformance a b", "commandName": "conformance", "args": "a b"}),
             "command.queued" => json!({"command": "/conformance"}),
@@ -174,12 +175,23 @@ fn trigger_data(row: usize, path: &str, session_id: &str, data: Option<Value>) -
         (_, None) => default_data(row, session_id),
     };
     if path == "unreadable" {
+        mark_strings(&mut d);
         if let Some(o) = d.as_object_mut() {
             o.insert("unreadable".into(), UNREADABLE_MARK.into());
             o.insert("huge".into(), HUGE_MARK.into());
         }
     }
     d
+}
+
+/// Makes every string of the data (but the session id) a lone surrogate.
+fn mark_strings(v: &mut Value) {
+    match v {
+        Value::String(s) => *s = UNREADABLE_MARK.into(),
+        Value::Array(a) => a.iter_mut().for_each(mark_strings),
+        Value::Object(o) => o.iter_mut().filter(|(k, _)| *k != "sessionId").for_each(|(_, v)| mark_strings(v)),
+        _ => {}
+    }
 }
 
 /// Writes `v` with the marks replaced by what serde cannot write.

@@ -1,0 +1,268 @@
+//! The conformance table of issue 8 for the Rust host: every obligation kind
+//! of `copilot_core::ANSWERS` x every way its answer can go wrong, over the
+//! `conformance_cli` fake, which checks that exactly one answer with the
+//! expected payload reached it for each cell.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use copilot_host::events::{CommandExecuteData, ElicitationRequestedData, McpOauthRequiredData};
+use copilot_host::{
+    Client, ClientOptions, Command, ElicitationResponse, ExitPlanModeRequest, ExitPlanModeResponse, OAuthToken,
+    PermissionDecision, PermissionRequest, SessionConfig, Tool, ToolInvocation, ToolResult, UserInputRequest,
+    UserInputResponse,
+};
+use serde_json::{json, Value};
+
+/// The handler kinds this host has handler types for.
+const HOST_KINDS: [&str; 7] = ["permission", "tool", "elicitation", "mcpOAuth", "command", "userInput", "exitPlanMode"];
+
+/// What this host's handlers answer, per kind (the payload the CLI must get).
+fn handler_answer(kind: &str) -> Value {
+    match kind {
+        "permission" => json!({"kind": "approve-once"}),
+        "tool" => json!({"textResultForLlm": "ran", "resultType": "success"}),
+        "elicitation" => json!({"action": "decline"}),
+        "mcpOAuth" => json!({"kind": "token", "accessToken": "tok"}),
+        "command" => Value::Null,
+        "userInput" => json!({"answer": "a", "wasFreeform": false}),
+        "exitPlanMode" => json!({"approved": true}),
+        other => panic!("no handler for {other}"),
+    }
+}
+
+/// How the handlers behave.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Answer,
+    Panic,
+    /// Block until the gate opens, then answer.
+    Gated,
+}
+
+/// A gate the blocking handlers wait on, and counts of entries and returns.
+#[derive(Default)]
+struct Gate {
+    open: Mutex<bool>,
+    changed: Condvar,
+    entered: AtomicUsize,
+    returned: AtomicUsize,
+}
+
+impl Gate {
+    fn pass(&self) {
+        self.entered.fetch_add(1, Ordering::SeqCst);
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.changed.wait(open).unwrap();
+        }
+    }
+
+    fn set(&self, value: bool) {
+        *self.open.lock().unwrap() = value;
+        self.changed.notify_all();
+    }
+}
+
+/// Runs `f` as a handler in `mode`.
+fn act<T>(mode: Mode, gate: &Gate, f: impl FnOnce() -> T) -> T {
+    match mode {
+        Mode::Answer => f(),
+        Mode::Panic => panic!("a handler that fails"),
+        Mode::Gated => {
+            gate.pass();
+            let v = f();
+            gate.returned.fetch_add(1, Ordering::SeqCst);
+            v
+        }
+    }
+}
+
+fn handlers(mode: Mode, gate: &Arc<Gate>) -> SessionConfig {
+    let g = Arc::clone(gate);
+    let mut config = SessionConfig::default().on_permission(move |_: &PermissionRequest| {
+        act(mode, &g, || PermissionDecision::ApproveOnce)
+    });
+    let g = Arc::clone(gate);
+    config = config.tool(Tool::new("conformance_tool", "a tool", json!({"type": "object"}), move |_: &ToolInvocation| {
+        act(mode, &g, || ToolResult::Text("ran".into()))
+    }));
+    let g = Arc::clone(gate);
+    config = config
+        .on_elicitation(move |_: &ElicitationRequestedData| act(mode, &g, || ElicitationResponse::Decline));
+    let g = Arc::clone(gate);
+    config = config.on_mcp_oauth(move |_: &McpOauthRequiredData| {
+        act(mode, &g, || Some(OAuthToken { access_token: "tok".into(), token_type: None, expires_in: None }))
+    });
+    let g = Arc::clone(gate);
+    config = config.command(Command::new("conformance", "a command", move |_: &CommandExecuteData| {
+        act(mode, &g, || Ok(()))
+    }));
+    let g = Arc::clone(gate);
+    config = config.on_user_input(move |_: &UserInputRequest| {
+        act(mode, &g, || Some(UserInputResponse { answer: "a".into(), was_freeform: false }))
+    });
+    let g = Arc::clone(gate);
+    config.on_exit_plan_mode(move |_: &ExitPlanModeRequest| {
+        act(mode, &g, || ExitPlanModeResponse { approved: true, selected_action: None, feedback: None })
+    })
+}
+
+fn start(handler_timeout: Duration) -> Client {
+    let options = ClientOptions {
+        cli_path: Some(env!("CARGO_BIN_EXE_conformance_cli").into()),
+        handler_timeout,
+        ..ClientOptions::default()
+    };
+    Client::start(options).expect("start the conformance CLI")
+}
+
+struct Row {
+    row: u64,
+    name: String,
+    handler: String,
+    /// A server request (else an event).
+    request: bool,
+}
+
+fn rows(client: &Client) -> Vec<Row> {
+    let v = client.call("conformance.rows", &json!({})).expect("rows");
+    let rows: Vec<Row> = v["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| Row {
+            row: r["row"].as_u64().unwrap(),
+            name: r["name"].as_str().unwrap().to_owned(),
+            handler: r["handler"].as_str().unwrap().to_owned(),
+            request: r["trigger"] == "request",
+        })
+        .collect();
+    assert_eq!(rows.len(), copilot_host::core::ANSWERS.len(), "one row per obligation kind of the core");
+    rows
+}
+
+fn trigger(client: &Client, session: &str, row: &Row, path: &str, expect: Value) {
+    let params = json!({"sessionId": session, "row": row.row, "path": path, "expect": expect});
+    client.call("conformance.trigger", &params).unwrap_or_else(|e| panic!("trigger {} {path}: {e}", row.name));
+}
+
+/// Waits for `done` (a safety bound only: the order of events decides).
+fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let until = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < until, "waited a minute for {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn expect_answer_if(has_handler: bool, kind: &str) -> Value {
+    if has_handler {
+        json!({"answer": handler_answer(kind)})
+    } else {
+        json!("refusal")
+    }
+}
+
+fn check(report: &Value, cells: usize) {
+    let bad: Vec<&Value> = report["cells"].as_array().unwrap().iter().filter(|c| c["ok"] != true).collect();
+    assert!(bad.is_empty(), "{} of {} cells failed: {:#}", bad.len(), cells, json!(bad));
+    assert_eq!(report["cells"].as_array().unwrap().len(), cells);
+}
+
+/// The paths that need a handler still running when the answer is decided:
+/// past the handler's deadline, and the session destroyed meanwhile. The
+/// late answers come before the report is asked for.
+#[test]
+fn late_answers_are_not_sent_after_a_deadline_or_a_destroy() {
+    let client = start(Duration::from_millis(200));
+    let rows = rows(&client);
+    let mut cells = 0;
+
+    // Past the deadline: the engine refuses, the handler's answer is dropped.
+    let gate = Arc::new(Gate::default());
+    let session = client.create_session(handlers(Mode::Gated, &gate)).expect("create");
+    for row in &rows {
+        let refused = client.engine_stats().refused(copilot_host::core::Cause::Deadline);
+        let entered = gate.entered.load(Ordering::SeqCst);
+        trigger(&client, session.id(), row, "deadline", json!("refusal"));
+        cells += 1;
+        if HOST_KINDS.contains(&row.handler.as_str()) {
+            wait_for("the handler", || gate.entered.load(Ordering::SeqCst) > entered);
+            wait_for("the deadline's refusal", || {
+                client.engine_stats().refused(copilot_host::core::Cause::Deadline) > refused
+            });
+            gate.set(true);
+            wait_for("the late answer", || gate.returned.load(Ordering::SeqCst) > entered);
+            gate.set(false);
+        }
+    }
+    drop(session);
+
+    // Destroyed while the handler decides: the release refuses.
+    for row in &rows {
+        let gate = Arc::new(Gate::default());
+        let session = client.create_session(handlers(Mode::Gated, &gate)).expect("create");
+        trigger(&client, session.id(), row, "destroyedMidDecision", json!("refusal"));
+        cells += 1;
+        let has = HOST_KINDS.contains(&row.handler.as_str());
+        if has {
+            wait_for("the handler", || gate.entered.load(Ordering::SeqCst) == 1);
+        }
+        session.destroy().expect("destroy");
+        gate.set(true);
+        if has {
+            wait_for("the late answer", || gate.returned.load(Ordering::SeqCst) == 1);
+        }
+    }
+    // Every late answer has been passed to the engine before this request.
+    let report = client.call("conformance.report", &json!({})).expect("report");
+    check(&report, cells);
+    client.stop().expect("stop");
+}
+
+#[test]
+fn every_obligation_kind_is_answered_once_whatever_goes_wrong() {
+    let client = start(Duration::from_secs(300));
+    let rows = rows(&client);
+    let never = Arc::new(Gate::default());
+    let answering = client.create_session(handlers(Mode::Answer, &never)).expect("create");
+    let bare = client.create_session(SessionConfig::default()).expect("create");
+    let panicking = client.create_session(handlers(Mode::Panic, &never)).expect("create");
+    let mut cells = 0;
+    for row in &rows {
+        let has = HOST_KINDS.contains(&row.handler.as_str());
+        let kind = row.handler.as_str();
+        trigger(&client, answering.id(), row, "handler", expect_answer_if(has, kind));
+        trigger(&client, bare.id(), row, "noHandler", json!("refusal"));
+        trigger(&client, panicking.id(), row, "handlerPanics", json!("refusal"));
+        // Data the wire accepts but serde cannot read (lone surrogates):
+        // the handler's types cannot be filled, the refusal goes.
+        trigger(&client, answering.id(), row, "unreadable", json!("refusal"));
+        // Data without the fields the handler's types need: refused, except
+        // where every field is optional (exit plan mode).
+        trigger(&client, answering.id(), row, "drifted", expect_answer_if(has && kind == "exitPlanMode", kind));
+        cells += 5;
+
+        let dropped = client.create_session(handlers(Mode::Answer, &never)).expect("create");
+        let id = dropped.id().to_owned();
+        drop(dropped);
+        trigger(&client, &id, row, "sessionDropped", json!("refusal"));
+        cells += 1;
+
+        // The trigger comes as the 10,001st frame parked for a create whose
+        // id the server assigns: past the parking bound, refused.
+        let params = json!({"row": row.row, "path": "parkOverflow", "expect": "refusal", "fill": 10_000});
+        client.call("conformance.trigger", &params).expect("park trigger");
+        let config = SessionConfig { server_assigned_id: true, ..handlers(Mode::Answer, &never) };
+        let parked = client.create_session(config).expect("server-assigned create");
+        drop(parked);
+        cells += 1;
+    }
+    let report = client.call("conformance.report", &json!({})).expect("report");
+    check(&report, cells);
+    let stats = client.engine_stats();
+    assert_eq!(stats.open_obligations, 0, "{stats:?}");
+    client.stop().expect("stop");
+}
