@@ -41,6 +41,10 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// [`ClientOptions::handler_timeout`] says otherwise.
 pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// Threads running handlers, unless [`ClientOptions::handler_threads`]
+/// says otherwise.
+pub const DEFAULT_HANDLER_THREADS: usize = 16;
+
 /// How long `Session::destroy` and `Client::stop` (in total) wait for a CLI
 /// that does not answer before they release everything and go on.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
@@ -92,6 +96,10 @@ pub struct ClientOptions {
     /// answer a wait of the agent; then the agent gets the refusal the
     /// handler's kind has without a handler, and a later answer is not sent.
     pub handler_timeout: Duration,
+    /// Threads running handlers (a fixed pool, shared by every session):
+    /// this many handlers can block at once; later waits queue, and are
+    /// refused if [`handler_timeout`](Self::handler_timeout) passes first.
+    pub handler_threads: usize,
 }
 
 /// Shown in place of a secret in `Debug` output.
@@ -116,13 +124,19 @@ impl std::fmt::Debug for ClientOptions {
             .field("request_timeout", &self.request_timeout)
             .field("shutdown_grace", &self.shutdown_grace)
             .field("handler_timeout", &self.handler_timeout)
+            .field("handler_threads", &self.handler_threads)
             .finish()
     }
 }
 
 impl ClientOptions {
     fn deadlines(&self) -> Deadlines {
-        Deadlines { request: self.request_timeout, grace: self.shutdown_grace, handler: self.handler_timeout }
+        Deadlines {
+            request: self.request_timeout,
+            grace: self.shutdown_grace,
+            handler: self.handler_timeout,
+            handler_threads: self.handler_threads.max(1),
+        }
     }
 }
 
@@ -143,6 +157,7 @@ impl Default for ClientOptions {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             handler_timeout: DEFAULT_HANDLER_TIMEOUT,
+            handler_threads: DEFAULT_HANDLER_THREADS,
         }
     }
 }

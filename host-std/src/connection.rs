@@ -45,9 +45,6 @@ const MAX_PARKED: usize = 10_000;
 const PARK_BYTES: usize = 8 << 20;
 /// Threads delivering sessions' events.
 const DISPATCHERS: usize = 4;
-/// Threads running the user's handlers: this many slow handlers at once
-/// hold up the others.
-const HANDLER_WORKERS: usize = 8;
 /// How often an idle timer looks whether its connection is gone.
 const IDLE_TIMER: Duration = Duration::from_secs(1);
 /// Bytes waiting for the writer thread, at most: a caller beyond it waits
@@ -115,6 +112,8 @@ pub(crate) struct Deadlines {
     pub(crate) grace: Duration,
     /// A handler's answer to a wait of the agent; then the engine refuses.
     pub(crate) handler: Duration,
+    /// Threads running handlers.
+    pub(crate) handler_threads: usize,
 }
 
 /// What the engine routes a session's frames to: the reader delivers
@@ -297,7 +296,8 @@ impl Connection {
             deadlines,
             lifecycle: Mutex::new(Vec::new()),
             dispatchers: Pool::start(&format!("copilot-events ({label})"), DISPATCHERS).map_err(Error::Io)?,
-            workers: Pool::start(&format!("copilot-handlers ({label})"), HANDLER_WORKERS).map_err(Error::Io)?,
+            workers: Pool::start(&format!("copilot-handlers ({label})"), deadlines.handler_threads)
+                .map_err(Error::Io)?,
             label,
         });
         let timer = Arc::downgrade(&conn);

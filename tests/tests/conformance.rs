@@ -81,24 +81,22 @@ fn act<T>(mode: Mode, gate: &Gate, f: impl FnOnce() -> T) -> T {
 
 fn handlers(mode: Mode, gate: &Arc<Gate>) -> SessionConfig {
     let g = Arc::clone(gate);
-    let mut config = SessionConfig::default().on_permission(move |_: &PermissionRequest| {
-        act(mode, &g, || PermissionDecision::ApproveOnce)
-    });
+    let mut config = SessionConfig::default()
+        .on_permission(move |_: &PermissionRequest| act(mode, &g, || PermissionDecision::ApproveOnce));
     let g = Arc::clone(gate);
-    config = config.tool(Tool::new("conformance_tool", "a tool", json!({"type": "object"}), move |_: &ToolInvocation| {
-        act(mode, &g, || ToolResult::Text("ran".into()))
-    }));
+    config =
+        config.tool(Tool::new("conformance_tool", "a tool", json!({"type": "object"}), move |_: &ToolInvocation| {
+            act(mode, &g, || ToolResult::Text("ran".into()))
+        }));
     let g = Arc::clone(gate);
-    config = config
-        .on_elicitation(move |_: &ElicitationRequestedData| act(mode, &g, || ElicitationResponse::Decline));
+    config = config.on_elicitation(move |_: &ElicitationRequestedData| act(mode, &g, || ElicitationResponse::Decline));
     let g = Arc::clone(gate);
     config = config.on_mcp_oauth(move |_: &McpOauthRequiredData| {
         act(mode, &g, || Some(OAuthToken { access_token: "tok".into(), token_type: None, expires_in: None }))
     });
     let g = Arc::clone(gate);
-    config = config.command(Command::new("conformance", "a command", move |_: &CommandExecuteData| {
-        act(mode, &g, || Ok(()))
-    }));
+    config = config
+        .command(Command::new("conformance", "a command", move |_: &CommandExecuteData| act(mode, &g, || Ok(()))));
     let g = Arc::clone(gate);
     config = config.on_user_input(move |_: &UserInputRequest| {
         act(mode, &g, || Some(UserInputResponse { answer: "a".into(), was_freeform: false }))

@@ -46,8 +46,8 @@ fn two_thousand_pending_prompts_are_all_answered_with_a_fixed_set_of_threads() {
     });
     let session = client.create_session(config).expect("create");
     let rows = client.call("conformance.rows", &json!({})).expect("rows");
-    let row = rows["rows"].as_array().unwrap().iter().find(|r| r["name"] == "permission.requested").unwrap()["row"]
-        .clone();
+    let row =
+        rows["rows"].as_array().unwrap().iter().find(|r| r["name"] == "permission.requested").unwrap()["row"].clone();
     let baseline = threads();
     for _ in 0..PROMPTS {
         let params = json!({"sessionId": session.id(), "row": row, "path": "handler",

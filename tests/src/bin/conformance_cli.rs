@@ -141,7 +141,9 @@ fn default_data(row: usize, session_id: &str) -> Value {
             "sampling.requested" => json!({"serverName": "srv", "mcpRequestId": "m-1", "request": {"messages": []}}),
             "auto_mode_switch.requested" => json!({"errorCode": "rate_limited"}),
             "session_limits_exhausted.requested" => json!({"limitType": "premium"}),
-            "mcp.oauth_required" => json!({"serverName": "srv", "serverUrl": "https://127.0.0.1/mcp", "reason": "initial"}),
+            "mcp.oauth_required" => {
+                json!({"serverName": "srv", "serverUrl": "https://127.0.0.1/mcp", "reason": "initial"})
+            }
             "mcp.headers_refresh_required" => json!({"serverName": "srv", "serverUrl": "https://127.0.0.1/mcp"}),
             "command.execute" => json!({"command": "/conformance a b", "commandName": "conformance", "args": "a b"}),
             "command.queued" => json!({"command": "/conformance"}),
