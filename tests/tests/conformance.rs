@@ -120,8 +120,6 @@ struct Row {
     row: u64,
     name: String,
     handler: String,
-    /// A server request (else an event).
-    request: bool,
 }
 
 fn rows(client: &Client) -> Vec<Row> {
@@ -134,7 +132,6 @@ fn rows(client: &Client) -> Vec<Row> {
             row: r["row"].as_u64().unwrap(),
             name: r["name"].as_str().unwrap().to_owned(),
             handler: r["handler"].as_str().unwrap().to_owned(),
-            request: r["trigger"] == "request",
         })
         .collect();
     assert_eq!(rows.len(), copilot_host::core::ANSWERS.len(), "one row per obligation kind of the core");
