@@ -588,5 +588,10 @@ fn run_tool(tool: &Tool, session_id: &str, data: &ExternalToolRequestedData) -> 
         arguments: data.arguments.clone().unwrap_or(Value::Null),
         working_directory: data.working_directory.clone(),
     };
-    (tool.handler)(&call)
+    // A tool that panics returns a failure the model can read, as a tool
+    // that fails does (the refusal would not say what happened).
+    catch_unwind(AssertUnwindSafe(|| (tool.handler)(&call))).unwrap_or_else(|_| {
+        log::error!("the handler of the tool {} panicked; the model is told", tool.name);
+        ToolResult::Failure(format!("the tool {} failed (its handler panicked)", tool.name))
+    })
 }

@@ -120,6 +120,8 @@ struct Row {
     row: u64,
     name: String,
     handler: String,
+    /// Raised by an event (else a server request).
+    event: bool,
 }
 
 fn rows(client: &Client) -> Vec<Row> {
@@ -132,6 +134,7 @@ fn rows(client: &Client) -> Vec<Row> {
             row: r["row"].as_u64().unwrap(),
             name: r["name"].as_str().unwrap().to_owned(),
             handler: r["handler"].as_str().unwrap().to_owned(),
+            event: r["trigger"] == "event",
         })
         .collect();
     assert_eq!(rows.len(), copilot_host::core::ANSWERS.len(), "one row per obligation kind of the core");
@@ -231,7 +234,13 @@ fn every_obligation_kind_is_answered_once_whatever_goes_wrong() {
         let kind = row.handler.as_str();
         trigger(&client, answering.id(), row, "handler", expect_answer_if(has, kind));
         trigger(&client, bare.id(), row, "noHandler", json!("refusal"));
-        trigger(&client, panicking.id(), row, "handlerPanics", json!("refusal"));
+        // A tool that panics is a tool that failed: the model is told so.
+        let panics = match kind {
+            "tool" => json!({"answer": {"textResultForLlm": "the tool conformance_tool failed (its handler panicked)",
+                "resultType": "failure"}}),
+            _ => json!("refusal"),
+        };
+        trigger(&client, panicking.id(), row, "handlerPanics", panics);
         // Data the wire accepts but serde cannot read (lone surrogates):
         // the handler's types cannot be filled, the refusal goes.
         trigger(&client, answering.id(), row, "unreadable", json!("refusal"));
@@ -257,6 +266,29 @@ fn every_obligation_kind_is_answered_once_whatever_goes_wrong() {
     }
     let report = client.call("conformance.report", &json!({})).expect("report");
     check(&report, cells);
+
+    // Every waiting event is delivered too, whatever its data: the first
+    // subscriber gets the handler, unreadable and drifted ones, in order,
+    // the unreadable ones raw (as `Other`, their data as text).
+    let events = answering.events();
+    for row in rows.iter().filter(|r| r.event) {
+        for path in ["handler", "unreadable", "drifted"] {
+            let e = loop {
+                let e = events.next_timeout(Duration::from_secs(60)).expect("open").expect("an event");
+                if e.event_type() == row.name {
+                    break e;
+                }
+            };
+            if path == "unreadable" {
+                match &e.kind {
+                    copilot_host::EventKind::Other { data, .. } => {
+                        assert!(data.as_str().is_some_and(|d| d.contains(r"\udc00")), "{e:?}")
+                    }
+                    _ => panic!("{} with lone surrogates is delivered raw: {e:?}", row.name),
+                }
+            }
+        }
+    }
     let stats = client.engine_stats();
     assert_eq!(stats.open_obligations, 0, "{stats:?}");
     client.stop().expect("stop");
