@@ -168,14 +168,17 @@ fn requests_for_unknown_sessions_get_an_error_and_string_ids_are_echoed() {
             .request_blocking("userInput.request", json!({ "sessionId": "nobody" }), json!(5), WAIT)
             .expect("answered");
         assert_eq!(unknown["id"], 5);
-        assert_eq!(unknown["error"]["code"], copilot_host::core::UNKNOWN_SESSION);
-        assert!(unknown["error"]["message"].as_str().unwrap().contains("nobody"), "{unknown}");
+        // Refused by the engine with the kind's own refusal (user input: the
+        // user is not available), counted as a wait for a session gone.
+        assert_eq!(unknown["error"]["code"], copilot_host::core::INTERNAL_ERROR, "{unknown}");
+        assert_eq!(client.engine_stats().refused(copilot_host::core::Cause::SessionGone), 1);
 
         let string_id = server
             .request_blocking("hooks.invoke", json!({ "sessionId": session.id() }), json!("req-1"), WAIT)
             .expect("answered");
         assert_eq!(string_id["id"], "req-1");
-        assert_eq!(string_id["error"]["code"], -32601);
+        // No hook handler: the engine answers "no output".
+        assert_eq!(string_id["result"], json!({}), "{string_id}");
 
         let sessionless = server
             .request_blocking("llmInference.httpRequestChunk", json!({ "requestId": "x" }), json!("a\"b"), WAIT)
@@ -479,7 +482,8 @@ fn every_kind_of_wait_is_answered_with_or_without_a_handler() {
 
     let cmd = json!({"requestId": "c1", "command": "/nope x", "commandName": "nope", "args": "x"});
     let a = answer_to(&server, without.id(), "command.execute", cmd, "session.commands.handlePendingCommand");
-    assert_eq!(a["error"], "Unknown command: nope");
+    // A session that declared no command gets the engine's refusal.
+    assert_eq!(a["error"], "This client has no handler for this command.");
 
     let a = answer_to(
         &server,
@@ -512,7 +516,8 @@ fn every_kind_of_wait_is_answered_with_or_without_a_handler() {
     let mut plan2 = plan;
     plan2["sessionId"] = without.id().into();
     let a = server.request_blocking("exitPlanMode.request", plan2, json!(32), WAIT).expect("answered");
-    assert_eq!(a["error"]["code"], -32603, "refused explicitly without a handler: {a}");
+    // Refused explicitly without a handler: a plan nobody saw is not approved.
+    assert_eq!(a["result"], json!({"approved": false}), "{a}");
     let a = server
         .request_blocking("userInput.request", json!({"sessionId": without.id(), "question": "?"}), json!(33), WAIT)
         .expect("answered");
