@@ -41,6 +41,7 @@ mod client;
 mod connection;
 mod error;
 pub mod events;
+mod generated;
 mod handlers;
 mod pool;
 mod session;
@@ -54,6 +55,7 @@ pub use client::{
 pub use connection::CloseCause;
 pub use copilot_core as core;
 pub use error::{Error, Result};
+pub use generated::rpc;
 pub use events::{EventKind, LifecycleEvent, SessionEvent};
 pub use handlers::{
     approve_all, deny_all, Command, ElicitationHandler, ElicitationResponse, ExitPlanModeHandler, ExitPlanModeRequest,

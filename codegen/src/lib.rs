@@ -1,0 +1,1021 @@
+//! Generates the typed session events and RPC types of `copilot-host` (Rust)
+//! and of the npm package `copilot-wasm` (TypeScript declarations) from the
+//! JSON schemas the Copilot CLI ships, vendored in `core/schemas/<version>/`.
+//!
+//! The output is committed; `cargo run -p copilot-codegen` rewrites it, and
+//! this crate's test fails when the committed files differ from what the
+//! schemas give, so a CLI bump shows up as a reviewable diff.
+//!
+//! Mapping, in short: objects with properties become structs (fields the
+//! schema does not require become `Option`s), string enumerations become
+//! enums with an `Unknown(String)` variant so a value a later CLI adds still
+//! parses, `T | null` becomes `Option<T>`, and whatever is too loose to type
+//! well (unions of objects, opaque JSON, schemas without a type) stays a
+//! `serde_json::Value`. Properties are emitted in name order, so the output
+//! does not depend on how the JSON parser orders object keys.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+/// The CLI version whose schemas are vendored and generated from.
+pub const CLI_VERSION: &str = "1.0.102";
+
+/// The schema folder, relative to the workspace root.
+pub fn schema_dir() -> PathBuf {
+    Path::new("core/schemas").join(CLI_VERSION)
+}
+
+/// One generated file: its path relative to the workspace root, and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Output {
+    /// Path relative to the workspace root.
+    pub path: PathBuf,
+    /// The whole file.
+    pub text: String,
+}
+
+/// Counts of what was generated, for the report the binary prints.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Session event types with a typed variant.
+    pub event_types: usize,
+    /// Types generated for the events (structs and enums).
+    pub event_type_defs: usize,
+    /// RPC methods with typed params and result, per namespace.
+    pub methods: BTreeMap<String, usize>,
+    /// Types generated for the RPC methods.
+    pub rpc_type_defs: usize,
+}
+
+/// Reads the two schemas under `root` and returns every generated file.
+pub fn generate(root: &Path) -> Result<(Vec<Output>, Counts), String> {
+    let dir = root.join(schema_dir());
+    let read = |name: &str| -> Result<Value, String> {
+        let path = dir.join(name);
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let events_schema = read("session-events.schema.json")?;
+    let api_schema = read("api.schema.json")?;
+    let mut counts = Counts::default();
+
+    let events = events::build(&events_schema)?;
+    counts.event_types = events.variants.len();
+    counts.event_type_defs = events.model.defs.len();
+    let rpc = rpc::build(&api_schema)?;
+    for m in &rpc.methods {
+        *counts.methods.entry(m.namespace.clone()).or_default() += 1;
+    }
+    counts.rpc_type_defs = rpc.model.defs.len();
+
+    let outputs = vec![
+        Output { path: "host-std/src/generated/events.rs".into(), text: events::rust(&events) },
+        Output { path: "host-std/src/generated/rpc.rs".into(), text: rpc::rust(&rpc) },
+        Output { path: "wasm/npm/types/generated/events.d.ts".into(), text: events::typescript(&events) },
+        Output { path: "wasm/npm/types/generated/rpc.d.ts".into(), text: rpc::typescript(&rpc) },
+    ];
+    Ok((outputs, counts))
+}
+
+// ---------------------------------------------------------------------------
+// The type model both languages are written from.
+
+#[derive(Debug, Clone, PartialEq)]
+enum Ty {
+    String,
+    Bool,
+    U64,
+    I64,
+    F64,
+    Value,
+    Unit,
+    Vec(Box<Ty>),
+    Map(Box<Ty>),
+    /// `T | null`.
+    Nullable(Box<Ty>),
+    Named(String),
+}
+
+#[derive(Debug, Clone)]
+struct Field {
+    wire: String,
+    ident: String,
+    ty: Ty,
+    required: bool,
+    doc: String,
+    /// The field refers back to its own struct by value: boxed in Rust.
+    boxed: bool,
+}
+
+#[derive(Debug, Clone)]
+enum Def {
+    Struct { doc: String, fields: Vec<Field> },
+    Enum { doc: String, values: Vec<(String, String, String)> },
+}
+
+#[derive(Default)]
+struct Model<'s> {
+    definitions: Option<&'s Map<String, Value>>,
+    /// Generated types by name.
+    defs: BTreeMap<String, Def>,
+    /// Definitions already resolved, by definition key.
+    resolved: HashMap<String, Ty>,
+    /// Names taken by definitions or by inline types.
+    taken: BTreeSet<String>,
+}
+
+fn description(schema: &Value) -> String {
+    let d = schema.get("description").and_then(Value::as_str).unwrap_or("");
+    d.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+impl<'s> Model<'s> {
+    fn new(definitions: Option<&'s Map<String, Value>>) -> Self {
+        let mut m = Model { definitions, ..Model::default() };
+        if let Some(defs) = definitions {
+            m.taken.extend(defs.keys().map(|k| pascal(k)));
+        }
+        m
+    }
+
+    /// A name for an inline type, unique among all types.
+    fn fresh(&mut self, base: &str) -> String {
+        let base = pascal(base);
+        let mut name = base.clone();
+        let mut n = 2;
+        while self.taken.contains(&name) {
+            name = format!("{base}{n}");
+            n += 1;
+        }
+        self.taken.insert(name.clone());
+        name
+    }
+
+    fn resolve_ref(&mut self, reference: &str) -> Result<Ty, String> {
+        // The API schema refers to a few event types; they stay JSON there.
+        if reference.starts_with("session-events.schema.json#") {
+            return Ok(Ty::Value);
+        }
+        let key = reference.strip_prefix("#/definitions/").ok_or_else(|| format!("unsupported $ref {reference}"))?;
+        if let Some(ty) = self.resolved.get(key) {
+            return Ok(ty.clone());
+        }
+        let schema = self
+            .definitions
+            .and_then(|d| d.get(key))
+            .ok_or_else(|| format!("$ref to a missing definition {key}"))?;
+        let name = pascal(key);
+        // Named before its contents are read, so a type that refers to
+        // itself resolves.
+        if names_a_type(schema) {
+            self.resolved.insert(key.to_owned(), Ty::Named(name.clone()));
+        }
+        let ty = self.resolve_as(schema, &name, true)?;
+        self.resolved.insert(key.to_owned(), ty.clone());
+        Ok(ty)
+    }
+
+    fn resolve(&mut self, schema: &'s Value, name_hint: &str) -> Result<Ty, String> {
+        self.resolve_as(schema, name_hint, false)
+    }
+
+    // `is_definition`: `name` is the definition's own (already taken) name.
+    fn resolve_as(&mut self, schema: &'s Value, name: &str, is_definition: bool) -> Result<Ty, String> {
+        let Some(obj) = schema.as_object() else { return Ok(Ty::Value) };
+        if obj.get("x-opaque-json") == Some(&Value::Bool(true)) {
+            return Ok(Ty::Value);
+        }
+        if let Some(r) = obj.get("$ref").and_then(Value::as_str) {
+            return self.resolve_ref(r);
+        }
+        if let Some(any) = obj.get("anyOf").and_then(Value::as_array) {
+            let non_null: Vec<&Value> = any.iter().filter(|a| !is_null_schema(a)).collect();
+            let nullable = non_null.len() < any.len();
+            return Ok(match (non_null.as_slice(), nullable) {
+                ([one], true) => nullable_of(self.resolve_as(one, name, is_definition)?),
+                ([one], false) => self.resolve_as(one, name, is_definition)?,
+                _ => Ty::Value,
+            });
+        }
+        if let Some(values) = obj.get("enum").and_then(Value::as_array) {
+            let strings: Option<Vec<&str>> = values.iter().map(Value::as_str).collect();
+            let Some(strings) = strings else { return Ok(Ty::Value) };
+            let name = if is_definition { name.to_owned() } else { self.fresh(name) };
+            let docs = obj.get("x-enumDescriptions");
+            let mut idents = BTreeSet::new();
+            let values = strings
+                .iter()
+                .map(|wire| {
+                    let mut ident = variant_ident(wire);
+                    let base = ident.clone();
+                    let mut n = 2;
+                    while !idents.insert(ident.clone()) || ident == "Unknown" {
+                        ident = format!("{base}{n}");
+                        n += 1;
+                    }
+                    let doc = docs.and_then(|d| d.get(*wire)).map(|d| description(&serde_json::json!({"description": d})));
+                    ((*wire).to_owned(), ident, doc.unwrap_or_default())
+                })
+                .collect();
+            self.defs.insert(name.clone(), Def::Enum { doc: description(schema), values });
+            return Ok(Ty::Named(name));
+        }
+        if obj.contains_key("const") {
+            return Ok(match obj.get("const") {
+                Some(Value::String(_)) => Ty::String,
+                Some(Value::Bool(_)) => Ty::Bool,
+                _ => Ty::Value,
+            });
+        }
+        match obj.get("type") {
+            Some(Value::String(t)) => self.resolve_typed(obj, t, schema, name, is_definition),
+            Some(Value::Array(types)) => {
+                let non_null: Vec<&str> = types.iter().filter_map(Value::as_str).filter(|t| *t != "null").collect();
+                let nullable = non_null.len() < types.len();
+                match (non_null.as_slice(), nullable) {
+                    ([one], true) => Ok(nullable_of(self.resolve_typed(obj, one, schema, name, is_definition)?)),
+                    ([one], false) => self.resolve_typed(obj, one, schema, name, is_definition),
+                    _ => Ok(Ty::Value),
+                }
+            }
+            _ => Ok(Ty::Value),
+        }
+    }
+
+    fn resolve_typed(
+        &mut self,
+        obj: &'s Map<String, Value>,
+        t: &str,
+        schema: &'s Value,
+        name: &str,
+        is_definition: bool,
+    ) -> Result<Ty, String> {
+        Ok(match t {
+            "string" => Ty::String,
+            "boolean" => Ty::Bool,
+            "integer" => {
+                let min = obj.get("minimum").or_else(|| obj.get("exclusiveMinimum")).and_then(Value::as_f64);
+                if min.is_some_and(|m| m >= 0.0) {
+                    Ty::U64
+                } else {
+                    Ty::I64
+                }
+            }
+            "number" => Ty::F64,
+            "null" => Ty::Unit,
+            "array" => match obj.get("items") {
+                Some(items) if items.is_object() => Ty::Vec(Box::new(self.resolve(items, &format!("{name}Item"))?)),
+                _ => Ty::Vec(Box::new(Ty::Value)),
+            },
+            "object" => match obj.get("properties").and_then(Value::as_object) {
+                Some(props) if !props.is_empty() => {
+                    let name = if is_definition { name.to_owned() } else { self.fresh(name) };
+                    // Reserved first, so nested inline types do not take it.
+                    self.defs.insert(name.clone(), Def::Struct { doc: String::new(), fields: Vec::new() });
+                    let required: BTreeSet<&str> = obj
+                        .get("required")
+                        .and_then(Value::as_array)
+                        .map(|r| r.iter().filter_map(Value::as_str).collect())
+                        .unwrap_or_default();
+                    let mut keys: Vec<&String> = props.keys().collect();
+                    keys.sort();
+                    let mut idents = BTreeSet::new();
+                    let mut fields = Vec::new();
+                    for key in keys {
+                        let prop = &props[key];
+                        let ty = self.resolve(prop, &format!("{name}{}", pascal(key)))?;
+                        let mut ident = field_ident(key);
+                        while !idents.insert(ident.clone()) {
+                            ident.push('_');
+                        }
+                        fields.push(Field {
+                            wire: key.clone(),
+                            ident,
+                            ty,
+                            required: required.contains(key.as_str()),
+                            doc: description(prop),
+                            boxed: false,
+                        });
+                    }
+                    self.defs.insert(name.clone(), Def::Struct { doc: description(schema), fields });
+                    Ty::Named(name)
+                }
+                _ => match obj.get("additionalProperties") {
+                    Some(ap @ Value::Object(_)) => {
+                        let value = self.resolve(ap, &format!("{name}Value"))?;
+                        if value == Ty::Value {
+                            Ty::Value
+                        } else {
+                            Ty::Map(Box::new(value))
+                        }
+                    }
+                    _ => Ty::Value,
+                },
+            },
+            _ => Ty::Value,
+        })
+    }
+
+    /// Marks the fields that hold their own struct by value (directly or
+    /// through other structs), which Rust must box.
+    fn box_cycles(&mut self) {
+        let edges: BTreeMap<String, Vec<String>> = self
+            .defs
+            .iter()
+            .map(|(name, def)| {
+                let targets = match def {
+                    Def::Struct { fields, .. } => fields.iter().filter_map(|f| by_value(&f.ty)).collect(),
+                    Def::Enum { .. } => Vec::new(),
+                };
+                (name.clone(), targets)
+            })
+            .collect();
+        let reaches = |from: &str, to: &str| -> bool {
+            let mut seen = BTreeSet::new();
+            let mut stack = vec![from.to_owned()];
+            while let Some(n) = stack.pop() {
+                if n == to {
+                    return true;
+                }
+                if seen.insert(n.clone()) {
+                    stack.extend(edges.get(&n).into_iter().flatten().cloned());
+                }
+            }
+            false
+        };
+        let mut boxes = Vec::new();
+        for (name, def) in &self.defs {
+            if let Def::Struct { fields, .. } = def {
+                for (i, f) in fields.iter().enumerate() {
+                    if by_value(&f.ty).is_some_and(|target| reaches(&target, name)) {
+                        boxes.push((name.clone(), i));
+                    }
+                }
+            }
+        }
+        for (name, i) in boxes {
+            if let Some(Def::Struct { fields, .. }) = self.defs.get_mut(&name) {
+                fields[i].boxed = true;
+            }
+        }
+    }
+}
+
+// The struct a field holds by value, if any (`Vec` and maps are indirect).
+fn by_value(ty: &Ty) -> Option<String> {
+    match ty {
+        Ty::Named(n) => Some(n.clone()),
+        Ty::Nullable(inner) => by_value(inner),
+        _ => None,
+    }
+}
+
+fn names_a_type(schema: &Value) -> bool {
+    schema.get("enum").is_some() || schema.get("properties").and_then(Value::as_object).is_some_and(|p| !p.is_empty())
+}
+
+fn is_null_schema(s: &Value) -> bool {
+    s.get("type").and_then(Value::as_str) == Some("null")
+}
+
+fn nullable_of(ty: Ty) -> Ty {
+    match ty {
+        Ty::Nullable(_) | Ty::Value | Ty::Unit => ty,
+        other => Ty::Nullable(Box::new(other)),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Names.
+
+fn words(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let chars: Vec<char> = s.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        if !c.is_ascii_alphanumeric() {
+            if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+            continue;
+        }
+        let prev = if i > 0 { chars[i - 1] } else { ' ' };
+        let next = chars.get(i + 1).copied().unwrap_or(' ');
+        let boundary = c.is_ascii_uppercase()
+            && (prev.is_ascii_lowercase()
+                || prev.is_ascii_digit()
+                || (prev.is_ascii_uppercase() && next.is_ascii_lowercase()));
+        if boundary && !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+        cur.push(c);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// `session.title_changed` -> `SessionTitleChanged`; `AbortData` stays.
+fn pascal(s: &str) -> String {
+    let mut out = String::new();
+    for w in words(s) {
+        let mut cs = w.chars();
+        if let Some(first) = cs.next() {
+            out.push(first.to_ascii_uppercase());
+            // Keep the case of the rest of a word that is already mixed
+            // (`AbortData` is one word to `words` only when all caps).
+            let rest: String = cs.collect();
+            if w.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) {
+                out.push_str(&rest.to_ascii_lowercase());
+            } else {
+                out.push_str(&rest);
+            }
+        }
+    }
+    if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
+        out.insert(0, 'V');
+    }
+    out
+}
+
+fn variant_ident(wire: &str) -> String {
+    pascal(wire)
+}
+
+fn field_ident(wire: &str) -> String {
+    let mut s = words(wire).iter().map(|w| w.to_ascii_lowercase()).collect::<Vec<_>>().join("_");
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert(0, '_');
+    }
+    match s.as_str() {
+        "self" | "super" | "crate" | "Self" => format!("{s}_"),
+        _ if RUST_KEYWORDS.contains(&s.as_str()) => format!("r#{s}"),
+        _ => s,
+    }
+}
+
+const RUST_KEYWORDS: &[&str] = &[
+    "as", "async", "await", "box", "break", "const", "continue", "do", "dyn", "else", "enum", "extern", "false", "final",
+    "fn", "for", "gen", "if", "impl", "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override", "priv",
+    "pub", "ref", "return", "static", "struct", "trait", "true", "try", "type", "typeof", "unsafe", "unsized", "use",
+    "virtual", "where", "while", "yield", "abstract", "become",
+];
+
+// ---------------------------------------------------------------------------
+// Writers.
+
+fn rust_doc(out: &mut String, indent: &str, doc: &str, fallback: &str) {
+    let doc = if doc.is_empty() { fallback } else { doc };
+    let _ = writeln!(out, "{indent}/// {}", doc.replace('\r', ""));
+}
+
+fn rust_ty(ty: &Ty) -> String {
+    rust_ty_in(ty, "")
+}
+
+// `prefix`: the path to the types' module (`super::` from a child module).
+fn rust_ty_in(ty: &Ty, prefix: &str) -> String {
+    let rust_ty = |t: &Ty| rust_ty_in(t, prefix);
+    match ty {
+        Ty::String => "String".into(),
+        Ty::Bool => "bool".into(),
+        Ty::U64 => "u64".into(),
+        Ty::I64 => "i64".into(),
+        Ty::F64 => "f64".into(),
+        Ty::Value => format!("{prefix}Value"),
+        Ty::Unit => "()".into(),
+        Ty::Vec(t) => format!("Vec<{}>", rust_ty(t)),
+        Ty::Map(t) => format!("{prefix}BTreeMap<String, {}>", rust_ty(t)),
+        Ty::Nullable(t) => format!("Option<{}>", rust_ty(t)),
+        Ty::Named(n) => format!("{prefix}{n}"),
+    }
+}
+
+const RUST_PRELUDE: &str = r#"use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+// An enumeration of strings that keeps a value it does not know in
+// `Unknown`, so a value a later CLI adds never fails a parse.
+macro_rules! string_enum {
+    ($(#[$attr:meta])* $name:ident { $($(#[$vattr:meta])* $variant:ident = $wire:literal,)* }) => {
+        $(#[$attr])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vattr])* $variant,)*
+            /// A value this version does not know, as received.
+            Unknown(String),
+        }
+
+        impl $name {
+            /// The wire value.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $($name::$variant => $wire,)*
+                    $name::Unknown(other) => other,
+                }
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(value: &str) -> Self {
+                match value {
+                    $($wire => $name::$variant,)*
+                    other => $name::Unknown(other.to_owned()),
+                }
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let value = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+                Ok($name::from(&*value))
+            }
+        }
+    };
+}
+"#;
+
+fn rust_defs(out: &mut String, model: &Model<'_>, non_exhaustive: bool) {
+    for (name, def) in &model.defs {
+        match def {
+            Def::Enum { doc, values } => {
+                let _ = writeln!(out);
+                let _ = writeln!(out, "string_enum! {{");
+                rust_doc(out, "    ", doc, &format!("`{name}`: one of the strings the schema lists."));
+                let _ = writeln!(out, "    {name} {{");
+                for (wire, ident, doc) in values {
+                    rust_doc(out, "        ", doc, &format!("`{wire}`"));
+                    let _ = writeln!(out, "        {ident} = {},", json_str(wire));
+                }
+                let _ = writeln!(out, "    }}");
+                let _ = writeln!(out, "}}");
+            }
+            Def::Struct { doc, fields } => {
+                let _ = writeln!(out);
+                rust_doc(out, "", doc, &format!("`{name}`."));
+                let _ = writeln!(out, "#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]");
+                if non_exhaustive {
+                    let _ = writeln!(out, "#[non_exhaustive]");
+                }
+                let _ = writeln!(out, "pub struct {name} {{");
+                for f in fields {
+                    rust_doc(out, "    ", &f.doc, &format!("`{}`.", f.wire));
+                    let mut ty = match (&f.ty, f.required) {
+                        (Ty::Nullable(inner), _) => rust_ty(inner),
+                        (t, _) => rust_ty(t),
+                    };
+                    if f.boxed {
+                        ty = format!("Box<{ty}>");
+                    }
+                    let optional = !f.required || matches!(f.ty, Ty::Nullable(_));
+                    let attrs = match (optional, f.required) {
+                        (true, false) => ", default, skip_serializing_if = \"Option::is_none\"",
+                        (true, true) => ", default",
+                        _ => "",
+                    };
+                    let _ = writeln!(out, "    #[serde(rename = {}{attrs})]", json_str(&f.wire));
+                    if optional {
+                        let _ = writeln!(out, "    pub {}: Option<{ty}>,", f.ident);
+                    } else {
+                        let _ = writeln!(out, "    pub {}: {ty},", f.ident);
+                    }
+                }
+                let _ = writeln!(out, "}}");
+            }
+        }
+    }
+}
+
+fn ts_ty(ty: &Ty) -> String {
+    match ty {
+        Ty::String => "string".into(),
+        Ty::Bool => "boolean".into(),
+        Ty::U64 | Ty::I64 | Ty::F64 => "number".into(),
+        Ty::Value => "unknown".into(),
+        Ty::Unit => "null".into(),
+        Ty::Vec(t) => match **t {
+            Ty::Nullable(_) => format!("({})[]", ts_ty(t)),
+            _ => format!("{}[]", ts_ty(t)),
+        },
+        Ty::Map(t) => format!("Record<string, {}>", ts_ty(t)),
+        Ty::Nullable(t) => format!("{} | null", ts_ty(t)),
+        Ty::Named(n) => n.clone(),
+    }
+}
+
+fn ts_doc(out: &mut String, indent: &str, doc: &str) {
+    if !doc.is_empty() {
+        let _ = writeln!(out, "{indent}/** {} */", doc.replace("*/", "*\\/"));
+    }
+}
+
+fn ts_key(key: &str) -> String {
+    let ident = !key.is_empty()
+        && !key.starts_with(|c: char| c.is_ascii_digit())
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$');
+    if ident {
+        key.to_owned()
+    } else {
+        json_str(key)
+    }
+}
+
+fn ts_defs(out: &mut String, model: &Model<'_>) {
+    for (name, def) in &model.defs {
+        let _ = writeln!(out);
+        match def {
+            Def::Enum { doc, values } => {
+                ts_doc(out, "", doc);
+                let union: Vec<String> = values.iter().map(|(w, _, _)| json_str(w)).collect();
+                let _ = writeln!(out, "export type {name} = {};", union.join(" | "));
+            }
+            Def::Struct { doc, fields } => {
+                ts_doc(out, "", doc);
+                let _ = writeln!(out, "export interface {name} {{");
+                for f in fields {
+                    ts_doc(out, "  ", &f.doc);
+                    let q = if f.required { "" } else { "?" };
+                    let _ = writeln!(out, "  {}{q}: {};", ts_key(&f.wire), ts_ty(&f.ty));
+                }
+                let _ = writeln!(out, "}}");
+            }
+        }
+    }
+}
+
+fn json_str(s: &str) -> String {
+    Value::String(s.to_owned()).to_string()
+}
+
+fn header(comment: &str) -> String {
+    format!(
+        "{comment} Generated by `cargo run -p copilot-codegen` from the schemas of the Copilot CLI {CLI_VERSION}\n\
+         {comment} (core/schemas/{CLI_VERSION}/). Do not edit: edit the generator, or vendor newer schemas.\n"
+    )
+}
+
+// ---------------------------------------------------------------------------
+
+mod events {
+    use super::*;
+
+    pub(crate) struct Variant {
+        pub wire: String,
+        pub ident: String,
+        pub data: Ty,
+        pub doc: String,
+        pub request_id: bool,
+    }
+
+    pub(crate) struct Events<'s> {
+        pub model: Model<'s>,
+        pub variants: Vec<Variant>,
+    }
+
+    pub(crate) fn build(schema: &Value) -> Result<Events<'_>, String> {
+        let defs = schema.get("definitions").and_then(Value::as_object).ok_or("no definitions")?;
+        let mut model = Model::new(Some(defs));
+        let union = defs
+            .get("SessionEvent")
+            .and_then(|e| e.get("anyOf"))
+            .and_then(Value::as_array)
+            .ok_or("SessionEvent is not an anyOf")?;
+        let mut variants = Vec::new();
+        let mut seen = BTreeSet::new();
+        for member in union {
+            let key = member
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix("#/definitions/"))
+                .ok_or("a SessionEvent member is not a $ref")?;
+            let event = &defs[key];
+            let props = event.get("properties").ok_or_else(|| format!("{key} has no properties"))?;
+            let wire = props
+                .pointer("/type/const")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("{key} has no const type"))?
+                .to_owned();
+            let ident = pascal(&wire);
+            if !seen.insert(ident.clone()) {
+                return Err(format!("two event types give the variant {ident}"));
+            }
+            let data_schema = props.get("data").ok_or_else(|| format!("{key} has no data"))?;
+            let data = model.resolve(data_schema, &format!("{ident}Data"))?;
+            let mut doc = description(member);
+            if doc.is_empty() {
+                doc = format!("`{wire}`.");
+            }
+            variants.push(Variant { wire, ident, data, doc, request_id: false });
+        }
+        model.box_cycles();
+        for v in &mut variants {
+            if let Ty::Named(n) = &v.data {
+                if let Some(Def::Struct { fields, .. }) = model.defs.get(n) {
+                    v.request_id =
+                        fields.iter().any(|f| f.wire == "requestId" && f.required && f.ty == Ty::String);
+                }
+            }
+        }
+        Ok(Events { model, variants })
+    }
+
+    pub(crate) fn rust(e: &Events<'_>) -> String {
+        let mut out = header("//");
+        out.push_str("//! The session events of the CLI's schema, typed: the data of every event type,\n");
+        out.push_str("//! and [`EventKind`], one variant per type plus [`EventKind::Other`] for the\n");
+        out.push_str("//! rest. Parsing lives in `crate::events`.\n\n");
+        out.push_str(RUST_PRELUDE);
+        let _ = writeln!(out);
+        let _ = writeln!(out, "/// Every event type that has a typed variant in [`EventKind`], as on the wire.");
+        let _ = writeln!(out, "pub const EVENT_TYPES: &[&str] = &[");
+        for v in &e.variants {
+            let _ = writeln!(out, "    {},", json_str(&v.wire));
+        }
+        let _ = writeln!(out, "];");
+        let _ = writeln!(out);
+        let _ = writeln!(out, "/// The `type` of a session event and its `data`, typed for every type the schema of");
+        let _ = writeln!(out, "/// the CLI {CLI_VERSION} lists.");
+        let _ = writeln!(out, "#[derive(Debug, Clone, PartialEq)]");
+        let _ = writeln!(out, "#[non_exhaustive]");
+        let _ = writeln!(out, "#[allow(clippy::large_enum_variant)]");
+        let _ = writeln!(out, "pub enum EventKind {{");
+        for v in &e.variants {
+            rust_doc(&mut out, "    ", &v.doc, "");
+            let _ = writeln!(out, "    {}({}),", v.ident, rust_ty(&v.data));
+        }
+        out.push_str(
+            "    /// Any other type, or a typed one whose data did not fit its struct\n    \
+             /// (schema drift). Nothing of the event is lost.\n    \
+             Other {\n        \
+             /// The wire `type`.\n        \
+             event_type: String,\n        \
+             /// The `data`, as received.\n        \
+             data: Value,\n    \
+             },\n}\n\n",
+        );
+        let _ = writeln!(out, "impl EventKind {{");
+        let _ = writeln!(out, "    /// The wire `type`, such as `assistant.message`.");
+        let _ = writeln!(out, "    pub fn event_type(&self) -> &str {{");
+        let _ = writeln!(out, "        match self {{");
+        for v in &e.variants {
+            let _ = writeln!(out, "            EventKind::{}(_) => {},", v.ident, json_str(&v.wire));
+        }
+        let _ = writeln!(out, "            EventKind::Other {{ event_type, .. }} => event_type,");
+        let _ = writeln!(out, "        }}\n    }}\n");
+        out.push_str(
+            "    /// `data.requestId`: the id that correlates a request-like event, the\n    \
+             /// client's answer to it and its `*.completed` event.\n    \
+             ///\n    \
+             /// For [`EventKind::Other`] it is read from the raw data, so a request\n    \
+             /// whose data drifted still yields the id its answer must carry.\n    \
+             pub fn request_id(&self) -> Option<&str> {\n        match self {\n",
+        );
+        for v in e.variants.iter().filter(|v| v.request_id) {
+            let _ = writeln!(out, "            EventKind::{}(d) => Some(&d.request_id),", v.ident);
+        }
+        out.push_str(
+            "            EventKind::Other { data, .. } => data.get(\"requestId\").and_then(Value::as_str),\n            \
+             _ => None,\n        }\n    }\n\n",
+        );
+        out.push_str("    /// Whether `event_type` has a typed variant.\n");
+        out.push_str("    pub fn is_typed(event_type: &str) -> bool {\n        EVENT_TYPES.contains(&event_type)\n    }\n\n");
+        out.push_str(
+            "    /// The typed variant of `event_type` read from the JSON text `data`;\n    \
+             /// `None` when the type has no variant or the data does not fit it.\n    \
+             pub fn parse_typed(event_type: &str, data: &str) -> Option<EventKind> {\n        \
+             Some(match event_type {\n",
+        );
+        for v in &e.variants {
+            let _ = writeln!(
+                out,
+                "            {} => EventKind::{}(serde_json::from_str(data).ok()?),",
+                json_str(&v.wire),
+                v.ident
+            );
+        }
+        out.push_str("            _ => return None,\n        })\n    }\n\n");
+        out.push_str(
+            "    /// As [`EventKind::parse_typed`], for data already parsed into a `Value`.\n    \
+             pub fn parse_typed_value(event_type: &str, data: &Value) -> Option<EventKind> {\n        \
+             Some(match event_type {\n",
+        );
+        for v in &e.variants {
+            let _ = writeln!(
+                out,
+                "            {} => EventKind::{}(Deserialize::deserialize(data).ok()?),",
+                json_str(&v.wire),
+                v.ident
+            );
+        }
+        out.push_str("            _ => return None,\n        })\n    }\n}\n");
+        rust_defs(&mut out, &e.model, true);
+        out
+    }
+
+    pub(crate) fn typescript(e: &Events<'_>) -> String {
+        let mut out = header("//");
+        out.push_str(
+            "// The session events of the CLI's schema: every event type's data, and\n\
+             // `TypedSessionEvent`, the union discriminated on `type`.\n\n",
+        );
+        out.push_str(
+            "/** The fields every session event has, around its `type` and `data`. */\n\
+             export interface SessionEventEnvelope<T extends string, D> {\n  \
+             /** Unique event identifier (UUID v4). */\n  id: string;\n  \
+             /** ISO 8601 timestamp when the event was created. */\n  timestamp: string;\n  \
+             /** The chronologically preceding event; null for the first. */\n  parentId: string | null;\n  \
+             /** The event is transient and not persisted to the session's log. */\n  ephemeral?: boolean;\n  \
+             /** The sub-agent that emitted the event; absent for the root agent. */\n  agentId?: string;\n  \
+             /** Type discriminator. */\n  type: T;\n  \
+             /** The event's data. */\n  data: D;\n}\n\n",
+        );
+        let _ = writeln!(out, "/** The data of each session event type, by type. */");
+        let _ = writeln!(out, "export interface SessionEventDataMap {{");
+        for v in &e.variants {
+            ts_doc(&mut out, "  ", &v.doc);
+            let _ = writeln!(out, "  {}: {};", json_str(&v.wire), ts_ty(&v.data));
+        }
+        let _ = writeln!(out, "}}\n");
+        let _ = writeln!(out, "/** Every session event type the schema lists. */");
+        let _ = writeln!(out, "export type SessionEventType = keyof SessionEventDataMap;\n");
+        let _ = writeln!(out, "/** A session event of the schema, discriminated on `type`. */");
+        let _ = writeln!(out, "export type TypedSessionEvent = {{");
+        let _ = writeln!(out, "  [T in SessionEventType]: SessionEventEnvelope<T, SessionEventDataMap[T]>;");
+        let _ = writeln!(out, "}}[SessionEventType];");
+        ts_defs(&mut out, &e.model);
+        out
+    }
+}
+
+mod rpc {
+    use super::*;
+
+    pub(crate) struct Method {
+        pub name: String,
+        pub namespace: String,
+        pub ident: String,
+        pub params: Ty,
+        pub result: Ty,
+        pub doc: String,
+        pub notification: bool,
+    }
+
+    pub(crate) struct Rpc<'s> {
+        pub model: Model<'s>,
+        pub methods: Vec<Method>,
+    }
+
+    /// The namespaces generated: methods the client calls (`server`,
+    /// `session`) and requests the CLI sends the client (`clientSession`,
+    /// `clientGlobal`).
+    pub(crate) const NAMESPACES: &[&str] = &["server", "session", "clientSession", "clientGlobal"];
+
+    fn collect<'s>(node: &'s Value, out: &mut Vec<&'s Value>) {
+        if let Some(obj) = node.as_object() {
+            if obj.contains_key("rpcMethod") {
+                out.push(node);
+                return;
+            }
+            let mut keys: Vec<&String> = obj.keys().collect();
+            keys.sort();
+            for k in keys {
+                collect(&obj[k], out);
+            }
+        }
+    }
+
+    pub(crate) fn build(schema: &Value) -> Result<Rpc<'_>, String> {
+        let defs = schema.get("definitions").and_then(Value::as_object);
+        let mut model = Model::new(defs);
+        let mut methods = Vec::new();
+        let mut idents = BTreeSet::new();
+        for ns in NAMESPACES {
+            let mut found = Vec::new();
+            collect(schema.get(*ns).ok_or_else(|| format!("no namespace {ns}"))?, &mut found);
+            found.sort_by_key(|m| m["rpcMethod"].as_str().unwrap_or_default().to_owned());
+            for m in found {
+                let name = m["rpcMethod"].as_str().ok_or("rpcMethod is not a string")?.to_owned();
+                let ident = pascal(&name);
+                if !idents.insert(ident.clone()) {
+                    return Err(format!("two methods give the name {ident}"));
+                }
+                let params = match m.get("params") {
+                    None | Some(Value::Null) => Ty::Unit,
+                    Some(p) => model.resolve(p, &format!("{ident}Params"))?,
+                };
+                let result = match m.get("result") {
+                    None | Some(Value::Null) => Ty::Unit,
+                    Some(r) => model.resolve(r, &format!("{ident}Result"))?,
+                };
+                methods.push(Method {
+                    name,
+                    namespace: (*ns).to_owned(),
+                    ident,
+                    params,
+                    result,
+                    doc: description(m),
+                    notification: m.get("notification") == Some(&Value::Bool(true)),
+                });
+            }
+        }
+        model.box_cycles();
+        Ok(Rpc { model, methods })
+    }
+
+    pub(crate) fn rust(r: &Rpc<'_>) -> String {
+        let mut out = header("//");
+        out.push_str(
+            "//! The JSON-RPC methods of the CLI's API schema, typed: the params and result\n\
+             //! of every method, [`METHODS`] (the catalogue), and a marker type per method in\n\
+             //! [`methods`] that names both through [`RpcMethod`].\n\n",
+        );
+        out.push_str(RUST_PRELUDE);
+        out.push_str(
+            "\n/// A method of the CLI's API: its wire name and the types of its params and result.\n\
+             pub trait RpcMethod {\n    \
+             /// The wire name, such as `session.model.switchTo`.\n    \
+             const NAME: &'static str;\n    \
+             /// The params (`()` for none).\n    \
+             type Params: Serialize + for<'de> Deserialize<'de>;\n    \
+             /// The result (`()` for none).\n    \
+             type Result: Serialize + for<'de> Deserialize<'de>;\n}\n\n\
+             /// One entry of [`METHODS`].\n\
+             #[derive(Debug, Clone, Copy, PartialEq, Eq)]\n\
+             pub struct MethodInfo {\n    \
+             /// The wire name.\n    pub name: &'static str,\n    \
+             /// The schema's namespace: `server` and `session` (the client calls them),\n    \
+             /// `clientSession` and `clientGlobal` (the CLI calls the client).\n    pub namespace: &'static str,\n    \
+             /// The Rust type of the params.\n    pub params: &'static str,\n    \
+             /// The Rust type of the result.\n    pub result: &'static str,\n}\n\n",
+        );
+        let _ = writeln!(out, "/// Every method of the schema, in namespace then name order.");
+        let _ = writeln!(out, "pub const METHODS: &[MethodInfo] = &[");
+        for m in &r.methods {
+            let _ = writeln!(
+                out,
+                "    MethodInfo {{ name: {}, namespace: {}, params: {}, result: {} }},",
+                json_str(&m.name),
+                json_str(&m.namespace),
+                json_str(&rust_ty(&m.params)),
+                json_str(&rust_ty(&m.result))
+            );
+        }
+        let _ = writeln!(out, "];\n");
+        let _ = writeln!(out, "/// One marker type per method, implementing [`RpcMethod`].");
+        let _ = writeln!(out, "pub mod methods {{");
+        let _ = writeln!(out, "    use super::RpcMethod;");
+        for m in &r.methods {
+            let _ = writeln!(out);
+            let doc = if m.notification { format!("{} (a notification)", m.doc) } else { m.doc.clone() };
+            rust_doc(&mut out, "    ", &format!("`{}`: {doc}", m.name), "");
+            let _ = writeln!(out, "    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]");
+            let _ = writeln!(out, "    pub struct {};", m.ident);
+            let _ = writeln!(out, "    impl RpcMethod for {} {{", m.ident);
+            let _ = writeln!(out, "        const NAME: &'static str = {};", json_str(&m.name));
+            let _ = writeln!(out, "        type Params = {};", rust_ty_in(&m.params, "super::"));
+            let _ = writeln!(out, "        type Result = {};", rust_ty_in(&m.result, "super::"));
+            let _ = writeln!(out, "    }}");
+        }
+        let _ = writeln!(out, "}}");
+        rust_defs(&mut out, &r.model, false);
+        out
+    }
+
+    pub(crate) fn typescript(r: &Rpc<'_>) -> String {
+        let mut out = header("//");
+        out.push_str(
+            "// The JSON-RPC methods of the CLI's API schema: params and result types, and\n\
+             // one map per namespace from method name to `{ params; result }`.\n",
+        );
+        for ns in NAMESPACES {
+            let _ = writeln!(out);
+            let _ = writeln!(out, "/** The `{ns}` methods, by wire name. */");
+            let _ = writeln!(out, "export interface {}Methods {{", pascal(ns));
+            for m in r.methods.iter().filter(|m| m.namespace == *ns) {
+                ts_doc(&mut out, "  ", &m.doc);
+                let _ = writeln!(
+                    out,
+                    "  {}: {{ params: {}; result: {} }};",
+                    json_str(&m.name),
+                    if m.params == Ty::Unit { "void".to_owned() } else { ts_ty(&m.params) },
+                    ts_ty(&m.result)
+                );
+            }
+            let _ = writeln!(out, "}}");
+        }
+        ts_defs(&mut out, &r.model);
+        out
+    }
+}
