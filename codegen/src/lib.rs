@@ -789,6 +789,21 @@ mod events {
             "            EventKind::Other { data, .. } => data.get(\"requestId\").and_then(Value::as_str),\n            \
              _ => None,\n        }\n    }\n\n",
         );
+        out.push_str(
+            "    /// The `data` as JSON: the typed data written back (fields it does not\n    \
+             /// know are not kept), or the data of [`EventKind::Other`] as received.\n    \
+             pub fn data_value(&self) -> Value {\n        \
+             let written = match self {\n",
+        );
+        for v in &e.variants {
+            let _ = writeln!(out, "            EventKind::{}(d) => serde_json::to_value(d),", v.ident);
+        }
+        out.push_str(
+            "            EventKind::Other { data, .. } => return data.clone(),\n        \
+             };\n        \
+             // Serializing these types cannot fail: their maps have string keys.\n        \
+             written.unwrap_or(Value::Null)\n    }\n\n",
+        );
         out.push_str("    /// Whether `event_type` has a typed variant.\n");
         out.push_str("    pub fn is_typed(event_type: &str) -> bool {\n        EVENT_TYPES.contains(&event_type)\n    }\n\n");
         out.push_str(

@@ -6,10 +6,12 @@
 //! longer fits its struct, becomes [`EventKind::Other`] with the data kept.
 //! Only an envelope that is not an object with a string `type` is an error.
 //!
-//! Field lists follow the generated `session-events.ts` of the official SDKs
-//! (protocol version 3). Fields the schema marks optional are `Option`s;
-//! unknown fields are ignored. Enumerations (abort reasons, modes, ...) stay
-//! strings, so a new value does not turn a whole event into `Other`.
+//! The data types and [`EventKind`] are generated from the CLI's own event
+//! schema (`core/schemas/`, by `copilot-codegen`): a variant for every event
+//! type it lists. Fields the schema marks optional are `Option`s; unknown
+//! fields are ignored. Enumerations (abort reasons, modes, ...) keep a value
+//! they do not know in their `Unknown` variant, so a new value does not turn
+//! a whole event into `Other`.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -79,7 +81,7 @@ impl SessionEvent {
         let kind = match envelope.data {
             // `Some` only when a repeated `type` named a typed one after the
             // data was read for an untyped one.
-            EventData::Parsed(data) => match EventKind::parse_typed_value(&envelope.event_type, &data) {
+            EventData::Parsed(data) => match parse_typed_value(&envelope.event_type, &data) {
                 Some(kind) => kind,
                 None => EventKind::Other { event_type: envelope.event_type.into_owned(), data },
             },
@@ -87,7 +89,7 @@ impl SessionEvent {
                 // Every event type's data is an object in the schema, and an
                 // object lets the structs whose fields are all optional parse.
                 let data = raw.map_or("{}", RawValue::get);
-                match EventKind::parse_typed(&envelope.event_type, data) {
+                match parse_typed(&envelope.event_type, data) {
                     Some(kind) => kind,
                     None => EventKind::Other {
                         event_type: envelope.event_type.into_owned(),
@@ -108,6 +110,24 @@ impl SessionEvent {
 }
 
 pub use crate::generated::events::*;
+
+/// Request-like event types that stay [`EventKind::Other`] although the
+/// schema types them: the handlers refuse these waits from the raw data, by
+/// type name, until they match the typed variants.
+pub(crate) const ANSWERED_FROM_RAW: &[&str] =
+    &["sampling.requested", "auto_mode_switch.requested", "session_limits_exhausted.requested", "command.queued"];
+
+fn is_typed(event_type: &str) -> bool {
+    EventKind::is_typed(event_type) && !ANSWERED_FROM_RAW.contains(&event_type)
+}
+
+fn parse_typed(event_type: &str, data: &str) -> Option<EventKind> {
+    is_typed(event_type).then(|| EventKind::parse_typed(event_type, data)).flatten()
+}
+
+fn parse_typed_value(event_type: &str, data: &Value) -> Option<EventKind> {
+    is_typed(event_type).then(|| EventKind::parse_typed_value(event_type, data)).flatten()
+}
 
 /// The data of `assistant.turn_start` (the name this crate used before the
 /// events were generated).
@@ -230,7 +250,7 @@ impl<'de: 'a, 'a> Visitor<'de> for EnvelopeVisitor<'a> {
                 EnvelopeField::Type => event_type = Some(map.next_value::<EventTypeStr<'a>>()?.0),
                 EnvelopeField::Data => {
                     envelope.data = match &event_type {
-                        Some(known) if !EventKind::is_typed(known) => EventData::Parsed(map.next_value()?),
+                        Some(known) if !is_typed(known) => EventData::Parsed(map.next_value()?),
                         _ => EventData::Raw(Some(map.next_value()?)),
                     }
                 }
@@ -425,6 +445,29 @@ mod tests {
             .collect()
     }
 
+    // The typed data written back, and `raw`, without the object keys whose
+    // value is null (an optional field reads `null` and absent alike) and
+    // with every number as a float.
+    fn typed_data(kind: &EventKind, raw: &Value) -> (Value, Value) {
+        fn strip_nulls(v: &mut Value) {
+            match v {
+                Value::Object(map) => {
+                    map.retain(|_, v| !v.is_null());
+                    map.values_mut().for_each(strip_nulls);
+                }
+                Value::Array(items) => items.iter_mut().for_each(strip_nulls),
+                // `1` read into an `f64` field is written back as `1.0`.
+                Value::Number(n) => *v = n.as_f64().map_or(Value::Null, Value::from),
+                _ => {}
+            }
+        }
+        assert!(!matches!(kind, EventKind::Other { .. }));
+        let (mut typed, mut raw) = (kind.data_value(), raw.clone());
+        strip_nulls(&mut typed);
+        strip_nulls(&mut raw);
+        (typed, raw)
+    }
+
     fn event_json(raw: &RawValue) -> Value {
         serde_json::from_str(raw.get()).expect("event is JSON")
     }
@@ -455,13 +498,17 @@ mod tests {
                 assert_eq!(event.parent_id.as_deref(), raw["parentId"].as_str(), "{name}");
                 assert_eq!(event.ephemeral, raw["ephemeral"].as_bool().unwrap_or(false), "{name}");
                 assert_eq!(event.agent_id.as_deref(), raw["agentId"].as_str(), "{name}");
-                if TYPED_EVENT_TYPES.contains(&wire_type) {
+                if EVENT_TYPES.contains(&wire_type) {
                     assert!(
                         !matches!(event.kind, EventKind::Other { .. }),
                         "{name}: {wire_type} fell back to Other; its data no longer fits: {}",
                         raw["data"]
                     );
                     typed_seen.insert(wire_type.to_owned());
+                    // The typed data holds every field the CLI sent: written
+                    // back, it is the data received.
+                    let (typed, sent) = typed_data(&event.kind, &raw["data"]);
+                    assert_eq!(typed, sent, "{name}: {wire_type} lost or changed a field");
                 } else {
                     match &event.kind {
                         EventKind::Other { event_type, data } => {
@@ -475,22 +522,40 @@ mod tests {
         }
         assert_eq!(total, 334, "the six transcripts hold 334 session.event notifications");
         // Guards against the loop passing because nothing typed was seen.
+        // The 31 of the 40 types in the transcripts that the schema lists; the
+        // other nine (`model.*` debug events) stay `Other`, their data kept.
         let expected: BTreeSet<String> = [
-            "session.start",
-            "session.idle",
-            "session.title_changed",
-            "session.shutdown",
-            "user.message",
-            "assistant.turn_start",
+            "assistant.idle",
             "assistant.message",
             "assistant.turn_end",
-            "assistant.idle",
-            "tool.execution_start",
-            "tool.execution_complete",
-            "permission.requested",
-            "permission.completed",
-            "external_tool.requested",
+            "assistant.turn_start",
+            "assistant.usage",
             "external_tool.completed",
+            "external_tool.requested",
+            "model.call_final_result",
+            "model.call_finished",
+            "model.call_start",
+            "pending_messages.modified",
+            "permission.completed",
+            "permission.requested",
+            "sandbox.decision",
+            "session.background_tasks_changed",
+            "session.idle",
+            "session.managed_settings_resolved",
+            "session.mcp_server_status_changed",
+            "session.mcp_server_tools_loaded",
+            "session.mcp_servers_loaded",
+            "session.shutdown",
+            "session.start",
+            "session.title_changed",
+            "session.tools_updated",
+            "session.usage_info",
+            "system.message",
+            "tool.execution_complete",
+            "tool.execution_partial_result",
+            "tool.execution_start",
+            "tool.shell_output",
+            "user.message",
         ]
         .into_iter()
         .map(String::from)
@@ -510,7 +575,7 @@ mod tests {
             .collect();
         assert_eq!(messages.len(), 1);
         assert_eq!(messages[0].content, "Hello! This reply came from the scripted fake model.");
-        assert!(messages[0].tool_requests.is_empty());
+        assert_eq!(messages[0].tool_requests.as_deref(), Some(&[][..]));
         assert_eq!(messages[0].turn_id.as_deref(), Some("0"));
 
         let start = events
@@ -526,7 +591,7 @@ mod tests {
         assert_eq!(start.copilot_version, "1.0.102");
         assert_eq!(start.selected_model.as_deref(), Some("claude-sonnet-4.5"));
         assert_eq!(start.already_in_use, Some(false));
-        assert_eq!(start.context.as_ref().and_then(|c| c["cwd"].as_str()), Some("/tmp/X/work/reply"));
+        assert_eq!(start.context.as_ref().map(|c| c.cwd.as_str()), Some("/tmp/X/work/reply"));
 
         let user = events
             .iter()
@@ -539,7 +604,7 @@ mod tests {
 
         let (_, idle) = events.iter().find(|(_, e)| e.event_type() == "session.idle").expect("session.idle");
         assert!(idle.ephemeral);
-        assert!(matches!(&idle.kind, EventKind::SessionIdle(IdleData { aborted: None })));
+        assert!(matches!(&idle.kind, EventKind::SessionIdle(IdleData { aborted: None, .. })));
     }
 
     #[test]
@@ -550,14 +615,14 @@ mod tests {
         let tool_request = kinds
             .iter()
             .find_map(|k| match k {
-                EventKind::AssistantMessage(m) => m.tool_requests.first(),
+                EventKind::AssistantMessage(m) => m.tool_requests.as_ref()?.first(),
                 _ => None,
             })
             .expect("an assistant.message with a tool request");
         assert_eq!(tool_request.tool_call_id, "call_weather_1");
         assert_eq!(tool_request.name, "get_weather");
         assert_eq!(tool_request.arguments, Some(json!({"city": "Paris"})));
-        assert_eq!(tool_request.call_type.as_deref(), Some("function"));
+        assert_eq!(tool_request.r#type, Some(AssistantMessageToolRequestType::Function));
 
         let permission = kinds
             .iter()
@@ -677,6 +742,17 @@ mod tests {
     }
 
     #[test]
+    fn an_enum_value_the_schema_does_not_list_keeps_the_event_typed() {
+        let event = event_with("abort", json!({"reason": "brand_new_reason"}));
+        let EventKind::Abort(abort) = &event.kind else { panic!("{:?}", event.kind) };
+        assert_eq!(abort.reason, AbortReason::Unknown("brand_new_reason".into()));
+        assert_eq!(abort.reason.as_str(), "brand_new_reason");
+        assert_eq!(event.kind.data_value(), json!({"reason": "brand_new_reason"}));
+        let known = event_with("abort", json!({"reason": "user_initiated"}));
+        assert!(matches!(&known.kind, EventKind::Abort(a) if a.reason == AbortReason::UserInitiated));
+    }
+
+    #[test]
     fn drifted_request_keeps_its_request_id() {
         // `permissionRequest` is required; without it the event cannot be
         // typed, but the client must still be able to answer it.
@@ -687,11 +763,18 @@ mod tests {
 
     #[test]
     fn unknown_type_becomes_other() {
+        // Typed in the schema, but answered from the raw data for now.
         let data = json!({"requestId": "r-1", "serverName": "s", "mcpRequestId": 3});
         let event = event_with("sampling.requested", data.clone());
         assert_eq!(event.kind, EventKind::Other { event_type: "sampling.requested".into(), data });
         assert_eq!(event.event_type(), "sampling.requested");
         assert_eq!(event.kind.request_id(), Some("r-1"));
+        for event_type in ANSWERED_FROM_RAW {
+            assert!(EventKind::is_typed(event_type), "{event_type}");
+            let event = event_with(event_type, json!({"requestId": "r-2"}));
+            assert!(matches!(&event.kind, EventKind::Other { .. }), "{event_type}");
+            assert_eq!(event.kind.request_id(), Some("r-2"));
+        }
 
         let event = event_with("brand.new_type", json!({"x": [1, 2]}));
         assert_eq!(event.kind.request_id(), None);
@@ -724,7 +807,7 @@ mod tests {
         assert_eq!(event.parent_id, None);
         assert!(!event.ephemeral);
         assert_eq!(event.agent_id, None);
-        assert_eq!(event.kind, EventKind::SessionIdle(IdleData { aborted: Some(true) }));
+        assert!(matches!(event.kind, EventKind::SessionIdle(IdleData { aborted: Some(true), mode: None, .. })));
 
         let event = SessionEvent::from_json(
             br#"{"id":7,"timestamp":{"a":[1]},"parentId":false,"ephemeral":"yes","agentId":[null],"type":"abort","data":{"reason":"user_initiated"}}"#,
@@ -738,7 +821,10 @@ mod tests {
             br#"{"type":"assistant.idle","id":"a","timestamp":"t","parentId":"p","ephemeral":true,"agentId":"sub-1","extra":{"k":1}}"#,
         )
         .expect("parses");
-        assert_eq!(event.kind, EventKind::AssistantIdle(IdleData { aborted: None }), "absent data reads as {{}}");
+        assert!(
+            matches!(event.kind, EventKind::AssistantIdle(AssistantIdleData { aborted: None, .. })),
+            "absent data reads as {{}}"
+        );
         assert_eq!(event.parent_id.as_deref(), Some("p"));
         assert_eq!(event.agent_id.as_deref(), Some("sub-1"));
         assert!(event.ephemeral);
@@ -790,7 +876,12 @@ mod tests {
                 "session.error",
                 json!({"errorType": "rate_limit", "message": "slow down", "statusCode": 429, "errorCode": "x"}),
             ),
-            ("session.shutdown", json!({"shutdownType": "routine"})),
+            (
+                "session.shutdown",
+                json!({"shutdownType": "routine", "totalApiDurationMs": 5, "sessionStartTime": 1,
+                       "codeChanges": {"linesAdded": 1, "linesRemoved": 0, "filesModified": ["a.rs"]},
+                       "modelMetrics": {}}),
+            ),
             ("assistant.message_delta", json!({"messageId": "m", "deltaContent": "He"})),
             ("assistant.reasoning", json!({"reasoningId": "r", "content": "think", "rte": false})),
             ("assistant.reasoning_delta", json!({"reasoningId": "r", "deltaContent": "th"})),
@@ -844,7 +935,8 @@ mod tests {
 
     #[test]
     fn typed_event_types_are_unique() {
-        let unique: BTreeSet<_> = TYPED_EVENT_TYPES.iter().collect();
-        assert_eq!(unique.len(), TYPED_EVENT_TYPES.len());
+        let unique: BTreeSet<_> = EVENT_TYPES.iter().collect();
+        assert_eq!(unique.len(), EVENT_TYPES.len());
+        assert_eq!(EVENT_TYPES.len(), 163, "the CLI 1.0.102 schema lists 163 event types");
     }
 }
