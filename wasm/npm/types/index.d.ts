@@ -48,6 +48,10 @@ export declare class ConfigError extends CopilotError {}
 // ---------------------------------------------------------------------------
 // Events
 
+// Every event type and RPC method of the CLI's schemas (generated; `TypedSessionEvent`, `rpc.SessionMethods`, ...).
+export * from "./generated/events.js";
+export * as rpc from "./generated/rpc.js";
+
 /** A session event as the CLI sends it (`params.event` of `session.event`). */
 export interface SessionEvent<T extends string = string, D = Record<string, any>> {
   /** `assistant.message`, `session.idle`, `permission.requested`, ... */
