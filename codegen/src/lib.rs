@@ -163,10 +163,8 @@ impl<'s> Model<'s> {
         if let Some(ty) = self.resolved.get(key) {
             return Ok(ty.clone());
         }
-        let schema = self
-            .definitions
-            .and_then(|d| d.get(key))
-            .ok_or_else(|| format!("$ref to a missing definition {key}"))?;
+        let schema =
+            self.definitions.and_then(|d| d.get(key)).ok_or_else(|| format!("$ref to a missing definition {key}"))?;
         let name = pascal(key);
         // Named before its contents are read, so a type that refers to
         // itself resolves.
@@ -216,7 +214,8 @@ impl<'s> Model<'s> {
                         ident = format!("{base}{n}");
                         n += 1;
                     }
-                    let doc = docs.and_then(|d| d.get(*wire)).map(|d| description(&serde_json::json!({"description": d})));
+                    let doc =
+                        docs.and_then(|d| d.get(*wire)).map(|d| description(&serde_json::json!({"description": d})));
                     ((*wire).to_owned(), ident, doc.unwrap_or_default())
                 })
                 .collect();
@@ -459,10 +458,10 @@ fn field_ident(wire: &str) -> String {
 }
 
 const RUST_KEYWORDS: &[&str] = &[
-    "as", "async", "await", "box", "break", "const", "continue", "do", "dyn", "else", "enum", "extern", "false", "final",
-    "fn", "for", "gen", "if", "impl", "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override", "priv",
-    "pub", "ref", "return", "static", "struct", "trait", "true", "try", "type", "typeof", "unsafe", "unsized", "use",
-    "virtual", "where", "while", "yield", "abstract", "become",
+    "as", "async", "await", "box", "break", "const", "continue", "do", "dyn", "else", "enum", "extern", "false",
+    "final", "fn", "for", "gen", "if", "impl", "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override",
+    "priv", "pub", "ref", "return", "static", "struct", "trait", "true", "try", "type", "typeof", "unsafe", "unsized",
+    "use", "virtual", "where", "while", "yield", "abstract", "become",
 ];
 
 // ---------------------------------------------------------------------------
@@ -723,8 +722,7 @@ mod events {
         for v in &mut variants {
             if let Ty::Named(n) = &v.data {
                 if let Some(Def::Struct { fields, .. }) = model.defs.get(n) {
-                    v.request_id =
-                        fields.iter().any(|f| f.wire == "requestId" && f.required && f.ty == Ty::String);
+                    v.request_id = fields.iter().any(|f| f.wire == "requestId" && f.required && f.ty == Ty::String);
                 }
             }
         }
@@ -805,7 +803,9 @@ mod events {
              written.unwrap_or(Value::Null)\n    }\n\n",
         );
         out.push_str("    /// Whether `event_type` has a typed variant.\n");
-        out.push_str("    pub fn is_typed(event_type: &str) -> bool {\n        EVENT_TYPES.contains(&event_type)\n    }\n\n");
+        out.push_str(
+            "    pub fn is_typed(event_type: &str) -> bool {\n        EVENT_TYPES.contains(&event_type)\n    }\n\n",
+        );
         out.push_str(
             "    /// The typed variant of `event_type` read from the JSON text `data`;\n    \
              /// `None` when the type has no variant or the data does not fit it.\n    \

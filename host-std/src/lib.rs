@@ -55,8 +55,8 @@ pub use client::{
 pub use connection::CloseCause;
 pub use copilot_core as core;
 pub use error::{Error, Result};
-pub use generated::rpc;
 pub use events::{EventKind, LifecycleEvent, SessionEvent};
+pub use generated::rpc;
 pub use handlers::{
     approve_all, deny_all, Command, ElicitationHandler, ElicitationResponse, ExitPlanModeHandler, ExitPlanModeRequest,
     ExitPlanModeResponse, McpOAuthHandler, OAuthToken, PermissionDecision, PermissionHandler, PermissionRequest,
