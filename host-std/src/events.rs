@@ -81,7 +81,7 @@ impl SessionEvent {
         let kind = match envelope.data {
             // `Some` only when a repeated `type` named a typed one after the
             // data was read for an untyped one.
-            EventData::Parsed(data) => match parse_typed_value(&envelope.event_type, &data) {
+            EventData::Parsed(data) => match EventKind::parse_typed_value(&envelope.event_type, &data) {
                 Some(kind) => kind,
                 None => EventKind::Other { event_type: envelope.event_type.into_owned(), data },
             },
@@ -89,7 +89,7 @@ impl SessionEvent {
                 // Every event type's data is an object in the schema, and an
                 // object lets the structs whose fields are all optional parse.
                 let data = raw.map_or("{}", RawValue::get);
-                match parse_typed(&envelope.event_type, data) {
+                match EventKind::parse_typed(&envelope.event_type, data) {
                     Some(kind) => kind,
                     None => EventKind::Other {
                         event_type: envelope.event_type.into_owned(),
@@ -110,24 +110,6 @@ impl SessionEvent {
 }
 
 pub use crate::generated::events::*;
-
-/// Request-like event types that stay [`EventKind::Other`] although the
-/// schema types them: the handlers refuse these waits from the raw data, by
-/// type name, until they match the typed variants.
-pub(crate) const ANSWERED_FROM_RAW: &[&str] =
-    &["sampling.requested", "auto_mode_switch.requested", "session_limits_exhausted.requested", "command.queued"];
-
-fn is_typed(event_type: &str) -> bool {
-    EventKind::is_typed(event_type) && !ANSWERED_FROM_RAW.contains(&event_type)
-}
-
-fn parse_typed(event_type: &str, data: &str) -> Option<EventKind> {
-    is_typed(event_type).then(|| EventKind::parse_typed(event_type, data)).flatten()
-}
-
-fn parse_typed_value(event_type: &str, data: &Value) -> Option<EventKind> {
-    is_typed(event_type).then(|| EventKind::parse_typed_value(event_type, data)).flatten()
-}
 
 /// The data of `assistant.turn_start` (the name this crate used before the
 /// events were generated).
@@ -250,7 +232,7 @@ impl<'de: 'a, 'a> Visitor<'de> for EnvelopeVisitor<'a> {
                 EnvelopeField::Type => event_type = Some(map.next_value::<EventTypeStr<'a>>()?.0),
                 EnvelopeField::Data => {
                     envelope.data = match &event_type {
-                        Some(known) if !is_typed(known) => EventData::Parsed(map.next_value()?),
+                        Some(known) if !EventKind::is_typed(known) => EventData::Parsed(map.next_value()?),
                         _ => EventData::Raw(Some(map.next_value()?)),
                     }
                 }
@@ -763,18 +745,15 @@ mod tests {
 
     #[test]
     fn unknown_type_becomes_other() {
-        // Typed in the schema, but answered from the raw data for now.
+        // Sampling is typed now; the raw data of a drifted one is kept.
         let data = json!({"requestId": "r-1", "serverName": "s", "mcpRequestId": 3});
         let event = event_with("sampling.requested", data.clone());
-        assert_eq!(event.kind, EventKind::Other { event_type: "sampling.requested".into(), data });
-        assert_eq!(event.event_type(), "sampling.requested");
+        assert!(matches!(&event.kind, EventKind::SamplingRequested(s) if s.server_name == "s"));
         assert_eq!(event.kind.request_id(), Some("r-1"));
-        for event_type in ANSWERED_FROM_RAW {
-            assert!(EventKind::is_typed(event_type), "{event_type}");
-            let event = event_with(event_type, json!({"requestId": "r-2"}));
-            assert!(matches!(&event.kind, EventKind::Other { .. }), "{event_type}");
-            assert_eq!(event.kind.request_id(), Some("r-2"));
-        }
+        let drifted = json!({"requestId": "r-2", "serverName": 5});
+        let event = event_with("sampling.requested", drifted.clone());
+        assert_eq!(event.kind, EventKind::Other { event_type: "sampling.requested".into(), data: drifted });
+        assert_eq!(event.kind.request_id(), Some("r-2"));
 
         let event = event_with("brand.new_type", json!({"x": [1, 2]}));
         assert_eq!(event.kind.request_id(), None);
