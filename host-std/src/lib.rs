@@ -56,6 +56,7 @@ pub use connection::CloseCause;
 pub use copilot_core as core;
 pub use error::{Error, Result};
 pub use events::{EventKind, LifecycleEvent, SessionEvent};
+#[cfg(feature = "rpc-types")]
 pub use generated::rpc;
 pub use handlers::{
     approve_all, deny_all, Command, ElicitationHandler, ElicitationResponse, ExitPlanModeHandler, ExitPlanModeRequest,
