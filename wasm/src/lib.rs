@@ -657,7 +657,9 @@ mod tests {
         assert_eq!(batch[3]["route"], "frameError");
         let sent = String::from_utf8(c.take_outgoing()).unwrap();
         assert!(
-            sent.ends_with(r#"{"jsonrpc":"2.0","id":1e400,"error":{"code":-32603,"message":"the user is not available"}}"#),
+            sent.ends_with(
+                r#"{"jsonrpc":"2.0","id":1e400,"error":{"code":-32603,"message":"the user is not available"}}"#
+            ),
             "{sent}"
         );
     }
