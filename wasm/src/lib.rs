@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 
 use copilot_core::{
     Cause, Engine, EngineConfig, EventInfo, FrameDecoder, GrowingBuffer, Id, JsonStr, ObligationId, Outgoing, Output,
-    Payload, RequestId, Route, RpcError, SessionHandle, Value,
+    Payload, Route, RpcError, SessionHandle, Value,
 };
 use wasm_bindgen::prelude::*;
 
@@ -325,7 +325,7 @@ impl CoreEngine {
                 }
             }
         } else {
-            let quoted = serde_json::to_string(result).unwrap_or_else(|_| "\"\"".into());
+            let quoted = json_string(result);
             match Value::parse(quoted.as_bytes()).ok().and_then(|v| v.as_str()) {
                 Some(message) => {
                     let error = RpcError { code: copilot_core::INTERNAL_ERROR, message, data: None };
@@ -344,7 +344,7 @@ impl CoreEngine {
         Ok(match opened {
             Ok(()) => format!(r#"{{"opened":true,"routes":{routes}}}"#),
             Err(e) => {
-                let error = serde_json::to_string(&e.to_string()).unwrap_or_default();
+                let error = json_string(&e.to_string());
                 format!(r#"{{"opened":false,"error":{error},"routes":{routes}}}"#)
             }
         })
@@ -395,6 +395,33 @@ fn parse_params(params: &str) -> Result<Option<Value<'_>>, JsError> {
     Ok(Some(v))
 }
 
+/// `s` as a JSON string literal.
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    push_json_string(&mut out, s);
+    out
+}
+
+/// Appends `s` as a JSON string literal (quotes, backslashes and control
+/// characters escaped).
+fn push_json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
 fn encode(message: &Outgoing<'_>) -> Result<Vec<u8>, JsError> {
     message.to_vec(512).map_err(|e| JsError::new(&e.to_string()))
 }
@@ -437,7 +464,7 @@ impl Batch {
                 w.text("obligation", &ob.id.to_bits().to_string());
                 w.text("handler", ob.handler.name());
                 match ob.deadline {
-                    Some(d) => w.number_f("deadline", d as f64),
+                    Some(d) => w.number_u("deadline", d),
                     None => w.raw("deadline", b"null"),
                 }
             }
@@ -466,7 +493,7 @@ impl Batch {
                 extra(w);
             }),
             Route::Response { request, result, .. } => self.item("response", |w| {
-                w.number_f("id", request_number(*request));
+                w.number_u("id", request.0);
                 match result {
                     Ok(v) => w.raw("result", v.as_bytes()),
                     Err(e) => {
@@ -530,10 +557,6 @@ impl Batch {
     }
 }
 
-fn request_number(id: RequestId) -> f64 {
-    id.0 as f64
-}
-
 /// Fields of one item.
 struct Fields<'o> {
     out: &'o mut String,
@@ -554,7 +577,7 @@ impl Fields<'_> {
         let _ = write!(self.out, "{n}");
     }
 
-    fn number_f(&mut self, key: &str, n: f64) {
+    fn number_u(&mut self, key: &str, n: u64) {
         self.key(key);
         // Only request ids come here, whole numbers below 2^53; printed as
         // integers, which keeps float formatting (20 KB) out of the module.
@@ -579,7 +602,7 @@ impl Fields<'_> {
     /// Any text, escaped.
     fn text(&mut self, key: &str, s: &str) {
         self.key(key);
-        self.out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into()));
+        push_json_string(self.out, s);
     }
 
     /// The JSON text of a request id, as a string (so `1e400` and `"a"`
@@ -662,6 +685,14 @@ mod tests {
             ),
             "{sent}"
         );
+    }
+
+    #[test]
+    fn strings_are_escaped_as_json() {
+        for s in ["plain", "q\"b\\n\nr\rt\tz\u{1}\u{1f}", "😀 \u{7f}"] {
+            assert_eq!(serde_json::from_str::<String>(&json_string(s)).unwrap(), s);
+        }
+        assert_eq!(json_string("a\u{1}"), r#""a\u0001""#);
     }
 
     #[test]
