@@ -545,7 +545,6 @@ export class CopilotClient {
    * the calls and sessions open.
    */
   stats() {
-    if (this.#closed) return { pendingRequests: 0, sessions: 0, closed: true };
     return {
       ...JSON.parse(this.#core.stats(now())),
       pendingRequests: this.#pending.size,
