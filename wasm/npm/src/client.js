@@ -425,6 +425,7 @@ export class CopilotClient {
       maxFrameBytes,
       requestTimeoutMs,
       shutdownGraceMs,
+      handlerTimeoutMs: options.handlerTimeoutMs,
     });
   }
 
