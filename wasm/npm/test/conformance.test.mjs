@@ -73,8 +73,12 @@ function expected(row, path) {
   if (!handled) return "refusal";
   switch (path) {
     case "handler":
-    case "unreadable": // JS reads lone surrogates and 1e400: the handler answers
       return { answer: ANSWERS[row.handler] };
+    case "unreadable":
+      // JS reads lone surrogates and 1e400, so the handler answers; but
+      // with every string a lone surrogate, no tool or command has the
+      // name asked for (the refusal goes).
+      return row.handler === "tool" || row.handler === "command" ? "refusal" : { answer: ANSWERS[row.handler] };
     case "handlerPanics":
       // A tool's error is its result (the model reads the message).
       return row.handler === "tool" ? { answer: { textResultForLlm: "boom", resultType: "failure" } } : "refusal";
