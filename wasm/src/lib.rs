@@ -1,28 +1,28 @@
-//! The WebAssembly binding of `copilot-core`: the frame decoder, the router,
-//! the session and pending-request tables and the encoder, for JavaScript.
+//! The WebAssembly binding of `copilot-core`: the protocol engine (frame
+//! decoder, router, session, pending-request and obligation tables, answer
+//! table, deadlines) for JavaScript.
 //!
-//! JavaScript feeds the bytes it reads (`feed(Uint8Array)`) and gets back,
-//! as one JSON text per call, every message decoded and where the core's
-//! router sent it. Message bodies are embedded as they arrived (they are
+//! JavaScript feeds the bytes it reads (`feed(Uint8Array, now)`) and gets
+//! back, as one JSON text per call, every message decoded, where the
+//! engine sent it and what it decided (an obligation to answer, a refusal
+//! it already sent). Message bodies are embedded as they arrived (they are
 //! already JSON), so one `JSON.parse` reads a whole batch. There is no
-//! routing logic in JavaScript: the core decides; the JS client only
-//! delivers what each route says.
+//! routing or answering policy in JavaScript: the engine decides; the JS
+//! client delivers, calls the user's handlers and passes their answers on.
 //!
 //! Sessions are named by a `tag` (a number JavaScript chooses) and reserved
 //! before the create or resume request is sent. Frames for sessions the
 //! server has yet to name are parked here, and released in order when
-//! [`CoreConnection::assign_session`] names the session.
+//! [`CoreEngine::complete_open`] names the session.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use copilot_core::{
     Cause, Engine, EngineConfig, EventInfo, FrameDecoder, GrowingBuffer, Id, JsonStr, ObligationId, Outgoing, Output,
-    Payload, RequestId, Route, Router, RpcError, SessionHandle, Value,
+    Payload, Route, RpcError, SessionHandle, Value,
 };
 use wasm_bindgen::prelude::*;
-
-type WasmRouter = Router<u32, u32, 256, 1024>;
 
 /// The largest frame accepted unless the constructor is told otherwise.
 const DEFAULT_MAX_FRAME: usize = 16 << 20;
@@ -33,176 +33,9 @@ const MAX_PARKED: usize = 10_000;
 /// (WebAssembly memory, once grown, is never given back).
 const INITIAL_BUFFER: usize = 64 << 10;
 
-/// One connection's protocol state.
-#[wasm_bindgen]
-pub struct CoreConnection {
-    decoder: FrameDecoder<GrowingBuffer>,
-    router: Box<WasmRouter>,
-    handles: HashMap<u32, SessionHandle>,
-    parked: VecDeque<Vec<u8>>,
-    park_overflow: u64,
-}
-
-impl Default for CoreConnection {
-    fn default() -> Self {
-        Self::new(None)
-    }
-}
-
-#[wasm_bindgen]
-impl CoreConnection {
-    /// A connection accepting frames of at most `max_frame` bytes (16 MiB by
-    /// default). The buffer starts at 64 KiB and grows only when a larger
-    /// frame arrives.
-    #[wasm_bindgen(constructor)]
-    pub fn new(max_frame: Option<u32>) -> CoreConnection {
-        let size = max_frame.map_or(DEFAULT_MAX_FRAME, |m| m as usize).max(copilot_core::MIN_FRAME_BUFFER);
-        CoreConnection {
-            decoder: FrameDecoder::with_buffer(GrowingBuffer::new(INITIAL_BUFFER.min(size))).with_limit(size),
-            router: Box::new(Router::new()),
-            handles: HashMap::new(),
-            parked: VecDeque::new(),
-            park_overflow: 0,
-        }
-    }
-
-    /// Feeds received bytes; returns a JSON array of routed messages.
-    pub fn feed(&mut self, bytes: &[u8]) -> String {
-        let mut out = Batch::new();
-        let mut rest = bytes;
-        loop {
-            let n = self.decoder.feed(rest);
-            rest = &rest[n..];
-            while let Some(route) = self.router.poll(&mut self.decoder) {
-                if let Route::Park { body, .. } = &route {
-                    park(&mut self.parked, &mut self.park_overflow, body, &mut out);
-                } else {
-                    out.route(&route);
-                }
-            }
-            if rest.is_empty() {
-                return out.finish();
-            }
-        }
-    }
-
-    /// Call when the stream has ended: reports a frame cut short.
-    pub fn finish(&mut self) -> String {
-        let mut out = Batch::new();
-        if let Err(e) = self.decoder.finish() {
-            out.route::<u32, u32>(&Route::FrameError(e));
-        }
-        out.finish()
-    }
-
-    /// Allocates a request id and encodes the request; `params` is JSON text
-    /// (an object or array) or empty for none.
-    pub fn encode_request(&mut self, method: &str, params: &str) -> Result<EncodedRequest, JsError> {
-        let params = parse_params(params)?;
-        let id = self.router.pending().insert(0).map_err(|_| JsError::new("too many requests in flight"))?;
-        match encode(&Outgoing::Request { id, method, params: params.as_ref().map(|p| p as &dyn Payload) }) {
-            Ok(frame) => Ok(EncodedRequest { id: id.0 as f64, frame }),
-            Err(e) => {
-                self.router.pending().take(id.0);
-                Err(e)
-            }
-        }
-    }
-
-    /// Forgets a request (its caller gave up); a later answer is reported as
-    /// unmatched.
-    pub fn cancel_request(&mut self, id: f64) -> bool {
-        self.router.pending().take(id as u64).is_some()
-    }
-
-    /// Fails every request in flight (on disconnect): returns their ids.
-    pub fn drain_requests(&mut self) -> Vec<f64> {
-        self.router.pending().drain().map(|(id, _)| id.0 as f64).collect()
-    }
-
-    /// Encodes a notification.
-    pub fn encode_notification(&self, method: &str, params: &str) -> Result<Vec<u8>, JsError> {
-        let params = parse_params(params)?;
-        encode(&Outgoing::Notification { method, params: params.as_ref().map(|p| p as &dyn Payload) })
-    }
-
-    /// Encodes the answer to a server request; `id` is the request id's
-    /// JSON text as a route gave it (`idText`), `result` JSON text.
-    pub fn encode_response(&self, id: &str, result: &str) -> Result<Vec<u8>, JsError> {
-        let id_value = Value::parse(id.as_bytes()).map_err(|e| JsError::new(&format!("bad id: {e}")))?;
-        let result = Value::parse(result.as_bytes()).map_err(|e| JsError::new(&format!("bad result: {e}")))?;
-        encode(&Outgoing::Response { id: to_id(id_value)?, result: &result })
-    }
-
-    /// Encodes an error answer to a server request.
-    pub fn encode_error(&self, id: &str, code: i32, message: &str) -> Result<Vec<u8>, JsError> {
-        let id_value = Value::parse(id.as_bytes()).map_err(|e| JsError::new(&format!("bad id: {e}")))?;
-        encode(&Outgoing::Error { id: to_id(id_value)?, code: code.into(), message, data: None })
-    }
-
-    /// Reserves session `id` under `tag` before its create/resume is sent.
-    pub fn reserve_session(&mut self, id: &str, tag: u32) -> Result<(), JsError> {
-        let handle = self.router.sessions().reserve(id, tag).map_err(|e| JsError::new(&e.to_string()))?;
-        self.handles.insert(tag, handle);
-        Ok(())
-    }
-
-    /// Reserves a slot under `tag` for a create whose id the server assigns.
-    pub fn reserve_unassigned(&mut self, tag: u32) -> Result<(), JsError> {
-        let handle = self.router.sessions().reserve_unassigned(tag).map_err(|e| JsError::new(&e.to_string()))?;
-        self.handles.insert(tag, handle);
-        Ok(())
-    }
-
-    /// Names the session reserved unassigned under `tag`; returns the JSON
-    /// array of the frames parked for it (and any other now routable).
-    pub fn assign_session(&mut self, tag: u32, id: &str) -> Result<String, JsError> {
-        let handle = self.handle(tag)?;
-        self.router.sessions().assign(handle, id).map_err(|e| JsError::new(&e.to_string()))?;
-        Ok(self.reroute_parked())
-    }
-
-    /// Marks the session created (its create/resume succeeded).
-    pub fn activate_session(&mut self, tag: u32) -> Result<(), JsError> {
-        let handle = self.handle(tag)?;
-        self.router.sessions().activate(handle).map_err(|e| JsError::new(&e.to_string()))
-    }
-
-    /// Marks the session closing (its destroy is in flight).
-    pub fn close_session(&mut self, tag: u32) -> Result<(), JsError> {
-        let handle = self.handle(tag)?;
-        self.router.sessions().close(handle).map_err(|e| JsError::new(&e.to_string()))
-    }
-
-    /// Releases the session; returns the JSON array of parked frames that
-    /// became routable (as unknown) if no other create is in flight.
-    pub fn release_session(&mut self, tag: u32) -> String {
-        if let Some(handle) = self.handles.remove(&tag) {
-            self.router.sessions().release(handle);
-        }
-        self.reroute_parked()
-    }
-
-    /// The router's counters, as JSON.
-    pub fn stats(&self) -> String {
-        let s = self.router.stats();
-        format!(
-            r#"{{"frames":{},"bytes":{},"malformed":{},"oversize":{},"unknownSession":{},"parked":{},"unmatchedResponses":{},"parkOverflow":{}}}"#,
-            s.frames,
-            s.bytes,
-            s.malformed,
-            s.oversize,
-            s.unknown_session,
-            s.parked,
-            s.unmatched_responses,
-            self.park_overflow
-        )
-    }
-}
-
 /// The engine's capacities in WebAssembly: sessions, requests in flight,
 /// open obligations. Parking is bounded by bytes (see [`CoreEngine::new`]).
-type WasmEngine = Engine<u32, u32, Vec<u8>, 256, 1024, 1024>;
+type WasmEngine = Engine<u32, u32, Vec<u8>, 256, 1024, 2048>;
 
 /// The parking storage unless the constructor is told otherwise.
 const DEFAULT_PARK_BYTES: usize = 4 << 20;
@@ -215,7 +48,7 @@ const DEFAULT_PARK_BYTES: usize = 4 << 20;
 /// [`take_outgoing`](Self::take_outgoing) to the CLI. Time is `now`, in
 /// milliseconds of any clock (`performance.now()`, `Date.now()`).
 ///
-/// Routed items are as [`CoreConnection::feed`] gives them, plus, on a wait
+/// Routed items (typed in the npm package's `index.d.ts`) carry, on a wait
 /// the JS client must answer, `"obligation"` (an opaque string to give back
 /// to [`answer`](Self::answer) or [`refuse`](Self::refuse)), `"handler"`
 /// (the handler kind, such as `"permission"`) and `"deadline"`; on a wait
@@ -326,11 +159,24 @@ impl CoreEngine {
         self.engine.poll_timeout().map(|t| t as f64)
     }
 
-    /// Allocates a request id (with the request deadline from `now`) and
-    /// encodes the request; `params` is JSON text or empty for none.
-    pub fn encode_request(&mut self, method: &str, params: &str, now: f64) -> Result<EncodedRequest, JsError> {
+    /// Allocates a request id and encodes the request; `params` is JSON
+    /// text or empty for none. Its deadline is `now + timeout_ms` (none if
+    /// `timeout_ms` is infinite), or the engine's request timeout when
+    /// `timeout_ms` is not given.
+    pub fn encode_request(
+        &mut self,
+        method: &str,
+        params: &str,
+        now: f64,
+        timeout_ms: Option<f64>,
+    ) -> Result<EncodedRequest, JsError> {
         let params = parse_params(params)?;
-        let id = self.engine.insert_request(0, ms(now)).map_err(|_| JsError::new("too many requests in flight"))?;
+        let inserted = match timeout_ms {
+            None => self.engine.insert_request(0, ms(now)),
+            Some(t) if !t.is_finite() => self.engine.router().pending().insert_with_deadline(0, None),
+            Some(t) => self.engine.router().pending().insert_with_deadline(0, Some(ms(now).saturating_add(ms(t)))),
+        };
+        let id = inserted.map_err(|_| JsError::new("too many requests in flight"))?;
         match encode(&Outgoing::Request { id, method, params: params.as_ref().map(|p| p as &dyn Payload) }) {
             Ok(frame) => Ok(EncodedRequest { id: id.0 as f64, frame }),
             Err(e) => {
@@ -479,7 +325,7 @@ impl CoreEngine {
                 }
             }
         } else {
-            let quoted = serde_json::to_string(result).unwrap_or_else(|_| "\"\"".into());
+            let quoted = json_string(result);
             match Value::parse(quoted.as_bytes()).ok().and_then(|v| v.as_str()) {
                 Some(message) => {
                     let error = RpcError { code: copilot_core::INTERNAL_ERROR, message, data: None };
@@ -498,7 +344,7 @@ impl CoreEngine {
         Ok(match opened {
             Ok(()) => format!(r#"{{"opened":true,"routes":{routes}}}"#),
             Err(e) => {
-                let error = serde_json::to_string(&e.to_string()).unwrap_or_default();
+                let error = json_string(&e.to_string());
                 format!(r#"{{"opened":false,"error":{error},"routes":{routes}}}"#)
             }
         })
@@ -532,40 +378,6 @@ fn obligation_id(text: &str) -> Result<ObligationId, String> {
     text.parse::<u64>().map(ObligationId::from_bits).map_err(|_| "not an obligation id".to_owned())
 }
 
-impl CoreConnection {
-    fn handle(&self, tag: u32) -> Result<SessionHandle, JsError> {
-        self.handles.get(&tag).copied().ok_or_else(|| JsError::new(&format!("no session reserved under tag {tag}")))
-    }
-
-    fn reroute_parked(&mut self) -> String {
-        let mut out = Batch::new();
-        for body in std::mem::take(&mut self.parked) {
-            match self.router.route_parked(&body) {
-                Route::Park { .. } => self.parked.push_back(body),
-                route => out.route(&route),
-            }
-        }
-        out.finish()
-    }
-}
-
-/// Keeps a parked frame, or, when too many are held, reports it lost (a
-/// request among them is reported so that it can still be answered).
-fn park(parked: &mut VecDeque<Vec<u8>>, overflow: &mut u64, body: &[u8], out: &mut Batch) {
-    if parked.len() < MAX_PARKED {
-        parked.push_back(body.to_vec());
-        return;
-    }
-    *overflow += 1;
-    let reply = match copilot_core::Envelope::decode(body) {
-        Ok(copilot_core::Envelope { message: copilot_core::Message::Request { id, .. }, .. }) => Some(id),
-        _ => None,
-    };
-    out.item("parkOverflow", |w| {
-        w.field_opt_id("replyTo", reply.as_ref());
-    });
-}
-
 /// A request ready to send.
 #[wasm_bindgen(getter_with_clone)]
 pub struct EncodedRequest {
@@ -583,13 +395,31 @@ fn parse_params(params: &str) -> Result<Option<Value<'_>>, JsError> {
     Ok(Some(v))
 }
 
-fn to_id(v: Value<'_>) -> Result<Id<'_>, JsError> {
-    match (v.as_str(), v.as_number(), v.is_null()) {
-        (Some(s), _, _) => Ok(Id::String(s)),
-        (_, Some(n), _) => Ok(Id::Number(n)),
-        (_, _, true) => Ok(Id::Null),
-        _ => Err(JsError::new("an id is a string, a number or null")),
+/// `s` as a JSON string literal.
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    push_json_string(&mut out, s);
+    out
+}
+
+/// Appends `s` as a JSON string literal (quotes, backslashes and control
+/// characters escaped).
+fn push_json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
     }
+    out.push('"');
 }
 
 fn encode(message: &Outgoing<'_>) -> Result<Vec<u8>, JsError> {
@@ -634,7 +464,7 @@ impl Batch {
                 w.text("obligation", &ob.id.to_bits().to_string());
                 w.text("handler", ob.handler.name());
                 match ob.deadline {
-                    Some(d) => w.number_f("deadline", d as f64),
+                    Some(d) => w.number_u("deadline", d),
                     None => w.raw("deadline", b"null"),
                 }
             }
@@ -663,7 +493,7 @@ impl Batch {
                 extra(w);
             }),
             Route::Response { request, result, .. } => self.item("response", |w| {
-                w.number_f("id", request_number(*request));
+                w.number_u("id", request.0);
                 match result {
                     Ok(v) => w.raw("result", v.as_bytes()),
                     Err(e) => {
@@ -727,10 +557,6 @@ impl Batch {
     }
 }
 
-fn request_number(id: RequestId) -> f64 {
-    id.0 as f64
-}
-
 /// Fields of one item.
 struct Fields<'o> {
     out: &'o mut String,
@@ -751,7 +577,7 @@ impl Fields<'_> {
         let _ = write!(self.out, "{n}");
     }
 
-    fn number_f(&mut self, key: &str, n: f64) {
+    fn number_u(&mut self, key: &str, n: u64) {
         self.key(key);
         // Only request ids come here, whole numbers below 2^53; printed as
         // integers, which keeps float formatting (20 KB) out of the module.
@@ -776,7 +602,7 @@ impl Fields<'_> {
     /// Any text, escaped.
     fn text(&mut self, key: &str, s: &str) {
         self.key(key);
-        self.out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into()));
+        push_json_string(self.out, s);
     }
 
     /// The JSON text of a request id, as a string (so `1e400` and `"a"`
@@ -829,51 +655,76 @@ mod tests {
 
     #[test]
     fn events_and_responses_come_back_as_one_json_batch() {
-        let mut c = CoreConnection::new(None);
+        let mut c = CoreEngine::new(None, None, None, None);
         c.reserve_session("s\"1", 7).unwrap();
-        let req = c.encode_request("session.send", r#"{"sessionId":"s\"1","prompt":"hi"}"#).unwrap();
+        let req = c.encode_request("session.send", r#"{"sessionId":"s\"1","prompt":"hi"}"#, 0.0, None).unwrap();
         assert_eq!(req.id, 1.0);
         let mut input = frame(
-            r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s\"1","event":{"type":"permission.requested","id":"e","data":{"requestId":"r1","x":"\ud83d\ude00"}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s\"1","event":{"type":"session.info","id":"e","data":{"x":"\ud83d\ude00"}}}}"#,
         );
         input.extend(frame(r#"{"jsonrpc":"2.0","id":1,"result":{"messageId":"m"}}"#));
         input.extend(frame(
             r#"{"jsonrpc":"2.0","id":1e400,"method":"userInput.request","params":{"sessionId":"nobody"}}"#,
         ));
         input.extend(b"garbage\r\n");
-        let batch = parse(&c.feed(&input));
+        let batch = parse(&c.feed(&input, 0.0));
         assert_eq!(batch[0]["route"], "event");
         assert_eq!(batch[0]["session"], 7);
         assert_eq!(batch[0]["sessionId"], "s\"1");
-        assert_eq!(batch[0]["awaitsAnswer"], true);
-        assert_eq!(batch[0]["requestId"], "r1");
+        assert_eq!(batch[0]["awaitsAnswer"], false);
         assert_eq!(batch[0]["event"]["data"]["x"], "😀");
         assert_eq!(batch[1], serde_json::json!({"route": "response", "id": 1, "result": {"messageId": "m"}}));
         assert_eq!(batch[2]["route"], "unknownSession");
-        assert_eq!(batch[2]["replyTo"], "1e400", "the id's exact text, to answer with");
+        assert_eq!(batch[2]["replyTo"], "1e400", "the id's exact text");
+        assert_eq!(batch[2]["refused"], "sessionGone");
         assert_eq!(batch[3]["route"], "frameError");
-        let answer = c.encode_error("1e400", -32602, "unknown session nobody").unwrap();
-        assert!(String::from_utf8(answer)
-            .unwrap()
-            .ends_with(r#"{"jsonrpc":"2.0","id":1e400,"error":{"code":-32602,"message":"unknown session nobody"}}"#));
+        let sent = String::from_utf8(c.take_outgoing()).unwrap();
+        assert!(
+            sent.ends_with(
+                r#"{"jsonrpc":"2.0","id":1e400,"error":{"code":-32603,"message":"the user is not available"}}"#
+            ),
+            "{sent}"
+        );
+    }
+
+    #[test]
+    fn strings_are_escaped_as_json() {
+        for s in ["plain", "q\"b\\n\nr\rt\tz\u{1}\u{1f}", "😀 \u{7f}"] {
+            assert_eq!(serde_json::from_str::<String>(&json_string(s)).unwrap(), s);
+        }
+        assert_eq!(json_string("a\u{1}"), r#""a\u0001""#);
+    }
+
+    #[test]
+    fn requests_take_their_own_deadline_or_the_default() {
+        let mut c = CoreEngine::new(None, None, Some(1000.0), None);
+        let a = c.encode_request("ping", "{}", 10.0, Some(50.0)).unwrap().id;
+        let b = c.encode_request("ping", "{}", 10.0, None).unwrap().id;
+        let _never = c.encode_request("ping", "{}", 10.0, Some(f64::INFINITY)).unwrap().id;
+        assert_eq!(c.poll_timeout(), Some(60.0));
+        assert_eq!(c.handle_timeout(59.0), Vec::<f64>::new());
+        assert_eq!(c.handle_timeout(60.0), vec![a]);
+        assert_eq!(c.poll_timeout(), Some(1010.0));
+        assert_eq!(c.handle_timeout(5000.0), vec![b]);
+        assert_eq!(c.poll_timeout(), None, "the third has no deadline");
     }
 
     #[test]
     fn parked_frames_are_released_in_order_when_the_session_is_named() {
-        let mut c = CoreConnection::new(None);
+        let mut c = CoreEngine::new(None, None, None, None);
         c.reserve_unassigned(3).unwrap();
         let mut input = Vec::new();
         for n in 0..3 {
             input.extend(frame(&format!(r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"new","event":{{"type":"session.info","id":"e{n}","data":{{}}}}}}}}"#)));
         }
-        let batch = parse(&c.feed(&input));
-        assert_eq!(batch.as_array().unwrap().len(), 0, "parked, not reported yet");
-        let released = parse(&c.assign_session(3, "new").unwrap());
-        let ids: Vec<_> =
-            released.as_array().unwrap().iter().map(|r| r["event"]["id"].as_str().unwrap().to_owned()).collect();
+        let batch = parse(&c.feed(&input, 0.0));
+        assert!(batch.as_array().unwrap().iter().all(|r| r["route"] == "parked"), "parked, not delivered yet");
+        let opened = parse(&c.try_complete_open(3, true, r#"{"sessionId":"new"}"#, 1.0).unwrap());
+        let released = opened["routes"].as_array().unwrap();
+        let ids: Vec<_> = released.iter().map(|r| r["event"]["id"].as_str().unwrap().to_owned()).collect();
         assert_eq!(ids, ["e0", "e1", "e2"]);
-        assert!(released.as_array().unwrap().iter().all(|r| r["session"] == 3));
-        assert_eq!(parse(&c.stats())["parked"], 3);
+        assert!(released.iter().all(|r| r["session"] == 3));
+        assert_eq!(parse(&c.stats(1.0))["parked"], 3);
     }
 
     fn engine_frame(body: &str) -> Vec<u8> {

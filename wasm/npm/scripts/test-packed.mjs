@@ -32,7 +32,7 @@ function run(command, args, options = {}) {
 if (rebuild || !existsSync(join(pkgDir, "dist", "copilot_wasm_bg.wasm"))) {
   run(join(root, "scripts", "build-wasm"), [], { cwd: root });
 }
-const binaries = ["fake_cli", "scripted_model"].map((b) => join(root, "target", "debug", b));
+const binaries = ["fake_cli", "scripted_model", "conformance_cli"].map((b) => join(root, "target", "debug", b));
 if (rebuild || !binaries.every((b) => existsSync(b))) {
   run("cargo", ["build", "-p", "copilot-tests", "--bins"], { cwd: root });
 }

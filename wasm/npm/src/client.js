@@ -1,24 +1,29 @@
 // The JS client of copilot-wasm, shared by the browser and Node entry
-// points. It holds no routing logic: every incoming byte goes to the core
-// (`CoreConnection.feed`), and this file only does what each route says:
-// deliver an event, settle a call, answer or refuse a request.
+// points. It holds no protocol policy: every incoming byte goes to the
+// engine (`CoreEngine.feed`), which routes it and decides what must be
+// answered and how; this file delivers events, settles calls, runs the
+// user's handlers and passes their answers (or failures) back to the
+// engine, writes what the engine sends, and keeps one timer for the
+// engine's deadlines.
 //
 // Nothing here imports Node modules; the Node entry point (node.js) adds
 // spawning the CLI and TCP on top.
 
-import initWasm, { CoreConnection } from "../dist/copilot_wasm.js";
+import initWasm, { CoreEngine } from "../dist/copilot_wasm.js";
 
 /** The protocol version this client speaks. */
 export const PROTOCOL_VERSION = 3;
 
 const METHOD_NOT_FOUND = -32601;
-const INTERNAL_ERROR = -32603;
-/** What the core answers requests for sessions it does not know with. */
-const UNKNOWN_SESSION = -32602;
 /** How long `destroy()` and `stop()` (in total) wait for a CLI that does not answer. */
 export const DEFAULT_SHUTDOWN_GRACE_MS = 3000;
 /** How long any call to the CLI may take unless told otherwise. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+/**
+ * How long a handler (permission, tool, user input, ...) may take unless
+ * told otherwise; past it the engine answers with the refusal.
+ */
+export const DEFAULT_HANDLER_TIMEOUT_MS = 5 * 60_000;
 /** How long a handshake may take unless told otherwise. */
 const DEFAULT_STARTUP_MS = 60_000;
 /**
@@ -223,6 +228,11 @@ export function streamTransport(readable, writable, { label = "stream", destroy 
 
 const noop = () => {};
 
+/** The engine's clock, in milliseconds. */
+const now = () => performance.now();
+
+const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+
 function errorText(e) {
   return e instanceof Error ? e.message : String(e);
 }
@@ -244,14 +254,14 @@ function toolResult(value) {
   return { textResultForLlm: JSON.stringify(value), resultType: "success" };
 }
 
+/** The handlers a session config may name, each answering one kind of wait. */
+const HANDLERS = ["onPermission", "onUserInput", "onElicitation", "onMcpOAuth", "onExitPlanMode"];
+
 function checkConfig(config) {
   if (config === null || typeof config !== "object") throw new ConfigError("a session config is an object");
-  const { onPermission, onUserInput, tools = [], extra = {} } = config;
-  if (onPermission !== undefined && typeof onPermission !== "function") {
-    throw new ConfigError("onPermission must be a function");
-  }
-  if (onUserInput !== undefined && typeof onUserInput !== "function") {
-    throw new ConfigError("onUserInput must be a function");
+  const { onPermission, tools = [], commands = [], extra = {} } = config;
+  for (const h of HANDLERS) {
+    if (config[h] !== undefined && typeof config[h] !== "function") throw new ConfigError(`${h} must be a function`);
   }
   if (extra.requestPermission === true && !onPermission) {
     throw new ConfigError(
@@ -265,6 +275,14 @@ function checkConfig(config) {
     if (typeof t.handler !== "function") throw new ConfigError(`the tool ${t.name} needs a handler function`);
     if (names.has(t.name)) throw new ConfigError(`two tools are named ${t.name}`);
     names.add(t.name);
+  }
+  if (!Array.isArray(commands)) throw new ConfigError("commands must be an array");
+  const commandNames = new Set();
+  for (const c of commands) {
+    if (!c || typeof c.name !== "string" || !c.name) throw new ConfigError("every command needs a name");
+    if (typeof c.handler !== "function") throw new ConfigError(`the command ${c.name} needs a handler function`);
+    if (commandNames.has(c.name)) throw new ConfigError(`two commands are named ${c.name}`);
+    commandNames.add(c.name);
   }
 }
 
@@ -280,6 +298,11 @@ function sessionParams(config, id) {
     });
   }
   if (config.onUserInput) p.requestUserInput = true;
+  if (config.onElicitation) p.requestElicitation = true;
+  if (config.onExitPlanMode) p.requestExitPlanMode = true;
+  if (config.commands?.length) {
+    p.commands = config.commands.map((c) => ({ name: c.name, description: c.description ?? "" }));
+  }
   if (id != null) p.sessionId = id;
   if (config.model != null) p.model = config.model;
   if (config.workingDirectory != null) p.workingDirectory = String(config.workingDirectory);
@@ -299,8 +322,11 @@ export class CopilotClient {
   #core;
   #transport;
   #logger;
-  /** Request id -> `{ method, resolve, reject, timer, onResult }`. */
+  /** Request id -> `{ method, timeoutMs, resolve, reject, onResponse }`. */
   #pending = new Map();
+  /** The one timer, armed at the engine's `poll_timeout()`, and when it fires. */
+  #timer;
+  #timerAt;
   /** Tag -> Session, for every session reserved in the core. */
   #sessions = new Map();
   #nextTag = 1;
@@ -316,8 +342,13 @@ export class CopilotClient {
   #shutdownGraceMs;
 
   /** @internal Use the static factories. */
-  constructor(transport, { logger, process, address, maxFrameBytes, requestTimeoutMs, shutdownGraceMs } = {}) {
-    this.#core = new CoreConnection(maxFrameBytes);
+  constructor(
+    transport,
+    { logger, process, address, maxFrameBytes, requestTimeoutMs, shutdownGraceMs, handlerTimeoutMs } = {},
+  ) {
+    const handlerMs = handlerTimeoutMs ?? DEFAULT_HANDLER_TIMEOUT_MS;
+    // The engine's handler deadline: 0 (or an infinite one) means none.
+    this.#core = new CoreEngine(maxFrameBytes, Number.isFinite(handlerMs) ? Math.max(1, handlerMs) : 0, 0, undefined);
     this.#transport = transport;
     this.#logger = logger ?? {};
     this.#process = process;
@@ -372,6 +403,7 @@ export class CopilotClient {
       maxFrameBytes,
       requestTimeoutMs,
       shutdownGraceMs,
+      handlerTimeoutMs: options.handlerTimeoutMs,
     });
   }
 
@@ -393,6 +425,7 @@ export class CopilotClient {
       maxFrameBytes,
       requestTimeoutMs,
       shutdownGraceMs,
+      handlerTimeoutMs: options.handlerTimeoutMs,
     });
   }
 
@@ -507,10 +540,14 @@ export class CopilotClient {
     return this._request(method, params, options);
   }
 
-  /** The core's counters, with the calls and sessions open. */
+  /**
+   * The engine's counters (frames, open obligations and the age of the
+   * oldest, answers and refusals by cause, parking, acknowledgements), with
+   * the calls and sessions open.
+   */
   stats() {
     return {
-      ...JSON.parse(this.#core.stats()),
+      ...JSON.parse(this.#core.stats(now())),
       pendingRequests: this.#pending.size,
       sessions: this.#sessions.size,
     };
@@ -541,40 +578,48 @@ export class CopilotClient {
     const id = serverAssigned ? null : (resumeId ?? config.sessionId ?? crypto.randomUUID());
     const tag = this.#allocateTag();
     const session = new Session(this, tag, id, config);
+    let previous;
     try {
       if (serverAssigned) this.#core.reserve_unassigned(tag);
+      else if (resumeId != null) previous = this.#core.resume_session(id, tag);
       else this.#core.reserve_session(id, tag);
     } catch (e) {
       throw new ConfigError(`cannot open session ${id ?? "(server-assigned)"}: ${errorText(e)}`);
     }
     this.#sessions.set(tag, session);
-    let onResult;
-    if (serverAssigned) {
-      // Runs as the answer is routed, before any later frame: the parked
-      // frames are released to the session in their order.
-      onResult = (result) => {
-        const assigned = result?.sessionId;
-        if (typeof assigned !== "string" || !assigned) {
-          throw new CopilotError(`${method} answer has no sessionId`);
-        }
-        const released = this.#core.assign_session(tag, assigned);
-        session._setId(assigned);
-        this.#routeBatch(released);
-      };
+    if (previous !== undefined) {
+      // The id was open on this client: the new handle takes it over.
+      const old = this.#sessions.get(previous);
+      this.#sessions.delete(previous);
+      old?._end(`session ${id} was resumed by another handle on this client`);
     }
+    // Runs as the answer is routed, before any later frame: the engine
+    // opens the session (or releases it, answering its waits) and releases
+    // the frames parked for it, in their order.
+    const onResponse = (item) => {
+      const ok = "result" in item;
+      let opened;
+      try {
+        opened = JSON.parse(
+          this.#core.complete_open(tag, ok, ok ? JSON.stringify(item.result ?? null) : String(item.message), now()),
+        );
+      } catch (e) {
+        throw new DisconnectedError(`session ${id ?? "(server-assigned)"} was released: ${errorText(e)}`);
+      }
+      if (opened.opened && serverAssigned) session._setId(item.result.sessionId);
+      if (!opened.opened) {
+        this.#sessions.delete(tag);
+        session._end(`${method} failed: ${opened.error}`);
+      }
+      this.#routeItems(opened.routes);
+      if (!opened.opened && ok) throw new CopilotError(`${method}: ${opened.error}`);
+    };
     let result;
     try {
-      result = await this._request(method, sessionParams(config, id), { onResult });
+      result = await this._request(method, sessionParams(config, id), { onResponse });
     } catch (e) {
       this._releaseSession(tag, `${method} failed`);
       throw e;
-    }
-    if (!serverAssigned) {
-      try {
-        this.#core.activate_session(tag);
-      } catch {
-        // Released meanwhile (the client stopped): the session ends below.
-      }
     }
     session._opened(result);
     return session;
@@ -657,11 +702,18 @@ export class CopilotClient {
   // Internal API, used by sessions.
 
   /** @internal Sends a request; resolves with its result. */
-  _request(method, params, { timeoutMs = this.#requestTimeoutMs, onResult } = {}) {
+  _request(method, params, { timeoutMs = this.#requestTimeoutMs, onResponse } = {}) {
     if (this.#closed) return Promise.reject(this.#disconnected());
     let id, frame;
     try {
-      const encoded = this.#core.encode_request(method, params === undefined ? "" : JSON.stringify(params));
+      // The deadline is the engine's: the timer below wakes it.
+      const deadline = Number.isFinite(timeoutMs) ? Math.max(0, timeoutMs) : Infinity;
+      const encoded = this.#core.encode_request(
+        method,
+        params === undefined ? "" : JSON.stringify(params),
+        now(),
+        deadline,
+      );
       id = encoded.id;
       frame = encoded.frame;
       encoded.free();
@@ -669,39 +721,10 @@ export class CopilotClient {
       return Promise.reject(new CopilotError(`cannot send ${method}: ${errorText(e)}`, { cause: e }));
     }
     return new Promise((resolve, reject) => {
-      const entry = { method, resolve, reject, onResult, timer: undefined };
-      this.#pending.set(id, entry);
-      if (timeoutMs !== undefined && timeoutMs !== null && Number.isFinite(timeoutMs)) {
-        entry.timer = setTimeout(() => {
-          if (this.#pending.delete(id)) {
-            // A late answer is then reported as unmatched.
-            this.#core.cancel_request(id);
-            reject(new TimeoutError(`no answer to ${method} within ${timeoutMs} ms`));
-          }
-        }, timeoutMs);
-      }
-      this.#write(frame);
+      this.#pending.set(id, { method, timeoutMs, resolve, reject, onResponse });
+      this.#transport.write(frame);
+      this.#arm();
     });
-  }
-
-  /** @internal Answers a server request (`idText` as routed) with `result`. */
-  _respond(idText, result) {
-    if (this.#closed) return;
-    try {
-      this.#write(this.#core.encode_response(idText, JSON.stringify(result ?? null)));
-    } catch (e) {
-      this.#logger.warn?.(`cannot answer request ${idText}: ${errorText(e)}`);
-    }
-  }
-
-  /** @internal Answers a server request with an error. */
-  _respondError(idText, code, message) {
-    if (this.#closed) return;
-    try {
-      this.#write(this.#core.encode_error(idText, code, message));
-    } catch (e) {
-      this.#logger.warn?.(`cannot refuse request ${idText}: ${errorText(e)}`);
-    }
   }
 
   /** @internal Marks a session closing (its destroy is in flight). */
@@ -709,7 +732,7 @@ export class CopilotClient {
     try {
       this.#core.close_session(tag);
     } catch {
-      // Already released.
+      // Already released (or taken over by a resume).
     }
   }
 
@@ -719,7 +742,40 @@ export class CopilotClient {
     if (!session) return;
     this.#sessions.delete(tag);
     session._end(reason);
-    if (!this.#closed) this.#routeBatch(this.#core.release_session(tag));
+    if (this.#closed) return;
+    // Its open waits are refused by the engine; frames parked for no
+    // session any more come back.
+    this.#routeBatch(this.#core.release_session(tag, now()));
+    this.#flush();
+  }
+
+  /**
+   * @internal Runs a handler's decision for an obligation and passes it on:
+   * `decide()` resolves to `{ answer }` or `{ refuse: cause }`; a throw is
+   * a failed handler. Exactly one of answer/refuse reaches the engine,
+   * which ignores (and reports) any answer after a deadline or release.
+   */
+  async _discharge(obligation, decide) {
+    let outcome;
+    try {
+      outcome = await decide();
+    } catch (e) {
+      this.#logger.error?.(`a handler failed (${errorText(e)}); the agent gets the refusal`);
+      outcome = { refuse: "handlerFailed" };
+    }
+    if (this.#closed) return;
+    try {
+      if (outcome && "answer" in outcome) {
+        this.#core.answer(obligation, JSON.stringify(outcome.answer) ?? "null");
+      } else {
+        this.#core.refuse(obligation, outcome?.refuse ?? "handlerFailed");
+      }
+    } catch (e) {
+      // Answered already (its deadline passed, its session was released),
+      // or the answer was not JSON (the refusal went instead).
+      this.#logger.warn?.(`an answer was not sent as given: ${errorText(e)}`);
+    }
+    this.#flush();
   }
 
   /** @internal */
@@ -730,25 +786,60 @@ export class CopilotClient {
   // -------------------------------------------------------------------------
   // The reading side.
 
-  #write(frame) {
-    this.#transport.write(frame);
+  /** Writes what the engine decided to send, then re-arms the timer. */
+  #flush() {
+    if (this.#closed) return;
+    const out = this.#core.take_outgoing();
+    if (out.length > 0) this.#transport.write(out);
+    this.#arm();
+  }
+
+  /** Keeps the one timer armed at the engine's next deadline. */
+  #arm() {
+    const at = this.#core.poll_timeout();
+    if (at === undefined) {
+      if (this.#timer !== undefined) clearTimeout(this.#timer);
+      this.#timer = this.#timerAt = undefined;
+      return;
+    }
+    if (this.#timer !== undefined && this.#timerAt <= at) return;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timerAt = at;
+    this.#timer = setTimeout(() => this.#onTimer(), Math.max(0, Math.ceil(at - now())));
+  }
+
+  #onTimer() {
+    this.#timer = this.#timerAt = undefined;
+    if (this.#closed) return;
+    for (const id of this.#core.handle_timeout(now())) {
+      const entry = this.#pending.get(id);
+      if (!entry) continue;
+      this.#pending.delete(id);
+      // A late answer is then reported as unmatched.
+      entry.reject(new TimeoutError(`no answer to ${entry.method} within ${entry.timeoutMs} ms`));
+    }
+    this.#flush();
   }
 
   #onData(bytes) {
     if (this.#closed) return;
     let batch;
     try {
-      batch = this.#core.feed(bytes);
+      batch = this.#core.feed(bytes, now());
     } catch (e) {
       this.#shutDown(`the core failed: ${errorText(e)}`);
       return;
     }
     this.#routeBatch(batch);
+    this.#flush();
   }
 
   #routeBatch(text) {
     if (text.length <= 2) return; // "[]"
-    const items = JSON.parse(text);
+    this.#routeItems(JSON.parse(text));
+  }
+
+  #routeItems(items) {
     for (let i = 0; i < items.length; i++) {
       try {
         this.#act(items[i]);
@@ -763,17 +854,16 @@ export class CopilotClient {
     switch (item.route) {
       case "event": {
         const session = this.#sessions.get(item.session);
-        if (!session) {
-          this.#logger.warn?.(`event ${item.type} for session tag ${item.session}, which is gone`);
-          return;
-        }
-        session._push(item.event);
-        if (item.awaitsAnswer) {
-          // Off the reading path: the answer may wait on a person.
-          queueMicrotask(() => session._answerEvent(item.event, item.sessionId));
-        }
+        session?._push(item.event);
+        if (item.obligation !== undefined) this.#obligation(item, session, item.event?.data);
         return;
       }
+      case "request":
+        if (item.obligation !== undefined) {
+          const session = item.session === null ? undefined : this.#sessions.get(item.session);
+          this.#obligation(item, session, item.params);
+        }
+        return;
       case "lifecycle":
         for (const f of this.#listeners.lifecycle) this.#call(f, item.params, "lifecycle");
         return;
@@ -784,27 +874,13 @@ export class CopilotClient {
           return;
         }
         this.#pending.delete(item.id);
-        clearTimeout(entry.timer);
-        if ("result" in item) {
-          try {
-            entry.onResult?.(item.result);
-            entry.resolve(item.result);
-          } catch (e) {
-            entry.reject(e);
-          }
-        } else {
-          entry.reject(new RpcError(entry.method, item.code, item.message, item.data));
+        try {
+          entry.onResponse?.(item);
+          if ("result" in item) entry.resolve(item.result);
+          else entry.reject(new RpcError(entry.method, item.code, item.message, item.data));
+        } catch (e) {
+          entry.reject(e);
         }
-        return;
-      }
-      case "request": {
-        const session = item.session === null ? undefined : this.#sessions.get(item.session);
-        if (!session) {
-          // No client-wide server requests are handled: refuse explicitly.
-          this._respondError(item.idText, METHOD_NOT_FOUND, `Method not found: ${item.method}`);
-          return;
-        }
-        queueMicrotask(() => session._answerRequest(item.method, item.idText, item.params));
         return;
       }
       case "notification": {
@@ -813,36 +889,30 @@ export class CopilotClient {
         for (const f of this.#listeners.notification) this.#call(f, n, "notification");
         return;
       }
-      case "unknownSession":
-        if (item.replyTo !== null && item.replyTo !== undefined) {
-          this._respondError(item.replyTo, item.code, `${item.method}: unknown session ${item.sessionId}`);
-        } else {
-          this.#logger.warn?.(`${item.type ?? item.method} for unknown session ${item.sessionId}`);
-        }
-        return;
-      case "parkOverflow":
-        this.#logger.error?.("too many frames parked for a server-assigned session; one is lost");
-        if (item.replyTo !== null && item.replyTo !== undefined) {
-          this._respondError(item.replyTo, UNKNOWN_SESSION, "unknown session (too many frames held)");
-        }
-        return;
-      case "malformed":
-        this.#logger.warn?.(`malformed message: ${item.error}`);
-        if (item.replyTo !== null && item.replyTo !== undefined) {
-          this._respondError(item.replyTo, item.code, item.error);
-        }
-        return;
-      case "unmatchedResponse":
-        this.#logger.warn?.(`response to unknown request ${item.idText}`);
-        return;
-      case "frameError":
-        this.#logger.warn?.(item.error);
-        return;
-      case "parked":
-        return;
       default:
-        this.#logger.warn?.(`unknown route ${item.route}`);
+        // Refusals the engine sent itself, acknowledgements of answers,
+        // parked frames, frame errors: nothing to do but tell.
+        if (item.refused !== undefined) {
+          this.#logger.warn?.(`${item.type ?? item.method ?? item.route} refused by the engine: ${item.refused}`);
+        } else if (item.route === "malformed" || item.route === "frameError") {
+          this.#logger.warn?.(`${item.route}: ${item.error}`);
+        } else if (item.route === "unmatchedResponse" && item.answerAck === undefined) {
+          this.#logger.warn?.(`response to unknown request ${item.idText}`);
+        } else if (item.answerAck === false) {
+          this.#logger.warn?.(`the CLI did not accept an answer (${item.idText})`);
+        }
     }
+  }
+
+  /** A wait the engine recorded: the session's handler of its kind answers, off the reading path. */
+  #obligation(item, session, data) {
+    const ob = item.obligation;
+    if (!session) {
+      queueMicrotask(() => this._discharge(ob, () => ({ refuse: "sessionGone" })));
+      return;
+    }
+    const sessionId = item.sessionId ?? data?.sessionId ?? session.id;
+    queueMicrotask(() => this._discharge(ob, () => session._decide(item.handler, data, sessionId)));
   }
 
   #call(f, value, what) {
@@ -871,13 +941,14 @@ export class CopilotClient {
     this.#closed = true;
     this.#closeReason = reason || "connection closed";
     const error = this.#disconnected();
-    this.#core.drain_requests();
+    // Every request fails; every open wait is forgotten (no answer can
+    // reach the CLI any more).
+    this.#core.disconnect();
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = this.#timerAt = undefined;
     const pending = [...this.#pending.values()];
     this.#pending.clear();
-    for (const entry of pending) {
-      clearTimeout(entry.timer);
-      entry.reject(error);
-    }
+    for (const entry of pending) entry.reject(error);
     const sessions = [...this.#sessions.values()];
     this.#sessions.clear();
     for (const s of sessions) s._end(this.#closeReason);
@@ -971,6 +1042,7 @@ export class Session {
   #id;
   #config;
   #tools;
+  #commands;
   #queue = [];
   #scheduled = false;
   #subscribers = [];
@@ -991,6 +1063,7 @@ export class Session {
     this.#id = id;
     this.#config = config;
     this.#tools = new Map((config.tools ?? []).map((t) => [t.name, t]));
+    this.#commands = new Map((config.commands ?? []).map((c) => [c.name, c]));
   }
 
   /** The session id (for a server-assigned id: once the create answered). */
@@ -1273,148 +1346,126 @@ export class Session {
   }
 
   // -------------------------------------------------------------------------
-  // Answers to what the agent waits on. Each runs in a microtask of its
-  // own; whatever a handler does, an answer (or a refusal) goes out.
+  // Answers to what the agent waits on. The engine says which handler kind
+  // answers; this only calls the user's handler and shapes its answer.
 
-  /** @internal A waiting event (`awaitsAnswer`). */
-  async _answerEvent(event, sessionId) {
-    const data = event?.data ?? {};
-    const requestId = data.requestId;
-    let method, params;
-    switch (event?.type) {
-      case "permission.requested": {
-        if (data.resolvedByHook === true) return;
-        method = "session.permissions.handlePendingPermissionRequest";
-        params = { requestId, result: await this.#decidePermission(data, sessionId) };
-        break;
+  /**
+   * @internal Resolves to `{ answer }` (the payload the engine sends) or
+   * `{ refuse: cause }`; a throwing handler is reported by the caller as
+   * `handlerFailed`.
+   */
+  async _decide(kind, data, sessionId) {
+    const c = this.#config;
+    const readable = isObject(data);
+    switch (kind) {
+      case "permission": {
+        if (!c.onPermission) return NO_HANDLER;
+        if (!readable || !isObject(data.permissionRequest)) return UNREADABLE;
+        const decision = permissionDecision(
+          await c.onPermission({
+            sessionId,
+            requestId: data.requestId,
+            kind: data.permissionRequest.kind,
+            toolCallId: data.permissionRequest.toolCallId,
+            permissionRequest: data.permissionRequest,
+            data,
+          }),
+        );
+        if (decision) return { answer: decision };
+        this.#client._logger.error?.("the permission handler returned no decision; the agent gets the refusal");
+        return FAILED;
       }
-      case "external_tool.requested":
-        method = "session.tools.handlePendingToolCall";
-        params = { requestId, result: await this.#runTool(data, sessionId) };
-        break;
-      case "elicitation.requested":
-        method = "session.ui.handlePendingElicitation";
-        params = { requestId, result: { action: "cancel" } };
-        break;
-      case "mcp.oauth_required":
-        method = "session.mcp.oauth.handlePendingRequest";
-        params = { requestId, result: { kind: "cancelled" } };
-        break;
-      case "command.execute":
-        method = "session.commands.handlePendingCommand";
-        params = { requestId, error: `Unknown command: ${data.commandName ?? data.command ?? ""}` };
-        break;
-      case "sampling.requested":
-        method = "session.ui.handlePendingSampling";
-        params = { requestId };
-        break;
-      case "auto_mode_switch.requested":
-        method = "session.ui.handlePendingAutoModeSwitch";
-        params = { requestId, response: "no" };
-        break;
-      case "session_limits_exhausted.requested":
-        method = "session.ui.handlePendingSessionLimitsExhausted";
-        params = { requestId, response: { action: "cancel" } };
-        break;
-      case "command.queued":
-        method = "session.commands.respondToQueuedCommand";
-        params = { requestId, result: { handled: false } };
-        break;
-      // Both also come as a server request, which is where they are answered.
-      case "user_input.requested":
-      case "exit_plan_mode.requested":
-        return;
-      default:
-        this.#client._logger.warn?.(`no answer is known for a waiting ${event?.type} event (${requestId})`);
-        return;
-    }
-    params.sessionId = sessionId ?? this.#id;
-    try {
-      await this.#client._request(method, params);
-    } catch (e) {
-      this.#client._logger.warn?.(`${method} failed: ${errorText(e)}`);
-    }
-  }
-
-  async #decidePermission(data, sessionId) {
-    const handler = this.#config.onPermission;
-    if (!handler) return { kind: "user-not-available" };
-    const request = {
-      sessionId: sessionId ?? this.#id,
-      requestId: data.requestId,
-      kind: data.permissionRequest?.kind,
-      toolCallId: data.permissionRequest?.toolCallId,
-      permissionRequest: data.permissionRequest,
-      data,
-    };
-    try {
-      const decision = permissionDecision(await handler(request));
-      if (decision) return decision;
-      this.#client._logger.error?.("the permission handler returned no decision; the agent gets a refusal");
-    } catch (e) {
-      this.#client._logger.error?.(`the permission handler failed (${errorText(e)}); the agent gets a refusal`);
-    }
-    return { kind: "user-not-available" };
-  }
-
-  async #runTool(data, sessionId) {
-    const tool = this.#tools.get(data.toolName);
-    if (!tool) return { textResultForLlm: `this client has no tool named ${data.toolName}`, resultType: "failure" };
-    const invocation = {
-      sessionId: sessionId ?? this.#id,
-      toolCallId: data.toolCallId,
-      toolName: data.toolName,
-      arguments: data.arguments ?? null,
-      workingDirectory: data.workingDirectory,
-    };
-    try {
-      return toolResult(await tool.handler(invocation.arguments, invocation));
-    } catch (e) {
-      return { textResultForLlm: errorText(e), resultType: "failure" };
-    }
-  }
-
-  /** @internal A server request that names this session. */
-  async _answerRequest(method, idText, params) {
-    const client = this.#client;
-    switch (method) {
-      case "userInput.request": {
-        const handler = this.#config.onUserInput;
-        if (!handler) {
-          client._respondError(idText, INTERNAL_ERROR, "this client has no user input handler");
-          return;
-        }
-        let answer;
+      case "tool": {
+        if (!readable || typeof data.toolName !== "string") return UNREADABLE;
+        const tool = this.#tools.get(data.toolName);
+        if (!tool) return NO_HANDLER;
+        const invocation = {
+          sessionId,
+          toolCallId: data.toolCallId,
+          toolName: data.toolName,
+          arguments: data.arguments ?? null,
+          workingDirectory: data.workingDirectory,
+        };
         try {
-          answer = await handler({
-            sessionId: params?.sessionId ?? this.#id,
-            question: params?.question,
-            choices: params?.choices ?? [],
-            allowFreeform: params?.allowFreeform,
-          });
+          return { answer: toolResult(await tool.handler(invocation.arguments, invocation)) };
         } catch (e) {
-          client._respondError(idText, INTERNAL_ERROR, `the user input handler failed: ${errorText(e)}`);
-          return;
+          // A tool's error is its result: the model reads the message.
+          return { answer: { textResultForLlm: errorText(e), resultType: "failure" } };
         }
-        if (typeof answer === "string") answer = { answer, wasFreeform: true };
-        if (!answer || typeof answer.answer !== "string") {
-          client._respondError(idText, INTERNAL_ERROR, "the user did not answer");
-          return;
-        }
-        client._respond(idText, { answer: answer.answer, wasFreeform: Boolean(answer.wasFreeform) });
-        return;
       }
-      case "exitPlanMode.request":
-        client._respondError(idText, INTERNAL_ERROR, "this client has no exit plan mode handler");
-        return;
-      case "autoModeSwitch.request":
-        client._respond(idText, { response: "no" });
-        return;
+      case "userInput": {
+        if (!c.onUserInput) return NO_HANDLER;
+        if (!readable || typeof data.question !== "string") return UNREADABLE;
+        let answer = await c.onUserInput({
+          sessionId,
+          question: data.question,
+          choices: Array.isArray(data.choices) ? data.choices : [],
+          allowFreeform: data.allowFreeform,
+        });
+        if (typeof answer === "string") answer = { answer, wasFreeform: true };
+        if (!answer || typeof answer.answer !== "string") return NO_HANDLER;
+        return { answer: { answer: answer.answer, wasFreeform: Boolean(answer.wasFreeform) } };
+      }
+      case "elicitation": {
+        if (!c.onElicitation) return NO_HANDLER;
+        if (!readable || typeof data.message !== "string") return UNREADABLE;
+        let r = await c.onElicitation({ ...data, sessionId });
+        if (typeof r === "string") r = { action: r };
+        if (r?.action === "accept") return { answer: { action: "accept", content: r.content ?? {} } };
+        if (r?.action === "decline" || r?.action === "cancel") return { answer: { action: r.action } };
+        return FAILED;
+      }
+      case "mcpOAuth": {
+        if (!c.onMcpOAuth) return NO_HANDLER;
+        if (!readable || typeof data.serverName !== "string" || typeof data.serverUrl !== "string") return UNREADABLE;
+        let t = await c.onMcpOAuth({ ...data, sessionId });
+        if (t === null || t === undefined) return { answer: { kind: "cancelled" } };
+        if (typeof t === "string") t = { accessToken: t };
+        if (typeof t?.accessToken !== "string") return FAILED;
+        const answer = { kind: "token", accessToken: t.accessToken };
+        if (t.tokenType !== undefined) answer.tokenType = t.tokenType;
+        if (t.expiresIn !== undefined) answer.expiresIn = t.expiresIn;
+        return { answer };
+      }
+      case "exitPlanMode": {
+        if (!c.onExitPlanMode) return NO_HANDLER;
+        if (!readable) return UNREADABLE;
+        let r = await c.onExitPlanMode({
+          sessionId,
+          summary: typeof data.summary === "string" ? data.summary : "",
+          planContent: typeof data.planContent === "string" ? data.planContent : "",
+          actions: Array.isArray(data.actions) ? data.actions : [],
+          recommendedAction: data.recommendedAction,
+        });
+        if (typeof r === "boolean") r = { approved: r };
+        if (typeof r?.approved !== "boolean") return FAILED;
+        const answer = { approved: r.approved };
+        if (r.selectedAction !== undefined) answer.selectedAction = r.selectedAction;
+        if (r.feedback !== undefined) answer.feedback = r.feedback;
+        return { answer };
+      }
+      case "command": {
+        if (!readable || typeof data.commandName !== "string") return UNREADABLE;
+        const command = this.#commands.get(data.commandName);
+        if (!command) return NO_HANDLER;
+        const r = await command.handler({
+          sessionId,
+          command: data.command,
+          commandName: data.commandName,
+          args: data.args,
+        });
+        // Nothing: done; a string: the error the user sees.
+        return { answer: typeof r === "string" ? r : null };
+      }
       default:
-        client._respondError(idText, METHOD_NOT_FOUND, `Method not found: ${method}`);
+        return NO_HANDLER;
     }
   }
 }
+
+const NO_HANDLER = Object.freeze({ refuse: "noHandler" });
+const FAILED = Object.freeze({ refuse: "handlerFailed" });
+const UNREADABLE = Object.freeze({ refuse: "unreadable" });
 
 /** A permission handler that approves every prompt once. */
 export function approveAll() {

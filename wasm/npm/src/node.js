@@ -307,6 +307,7 @@ export class CopilotClient extends BaseClient {
       maxFrameBytes,
       requestTimeoutMs,
       shutdownGraceMs,
+      handlerTimeoutMs,
     } = options;
     if (transport !== "stdio" && transport !== "tcp") {
       throw new CopilotError(`transport is "stdio" or "tcp", not ${JSON.stringify(transport)}`);
@@ -374,6 +375,7 @@ export class CopilotClient extends BaseClient {
         maxFrameBytes,
         requestTimeoutMs,
         shutdownGraceMs,
+        handlerTimeoutMs,
       });
     } catch (e) {
       if (e instanceof DisconnectedError) {
@@ -396,6 +398,7 @@ export class CopilotClient extends BaseClient {
     maxFrameBytes,
     requestTimeoutMs,
     shutdownGraceMs,
+    handlerTimeoutMs,
   } = {}) {
     if (!Number.isInteger(port)) throw new CopilotError("connect needs a port");
     const socket = await tcpSocket(host, port, startupTimeoutMs);
@@ -407,6 +410,7 @@ export class CopilotClient extends BaseClient {
       maxFrameBytes,
       requestTimeoutMs,
       shutdownGraceMs,
+      handlerTimeoutMs,
       address: { host, port },
     });
   }

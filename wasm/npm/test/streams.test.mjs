@@ -145,12 +145,13 @@ for (const kind of ["node", "whatwg"]) {
     test("server requests are answered or refused: unknown sessions, unknown methods, malformed messages", async () => {
       const { client, peer, session } = await withCli(kind, {});
       const sid = session.id;
+      // The engine's answer table decides every answer here.
       const cases = [
-        [{ id: 1, method: "userInput.request", params: { sessionId: "nobody" } }, { code: -32602, message: /unknown session nobody/ }],
-        [{ id: "s-2", method: "no.such.method", params: {} }, { code: -32601, message: /Method not found: no.such.method/ }],
+        [{ id: 1, method: "userInput.request", params: { sessionId: "nobody" } }, { code: -32603, message: /the user is not available/ }],
+        [{ id: "s-2", method: "no.such.method", params: {} }, { code: -32601, message: /method not found/ }],
         [{ id: 3, method: "no.such.method", params: { sessionId: sid } }, { code: -32601 }],
-        [{ id: 4, method: "userInput.request", params: { sessionId: sid, question: "?" } }, { code: -32603, message: /no user input handler/ }],
-        [{ id: 5, method: "exitPlanMode.request", params: { sessionId: sid } }, { code: -32603 }],
+        [{ id: 4, method: "userInput.request", params: { sessionId: sid, question: "?" } }, { code: -32603, message: /the user is not available/ }],
+        [{ id: 5, method: "exitPlanMode.request", params: { sessionId: sid } }, { result: { approved: false } }],
         [{ id: 6, method: "autoModeSwitch.request", params: { sessionId: sid } }, { result: { response: "no" } }],
         [{ id: 7, method: 5 }, { code: -32600 }],
       ];
@@ -222,7 +223,7 @@ for (const kind of ["node", "whatwg"]) {
       peer.send(sessionEvent(sid, "command.execute", { requestId: "c1", commandName: "deploy" }));
       peer.send(sessionEvent(sid, "mcp.oauth_required", { requestId: "o1" }));
       assert.deepEqual((await answered("session.ui.handlePendingElicitation", "e1")).result, { action: "cancel" });
-      assert.equal((await answered("session.commands.handlePendingCommand", "c1")).error, "Unknown command: deploy");
+      assert.equal((await answered("session.commands.handlePendingCommand", "c1")).error, "This client has no handler for this command.");
       assert.deepEqual((await answered("session.mcp.oauth.handlePendingRequest", "o1")).result, { kind: "cancelled" });
       assert.equal(peer.received.filter((m) => m.params?.requestId === "hook").length, 0, "resolved by a hook: no answer");
       assert.equal(prompts, 3);

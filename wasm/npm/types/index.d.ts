@@ -184,6 +184,83 @@ export type UserInputHandler = (
   request: UserInputRequest,
 ) => UserInputResponse | null | undefined | Promise<UserInputResponse | null | undefined>;
 
+/** An MCP server's form for the user (`elicitation.requested`): the event data. */
+export interface ElicitationRequest {
+  sessionId: string;
+  requestId: string;
+  message: string;
+  /** A JSON schema of the fields asked for. */
+  requestedSchema?: Record<string, unknown>;
+  mode?: string;
+  url?: string;
+  [key: string]: unknown;
+}
+
+/** The user's answer to an elicitation; a string is shorthand for `{ action }`. */
+export type ElicitationResponse =
+  | { action: "accept"; content?: Record<string, unknown> }
+  | { action: "decline" }
+  | { action: "cancel" }
+  | "decline"
+  | "cancel";
+
+/** Answers elicitations; throwing or returning nothing usable refuses (`cancel`). */
+export type ElicitationHandler = (request: ElicitationRequest) => ElicitationResponse | Promise<ElicitationResponse>;
+
+/** An MCP server needs an OAuth token (`mcp.oauth_required`): the event data. */
+export interface McpOAuthRequest {
+  sessionId: string;
+  requestId: string;
+  serverName: string;
+  serverUrl: string;
+  [key: string]: unknown;
+}
+
+/** A token for an MCP server; a string is the access token. */
+export type McpOAuthToken = { accessToken: string; tokenType?: string; expiresIn?: number } | string;
+
+/** Provides MCP OAuth tokens; returning nothing answers `cancelled`. */
+export type McpOAuthHandler = (
+  request: McpOAuthRequest,
+) => McpOAuthToken | null | undefined | Promise<McpOAuthToken | null | undefined>;
+
+/** The agent asks to leave plan mode (`exitPlanMode.request`). */
+export interface ExitPlanModeRequest {
+  sessionId: string;
+  summary: string;
+  planContent: string;
+  actions: string[];
+  recommendedAction?: string;
+}
+
+/** The answer; a boolean is shorthand for `{ approved }`. */
+export type ExitPlanModeResponse = { approved: boolean; selectedAction?: string; feedback?: string } | boolean;
+
+/** Approves or rejects plans; throwing or returning nothing usable refuses (`approved: false`). */
+export type ExitPlanModeHandler = (
+  request: ExitPlanModeRequest,
+) => ExitPlanModeResponse | Promise<ExitPlanModeResponse>;
+
+/** A slash command run by the user (`command.execute`). */
+export interface CommandInvocation {
+  sessionId: string;
+  /** The whole command line, such as `/deploy staging`. */
+  command?: string;
+  commandName: string;
+  args?: string;
+}
+
+/**
+ * A slash command this client offers. The handler returns nothing when
+ * done, or a string: the error the user sees. Throwing refuses.
+ */
+export interface Command {
+  /** Its name, without the slash. */
+  name: string;
+  description?: string;
+  handler: (invocation: CommandInvocation) => void | string | Promise<void | string>;
+}
+
 /** Options of `session.create` / `session.resume`. */
 export interface SessionConfig {
   /** The session id; default a fresh `crypto.randomUUID()`, reserved before the create is sent. */
@@ -204,6 +281,14 @@ export interface SessionConfig {
   tools?: Tool[];
   /** Answers the agent's questions to the user (adds the `ask_user` tool). */
   onUserInput?: UserInputHandler;
+  /** Answers MCP servers' forms (`requestElicitation: true`). */
+  onElicitation?: ElicitationHandler;
+  /** Provides MCP servers' OAuth tokens. */
+  onMcpOAuth?: McpOAuthHandler;
+  /** Answers requests to leave plan mode (`requestExitPlanMode: true`). */
+  onExitPlanMode?: ExitPlanModeHandler;
+  /** Slash commands offered to the user. */
+  commands?: Command[];
   /** Any other `session.create` parameter, sent as is. */
   extra?: Record<string, unknown>;
 }
@@ -243,7 +328,16 @@ export interface TimeoutOptions {
    * (default 3000).
    */
   shutdownGraceMs?: number;
+  /**
+   * How long a handler (permission, tool, user input, ...) may take before
+   * the agent gets the refusal in its place; its later answer is not sent
+   * (default 300 000; `Infinity`: no limit).
+   */
+  handlerTimeoutMs?: number;
 }
+
+/** How long a handler may take unless told otherwise (300 000 ms). */
+export declare const DEFAULT_HANDLER_TIMEOUT_MS: number;
 
 /** How long any call may take unless told otherwise (60 000 ms). */
 export declare const DEFAULT_REQUEST_TIMEOUT_MS: number;
@@ -309,18 +403,208 @@ export interface NodeLikeWritable {
   readonly writableEnded?: boolean;
 }
 
-/** The core's counters and the client's open calls and sessions. */
+/** Why the engine answered a wait with its refusal. */
+export type RefusalCause =
+  | "noHandler"
+  | "handlerFailed"
+  | "deadline"
+  | "unreadable"
+  | "sessionGone"
+  | "parkOverflow"
+  | "tableFull"
+  | "notServed"
+  | "malformed";
+
+/**
+ * The handler kinds of the engine's answer table. The JS client runs
+ * `permission`, `tool`, `userInput`, `elicitation`, `mcpOAuth`,
+ * `exitPlanMode` and `command`; the others are refused (`noHandler`).
+ */
+export type HandlerKind =
+  | "permission"
+  | "tool"
+  | "userInput"
+  | "elicitation"
+  | "mcpOAuth"
+  | "mcpHeadersRefresh"
+  | "exitPlanMode"
+  | "autoModeSwitch"
+  | "sampling"
+  | "sessionLimits"
+  | "command"
+  | "queuedCommand"
+  | "hooks"
+  | "systemMessageTransform"
+  | "providerToken"
+  | "gitHubToken"
+  | "sessionFs"
+  | "skillProvider"
+  | "workflow"
+  | "tasks"
+  | "canvas"
+  | "host"
+  | "extensionLaunch"
+  | "llmInference"
+  | "uiThread"
+  | "installations";
+
+/** The engine's counters and the client's open calls and sessions. */
 export interface ClientStats {
   frames: number;
   bytes: number;
   malformed: number;
   oversize: number;
   unknownSession: number;
+  /** Frames parked (in total) during server-assigned creates. */
   parked: number;
   unmatchedResponses: number;
-  parkOverflow: number;
+  /** Waits of the agent open now, and the age (ms) of the oldest. */
+  openObligations: number;
+  oldestObligationAge: number | null;
+  /** Waits recorded, answered by a handler, refused by the engine (by cause). */
+  opened: number;
+  answered: number;
+  refused: Record<RefusalCause, number>;
+  /** Awaited events without a usable `requestId`: nothing can answer them. */
+  unanswerable: number;
+  /** Frames and bytes parked now. */
+  parkedFrames: number;
+  parkedBytes: number;
+  /** Plain events lost to a full parking (waits are refused instead). */
+  parkDropped: number;
+  /** Answers and refusals sent, and the CLI's acknowledgements. */
+  answersSent: number;
+  acksAccepted: number;
+  acksRefused: number;
   pendingRequests: number;
   sessions: number;
+}
+
+// ---------------------------------------------------------------------------
+// The batch format between the WebAssembly engine and the JS client
+// (`CoreEngine.feed`, `complete_open`, `release_session` return a JSON array
+// of these). Not needed to use the client; typed for those who build on the
+// engine directly.
+
+/** What the engine decided about a wait the host must have answered. */
+export interface ObligationFields {
+  /** Give it back to `answer(obligation, payloadJson)` or `refuse(obligation, cause)`. */
+  obligation: string;
+  /** Which handler answers. */
+  handler: HandlerKind;
+  /** When (in the host's `now` milliseconds) the engine refuses in the handler's place; null: never. */
+  deadline: number | null;
+}
+
+/** Fields the engine may add to any item. */
+export interface EngineFields {
+  /** The engine already answered this wait with its refusal. */
+  refused?: RefusalCause;
+  /** The CLI's reply to an answer the engine sent (true: accepted). */
+  answerAck?: boolean;
+}
+
+/** A `session.event` for a session of this client (`session`: its tag). */
+export interface EventItem extends EngineFields, Partial<ObligationFields> {
+  route: "event";
+  session: number;
+  sessionId: string;
+  type: string;
+  awaitsAnswer: boolean;
+  requestId: string | null;
+  event: SessionEvent;
+}
+
+/** A `session.lifecycle` notification. */
+export interface LifecycleItem extends EngineFields {
+  route: "lifecycle";
+  type: string;
+  sessionId: string;
+  params: LifecycleEvent;
+}
+
+/** The response to a request of this client: `result`, or `code`/`message`/`data`. */
+export interface ResponseItem extends EngineFields {
+  route: "response";
+  id: number;
+  result?: unknown;
+  code?: number;
+  message?: string;
+  data?: unknown;
+}
+
+/** A server-to-client request (`idText`: its id's exact JSON text). */
+export interface RequestItem extends EngineFields, Partial<ObligationFields> {
+  route: "request";
+  idText: string;
+  method: string;
+  params: unknown;
+  session: number | null;
+}
+
+/** A notification other than events and lifecycle. */
+export interface NotificationItem extends EngineFields {
+  route: "notification";
+  method: string;
+  params: unknown;
+  session: number | null;
+}
+
+/** A frame kept for a session whose id the server has yet to assign. */
+export interface ParkedItem extends EngineFields {
+  route: "parked";
+  sessionId: string;
+}
+
+/** A frame for a session this client does not have (its wait, if any, was refused). */
+export interface UnknownSessionItem extends EngineFields {
+  route: "unknownSession";
+  sessionId: string;
+  method: string;
+  type?: string;
+  replyTo: string | null;
+  code: number;
+}
+
+/** A response nobody awaits, or (with `answerAck`) the CLI's reply to an answer. */
+export interface UnmatchedResponseItem extends EngineFields {
+  route: "unmatchedResponse";
+  idText: string;
+}
+
+/** A message that is not valid JSON-RPC (answered with its error if it had an id). */
+export interface MalformedItem extends EngineFields {
+  route: "malformed";
+  error: string;
+  code: number;
+  replyTo: string | null;
+}
+
+/** A framing error (a bad header, an oversize frame, a cut frame at the end). */
+export interface FrameErrorItem extends EngineFields {
+  route: "frameError";
+  error: string;
+}
+
+/** One routed item of a batch. */
+export type RoutedItem =
+  | EventItem
+  | LifecycleItem
+  | ResponseItem
+  | RequestItem
+  | NotificationItem
+  | ParkedItem
+  | UnknownSessionItem
+  | UnmatchedResponseItem
+  | MalformedItem
+  | FrameErrorItem;
+
+/** What `CoreEngine.complete_open` returns. */
+export interface OpenOutcome {
+  opened: boolean;
+  error?: string;
+  /** The parked frames this made routable. */
+  routes: RoutedItem[];
 }
 
 /** One entry of `session.list`. */
@@ -401,7 +685,12 @@ export declare class CopilotClient {
    * `session.create` is sent, so events racing the answer are delivered.
    */
   createSession(config?: SessionConfig): Promise<Session>;
-  /** Resumes a session by id (reserved before `session.resume` is sent). */
+  /**
+   * Resumes a session by id (reserved before `session.resume` is sent). If
+   * the id is open on this client, the new handle takes it over: the old
+   * handle's streams end ("resumed by another handle on this client") and
+   * the waits it had open are answered through the new one.
+   */
   resumeSession(sessionId: string, config?: SessionConfig): Promise<Session>;
 
   /**

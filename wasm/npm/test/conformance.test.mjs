@@ -1,0 +1,264 @@
+// The conformance table of issue 8, run by the JS client: every obligation
+// kind of the engine's answer table (the rows come from the cargo-built
+// `conformance_cli`, which reads them from `copilot_core::ANSWERS`) x every
+// way its answer can go wrong. The fake CLI records what reaches it and
+// reports, per cell, whether exactly one answer with the expected payload
+// arrived. Also: 2,000 permission prompts pending at once, answered slowly
+// to a CLI that acknowledges slowly; a resume of a session open here.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { CopilotClient } from "copilot-wasm";
+
+import { collectUntil, eventually, testBinary } from "./helpers.mjs";
+
+const conformanceCli = () => testBinary("conformance_cli");
+
+/** The handler kinds the JS client runs (as host-std's SessionConfig). */
+const JS_KINDS = new Set(["permission", "tool", "userInput", "elicitation", "mcpOAuth", "exitPlanMode", "command"]);
+
+/** What each handler below answers, as it reaches the CLI (`null`: the key left out). */
+const ANSWERS = {
+  permission: { kind: "approve-once" },
+  tool: { textResultForLlm: "ran", resultType: "success" },
+  userInput: { answer: "blue", wasFreeform: true },
+  elicitation: { action: "decline" },
+  mcpOAuth: { kind: "token", accessToken: "tok" },
+  exitPlanMode: { approved: true },
+  command: null,
+};
+
+/**
+ * A session config with every handler kind; `act(kind)` is what each does:
+ * returns the value the handler returns (maybe a promise), or throws.
+ */
+function handlers(act) {
+  return {
+    onPermission: () => act("permission", "approve-once"),
+    onUserInput: () => act("userInput", "blue"),
+    onElicitation: () => act("elicitation", "decline"),
+    onMcpOAuth: () => act("mcpOAuth", "tok"),
+    onExitPlanMode: () => act("exitPlanMode", true),
+    tools: [{ name: "conformance_tool", handler: () => act("tool", "ran") }],
+    commands: [{ name: "conformance", handler: () => act("command", undefined) }],
+  };
+}
+
+const answering = handlers((_, value) => value);
+const throwing = handlers(() => {
+  throw new Error("boom");
+});
+
+/** A handler set that waits on `gate` and records that it was called. */
+function gated() {
+  let open;
+  const gate = new Promise((r) => (open = r));
+  const called = [];
+  const config = handlers(async (kind, value) => {
+    called.push(kind);
+    await gate;
+    return value;
+  });
+  return { config, called, open };
+}
+
+async function start(options = {}) {
+  return CopilotClient.start({ cliPath: conformanceCli(), transport: "stdio", ...options });
+}
+
+/** What the cell must get: the handler's answer, or the row's refusal. */
+function expected(row, path) {
+  const handled = JS_KINDS.has(row.handler);
+  if (!handled) return "refusal";
+  switch (path) {
+    case "handler":
+      return { answer: ANSWERS[row.handler] };
+    case "unreadable":
+      // JS reads lone surrogates and 1e400, so the handler answers; but
+      // with every string a lone surrogate, no tool or command has the
+      // name asked for (the refusal goes).
+      return row.handler === "tool" || row.handler === "command" ? "refusal" : { answer: ANSWERS[row.handler] };
+    case "handlerPanics":
+      // A tool's error is its result (the model reads the message).
+      return row.handler === "tool" ? { answer: { textResultForLlm: "boom", resultType: "failure" } } : "refusal";
+    case "drifted":
+      // Every field of an exit-plan-mode request has a default.
+      return row.handler === "exitPlanMode" ? { answer: ANSWERS.exitPlanMode } : "refusal";
+    default:
+      return "refusal";
+  }
+}
+
+async function report(client) {
+  // Every answer written before this call reaches the CLI before it.
+  return client.call("conformance.report", {});
+}
+
+async function allAnswered(client, n) {
+  await eventually(
+    async () => {
+      const r = await report(client);
+      return r.cells.length === n && r.cells.every((c) => c.answers.length > 0);
+    },
+    `${n} cells answered`,
+    60_000,
+  );
+}
+
+function assertReport(r, what) {
+  const bad = r.cells.filter((c) => !c.ok);
+  assert.equal(
+    bad.length,
+    0,
+    `${what}: ${bad.length} of ${r.cells.length} cells wrong:\n${bad
+      .slice(0, 20)
+      .map((c) => `${c.name} x ${c.path}: ${c.why} (${JSON.stringify(c.answers)})`)
+      .join("\n")}`,
+  );
+  assert.equal(r.ok, true);
+}
+
+test("conformance: every obligation kind x every path gets exactly one answer, the expected one", { timeout: 300_000 }, async () => {
+  const client = await start();
+  const slow = await start({ handlerTimeoutMs: 100 });
+  try {
+    const { rows, paths } = await client.call("conformance.rows", {});
+    assert.ok(rows.length >= 40, `the engine's table has ${rows.length} rows`);
+    assert.deepEqual(paths, [
+      "handler",
+      "noHandler",
+      "handlerPanics",
+      "deadline",
+      "unreadable",
+      "drifted",
+      "sessionDropped",
+      "destroyedMidDecision",
+      "parkOverflow",
+    ]);
+    const kinds = new Set(rows.map((r) => r.handler));
+    for (const k of JS_KINDS) assert.ok(kinds.has(k), `the table has ${k} rows`);
+
+    const withHandlers = await client.createSession(answering);
+    const without = await client.createSession({});
+    const throwingSession = await client.createSession(throwing);
+    const dropped = await client.createSession(answering);
+    await dropped.destroy();
+    let cells = 0;
+    const trigger = async (c, sessionId, row, path, extra = {}) => {
+      cells++;
+      return c.call("conformance.trigger", { sessionId, row: row.row, path, expect: expected(row, path), ...extra });
+    };
+
+    for (const row of rows) {
+      await trigger(client, withHandlers.id, row, "handler");
+      await trigger(client, without.id, row, "noHandler");
+      await trigger(client, throwingSession.id, row, "handlerPanics");
+      await trigger(client, withHandlers.id, row, "unreadable");
+      await trigger(client, withHandlers.id, row, "drifted");
+      await trigger(client, dropped.id, row, "sessionDropped");
+
+      // The session is destroyed while its handler decides: the engine
+      // refuses at the release; the handler's late answer goes nowhere.
+      const mid = gated();
+      const s = await client.createSession(mid.config);
+      await trigger(client, s.id, row, "destroyedMidDecision");
+      if (JS_KINDS.has(row.handler)) await eventually(() => mid.called.length === 1, `${row.name}'s handler called`);
+      await s.destroy();
+      mid.open();
+
+      // Parking overflows during a server-assigned create: the wait that
+      // does not fit is refused, never dropped.
+      await trigger(client, null, row, "parkOverflow", { fill: 10_000 });
+      const parked = await client.createSession({ ...answering, serverAssignedId: true });
+      await parked.destroy();
+    }
+    // Late answers (after the gates opened) would show up as second answers.
+    await new Promise((r) => setImmediate(r));
+    await allAnswered(client, cells);
+    assertReport(await report(client), "conformance");
+    const stats = client.stats();
+    assert.equal(stats.openObligations, 0, JSON.stringify(stats));
+
+    // Past the handler's deadline: the engine refuses at the deadline; the
+    // handler's answer, once it comes, is stale and not sent.
+    const late = gated();
+    const s = await slow.createSession(late.config);
+    for (const row of rows) {
+      await slow.call("conformance.trigger", { sessionId: s.id, row: row.row, path: "deadline", expect: expected(row, "deadline") });
+    }
+    await allAnswered(slow, rows.length);
+    late.open();
+    await new Promise((r) => setImmediate(r));
+    assert.equal(late.called.length, [...rows].filter((r) => JS_KINDS.has(r.handler)).length, "every handled kind was asked");
+    const r = await report(slow);
+    assertReport(r, "deadline");
+    assert.ok(slow.stats().refused.deadline >= late.called.length, JSON.stringify(slow.stats()));
+    console.log(
+      `conformance: ${rows.length} rows x ${paths.length} paths = ${cells + rows.length} cells, each answered exactly once as expected`,
+    );
+  } finally {
+    client.forceStop();
+    slow.forceStop();
+  }
+});
+
+test("2,000 permission prompts pending at once, a slow handler, a CLI slow to acknowledge: all 2,000 answered", { timeout: 300_000 }, async () => {
+  const N = 2000;
+  const client = await CopilotClient.start({ cliPath: conformanceCli(), transport: "stdio", args: ["--ack-delay-ms", "1"] });
+  try {
+    const { rows } = await client.call("conformance.rows", {});
+    const row = rows.find((r) => r.name === "permission.requested");
+    let open;
+    const gate = new Promise((r) => (open = r));
+    let asked = 0;
+    const session = await client.createSession({
+      onPermission: async () => {
+        asked++;
+        await gate; // answered only once every prompt is pending
+        return "approve-once";
+      },
+    });
+    for (let i = 0; i < N; i++) {
+      await client.call("conformance.trigger", { sessionId: session.id, row: row.row, path: "handler", expect: { answer: { kind: "approve-once" } } });
+    }
+    await eventually(() => asked === N, `${N} prompts asked`, 60_000);
+    const pending = client.stats();
+    assert.equal(pending.openObligations, N, "all pending at once");
+    open();
+    await allAnswered(client, N);
+    assertReport(await report(client), "2,000 prompts");
+    await eventually(() => client.stats().acksAccepted === N, "every answer acknowledged", 120_000);
+    const stats = client.stats();
+    assert.equal(stats.answered, N, JSON.stringify(stats));
+    assert.equal(stats.openObligations, 0);
+    console.log(`2,000 prompts: ${stats.answered} answered, ${stats.acksAccepted} acknowledged, ${stats.pendingRequests} requests pending`);
+  } finally {
+    client.forceStop();
+  }
+});
+
+test("resuming a session open on this client: the new handle takes it over, the old one's streams end", { timeout: 60_000 }, async () => {
+  const client = await start();
+  try {
+    const first = await client.createSession({});
+    const events = first.events();
+    const second = await client.resumeSession(first.id, answering);
+    assert.equal(second.id, first.id);
+    assert.equal(first.active, false, "the old handle is no longer open");
+    assert.equal(second.active, true);
+    const { done } = await events.next();
+    assert.equal(done, true, "the old handle's stream ended");
+    await assert.rejects(first.send("hi"), /resumed by another handle on this client/);
+    // The new handle answers the session's waits.
+    const { rows } = await client.call("conformance.rows", {});
+    const row = rows.find((r) => r.name === "permission.requested");
+    const seen = collectUntil(second.events(), (e) => e.type === "permission.requested");
+    await client.call("conformance.trigger", { sessionId: second.id, row: row.row, path: "handler", expect: { answer: ANSWERS.permission } });
+    await seen;
+    await allAnswered(client, 1);
+    assertReport(await report(client), "resume");
+  } finally {
+    client.forceStop();
+  }
+});
