@@ -559,3 +559,29 @@ fn frames_larger_than_the_first_read_buffer_are_delivered() {
     assert_eq!(sizes, [10, 3 << 20, 100], "a 3 MiB event grows the buffer and arrives whole");
     assert_eq!(client.stats().oversize, 0);
 }
+
+#[test]
+fn resuming_a_session_open_here_hands_its_id_to_the_new_handle() {
+    let (server, client) = over_pipes(FakeServerConfig::default());
+    let first = client.create_session(SessionConfig::default()).expect("create");
+    let old_events = first.events();
+    let second = client.resume_session(first.id(), SessionConfig::default()).expect("resume the open session");
+    assert_eq!(second.id(), first.id());
+    // The old handle's stream ends (this returns), and says nothing of the
+    // events that now belong to the new handle.
+    let mut old = Vec::new();
+    while let Some(e) = old_events.next_timeout(WAIT).expect("the old handle's stream ends") {
+        old.push(e.event_type().to_owned());
+    }
+    assert!(!old.iter().any(|t| t == "assistant.message_delta"), "{old:?}");
+    let new_events = second.events();
+    server.flood(second.id(), 3).expect("flood");
+    let deltas: Vec<_> =
+        new_events.into_iter().filter(|e| e.event_type() == "assistant.message_delta").take(3).collect();
+    assert_eq!(deltas.len(), 3, "the new handle gets the session's events");
+    // Dropping the old handle later does not release the new one.
+    let again = second.events();
+    drop(first);
+    server.flood(second.id(), 1).expect("flood");
+    assert!(again.into_iter().any(|e| e.event_type() == "assistant.message_delta"));
+}
