@@ -34,6 +34,8 @@
 //! ```
 #![deny(unsafe_code)]
 
+#[cfg(feature = "async")]
+pub mod asynch;
 #[cfg(feature = "bridge")]
 pub mod bridge;
 mod cli;
