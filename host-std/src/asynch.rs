@@ -16,9 +16,15 @@
 //! handshake) and [`Client::stop`] run on a one-off thread that completes
 //! their future.
 //!
-//! Handlers ([`SessionConfig::on_permission`], tools, ...) are the blocking
-//! API's: they run on the client's handler pool, never on the user's
-//! executor, under the engine's handler deadline.
+//! Handlers ([`SessionConfig::on_permission`], tools, ...) run on the
+//! client's handler pool, never on the user's executor, under the engine's
+//! handler deadline (past it the engine refuses and a late answer is not
+//! sent). Async handlers ([`permission_handler`], [`tool`]) are futures the
+//! pool thread drives with a small executor of its own: the library then
+//! needs no spawn hook into the user's runtime and a slow handler never
+//! holds up the user's tasks. A handler future that needs a runtime's
+//! reactor (its timers, its sockets) spawns that work on the runtime and
+//! awaits the join handle, which completes through a waker like any future.
 //!
 //! Cancel safety: dropping any future of this module is safe. A dropped
 //! call's request is forgotten (a late answer is counted as unmatched); a
@@ -56,6 +62,7 @@ use serde_json::{json, Map, Value};
 use crate::connection::{Completion, Connection, Reply, ReplyTx, Waiter};
 use crate::error::{Error, Result};
 use crate::events::{EventKind, SessionEvent};
+use crate::handlers::{PermissionDecision, PermissionHandler, PermissionRequest, Tool, ToolInvocation, ToolResult};
 use crate::session::{MessageOptions, SessionConfig, SessionInner, SessionStats, Sink, Subscription};
 use crate::ClientOptions;
 
@@ -273,6 +280,52 @@ async fn on_thread<T: Send + 'static>(name: &str, f: impl FnOnce() -> Result<T> 
     poll_fn(|cx| slot.poll_take(cx))
         .await
         .unwrap_or_else(|| Err(Error::Disconnected("the start thread ended without an answer".into())))
+}
+
+// -------------------------------------------------------------------------
+// Async handlers.
+
+/// Drives `future` on this thread (a handler pool thread), parking it
+/// between wakes.
+fn drive<F: Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}
+
+/// A permission handler whose decision is a future (a web request, a
+/// person asked over a socket): pass it to
+/// [`SessionConfig::on_permission_shared`]. The future runs on the
+/// handler pool under the engine's handler deadline.
+pub fn permission_handler<F, Fut>(handler: F) -> Arc<dyn PermissionHandler>
+where
+    F: Fn(PermissionRequest) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = PermissionDecision>,
+{
+    Arc::new(move |request: &PermissionRequest| drive(handler(request.clone())))
+}
+
+/// A tool whose calls an async `handler` answers (as [`Tool::new`]); the
+/// future runs on the handler pool under the engine's handler deadline.
+pub fn tool<F, Fut, R>(name: impl Into<String>, description: impl Into<String>, parameters: Value, handler: F) -> Tool
+where
+    F: Fn(ToolInvocation) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = R>,
+    R: Into<ToolResult>,
+{
+    Tool::new(name, description, parameters, move |call: &ToolInvocation| drive(handler(call.clone())))
 }
 
 // -------------------------------------------------------------------------

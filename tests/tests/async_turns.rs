@@ -125,6 +125,58 @@ fn agent_turns_through_the_async_api() {
         assert!(results[0].contains("User feedback: not in this directory, please"), "{results:?}");
         session.destroy().await.unwrap();
 
+        // An async permission handler and an async tool, each awaiting work
+        // spawned on this runtime (a timer: its reactor is the runtime's).
+        let handle = tokio::runtime::Handle::current();
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let permission = copilot_host::asynch::permission_handler({
+            let (handle, asked) = (handle.clone(), Arc::clone(&asked));
+            move |r: PermissionRequest| {
+                let (handle, asked) = (handle.clone(), Arc::clone(&asked));
+                async move {
+                    let kind = handle
+                        .spawn(async move {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            r.kind
+                        })
+                        .await
+                        .unwrap();
+                    asked.lock().unwrap().push(kind);
+                    PermissionDecision::ApproveOnce
+                }
+            }
+        });
+        let weather = copilot_host::asynch::tool(
+            "get_weather",
+            "Get the current weather for a city.",
+            json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+            move |call: ToolInvocation| {
+                let handle = handle.clone();
+                async move {
+                    let city = call.arguments["city"].as_str().unwrap_or("?").to_owned();
+                    handle
+                        .spawn(async move {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            format!("Rainy, 9 C in {city}")
+                        })
+                        .await
+                        .unwrap()
+                }
+            },
+        );
+        let session = client
+            .create_session(config(&dir, "async-handlers").tool(weather).on_permission_shared(permission))
+            .await
+            .unwrap();
+        model.script(
+            session.id(),
+            vec![Reply::tool_call("get_weather", json!({"city": "Oslo"})), Reply::text("It rains in Oslo.")],
+        );
+        assert_eq!(turn(&session, "Weather in Oslo?").await.as_deref(), Some("It rains in Oslo."));
+        assert_eq!(*asked.lock().unwrap(), ["custom-tool"], "the async permission handler decided");
+        assert_eq!(model.requests_for(session.id())[1].tool_results(), ["Rainy, 9 C in Oslo"]);
+        session.destroy().await.unwrap();
+
         // Abort during a tool call; the session is usable after it.
         let (release_tx, release) = mpsc::channel::<()>();
         let release = Mutex::new(release);
