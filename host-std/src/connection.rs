@@ -147,6 +147,7 @@ pub(crate) enum ReplyTx {
     /// A caller blocked on the channel.
     Sync(mpsc::SyncSender<Reply>),
     /// A future polled by the user's executor.
+    #[cfg(feature = "async")]
     Async(Arc<Completion<Reply>>),
 }
 
@@ -157,6 +158,7 @@ impl ReplyTx {
             ReplyTx::Sync(tx) => {
                 let _ = tx.send(reply);
             }
+            #[cfg(feature = "async")]
             ReplyTx::Async(slot) => slot.complete(reply),
         }
     }
@@ -164,16 +166,19 @@ impl ReplyTx {
 
 /// A value set once by one thread and awaited by a future: the waker the
 /// future last left is woken (outside the lock) when the value arrives.
+#[cfg(feature = "async")]
 pub(crate) struct Completion<T> {
     state: Mutex<(Option<T>, Option<std::task::Waker>, bool)>,
 }
 
+#[cfg(feature = "async")]
 impl<T> Default for Completion<T> {
     fn default() -> Self {
         Completion { state: Mutex::new((None, None, false)) }
     }
 }
 
+#[cfg(feature = "async")]
 impl<T> Completion<T> {
     /// Sets the value (the first time only) and wakes the future.
     pub(crate) fn complete(&self, value: T) {
@@ -554,6 +559,7 @@ impl Connection {
         Ok(InFlight { rx, method: method.to_owned(), started })
     }
 
+    #[cfg(feature = "async")]
     /// Sends a request whose answer completes `slot`, without ever waiting:
     /// for the async API. If the outbox has no room the call fails at once
     /// (a CLI that reads nothing) rather than blocking an executor thread.
