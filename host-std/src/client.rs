@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::cli::{self, CliProcess, Launch, AUTH_TOKEN_ENV, CONNECTION_TOKEN_ENV};
-use crate::connection::{CloseCause, Connection, Deadlines, InFlight, Waiter};
+use crate::connection::{CloseCause, Connection, Deadlines, InFlight, ReplyTx, Waiter};
 use crate::error::{Error, Result};
 use crate::events::LifecycleEvent;
 use crate::session::{Session, SessionConfig, SessionInner};
@@ -260,6 +260,12 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
+    /// The connection (for the async API).
+    #[cfg(feature = "async")]
+    pub(crate) fn conn(&self) -> &Arc<Connection> {
+        &self.conn
+    }
+
     /// Starts a CLI and connects to it.
     pub fn start(options: ClientOptions) -> Result<Client> {
         let program = match cli::resolve_cli(options.cli_path.as_deref()) {
@@ -561,7 +567,13 @@ impl Client {
                 self.conn.close_session(handle);
                 let (tx, rx) = mpsc::sync_channel(1);
                 let params = json!({ "sessionId": id });
-                match self.conn.start_request("session.destroy", &params, Waiter::Reply(tx), rx, deadline) {
+                match self.conn.start_request(
+                    "session.destroy",
+                    &params,
+                    Waiter::Reply(ReplyTx::Sync(tx)),
+                    rx,
+                    deadline,
+                ) {
                     Ok(sent) => destroys.push(sent),
                     Err(e) => {
                         first_error.get_or_insert(e);
@@ -734,7 +746,7 @@ impl Calls<'_> {
         let inner = SessionInner::new(id.as_deref(), config.handlers.clone(), conn);
         let handle = conn.reserve(id.as_deref(), resuming, inner.clone())?;
         let (tx, rx) = mpsc::sync_channel(1);
-        let waiter = Waiter::Open { handle, target: inner.clone(), reply: tx };
+        let waiter = Waiter::Open { handle, target: inner.clone(), reply: ReplyTx::Sync(tx) };
         // The reader completes the open in the engine, and releases the
         // slot on any failure; a timeout releases it too.
         match conn.request_with(method, &config.to_params(id.as_deref()), waiter, rx, self.deadline()) {

@@ -140,15 +140,93 @@ pub(crate) type HostEngine = Engine<Target, Waiter, Vec<u8>, MAX_SESSIONS, MAX_P
 /// The raw JSON of a result, or the error that replaced it.
 pub(crate) type Reply = Result<Vec<u8>>;
 
+/// Where a response goes: a blocked caller's channel, or a future's slot
+/// (its waker is woken by the thread that fills it: the reader, the timer
+/// or the one that ends the connection).
+pub(crate) enum ReplyTx {
+    /// A caller blocked on the channel.
+    Sync(mpsc::SyncSender<Reply>),
+    /// A future polled by the user's executor.
+    #[cfg(feature = "async")]
+    Async(Arc<Completion<Reply>>),
+}
+
+impl ReplyTx {
+    /// Hands over the reply; never blocks. A caller that gave up is not told.
+    pub(crate) fn send(self, reply: Reply) {
+        match self {
+            ReplyTx::Sync(tx) => {
+                let _ = tx.send(reply);
+            }
+            #[cfg(feature = "async")]
+            ReplyTx::Async(slot) => slot.complete(reply),
+        }
+    }
+}
+
+/// A value set once by one thread and awaited by a future: the waker the
+/// future last left is woken (outside the lock) when the value arrives.
+#[cfg(feature = "async")]
+pub(crate) struct Completion<T> {
+    state: Mutex<(Option<T>, Option<std::task::Waker>, bool)>,
+}
+
+#[cfg(feature = "async")]
+impl<T> Default for Completion<T> {
+    fn default() -> Self {
+        Completion { state: Mutex::new((None, None, false)) }
+    }
+}
+
+#[cfg(feature = "async")]
+impl<T> Completion<T> {
+    /// Sets the value (the first time only) and wakes the future.
+    pub(crate) fn complete(&self, value: T) {
+        let mut s = lock(&self.state);
+        if s.2 {
+            return;
+        }
+        s.0 = Some(value);
+        s.2 = true;
+        let waker = s.1.take();
+        drop(s);
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// The value, once set; else leaves `cx`'s waker to be woken.
+    pub(crate) fn poll_take(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<T>> {
+        let mut s = lock(&self.state);
+        if let Some(v) = s.0.take() {
+            return std::task::Poll::Ready(Some(v));
+        }
+        if s.2 {
+            // Taken already by an earlier poll.
+            return std::task::Poll::Ready(None);
+        }
+        match &mut s.1 {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            w => *w = Some(cx.waker().clone()),
+        }
+        std::task::Poll::Pending
+    }
+
+    /// Whether the value was set.
+    pub(crate) fn is_done(&self) -> bool {
+        lock(&self.state).2
+    }
+}
+
 /// Who is waiting for a response.
 pub(crate) enum Waiter {
-    /// A caller blocked on the channel.
-    Reply(mpsc::SyncSender<Reply>),
+    /// A caller waiting for the reply.
+    Reply(ReplyTx),
     /// A `session.create` or `session.resume`: the reader completes the
     /// open in the engine (naming a session whose id the server assigns,
     /// or releasing the slot on any failure) and re-routes the frames
     /// parked for it, in order, before it reads the next frame.
-    Open { handle: SessionHandle, target: Target, reply: mpsc::SyncSender<Reply> },
+    Open { handle: SessionHandle, target: Target, reply: ReplyTx },
 }
 
 impl Waiter {
@@ -157,7 +235,7 @@ impl Waiter {
             Waiter::Reply(r) | Waiter::Open { reply: r, .. } => r,
         };
         // A caller that gave up has dropped its receiver: nothing to tell.
-        let _ = reply.send(Err(error));
+        reply.send(Err(error));
     }
 }
 
@@ -450,7 +528,7 @@ impl Connection {
         deadline: Instant,
     ) -> Result<Vec<u8>> {
         let (tx, rx) = mpsc::sync_channel(1);
-        self.request_with(method, params, Waiter::Reply(tx), rx, deadline)
+        self.request_with(method, params, Waiter::Reply(ReplyTx::Sync(tx)), rx, deadline)
     }
 
     /// Sends a request whose waiter the caller built (see [`Waiter::Open`]).
@@ -476,6 +554,35 @@ impl Connection {
         rx: mpsc::Receiver<Reply>,
         deadline: Instant,
     ) -> Result<InFlight> {
+        let started = Instant::now();
+        self.send_request(method, params, waiter, deadline, deadline)?;
+        Ok(InFlight { rx, method: method.to_owned(), started })
+    }
+
+    #[cfg(feature = "async")]
+    /// Sends a request whose answer completes `slot`, without ever waiting:
+    /// for the async API. If the outbox has no room the call fails at once
+    /// (a CLI that reads nothing) rather than blocking an executor thread.
+    pub(crate) fn send_request_async<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+        waiter: Waiter,
+        deadline: Instant,
+    ) -> Result<RequestId> {
+        self.send_request(method, params, waiter, deadline, Instant::now())
+    }
+
+    /// Inserts `waiter` with the engine's `deadline` and queues the frame,
+    /// waiting for room in the outbox until `room_by`.
+    fn send_request<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+        waiter: Waiter,
+        deadline: Instant,
+        room_by: Instant,
+    ) -> Result<RequestId> {
         let started = Instant::now();
         let params = match serde_json::to_vec(params) {
             Ok(p) => p,
@@ -510,14 +617,14 @@ impl Connection {
             }
         };
         log::trace!("{}: -> {method} #{id}", self.label);
-        if let Err(e) = self.send_frame(frame, deadline, &format!("`{method}`")) {
+        if let Err(e) = self.send_frame(frame, room_by, &format!("`{method}`")) {
             self.forget(id);
             return Err(match e {
                 Error::Timeout { what, .. } => Error::Timeout { what, after: started.elapsed() },
                 e => e,
             });
         }
-        Ok(InFlight { rx, method: method.to_owned(), started })
+        Ok(id)
     }
 
     /// A waiter whose request was never sent: an open gives its slot back.
@@ -527,9 +634,10 @@ impl Connection {
         }
     }
 
-    /// Drops a request's waiter (failed send). An open also gives its
-    /// reserved slot back.
-    fn forget(&self, id: RequestId) {
+    /// Drops a request's waiter (failed send, or an async call dropped
+    /// before its answer: a late answer is then counted as unmatched). An
+    /// open also gives its reserved slot back.
+    pub(crate) fn forget(&self, id: RequestId) {
         let waiter = self.with_engine(|e, _, _| e.router().pending().take(id.0));
         if let Some(w) = waiter {
             self.give_up(w);
@@ -653,7 +761,7 @@ impl Connection {
         wire: &mut Vec<u8>,
         handle: SessionHandle,
         target: &Target,
-        reply: mpsc::SyncSender<Reply>,
+        reply: ReplyTx,
         result: std::result::Result<copilot_core::Value<'_>, RpcError<'_>>,
     ) {
         let outcome = match &result {
@@ -677,7 +785,7 @@ impl Connection {
             (Err(e), Ok(_)) => Err(Error::Protocol(format!("the session could not be opened: {e}"))),
         };
         drain_parked_with(engine, now, wire, |out| self.deliver(out));
-        let _ = reply.send(reply_value);
+        reply.send(reply_value);
     }
 
     /// Delivers one routed frame. Runs under the engine's lock: it never
@@ -720,13 +828,8 @@ impl Connection {
                     Err(e) => Err(rpc_error(&e)),
                 };
                 match waiter {
-                    Waiter::Reply(tx) => {
-                        let _ = tx.send(reply);
-                    }
-                    // Handled by the read loop; never parked.
-                    Waiter::Open { reply: tx, .. } => {
-                        let _ = tx.send(reply);
-                    }
+                    // An open is handled by the read loop; never parked.
+                    Waiter::Reply(tx) | Waiter::Open { reply: tx, .. } => tx.send(reply),
                 }
             }
             Route::Notification { method, .. } => log::debug!("{}: notification {method}", self.label),

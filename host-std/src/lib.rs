@@ -14,6 +14,11 @@
 //! consumer), sessions are reserved before `session.create` is sent, and
 //! events for a session the server has yet to name are held until it does.
 //!
+//! The async API ([`asynch`], feature `async`, on by default) is a layer
+//! over the same pump and engine: the same client, session and handler
+//! names with `async fn` calls and events as a `futures_core::Stream`, for
+//! any executor.
+//!
 //! Every call to the CLI has a deadline ([`ClientOptions::request_timeout`],
 //! or the call's own), `destroy` and `stop` are bounded by
 //! [`ClientOptions::shutdown_grace`], and [`Client::closed`] says why a
@@ -34,6 +39,8 @@
 //! ```
 #![deny(unsafe_code)]
 
+#[cfg(feature = "async")]
+pub mod asynch;
 #[cfg(feature = "bridge")]
 pub mod bridge;
 mod cli;

@@ -64,8 +64,15 @@ pub const MAX_KEPT_EVENTS: usize = 1024;
 /// See [`MAX_KEPT_EVENTS`].
 pub const MAX_KEPT_BYTES: usize = 4 << 20;
 
-enum Sink {
+pub(crate) enum Sink {
     Stream(mpsc::Sender<Arc<SessionEvent>>),
+    /// An async stream, or (`waiter`) an async `send_and_wait`, fed after
+    /// the callbacks as `Waiter` is.
+    #[cfg(feature = "async")]
+    Async {
+        tx: crate::asynch::EventTx,
+        waiter: bool,
+    },
     Callback(Arc<dyn Fn(&SessionEvent) + Send + Sync>),
     /// `send_and_wait`: fed after the callbacks have run on the same event,
     /// so that when it returns every handler has seen the turn.
@@ -198,7 +205,7 @@ impl SessionInner {
         }
     }
 
-    fn subscribe(&self, sink: Sink, user: bool) -> u64 {
+    pub(crate) fn subscribe(&self, sink: Sink, user: bool) -> u64 {
         let mut subs = lock(&self.subscribers);
         subs.next_id += 1;
         let id = subs.next_id;
@@ -213,10 +220,19 @@ impl SessionInner {
         if subs.closed.is_some() {
             // Nothing will come any more: a stream ends at once (its sender
             // is dropped here), after what was owed to it.
-            if let Sink::Stream(tx) | Sink::Waiter(tx) = &sink {
-                for e in owed {
-                    let _ = tx.send(e);
+            match &sink {
+                Sink::Stream(tx) | Sink::Waiter(tx) => {
+                    for e in owed {
+                        let _ = tx.send(e);
+                    }
                 }
+                #[cfg(feature = "async")]
+                Sink::Async { tx, .. } => {
+                    for e in owed {
+                        tx.send(e);
+                    }
+                }
+                Sink::Callback(_) => {}
             }
             return id;
         }
@@ -228,7 +244,7 @@ impl SessionInner {
         id
     }
 
-    fn unsubscribe(&self, id: u64) {
+    pub(crate) fn unsubscribe(&self, id: u64) {
         lock(&self.subscribers).list.retain(|s| s.id != id);
     }
 
@@ -239,6 +255,8 @@ impl SessionInner {
         type Callback = Arc<dyn Fn(&SessionEvent) + Send + Sync>;
         let mut callbacks: Vec<(Callback, Vec<Arc<SessionEvent>>)> = Vec::new();
         let mut waiters: Vec<mpsc::Sender<Arc<SessionEvent>>> = Vec::new();
+        #[cfg(feature = "async")]
+        let mut async_waiters: Vec<crate::asynch::EventTx> = Vec::new();
         let (event, size) = match event {
             Some((e, size)) => (Some(e), size),
             None => (None, 0),
@@ -278,6 +296,13 @@ impl SessionInner {
                         waiters.push(tx.clone());
                         true
                     }
+                    #[cfg(feature = "async")]
+                    Sink::Async { tx, waiter: false } => owed.into_iter().chain(event.clone()).all(|e| tx.send(e)),
+                    #[cfg(feature = "async")]
+                    Sink::Async { tx, waiter: true } => {
+                        async_waiters.push(tx.clone());
+                        true
+                    }
                 }
             });
         }
@@ -293,10 +318,14 @@ impl SessionInner {
                 // A waiter that gave up unsubscribes itself.
                 let _ = tx.send(Arc::clone(e));
             }
+            #[cfg(feature = "async")]
+            for tx in async_waiters {
+                tx.send(Arc::clone(e));
+            }
         }
     }
 
-    fn stats(&self) -> SessionStats {
+    pub(crate) fn stats(&self) -> SessionStats {
         let subs = lock(&self.subscribers);
         SessionStats {
             events: subs.delivered,
@@ -306,7 +335,7 @@ impl SessionInner {
     }
 
     /// Why delivery ended, once it has.
-    fn end_reason(&self) -> Option<String> {
+    pub(crate) fn end_reason(&self) -> Option<String> {
         lock(&self.subscribers).closed.clone()
     }
 
@@ -397,8 +426,8 @@ impl Iterator for EventStream {
 /// Keeps an event handler registered; dropping it unsubscribes.
 #[must_use = "dropping the subscription unsubscribes the handler"]
 pub struct Subscription {
-    session: Weak<SessionInner>,
-    id: u64,
+    pub(crate) session: Weak<SessionInner>,
+    pub(crate) id: u64,
 }
 
 impl Drop for Subscription {
@@ -574,10 +603,10 @@ impl From<String> for MessageOptions {
 /// are no longer delivered here, and the CLI keeps the session (resume it
 /// later).
 pub struct Session {
-    inner: Arc<SessionInner>,
-    conn: Arc<Connection>,
-    handle: SessionHandle,
-    id: String,
+    pub(crate) inner: Arc<SessionInner>,
+    pub(crate) conn: Arc<Connection>,
+    pub(crate) handle: SessionHandle,
+    pub(crate) id: String,
     workspace_path: Option<PathBuf>,
     ended: AtomicBool,
 }
@@ -736,7 +765,7 @@ impl Session {
         result.map(drop)
     }
 
-    fn end(&self, reason: &str) {
+    pub(crate) fn end(&self, reason: &str) {
         if !self.ended.swap(true, Ordering::SeqCst) {
             self.conn.release(self.handle);
             self.inner.close(reason);

@@ -2,9 +2,12 @@
 //! events a second one session delivers end to end, and how much memory the
 //! client needs while doing it.
 //!
-//! `cargo run --release -p copilot-tests --bin flood -- [--events N] [--transport stdio|tcp|both]`
+//! `cargo run --release -p copilot-tests --bin flood -- [--events N] [--transport stdio|tcp|both] [--api blocking|async|both]`
 //!
-//! (defaults: 100,000 events, both transports). For each transport a fresh
+//! (defaults: 100,000 events, both transports, both APIs). `--api async`
+//! reads the same flood through `copilot_host::asynch`: the session's
+//! events as a `Stream`, polled by a minimal thread-parking executor of
+//! this file (so the figure is the library's, not a runtime's). For each transport a fresh
 //! child process of this binary (`flood client --transport T --events N`)
 //! starts a `Client` whose "CLI" is this binary again (`... serve --stdio`
 //! or `... serve --port 0`, the fake server of `copilot_tests::fake_server`).
@@ -121,15 +124,34 @@ impl TransportName {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    Blocking,
+    Async,
+}
+
+impl Api {
+    fn as_str(self) -> &'static str {
+        match self {
+            Api::Blocking => "blocking",
+            Api::Async => "async",
+        }
+    }
+}
+
 struct Options {
     events: usize,
     transports: Vec<TransportName>,
+    apis: Vec<Api>,
 }
 
 impl Options {
     fn parse(args: &[String]) -> Result<Options, String> {
-        let mut options =
-            Options { events: DEFAULT_EVENTS, transports: vec![TransportName::Stdio, TransportName::Tcp] };
+        let mut options = Options {
+            events: DEFAULT_EVENTS,
+            transports: vec![TransportName::Stdio, TransportName::Tcp],
+            apis: vec![Api::Blocking, Api::Async],
+        };
         let mut args = args.iter();
         while let Some(arg) = args.next() {
             let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
@@ -146,8 +168,18 @@ impl Options {
                         other => return Err(format!("--transport {other:?}: expected stdio, tcp or both")),
                     }
                 }
+                "--api" => {
+                    options.apis = match value()?.as_str() {
+                        "blocking" => vec![Api::Blocking],
+                        "async" => vec![Api::Async],
+                        "both" => vec![Api::Blocking, Api::Async],
+                        other => return Err(format!("--api {other:?}: expected blocking, async or both")),
+                    }
+                }
                 "-h" | "--help" => {
-                    return Err("usage: flood [--events N] [--transport stdio|tcp|both]".into());
+                    return Err(
+                        "usage: flood [--events N] [--transport stdio|tcp|both] [--api blocking|async|both]".into()
+                    );
                 }
                 other => return Err(format!("unknown argument {other:?} (try --help)")),
             }
@@ -272,9 +304,18 @@ fn measure_in_children(options: &Options) -> Result<bool, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let mut measurements = Vec::new();
     let mut all_passed = true;
-    for &transport in &options.transports {
+    let runs = options.transports.iter().flat_map(|&t| options.apis.iter().map(move |&a| (t, a)));
+    for (transport, api) in runs {
         let output = Command::new(&exe)
-            .args([CLIENT, "--transport", transport.as_str(), "--events", &options.events.to_string()])
+            .args([
+                CLIENT,
+                "--transport",
+                transport.as_str(),
+                "--api",
+                api.as_str(),
+                "--events",
+                &options.events.to_string(),
+            ])
             .stdin(Stdio::null())
             .stderr(Stdio::inherit())
             .output()
@@ -298,12 +339,12 @@ fn measure_in_children(options: &Options) -> Result<bool, String> {
     }
 
     println!(
-        "{:<9} {:>10} {:>9} {:>12} {:>13} {:>6}",
+        "{:<15} {:>10} {:>9} {:>12} {:>13} {:>6}",
         "transport", "events", "seconds", "events/s", "peak RSS MB", "lost"
     );
     for m in &measurements {
         println!(
-            "{:<9} {:>10} {:>9.3} {:>12.0} {:>13.1} {:>6}",
+            "{:<15} {:>10} {:>9.3} {:>12.0} {:>13.1} {:>6}",
             m.transport,
             m.events,
             m.seconds,
@@ -328,8 +369,12 @@ fn measure_in_children(options: &Options) -> Result<bool, String> {
 /// the later peaks include the earlier runs' (VmHWM never goes down).
 fn measure_in_this_process(options: &Options) -> Result<bool, String> {
     let mut all_passed = true;
-    for (i, &transport) in options.transports.iter().enumerate() {
-        let m = flood(transport, options.events)?;
+    let runs = options.transports.iter().flat_map(|&t| options.apis.iter().map(move |&a| (t, a)));
+    for (i, (transport, api)) in runs.enumerate() {
+        let m = match api {
+            Api::Blocking => flood(transport, options.events)?,
+            Api::Async => flood_async(transport, options.events)?,
+        };
         if i > 0 {
             eprintln!("(peak RSS of {} includes the earlier runs in this process)", m.transport);
         }
@@ -421,6 +466,119 @@ fn flood(transport: TransportName, events: usize) -> Result<Measurement, String>
         mb(m.peak_rss_kb)
     );
     Ok(m)
+}
+
+/// One run over `transport` through the async API: the same steps, the
+/// events read from the `Stream` by [`block_on`].
+fn flood_async(transport: TransportName, events: usize) -> Result<Measurement, String> {
+    use copilot_host::asynch;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let name = format!("{} async", transport.as_str());
+    let options = ClientOptions {
+        cli_path: Some(exe),
+        transport: transport.transport(),
+        extra_args: vec![SERVE.into()],
+        ..ClientOptions::default()
+    };
+    let client =
+        block_on(asynch::Client::start(options)).map_err(|e| format!("{name}: cannot start the client: {e}"))?;
+    let session =
+        block_on(client.create_session(SessionConfig { streaming: true, ..SessionConfig::with_model("fake-model") }))
+            .map_err(|e| format!("{name}: cannot create a session: {e}"))?;
+    let mut stream = session.events();
+    let mut check = DeliveryCheck::new(events);
+    let rss_before_kb = peak_rss_kb();
+    let cpu_before = cpu_seconds();
+    let frames_before_send = client.blocking().stats().frames;
+    let consumed = AtomicU64::new(0);
+    let finished = AtomicBool::new(false);
+
+    let start = Instant::now();
+    let (idle, max_backlog) = thread::scope(|scope| {
+        let sampler = scope.spawn(|| {
+            let mut max_backlog = 0;
+            while !finished.load(Ordering::Relaxed) {
+                let routed = client.blocking().stats().frames - frames_before_send;
+                max_backlog = max_backlog.max(routed.saturating_sub(consumed.load(Ordering::Relaxed)));
+                thread::park_timeout(SAMPLE_EVERY);
+            }
+            max_backlog
+        });
+        let idle: Result<bool, String> = block_on(async {
+            session.send(format!("flood:{events}")).await.map_err(|e| format!("{name}: session.send: {e}"))?;
+            let mut taken = 0;
+            while let Some(event) = stream.next().await {
+                taken += 1;
+                consumed.store(taken, Ordering::Relaxed);
+                if check.see(&event) {
+                    return Ok(true);
+                }
+            }
+            eprintln!("flood: {name}: the event stream ended before session.idle");
+            Ok(false)
+        });
+        finished.store(true, Ordering::Relaxed);
+        sampler.thread().unpark();
+        let max_backlog = sampler.join().expect("the backlog sampler panicked");
+        idle.map(|idle: bool| (idle, max_backlog))
+    })?;
+    let seconds = start.elapsed().as_secs_f64();
+    let cpu_seconds = cpu_seconds() - cpu_before;
+    let peak_rss_kb = peak_rss_kb();
+    let stats = client.blocking().stats();
+    drop(stream);
+    if let Err(e) = block_on(session.destroy()) {
+        eprintln!("flood: {name}: session.destroy: {e}");
+    }
+    if let Err(e) = block_on(client.stop()) {
+        eprintln!("flood: {name}: stopping the client: {e}");
+    }
+    let m = Measurement {
+        transport: name,
+        events,
+        seconds,
+        cpu_seconds,
+        rss_before_kb,
+        peak_rss_kb,
+        max_backlog,
+        lost: check.lost(),
+        out_of_order: check.out_of_order,
+        duplicates: check.duplicates,
+        corrupt: check.corrupt,
+        idle,
+        frames: stats.frames,
+        bytes: stats.bytes,
+        malformed: stats.malformed,
+        unknown_session: stats.unknown_session,
+    };
+    eprintln!(
+        "{}: {} events in {:.3} s = {:.0} events/s, peak RSS {:.1} MB",
+        m.transport,
+        m.events,
+        m.seconds,
+        m.events_per_second(),
+        mb(m.peak_rss_kb)
+    );
+    Ok(m)
+}
+
+/// A minimal executor: polls `future` on this thread, parking between wakes.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    struct Unpark(thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        thread::park();
+    }
 }
 
 /// Sends `flood:N` and reads the stream until `session.idle` (true), its
