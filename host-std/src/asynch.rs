@@ -36,10 +36,11 @@
 //! # async fn run() -> copilot_host::Result<()> {
 //! use copilot_host::asynch::Client;
 //! use copilot_host::{ClientOptions, SessionConfig};
+//! use std::time::Duration;
 //!
 //! let client = Client::start(ClientOptions::default()).await?;
 //! let session = client.create_session(SessionConfig::with_model("claude-sonnet-4.5")).await?;
-//! if let Some(reply) = session.send_and_wait("What is 2 + 2?").await? {
+//! if let Some(reply) = session.send_and_wait("What is 2 + 2?", Duration::from_secs(60)).await? {
 //!     println!("{reply:?}");
 //! }
 //! client.stop().await?;
@@ -498,21 +499,46 @@ impl Session {
 
     /// Sends a prompt and waits until the session is idle: the last
     /// `assistant.message` of the turn (`None` if none), or
-    /// [`Error::Session`] for a `session.error`. The send has the request
-    /// deadline; bound the whole turn with your runtime's timeout (dropping
-    /// this future is safe: the session stays usable and its streams lose
-    /// nothing). When it returns, every handler of `on` has run on the
-    /// turn's events.
-    pub async fn send_and_wait(&self, message: impl Into<MessageOptions>) -> Result<Option<Arc<SessionEvent>>> {
+    /// [`Error::Session`] for a `session.error`. `timeout` covers the whole
+    /// call, the send included: past it the call returns
+    /// [`Error::Timeout`] (the timer thread wakes it; no executor timer is
+    /// needed). Dropping this future is safe too: the session stays usable
+    /// and its streams lose nothing. When it returns, every handler of `on`
+    /// has run on the turn's events.
+    pub async fn send_and_wait(
+        &self,
+        message: impl Into<MessageOptions>,
+        timeout: std::time::Duration,
+    ) -> Result<Option<Arc<SessionEvent>>> {
+        let deadline = Instant::now() + timeout;
         // Subscribe before sending so nothing of the turn can be missed.
         let (tx, rx) = event_channel();
         let id = self.inner.inner.subscribe(Sink::Async { tx, waiter: true }, false);
         let _unsubscribe = Subscription { session: Arc::downgrade(&self.inner.inner), id };
-        self.send(message).await?;
+        let mut params = serde_json::to_value(message.into()).map_err(|e| Error::Protocol(e.to_string()))?;
+        params["sessionId"] = self.id().into();
+        request(self.conn(), "session.send", &params, deadline.min(self.deadline()))?.await?;
+        let slot = Arc::new(Mutex::new(None::<Waker>));
+        let mut armed = false;
         let mut last = None;
         let mut error = None;
         loop {
-            let Some(event) = poll_fn(|cx| rx.poll_recv(cx)).await else {
+            let next = poll_fn(|cx| {
+                if let Poll::Ready(event) = rx.poll_recv(cx) {
+                    return Poll::Ready(Ok(event));
+                }
+                if Instant::now() >= deadline {
+                    return Poll::Ready(Err(Error::Timeout { what: "session.idle".into(), after: timeout }));
+                }
+                *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(cx.waker().clone());
+                if !armed {
+                    armed = true;
+                    self.conn().wake_at(deadline, Arc::clone(&slot));
+                }
+                Poll::Pending
+            })
+            .await?;
+            let Some(event) = next else {
                 let why = self.inner.inner.end_reason().unwrap_or_else(|| "its delivery ended".into());
                 return Err(Error::Disconnected(format!("the session ended before it was idle: {why}")));
             };

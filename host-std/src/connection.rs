@@ -12,6 +12,7 @@ use std::io::{self, Read, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::task::Waker;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -323,6 +324,11 @@ pub(crate) struct Connection {
     stopping: AtomicBool,
     probe: Mutex<Option<CauseProbe>>,
     pub(crate) deadlines: Deadlines,
+    /// Wakers of async waits that have a deadline of their own (how long a
+    /// caller waits for a turn to end: not a protocol decision), woken by
+    /// the timer thread when it passes. One entry per such wait, removed
+    /// when due.
+    wake_at: Mutex<Vec<(Instant, Arc<Mutex<Option<Waker>>>)>>,
     lifecycle: Mutex<Vec<mpsc::Sender<LifecycleEvent>>>,
     /// Delivers sessions' events (a fixed set of threads).
     pub(crate) dispatchers: Arc<Pool>,
@@ -363,6 +369,7 @@ impl Connection {
         let conn = Arc::new(Connection {
             engine: Mutex::new(engine),
             epoch: Instant::now(),
+            wake_at: Mutex::default(),
             timer: Mutex::default(),
             timer_wake: Condvar::new(),
             outbox,
@@ -424,6 +431,36 @@ impl Connection {
         if !wire.is_empty() && self.outbox.push_always(wire).is_err() {
             log::debug!("{}: the connection is closed; the engine's frames are not sent", self.label);
         }
+    }
+
+    /// Wakes the waker in `slot` once `at` has passed (the timer thread
+    /// does it); the async waits with a deadline of their own use it.
+    pub(crate) fn wake_at(&self, at: Instant, slot: Arc<Mutex<Option<Waker>>>) {
+        lock(&self.wake_at).push((at, slot));
+        self.kick_timer(Some(self.at(at)));
+    }
+
+    /// Wakes the async waits whose deadline has passed; the earliest left.
+    fn wake_due(&self) -> Option<u64> {
+        let now = Instant::now();
+        let mut due = Vec::new();
+        let next = {
+            let mut list = lock(&self.wake_at);
+            list.retain(|(at, slot)| {
+                let keep = *at > now;
+                if !keep {
+                    due.push(Arc::clone(slot));
+                }
+                keep
+            });
+            list.iter().map(|(at, _)| *at).min()
+        };
+        for slot in due {
+            if let Some(w) = lock(&slot).take() {
+                w.wake();
+            }
+        }
+        next.map(|at| self.at(at))
     }
 
     fn kick_timer(&self, next: Option<u64>) {
@@ -886,7 +923,10 @@ impl Connection {
         for w in expired {
             w.fail(Error::Timeout { what: String::new(), after: Duration::ZERO });
         }
-        next
+        match (next, self.wake_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Ends the connection: every waiting call fails with `Disconnected`

@@ -13,6 +13,8 @@ use copilot_host::{ClientOptions, EventKind, SessionConfig};
 use copilot_tests::fake_server::{FakeServer, FakeServerConfig};
 
 const SESSIONS: usize = 1000;
+/// A guard against a hang, not a bound that is asserted.
+const WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 const REPLY: &str = "four, said the fake";
 
 async fn client(config: FakeServerConfig) -> (FakeServer, Client) {
@@ -45,7 +47,7 @@ async fn one_turn(events: &mut EventStream) -> Vec<String> {
 /// `send_and_wait` returns the reply.
 async fn drive(session: Session, i: usize) {
     let mut events = session.events();
-    let reply = session.send_and_wait(format!("prompt {i}")).await.expect("turn").expect("a reply");
+    let reply = session.send_and_wait(format!("prompt {i}"), WAIT).await.expect("turn").expect("a reply");
     match &reply.kind {
         EventKind::AssistantMessage(m) => assert_eq!(m.content, REPLY),
         other => panic!("not a reply: {other:?}"),
@@ -95,7 +97,7 @@ fn a_send_and_wait_dropped_mid_turn_loses_no_event_and_the_session_goes_on() {
         assert_eq!(events.next().await.expect("start").event_type(), "session.start");
         // Poll the turn until the stream has seen it begin, then drop it.
         {
-            let mut turn = pin!(session.send_and_wait("first"));
+            let mut turn = pin!(session.send_and_wait("first", WAIT));
             let mut seen = Vec::new();
             // The stream is fed before the waiter, so it is polled first:
             // the turn cannot have ended unseen.
@@ -119,7 +121,7 @@ fn a_send_and_wait_dropped_mid_turn_loses_no_event_and_the_session_goes_on() {
         // The rest of the first turn still reaches the stream, in order.
         assert_eq!(one_turn(&mut events).await, turn_types()[1..]);
         // The session is used again: the reply, and every event once.
-        let reply = session.send_and_wait("second").await.expect("turn").expect("a reply");
+        let reply = session.send_and_wait("second", WAIT).await.expect("turn").expect("a reply");
         assert!(matches!(&reply.kind, EventKind::AssistantMessage(m) if m.content == REPLY));
         assert_eq!(one_turn(&mut events).await, turn_types());
         assert!(events.try_next().is_none());

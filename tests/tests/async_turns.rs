@@ -32,7 +32,7 @@ fn config(dir: &TempDir, name: &str) -> SessionConfig {
 }
 
 async fn turn(session: &Session, prompt: &str) -> Option<String> {
-    let reply = tokio::time::timeout(TURN, session.send_and_wait(prompt)).await.expect("the turn ends").expect("turn");
+    let reply = session.send_and_wait(prompt, TURN).await.expect("turn");
     reply.and_then(|e| match &e.kind {
         EventKind::AssistantMessage(m) => Some(m.content.clone()),
         _ => None,
@@ -232,4 +232,71 @@ fn agent_turns_through_the_async_api() {
         resumed.destroy().await.unwrap();
         second.stop().await.expect("stop");
     });
+}
+
+#[test]
+fn an_async_send_and_wait_past_its_timeout_returns_timeout_and_the_session_stays_usable() {
+    // A plain `block_on`: the deadline is kept by the client's timer thread,
+    // not by an executor's timer.
+    futures_lite_block_on(async {
+        let dir = TempDir::new("copilot-async-timeout");
+        let model = ScriptedModel::start().expect("start the scripted model");
+        let client = Client::start(options(&dir, &model)).await.expect("start the CLI");
+        let (called_tx, called) = mpsc::channel();
+        let (release_tx, release) = mpsc::channel::<()>();
+        let release = Mutex::new(release);
+        let tool = Tool::new("hold", "Holds the turn open.", json!({"type": "object"}), move |_: &ToolInvocation| {
+            let _ = called_tx.send(());
+            // Released by the test; the limit only turns a broken deadline
+            // into a failed assertion instead of a hang.
+            let _ = release.lock().unwrap().recv_timeout(TURN);
+            "released"
+        })
+        .skip_permission();
+        let session = client.create_session(config(&dir, "timeout").tool(tool)).await.unwrap();
+        model.script(
+            session.id(),
+            vec![Reply::tool_call("hold", json!({})), Reply::text("Done."), Reply::text("Again.")],
+        );
+        let mut events = session.events();
+        // The tool holds the turn open, so the session is not idle by the deadline.
+        match session.send_and_wait("Hold on.", Duration::from_millis(300)).await {
+            Err(copilot_host::Error::Timeout { .. }) => {}
+            other => panic!("expected Timeout, got {other:?}"),
+        }
+        called.recv().expect("the tool was called: the turn was under way");
+        drop(release_tx);
+        // The turn still ends, every event of it on the stream, and the
+        // session answers the next turn.
+        loop {
+            let e = events.next().await.expect("the stream is open");
+            if matches!(e.kind, EventKind::SessionIdle(_)) {
+                break;
+            }
+        }
+        let reply = session.send_and_wait("Once more.", TURN).await.expect("turn");
+        assert!(
+            matches!(reply.as_deref().map(|e| &e.kind), Some(EventKind::AssistantMessage(m)) if m.content == "Again.")
+        );
+        client.stop().await.expect("stop");
+    });
+}
+
+/// Runs a future to completion on this thread, parking between polls.
+fn futures_lite_block_on<F: std::future::Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
 }
