@@ -297,6 +297,9 @@ fn encode(message: &Outgoing<'_>, size_hint: usize) -> Result<Vec<u8>> {
     message.to_vec(size_hint + 256).map_err(|e| Error::Protocol(format!("cannot encode a message: {e}")))
 }
 
+/// The waker of an async wait, updated at each poll.
+pub(crate) type WakerSlot = Arc<Mutex<Option<Waker>>>;
+
 /// Wakes the timer thread when a deadline earlier than the one it sleeps
 /// towards appears.
 #[derive(Default)]
@@ -328,7 +331,7 @@ pub(crate) struct Connection {
     /// caller waits for a turn to end: not a protocol decision), woken by
     /// the timer thread when it passes. One entry per such wait, removed
     /// when due.
-    wake_at: Mutex<Vec<(Instant, Arc<Mutex<Option<Waker>>>)>>,
+    wake_at: Mutex<Vec<(Instant, WakerSlot)>>,
     lifecycle: Mutex<Vec<mpsc::Sender<LifecycleEvent>>>,
     /// Delivers sessions' events (a fixed set of threads).
     pub(crate) dispatchers: Arc<Pool>,
@@ -435,7 +438,7 @@ impl Connection {
 
     /// Wakes the waker in `slot` once `at` has passed (the timer thread
     /// does it); the async waits with a deadline of their own use it.
-    pub(crate) fn wake_at(&self, at: Instant, slot: Arc<Mutex<Option<Waker>>>) {
+    pub(crate) fn wake_at(&self, at: Instant, slot: WakerSlot) {
         lock(&self.wake_at).push((at, slot));
         self.kick_timer(Some(self.at(at)));
     }
