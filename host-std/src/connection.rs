@@ -438,6 +438,7 @@ impl Connection {
 
     /// Wakes the waker in `slot` once `at` has passed (the timer thread
     /// does it); the async waits with a deadline of their own use it.
+    #[cfg(feature = "async")]
     pub(crate) fn wake_at(&self, at: Instant, slot: WakerSlot) {
         lock(&self.wake_at).push((at, slot));
         self.kick_timer(Some(self.at(at)));
