@@ -67,7 +67,15 @@ function startBridge(args) {
 function children(pid) {
   const out = [];
   for (const task of readdirSync(`/proc/${pid}/task`)) {
-    const text = readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim();
+    let text;
+    try {
+      text = readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim();
+    } catch (e) {
+      // A thread that ended since the listing: its children, if any, went
+      // to another thread of the process, which is read too.
+      if (e.code === "ENOENT" || e.code === "ESRCH") continue;
+      throw e;
+    }
     if (text) out.push(...text.split(/\s+/).map(Number));
   }
   return [...new Set(out)];
