@@ -62,9 +62,9 @@ use serde_json::{json, Map, Value};
 
 use crate::connection::{Completion, Connection, Reply, ReplyTx, Waiter};
 use crate::error::{Error, Result};
-use crate::events::{EventKind, SessionEvent};
+use crate::events::SessionEvent;
 use crate::handlers::{PermissionDecision, PermissionHandler, PermissionRequest, Tool, ToolInvocation, ToolResult};
-use crate::session::{MessageOptions, SessionConfig, SessionInner, SessionStats, Sink, Subscription};
+use crate::session::{MessageOptions, SessionConfig, SessionInner, SessionStats, Sink, Subscription, Turn};
 use crate::ClientOptions;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -520,8 +520,7 @@ impl Session {
         request(self.conn(), "session.send", &params, deadline.min(self.deadline()))?.await?;
         let slot = Arc::new(Mutex::new(None::<Waker>));
         let mut armed = false;
-        let mut last = None;
-        let mut error = None;
+        let mut turn = Turn::default();
         loop {
             let next = poll_fn(|cx| {
                 if let Poll::Ready(event) = rx.poll_recv(cx) {
@@ -542,19 +541,11 @@ impl Session {
                 let why = self.inner.inner.end_reason().unwrap_or_else(|| "its delivery ended".into());
                 return Err(Error::Disconnected(format!("the session ended before it was idle: {why}")));
             };
-            match &event.kind {
-                EventKind::AssistantMessage(m) if m.parent_tool_call_id.is_none() => last = Some(Arc::clone(&event)),
-                EventKind::SessionError(e) => {
-                    error = Some(Error::Session { error_type: e.error_type.clone(), message: e.message.clone() })
-                }
-                EventKind::SessionIdle(_) => break,
-                _ => {}
+            if turn.see(&event) {
+                break;
             }
         }
-        match error {
-            Some(e) => Err(e),
-            None => Ok(last),
-        }
+        turn.finish()
     }
 
     /// Aborts the running turn (harmless when idle).

@@ -390,6 +390,37 @@ impl SessionInner {
     }
 }
 
+/// What `send_and_wait` (blocking and async) makes of a turn's events: the
+/// last top-level `assistant.message`, or the `session.error` it had.
+#[derive(Default)]
+pub(crate) struct Turn {
+    last: Option<Arc<SessionEvent>>,
+    error: Option<Error>,
+}
+
+impl Turn {
+    /// Takes one event of the turn; `true` once the session is idle.
+    pub(crate) fn see(&mut self, event: &Arc<SessionEvent>) -> bool {
+        match &event.kind {
+            EventKind::AssistantMessage(m) if m.parent_tool_call_id.is_none() => self.last = Some(Arc::clone(event)),
+            EventKind::SessionError(e) => {
+                self.error = Some(Error::Session { error_type: e.error_type.clone(), message: e.message.clone() })
+            }
+            EventKind::SessionIdle(_) => return true,
+            _ => {}
+        }
+        false
+    }
+
+    /// The turn's result.
+    pub(crate) fn finish(self) -> Result<Option<Arc<SessionEvent>>> {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(self.last),
+        }
+    }
+}
+
 /// A blocking iterator over a session's events. It never drops an event and
 /// ends when the session is destroyed, dropped or disconnected.
 pub struct EventStream {
@@ -674,8 +705,7 @@ impl Session {
         let id = self.inner.subscribe(Sink::Waiter(tx), false);
         let _unsubscribe = Subscription { session: Arc::downgrade(&self.inner), id };
         self.calls().send_until(message.into(), deadline)?;
-        let mut last = None;
-        let mut error = None;
+        let mut turn = Turn::default();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let event = match rx.recv_timeout(left) {
@@ -688,19 +718,11 @@ impl Session {
                     return Err(Error::Disconnected(format!("the session ended before it was idle: {why}")));
                 }
             };
-            match &event.kind {
-                EventKind::AssistantMessage(m) if m.parent_tool_call_id.is_none() => last = Some(Arc::clone(&event)),
-                EventKind::SessionError(e) => {
-                    error = Some(Error::Session { error_type: e.error_type.clone(), message: e.message.clone() })
-                }
-                EventKind::SessionIdle(_) => break,
-                _ => {}
+            if turn.see(&event) {
+                break;
             }
         }
-        match error {
-            Some(e) => Err(e),
-            None => Ok(last),
-        }
+        turn.finish()
     }
 
     /// Runs a slash command declared with [`SessionConfig::command`] (or by
