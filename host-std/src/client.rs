@@ -681,35 +681,17 @@ impl Calls<'_> {
 
     /// `session.list`.
     pub fn list_sessions(&self) -> Result<Vec<SessionMetadata>> {
-        #[derive(Deserialize)]
-        struct List {
-            sessions: Vec<SessionMetadata>,
-        }
-        Ok(parse::<List>(&self.client.conn.request("session.list", &json!({}), self.timeout)?, "session.list")?
-            .sessions)
+        read_session_list(&self.client.conn.request("session.list", &json!({}), self.timeout)?)
     }
 
     /// `session.delete`: removes a session's persisted state.
     pub fn delete_session(&self, session_id: &str) -> Result<()> {
-        let v: Value = parse(
-            &self.client.conn.request("session.delete", &json!({ "sessionId": session_id }), self.timeout)?,
-            "session.delete",
-        )?;
-        match v.get("success").and_then(Value::as_bool) {
-            Some(false) => Err(Error::Rpc {
-                code: 0,
-                message: v.get("error").and_then(Value::as_str).unwrap_or("session.delete failed").to_owned(),
-                data: None,
-            }),
-            _ => Ok(()),
-        }
+        read_delete(&self.client.conn.request("session.delete", &json!({ "sessionId": session_id }), self.timeout)?)
     }
 
     /// `session.getLastId`: the most recently updated session, if any.
     pub fn last_session_id(&self) -> Result<Option<String>> {
-        let v: Value =
-            parse(&self.client.conn.request("session.getLastId", &json!({}), self.timeout)?, "session.getLastId")?;
-        Ok(v.get("sessionId").and_then(Value::as_str).map(String::from))
+        read_last_id(&self.client.conn.request("session.getLastId", &json!({}), self.timeout)?)
     }
 
     /// Creates a session. Its slot is reserved before `session.create` is
@@ -781,6 +763,34 @@ fn tcp_halves(stream: &TcpStream) -> Result<(Box<dyn Read + Send>, Box<dyn Write
     Ok((Box::new(stream.try_clone()?), Box::new(stream.try_clone()?)))
 }
 
-fn parse<T: for<'de> Deserialize<'de>>(body: &[u8], method: &str) -> Result<T> {
+pub(crate) fn parse<T: for<'de> Deserialize<'de>>(body: &[u8], method: &str) -> Result<T> {
     serde_json::from_slice(body).map_err(|e| Error::Protocol(format!("unreadable {method} answer: {e}")))
+}
+
+/// The sessions of a `session.list` answer (blocking and async).
+pub(crate) fn read_session_list(body: &[u8]) -> Result<Vec<SessionMetadata>> {
+    #[derive(Deserialize)]
+    struct List {
+        sessions: Vec<SessionMetadata>,
+    }
+    Ok(parse::<List>(body, "session.list")?.sessions)
+}
+
+/// A `session.delete` answer: `{success: false, error}` is a failure.
+pub(crate) fn read_delete(body: &[u8]) -> Result<()> {
+    let v: Value = parse(body, "session.delete")?;
+    match v.get("success").and_then(Value::as_bool) {
+        Some(false) => Err(Error::Rpc {
+            code: 0,
+            message: v.get("error").and_then(Value::as_str).unwrap_or("session.delete failed").to_owned(),
+            data: None,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The session id of a `session.getLastId` answer, if any.
+pub(crate) fn read_last_id(body: &[u8]) -> Result<Option<String>> {
+    let v: Value = parse(body, "session.getLastId")?;
+    Ok(v.get("sessionId").and_then(Value::as_str).map(String::from))
 }

@@ -280,6 +280,60 @@ impl Replier {
             let _ = e.refuse(self.id, cause, &mut sink(wire));
         });
     }
+
+    /// Runs `f` (the user's handler) with this wait as the one the thread
+    /// answers, which an async handler reads ([`Answering::current`]) to
+    /// drop its future once the engine has refused the wait.
+    pub(crate) fn scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        #[cfg(feature = "async")]
+        {
+            struct Reset(Option<Answering>);
+            impl Drop for Reset {
+                fn drop(&mut self) {
+                    ANSWERING.with(|a| *a.borrow_mut() = self.0.take());
+                }
+            }
+            let wait = Answering { conn: Arc::downgrade(&self.conn), id: self.id };
+            let _reset = Reset(ANSWERING.with(|a| a.borrow_mut().replace(wait)));
+            f()
+        }
+        #[cfg(not(feature = "async"))]
+        f()
+    }
+}
+
+#[cfg(feature = "async")]
+thread_local! {
+    /// The wait of the agent the handler running on this thread answers.
+    static ANSWERING: std::cell::RefCell<Option<Answering>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The wait of the agent a handler pool thread is answering.
+#[cfg(feature = "async")]
+pub(crate) struct Answering {
+    conn: std::sync::Weak<Connection>,
+    id: ObligationId,
+}
+
+#[cfg(feature = "async")]
+impl Answering {
+    /// The wait the handler running on this thread answers, if any.
+    pub(crate) fn current() -> Option<Answering> {
+        ANSWERING.with(|a| a.borrow().as_ref().map(|w| Answering { conn: w.conn.clone(), id: w.id }))
+    }
+
+    /// How long the engine gives a handler; its deadline for this wait is
+    /// at most this long from now.
+    pub(crate) fn timeout(&self) -> Option<Duration> {
+        self.conn.upgrade().map(|c| c.deadlines.handler)
+    }
+
+    /// Whether the engine still waits for this handler's answer (it has
+    /// not refused the wait: its deadline, or its session or connection
+    /// ended).
+    pub(crate) fn is_open(&self) -> bool {
+        self.conn.upgrade().is_some_and(|c| lock(&c.engine).is_open(self.id))
+    }
 }
 
 /// Already-serialized JSON from serde_json, handed to the core's encoder.
@@ -299,6 +353,11 @@ fn encode(message: &Outgoing<'_>, size_hint: usize) -> Result<Vec<u8>> {
 
 /// The waker of an async wait, updated at each poll.
 pub(crate) type WakerSlot = Arc<Mutex<Option<Waker>>>;
+
+/// A receiver of `session.lifecycle` notifications: takes each one without
+/// waiting, and says `false` once it is gone. Dropped when the connection
+/// ends, which ends its stream.
+pub(crate) type LifecycleSink = Box<dyn FnMut(&LifecycleEvent) -> bool + Send>;
 
 /// Wakes the timer thread when a deadline earlier than the one it sleeps
 /// towards appears.
@@ -332,7 +391,7 @@ pub(crate) struct Connection {
     /// the timer thread when it passes. One entry per such wait, removed
     /// when due.
     wake_at: Mutex<Vec<(Instant, WakerSlot)>>,
-    lifecycle: Mutex<Vec<mpsc::Sender<LifecycleEvent>>>,
+    lifecycle: Mutex<Vec<LifecycleSink>>,
     /// Delivers sessions' events (a fixed set of threads).
     pub(crate) dispatchers: Arc<Pool>,
     /// Runs the user's handlers (a fixed set of threads).
@@ -600,18 +659,39 @@ impl Connection {
         Ok(InFlight { rx, method: method.to_owned(), started })
     }
 
+    /// Inserts `waiter` with the engine's `deadline` and encodes the
+    /// request, for the async API to queue with
+    /// [`poll_send_frame`](Self::poll_send_frame): it never waits. If the
+    /// frame is never queued, the caller forgets the request.
     #[cfg(feature = "async")]
-    /// Sends a request whose answer completes `slot`, without ever waiting:
-    /// for the async API. If the outbox has no room the call fails at once
-    /// (a CLI that reads nothing) rather than blocking an executor thread.
-    pub(crate) fn send_request_async<P: Serialize + ?Sized>(
+    pub(crate) fn prepare_request_async<P: Serialize + ?Sized>(
         &self,
         method: &str,
         params: &P,
         waiter: Waiter,
         deadline: Instant,
-    ) -> Result<RequestId> {
-        self.send_request(method, params, waiter, deadline, Instant::now())
+    ) -> Result<(RequestId, Vec<u8>)> {
+        self.prepare_request(method, params, waiter, deadline)
+    }
+
+    /// Queues `frame` (taken from the option) for the writer thread, or,
+    /// if too many bytes already wait, leaves it there and wakes `cx` when
+    /// room is made: an async caller awaits room instead of blocking.
+    #[cfg(feature = "async")]
+    pub(crate) fn poll_send_frame(
+        &self,
+        frame: &mut Option<Vec<u8>>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<()>> {
+        if self.is_closed() {
+            return std::task::Poll::Ready(Err(self.disconnected()));
+        }
+        self.outbox.poll_push(frame, cx).map(|pushed| {
+            pushed.map_err(|e| match e {
+                PushError::Closed(why) => Error::Disconnected(why),
+                PushError::Full => Error::Protocol("the outbox refused a frame it had room for".into()),
+            })
+        })
     }
 
     /// Inserts `waiter` with the engine's `deadline` and queues the frame,
@@ -625,6 +705,25 @@ impl Connection {
         room_by: Instant,
     ) -> Result<RequestId> {
         let started = Instant::now();
+        let (id, frame) = self.prepare_request(method, params, waiter, deadline)?;
+        if let Err(e) = self.send_frame(frame, room_by, &format!("`{method}`")) {
+            self.forget(id);
+            return Err(match e {
+                Error::Timeout { what, .. } => Error::Timeout { what, after: started.elapsed() },
+                e => e,
+            });
+        }
+        Ok(id)
+    }
+
+    /// Inserts `waiter` with the engine's `deadline` and encodes the request.
+    fn prepare_request<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+        waiter: Waiter,
+        deadline: Instant,
+    ) -> Result<(RequestId, Vec<u8>)> {
         let params = match serde_json::to_vec(params) {
             Ok(p) => p,
             Err(e) => {
@@ -658,14 +757,7 @@ impl Connection {
             }
         };
         log::trace!("{}: -> {method} #{id}", self.label);
-        if let Err(e) = self.send_frame(frame, room_by, &format!("`{method}`")) {
-            self.forget(id);
-            return Err(match e {
-                Error::Timeout { what, .. } => Error::Timeout { what, after: started.elapsed() },
-                e => e,
-            });
-        }
-        Ok(id)
+        Ok((id, frame))
     }
 
     /// A waiter whose request was never sent: an open gives its slot back.
@@ -728,8 +820,19 @@ impl Connection {
     /// A new receiver of every `session.lifecycle` notification from now on.
     pub(crate) fn subscribe_lifecycle(&self) -> mpsc::Receiver<LifecycleEvent> {
         let (tx, rx) = mpsc::channel();
-        self.lifecycle.lock().unwrap_or_else(|p| p.into_inner()).push(tx);
+        self.subscribe_lifecycle_with(Box::new(move |e| tx.send(e.clone()).is_ok()));
         rx
+    }
+
+    /// Adds a receiver of every `session.lifecycle` notification from now
+    /// on; it is dropped when the connection ends (at once if it has).
+    pub(crate) fn subscribe_lifecycle_with(&self, sink: LifecycleSink) {
+        let mut subs = self.lifecycle.lock().unwrap_or_else(|p| p.into_inner());
+        // `shut_down` sets `closed` before it clears the list: either it
+        // clears this sink, or this check sees `closed`.
+        if !self.is_closed() {
+            subs.push(sink);
+        }
     }
 
     // ---------------------------------------------------------------------
@@ -901,7 +1004,7 @@ impl Connection {
             }
         };
         let mut subs = self.lifecycle.lock().unwrap_or_else(|p| p.into_inner());
-        subs.retain(|tx| tx.send(event.clone()).is_ok());
+        subs.retain_mut(|sink| sink(&event));
     }
 
     /// Acts on the deadlines due: the engine refuses expired waits of the
@@ -1090,6 +1193,22 @@ struct OutboxState {
     closing: bool,
     /// Why frames are refused (a write failed, or the connection ended).
     failed: Option<String>,
+    /// Async callers waiting for room, woken when a frame is taken.
+    #[cfg(feature = "async")]
+    room_wakers: Vec<Waker>,
+}
+
+impl OutboxState {
+    /// The async callers to wake: room was made, or the outbox ended.
+    #[cfg(feature = "async")]
+    fn take_wakers(&mut self) -> Vec<Waker> {
+        std::mem::take(&mut self.room_wakers)
+    }
+
+    #[cfg(not(feature = "async"))]
+    fn take_wakers(&mut self) -> Vec<Waker> {
+        Vec::new()
+    }
 }
 
 struct Outbox {
@@ -1159,6 +1278,32 @@ impl Outbox {
         Ok(())
     }
 
+    /// [`push`](Self::push) for an async caller: if there is no room, its
+    /// waker is woken when room is made, and `frame` is left in place.
+    #[cfg(feature = "async")]
+    fn poll_push(&self, frame: &mut Option<Vec<u8>>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), PushError>> {
+        let mut state = lock(&self.state);
+        if let Some(why) = &state.failed {
+            return std::task::Poll::Ready(Err(PushError::Closed(why.clone())));
+        }
+        if state.closing {
+            return std::task::Poll::Ready(Err(PushError::Closed("the connection is being closed".into())));
+        }
+        let Some(len) = frame.as_ref().map(Vec::len) else { return std::task::Poll::Ready(Ok(())) };
+        // One frame always fits, however large.
+        if state.bytes != 0 && state.bytes + len > MAX_OUTBOX_BYTES {
+            if !state.room_wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                state.room_wakers.push(cx.waker().clone());
+            }
+            return std::task::Poll::Pending;
+        }
+        state.bytes += len;
+        state.frames.extend(frame.take());
+        drop(state);
+        self.queued.notify_one();
+        std::task::Poll::Ready(Ok(()))
+    }
+
     /// The next frame to write; `None` when closing and drained, or failed.
     fn pop(&self) -> Option<Vec<u8>> {
         let mut state = lock(&self.state);
@@ -1168,8 +1313,10 @@ impl Outbox {
             }
             if let Some(frame) = state.frames.pop_front() {
                 state.bytes -= frame.len();
+                let wakers = state.take_wakers();
                 drop(state);
                 self.room.notify_all();
+                wakers.into_iter().for_each(Waker::wake);
                 return Some(frame);
             }
             if state.closing {
@@ -1180,9 +1327,13 @@ impl Outbox {
     }
 
     fn close(&self) {
-        lock(&self.state).closing = true;
+        let mut state = lock(&self.state);
+        state.closing = true;
+        let wakers = state.take_wakers();
+        drop(state);
         self.queued.notify_all();
         self.room.notify_all();
+        wakers.into_iter().for_each(Waker::wake);
     }
 
     /// Refuses every frame from now on and drops what waits.
@@ -1191,8 +1342,10 @@ impl Outbox {
         state.failed.get_or_insert_with(|| why.to_owned());
         state.frames.clear();
         state.bytes = 0;
+        let wakers = state.take_wakers();
         drop(state);
         self.queued.notify_all();
         self.room.notify_all();
+        wakers.into_iter().for_each(Waker::wake);
     }
 }

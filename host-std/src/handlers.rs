@@ -451,7 +451,7 @@ enum Outcome {
 /// handler pool.
 pub(crate) fn run(job: Job, handlers: &SessionHandlers, session_id: &str) {
     let Job { kind, data, reply } = job;
-    let outcome = match catch_unwind(AssertUnwindSafe(|| decide(kind, &data, handlers, session_id))) {
+    let outcome = match reply.scope(|| catch_unwind(AssertUnwindSafe(|| decide(kind, &data, handlers, session_id)))) {
         Ok(o) => o,
         Err(_) => {
             log::error!("the {} handler panicked; the agent gets the refusal", kind.name());

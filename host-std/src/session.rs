@@ -814,32 +814,19 @@ impl SessionCalls<'_> {
     }
 
     fn send_until(&self, message: MessageOptions, deadline: Instant) -> Result<String> {
-        let mut params = serde_json::to_value(&message).map_err(|e| Error::Protocol(e.to_string()))?;
-        params["sessionId"] = self.session.id.clone().into();
-        let result = self.call_until("session.send", &params, deadline)?;
-        Ok(result.get("messageId").and_then(Value::as_str).unwrap_or_default().to_owned())
+        let params = send_params(&self.session.id, message)?;
+        Ok(read_message_id(&self.call_until("session.send", &params, deadline)?))
     }
 
     /// See [`Session::execute_command`].
     pub fn execute_command(&self, name: &str, args: &str) -> Result<Option<String>> {
         let params = json!({ "sessionId": self.session.id, "commandName": name, "args": args });
-        let result = self.call("session.commands.execute", &params)?;
-        Ok(result.get("error").and_then(Value::as_str).map(String::from))
+        Ok(read_command_error(&self.call("session.commands.execute", &params)?))
     }
 
     /// See [`Session::call_raw`].
     pub fn call_raw(&self, method: &str, params: Value) -> Result<Value> {
-        let mut params = match params {
-            Value::Object(map) => map,
-            Value::Null => Map::new(),
-            other => {
-                return Err(Error::Config(format!(
-                    "the params of {method} must be a JSON object (sessionId is added to it), not {other}"
-                )))
-            }
-        };
-        params.insert("sessionId".into(), self.session.id.clone().into());
-        self.call(method, &params)
+        self.call(method, &raw_params(&self.session.id, method, params)?)
     }
 
     /// See [`Session::abort`].
@@ -849,15 +836,7 @@ impl SessionCalls<'_> {
 
     /// See [`Session::messages`].
     pub fn messages(&self) -> Result<Vec<SessionEvent>> {
-        let result = self.call("session.getMessages", &json!({ "sessionId": self.session.id }))?;
-        let events = result.get("events").and_then(Value::as_array).cloned().unwrap_or_default();
-        events
-            .iter()
-            .map(|e| {
-                let bytes = serde_json::to_vec(e).map_err(|e| Error::Protocol(e.to_string()))?;
-                SessionEvent::from_json(&bytes).map_err(|e| Error::Protocol(format!("unreadable event: {e}")))
-            })
-            .collect()
+        read_messages(&self.call("session.getMessages", &json!({ "sessionId": self.session.id }))?)
     }
 
     fn call<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<Value> {
@@ -868,6 +847,51 @@ impl SessionCalls<'_> {
         let body = self.session.conn.request_until(method, params, deadline)?;
         serde_json::from_slice(&body).map_err(|e| Error::Protocol(format!("unreadable {method} answer: {e}")))
     }
+}
+
+/// The params of `session.send` (blocking and async).
+pub(crate) fn send_params(session_id: &str, message: MessageOptions) -> Result<Value> {
+    let mut params = serde_json::to_value(message).map_err(|e| Error::Protocol(e.to_string()))?;
+    params["sessionId"] = session_id.into();
+    Ok(params)
+}
+
+/// The message id of a `session.send` answer.
+pub(crate) fn read_message_id(result: &Value) -> String {
+    result.get("messageId").and_then(Value::as_str).unwrap_or_default().to_owned()
+}
+
+/// The error text of a `session.commands.execute` answer, if any.
+pub(crate) fn read_command_error(result: &Value) -> Option<String> {
+    result.get("error").and_then(Value::as_str).map(String::from)
+}
+
+/// The params of a raw session call: `params` (an object, or null for
+/// none) with `sessionId` added.
+pub(crate) fn raw_params(session_id: &str, method: &str, params: Value) -> Result<Map<String, Value>> {
+    let mut params = match params {
+        Value::Object(map) => map,
+        Value::Null => Map::new(),
+        other => {
+            return Err(Error::Config(format!(
+                "the params of {method} must be a JSON object (sessionId is added to it), not {other}"
+            )))
+        }
+    };
+    params.insert("sessionId".into(), session_id.into());
+    Ok(params)
+}
+
+/// The events of a `session.getMessages` answer.
+pub(crate) fn read_messages(result: &Value) -> Result<Vec<SessionEvent>> {
+    let events = result.get("events").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    events
+        .iter()
+        .map(|e| {
+            let bytes = serde_json::to_vec(e).map_err(|e| Error::Protocol(e.to_string()))?;
+            SessionEvent::from_json(&bytes).map_err(|e| Error::Protocol(format!("unreadable event: {e}")))
+        })
+        .collect()
 }
 
 impl Drop for Session {
