@@ -74,9 +74,7 @@ use serde_json::{json, Value};
 use crate::client::{parse, read_delete, read_last_id, read_session_list};
 use crate::connection::{Answering, CloseCause, Completion, Connection, Reply, ReplyTx, Waiter, WakerSlot};
 use crate::error::{Error, Result};
-use crate::events::{
-    CommandExecuteData, ElicitationRequestedData, LifecycleEvent, McpOauthRequiredData, SessionEvent,
-};
+use crate::events::{CommandExecuteData, ElicitationRequestedData, LifecycleEvent, McpOauthRequiredData, SessionEvent};
 use crate::handlers::{
     Command, ElicitationHandler, ElicitationResponse, ExitPlanModeHandler, ExitPlanModeRequest, ExitPlanModeResponse,
     McpOAuthHandler, OAuthToken, PermissionDecision, PermissionHandler, PermissionRequest, Tool, ToolInvocation,
@@ -367,7 +365,11 @@ async fn on_thread<T: Send + 'static>(name: &str, f: impl FnOnce() -> Result<T> 
 
 /// Waits until `deadline`; the connection's timer thread wakes the wait,
 /// so no executor timer is needed. `ready` is checked first at every poll.
-async fn until<T>(conn: &Connection, deadline: Instant, mut ready: impl FnMut(&mut Context<'_>) -> Poll<T>) -> Option<T> {
+async fn until<T>(
+    conn: &Connection,
+    deadline: Instant,
+    mut ready: impl FnMut(&mut Context<'_>) -> Poll<T>,
+) -> Option<T> {
     let slot: WakerSlot = Arc::default();
     let mut armed = false;
     poll_fn(|cx| {

@@ -1281,7 +1281,11 @@ impl Outbox {
     /// [`push`](Self::push) for an async caller: if there is no room, its
     /// waker is woken when room is made, and `frame` is left in place.
     #[cfg(feature = "async")]
-    fn poll_push(&self, frame: &mut Option<Vec<u8>>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), PushError>> {
+    fn poll_push(
+        &self,
+        frame: &mut Option<Vec<u8>>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), PushError>> {
         let mut state = lock(&self.state);
         if let Some(why) = &state.failed {
             return std::task::Poll::Ready(Err(PushError::Closed(why.clone())));

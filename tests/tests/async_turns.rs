@@ -165,7 +165,7 @@ fn agent_turns_through_the_async_api() {
             },
         );
         let session = client
-            .create_session(config(&dir, "async-handlers").tool(weather).on_permission_shared(permission))
+            .create_session(config(&dir, "async-handlers").tool(weather).on_permission(permission))
             .await
             .unwrap();
         model.script(
