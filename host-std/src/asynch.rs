@@ -42,12 +42,19 @@
 //!
 //! ```no_run
 //! # async fn run() -> copilot_host::Result<()> {
-//! use copilot_host::asynch::Client;
-//! use copilot_host::{ClientOptions, SessionConfig};
+//! use copilot_host::asynch::{self, Client};
+//! use copilot_host::{ClientOptions, PermissionDecision, SessionConfig};
 //! use std::time::Duration;
 //!
 //! let client = Client::start(ClientOptions::default()).await?;
-//! let session = client.create_session(SessionConfig::with_model("claude-sonnet-4.5")).await?;
+//! // Handlers may be async too: this one could await a web request.
+//! let config = SessionConfig::with_model("claude-sonnet-4.5").on_permission(asynch::permission_handler(
+//!     |request| async move {
+//!         println!("allowing {}", request.kind);
+//!         PermissionDecision::ApproveOnce
+//!     },
+//! ));
+//! let session = client.create_session(config).await?;
 //! let mut events = session.events(); // a Stream; `events.next().await` also works
 //! // The timeout covers the whole turn; dropping the future is safe too.
 //! if let Some(reply) = session.send_and_wait("What is 2 + 2?", Duration::from_secs(60)).await? {

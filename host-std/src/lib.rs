@@ -30,9 +30,8 @@
 //!
 //! let client = Client::start(ClientOptions::default())?;
 //! let session = client.create_session(SessionConfig::with_model("claude-sonnet-4.5"))?;
-//! let reply = session.send_and_wait("What is 2 + 2?", Duration::from_secs(60))?;
-//! if let Some(event) = reply {
-//!     println!("{event:?}");
+//! if let Some(reply) = session.send_and_wait("What is 2 + 2?", Duration::from_secs(60))? {
+//!     println!("{reply:?}");
 //! }
 //! client.stop()?;
 //! # Ok::<(), copilot_host::Error>(())
