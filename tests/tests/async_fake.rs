@@ -319,6 +319,49 @@ fn calls_waiting_for_room_to_send_leave_the_executor_thread_free() {
 }
 
 #[test]
+fn a_create_a_destroy_and_stop_awaiting_a_frozen_cli_leave_the_executor_thread_free() {
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    rt.block_on(async {
+        // Nothing ends by its own deadline: only the CLI's answers end the waits.
+        let hour = Duration::from_secs(3600);
+        let options = ClientOptions { request_timeout: hour, shutdown_grace: hour, ..ClientOptions::default() };
+        let (server, client, gate) = gated_client(options).await;
+        let doomed = client.create_session(SessionConfig::default()).await.expect("create");
+        let doomed_id = doomed.id().to_owned();
+        freeze(&client, &gate).await;
+        let watchdog = Watchdog::start(&gate);
+        let mut create = Box::pin(client.create_session(SessionConfig::default()));
+        let mut destroy = Box::pin(doomed.destroy());
+        assert!(poll_once(&mut create).await.is_pending(), "the create waits for the CLI");
+        assert!(poll_once(&mut destroy).await.is_pending(), "the destroy waits for the CLI");
+        // A second task runs on this same thread meanwhile: it unfreezes the CLI.
+        let opener = gate.clone();
+        tokio::spawn(async move { opener.set_closed(false) }).await.unwrap();
+        let created = create.await.expect("the create is answered");
+        destroy.await.expect("the destroy is answered");
+        assert!(!watchdog.finish(), "the executor thread was blocked until the watchdog opened the gate");
+
+        // The same for stop (it destroys the sessions still open, then waits
+        // for the connection to end).
+        freeze(&client, &gate).await;
+        let watchdog = Watchdog::start(&gate);
+        let mut stop = Box::pin(client.stop());
+        assert!(poll_once(&mut stop).await.is_pending(), "stop waits for the CLI");
+        let opener = gate.clone();
+        tokio::spawn(async move { opener.set_closed(false) }).await.unwrap();
+        stop.await.expect("stop");
+        assert!(!watchdog.finish(), "the executor thread was blocked until the watchdog opened the gate");
+        let destroyed: Vec<Value> = server
+            .received()
+            .into_iter()
+            .filter(|m| m["method"] == "session.destroy")
+            .map(|m| m["params"]["sessionId"].clone())
+            .collect();
+        assert_eq!(destroyed, [json!(doomed_id), json!(created.id())]);
+    });
+}
+
+#[test]
 fn with_timeout_gives_a_call_its_own_deadline() {
     // A plain `block_on`: the deadline is kept by the client's timer thread.
     block_on(async {
