@@ -26,12 +26,15 @@
 //! sent). Every handler kind has an async form whose answer is a future:
 //! [`permission_handler`], [`user_input_handler`], [`elicitation_handler`],
 //! [`mcp_oauth_handler`], [`exit_plan_mode_handler`], [`tool`] and
-//! [`command`]. The pool thread drives the future with a small executor of
-//! its own: the library then needs no spawn hook into the user's runtime
-//! and a slow handler never holds up the user's tasks. A handler future
-//! that needs a runtime's reactor (its timers, its sockets) spawns that
-//! work on the runtime and awaits the join handle, which completes through
-//! a waker like any future.
+//! [`command`], all one adapter ([`AsyncHandler`]). The pool thread drives
+//! the future with a small executor of its own: the library then needs no
+//! spawn hook into the user's runtime and a slow handler never holds up the
+//! user's tasks. Once the deadline has passed and the engine has refused
+//! the wait, the future is dropped, which releases what it holds and gives
+//! its pool thread back (a blocking handler can only run on until it
+//! returns). A handler future that needs a runtime's reactor (its timers,
+//! its sockets) spawns that work on the runtime and awaits the join handle,
+//! which completes through a waker like any future.
 //!
 //! Cancel safety: dropping any future of this module is safe. A dropped
 //! call's request is forgotten (a late answer is counted as unmatched; a
@@ -315,19 +318,22 @@ impl Future for Call {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        let queued = match this.conn.poll_send_frame(&mut this.frame, cx) {
-            Poll::Ready(Ok(())) => true,
-            Poll::Ready(Err(e)) => {
-                this.frame = None;
-                if let Some(id) = this.id.take() {
-                    this.conn.forget(id);
+        // Once queued, only the slot counts: an answer that came before the
+        // connection ended is still the call's result.
+        let queued = this.frame.is_none()
+            || match this.conn.poll_send_frame(&mut this.frame, cx) {
+                Poll::Ready(Ok(())) => true,
+                Poll::Ready(Err(e)) => {
+                    this.frame = None;
+                    if let Some(id) = this.id.take() {
+                        this.conn.forget(id);
+                    }
+                    return Poll::Ready(Err(e));
                 }
-                return Poll::Ready(Err(e));
-            }
-            // Waiting for room: the engine's deadline still runs, and its
-            // timer completes the slot if room does not come in time.
-            Poll::Pending => false,
-        };
+                // Waiting for room: the engine's deadline still runs, and its
+                // timer completes the slot if room does not come in time.
+                Poll::Pending => false,
+            };
         let reply = match this.slot.poll_take(cx) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(reply) => reply,
@@ -445,8 +451,9 @@ fn drive<F: Future>(future: F, abandoned: impl FnOnce() -> F::Output) -> F::Outp
 /// handler traits are implemented for it, so the `SessionConfig` methods
 /// take it as they take a blocking handler. The handler pool thread that
 /// runs it drives the future (see the [module docs](self)), under the
-/// engine's handler deadline; a handler that panics gets the kind's
-/// refusal, as a blocking one does. Made by [`permission_handler`],
+/// engine's handler deadline, past which the future is dropped; a handler
+/// that panics gets the kind's refusal, as a blocking one does. Made by
+/// [`permission_handler`],
 /// [`user_input_handler`], [`elicitation_handler`], [`mcp_oauth_handler`]
 /// and [`exit_plan_mode_handler`]; [`tool`] and [`command`] use it too.
 pub struct AsyncHandler<F> {

@@ -362,6 +362,24 @@ fn a_create_a_destroy_and_stop_awaiting_a_frozen_cli_leave_the_executor_thread_f
 }
 
 #[test]
+fn an_answer_that_came_before_the_connection_ended_is_the_calls_result() {
+    block_on(async {
+        let (_server, client) = client(FakeServerConfig::default()).await;
+        // The fake answers `runtime.shutdown`, then closes the connection.
+        let params = json!({});
+        let mut call = Box::pin(client.call("runtime.shutdown", &params));
+        let first = poll_once(&mut call).await;
+        // The reader routed the answer before it read the end of the stream.
+        assert!(client.wait_closed(None).await.is_some());
+        let result = match first {
+            Poll::Ready(result) => result,
+            Poll::Pending => call.await,
+        };
+        assert_eq!(result.expect("the answer, although the connection has ended since"), json!({}));
+    });
+}
+
+#[test]
 fn with_timeout_gives_a_call_its_own_deadline() {
     // A plain `block_on`: the deadline is kept by the client's timer thread.
     block_on(async {
