@@ -564,7 +564,8 @@ where
 /// An async client: [`crate::Client`]'s connection, awaited.
 #[derive(Debug)]
 pub struct Client {
-    inner: crate::Client,
+    /// Always there; taken only by `stop`, `force_stop` and `drop`.
+    inner: Option<crate::Client>,
 }
 
 impl Client {
@@ -599,41 +600,41 @@ impl Client {
     /// The blocking client on the same connection (its calls block the
     /// calling thread).
     pub fn blocking(&self) -> &crate::Client {
-        &self.inner
+        self.inner.as_ref().expect("the client is there until it is stopped")
     }
 
     fn conn(&self) -> &Arc<Connection> {
-        self.inner.conn()
+        self.blocking().conn()
     }
 
     /// For a TCP connection: the CLI's address.
     pub fn peer_addr(&self) -> Option<std::net::SocketAddr> {
-        self.inner.peer_addr()
+        self.blocking().peer_addr()
     }
 
     /// What the handshake learned.
     pub fn server_info(&self) -> &ServerInfo {
-        self.inner.server_info()
+        self.blocking().server_info()
     }
 
     /// The router's counters ([`crate::Client::stats`]).
     pub fn stats(&self) -> Stats {
-        self.inner.stats()
+        self.blocking().stats()
     }
 
     /// Frames that could not be parked ([`crate::Client::parked_overflow`]).
     pub fn parked_overflow(&self) -> u64 {
-        self.inner.parked_overflow()
+        self.blocking().parked_overflow()
     }
 
     /// The protocol engine's counters ([`crate::Client::engine_stats`]).
     pub fn engine_stats(&self) -> EngineStats {
-        self.inner.engine_stats()
+        self.blocking().engine_stats()
     }
 
     /// Why the connection ended, or `None` while it is open.
     pub fn closed(&self) -> Option<CloseCause> {
-        self.inner.closed()
+        self.blocking().closed()
     }
 
     /// Waits until the connection ends (at most `timeout`, if given: the
@@ -662,7 +663,7 @@ impl Client {
 
     /// The process id of the CLI this client started, if it started one.
     pub fn cli_pid(&self) -> Option<u32> {
-        self.inner.cli_pid()
+        self.blocking().cli_pid()
     }
 
     /// The calls of this client with their own `timeout` in place of
@@ -734,14 +735,14 @@ impl Client {
     /// Stops the client ([`crate::Client::stop`], bounded by
     /// [`ClientOptions::shutdown_grace`], on a one-off thread).
     pub async fn stop(self) -> Result<()> {
-        let inner = self.inner;
+        let inner = self.take();
         on_thread("copilot-stop", move || inner.stop()).await
     }
 
     /// Stops at once ([`crate::Client::force_stop`], on a one-off thread:
     /// it may wait for the CLI's process to be reaped).
     pub async fn force_stop(self) {
-        let inner = self.inner;
+        let inner = self.take();
         let _ = on_thread("copilot-stop", move || {
             inner.force_stop();
             Ok(())
@@ -750,9 +751,28 @@ impl Client {
     }
 }
 
+impl Client {
+    fn take(mut self) -> crate::Client {
+        self.inner.take().expect("the client is there until it is stopped")
+    }
+}
+
 impl From<crate::Client> for Client {
     fn from(inner: crate::Client) -> Self {
-        Client { inner }
+        Client { inner: Some(inner) }
+    }
+}
+
+impl Drop for Client {
+    /// A client dropped without [`stop`](Client::stop) kills the CLI it
+    /// started and reaps it: on a one-off thread, so as not to wait on the
+    /// executor's.
+    fn drop(&mut self) {
+        let Some(inner) = self.inner.take() else { return };
+        if inner.cli_pid().is_some() {
+            // If no thread can be started, the client is dropped here.
+            let _ = std::thread::Builder::new().name("copilot-drop".into()).spawn(move || drop(inner));
+        }
     }
 }
 

@@ -694,3 +694,26 @@ fn an_async_handler_past_the_handler_deadline_is_refused_and_dropped_freeing_its
     drop(session);
     block_on(client.stop()).expect("stop");
 }
+
+#[test]
+fn an_async_client_dropped_without_stop_kills_and_reaps_its_cli() {
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let pid = rt.block_on(async {
+        let options =
+            ClientOptions { cli_path: Some(env!("CARGO_BIN_EXE_fake_cli").into()), ..ClientOptions::default() };
+        let client = Client::start(options).await.expect("start the fake CLI");
+        let pid = client.cli_pid().expect("a CLI this client started");
+        client.ping(None).await.expect("ping");
+        // Dropped on the executor's thread; the kill and the reaping are
+        // done on a thread of its own.
+        drop(client);
+        pid
+    });
+    // The CLI's entry goes once it is reaped (a zombie keeps it).
+    let proc = format!("/proc/{pid}");
+    let give_up = std::time::Instant::now() + WAIT;
+    while std::path::Path::new(&proc).exists() {
+        assert!(std::time::Instant::now() < give_up, "the CLI (pid {pid}) is still there");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
