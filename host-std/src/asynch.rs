@@ -16,7 +16,8 @@
 //! engine's timer keeps. Every answer and event arrives through a waker.
 //! Starting a CLI (a process and a handshake), [`Client::stop`] and
 //! [`Client::force_stop`] run on a one-off thread that completes their
-//! future. Every call of the blocking API has its async form here, under
+//! future; a client dropped without `stop` kills and reaps its CLI on one
+//! too. Every call of the blocking API has its async form here, under
 //! the same name; [`Client::with_timeout`] and [`Session::with_timeout`]
 //! give calls their own deadline, as the blocking ones do.
 //!

@@ -4,7 +4,7 @@
 //! of every blocking call, per-call deadlines, calls waiting for room to
 //! send (a frozen CLI) while the executor thread runs other tasks, and
 //! async handlers of every kind (on the handler pool, dropped past the
-//! handler deadline).
+//! handler deadline), and a client dropped without `stop`.
 
 use std::future::Future;
 use std::io::Read;
