@@ -60,11 +60,12 @@ use copilot_core::RequestId;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
+use crate::config::SessionConfig;
 use crate::connection::{Completion, Connection, Reply, ReplyTx, Waiter};
 use crate::error::{Error, Result};
 use crate::events::SessionEvent;
 use crate::handlers::{PermissionDecision, PermissionHandler, PermissionRequest, Tool, ToolInvocation, ToolResult};
-use crate::session::{MessageOptions, SessionConfig, SessionInner, SessionStats, Sink, Subscription, Turn};
+use crate::session::{MessageOptions, SessionInner, SessionStats, Sink, Subscription, Turn};
 use crate::ClientOptions;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -14,10 +14,11 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::cli::{self, CliProcess, Launch, AUTH_TOKEN_ENV, CONNECTION_TOKEN_ENV};
+use crate::config::SessionConfig;
 use crate::connection::{CloseCause, Connection, Deadlines, InFlight, ReplyTx, Waiter};
 use crate::error::{Error, Result};
 use crate::events::LifecycleEvent;
-use crate::session::{Session, SessionConfig, SessionInner};
+use crate::session::{Session, SessionInner};
 
 /// The protocol version this client speaks.
 pub const PROTOCOL_VERSION: u64 = 3;

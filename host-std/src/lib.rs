@@ -45,6 +45,7 @@ pub mod asynch;
 pub mod bridge;
 mod cli;
 mod client;
+mod config;
 mod connection;
 mod error;
 pub mod events;
@@ -59,6 +60,7 @@ pub use client::{
     DEFAULT_HANDLER_THREADS, DEFAULT_HANDLER_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SHUTDOWN_GRACE,
     PROTOCOL_VERSION,
 };
+pub use config::SessionConfig;
 pub use connection::CloseCause;
 pub use copilot_core as core;
 pub use error::{Error, Result};
@@ -71,6 +73,5 @@ pub use handlers::{
     SessionHandlers, Tool, ToolInvocation, ToolResult, UserInputHandler, UserInputRequest, UserInputResponse,
 };
 pub use session::{
-    EventStream, MessageOptions, Session, SessionCalls, SessionConfig, SessionStats, Subscription, MAX_KEPT_BYTES,
-    MAX_KEPT_EVENTS,
+    EventStream, MessageOptions, Session, SessionCalls, SessionStats, Subscription, MAX_KEPT_BYTES, MAX_KEPT_EVENTS,
 };
