@@ -396,7 +396,7 @@ impl Client {
     }
 
     async fn open(&self, method: &str, config: SessionConfig, resume: Option<String>) -> Result<Session> {
-        config.check()?;
+        config.check(resume.is_some())?;
         let conn = self.inner.conn();
         let resuming = resume.is_some();
         let id = match (resume, config.server_assigned_id) {
@@ -404,7 +404,7 @@ impl Client {
             (None, true) => None,
             (None, false) => Some(config.session_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string())),
         };
-        let inner = SessionInner::new(id.as_deref(), config.handlers.clone(), conn);
+        let inner = SessionInner::new(id.as_deref(), config.answerers(), conn);
         let handle = conn.reserve(id.as_deref(), resuming, inner.clone())?;
         let target = inner.clone();
         // The reader completes the open in the engine and releases the slot
@@ -412,7 +412,7 @@ impl Client {
         let call = Call::start(
             conn,
             method,
-            &config.to_params(id.as_deref()),
+            &config.to_params(id.as_deref(), resuming),
             |reply| Waiter::Open { handle, target, reply },
             self.deadline(),
         );
