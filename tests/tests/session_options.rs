@@ -55,24 +55,6 @@ impl Fixture {
     }
 }
 
-fn system_prompt(request: &ModelRequest) -> String {
-    request
-        .messages()
-        .iter()
-        .filter(|m| m["role"] == "system")
-        .map(|m| m["content"].as_str().map(String::from).unwrap_or_else(|| m["content"].to_string()))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn tool_names(request: &ModelRequest) -> Vec<String> {
-    let tools = request.body["tools"].as_array().cloned().unwrap_or_default();
-    let mut names: Vec<String> =
-        tools.iter().filter_map(|t| t["function"]["name"].as_str().or(t["name"].as_str()).map(String::from)).collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn a_replaced_system_message_and_a_section_transform_reach_the_model() {
     let f = Fixture::start();
@@ -82,7 +64,7 @@ fn a_replaced_system_message_and_a_section_transform_reach_the_model() {
         vec![Reply::text("ok")],
     );
     assert_eq!(text.as_deref(), Some("ok"));
-    assert_eq!(system_prompt(&requests[0]), replaced, "the whole system prompt is the replacement");
+    assert_eq!(requests[0].system_prompt(), replaced, "the whole system prompt is the replacement");
 
     let seen = Arc::new(Mutex::new(String::new()));
     let seen_in = Arc::clone(&seen);
@@ -96,7 +78,7 @@ fn a_replaced_system_message_and_a_section_transform_reach_the_model() {
     let (_, _, requests) = f.turn(config, vec![Reply::text("ok")]);
     let original = seen.lock().unwrap().clone();
     assert!(!original.is_empty(), "the transform was called with the section's text");
-    let prompt = system_prompt(&requests[0]);
+    let prompt = requests[0].system_prompt();
     assert!(prompt.contains("IDENTITY-REWRITTEN-BY-THE-CLIENT"), "{prompt}");
     assert!(!prompt.contains(original.trim()), "the section's own text is gone: {prompt}");
 }
@@ -105,18 +87,18 @@ fn a_replaced_system_message_and_a_section_transform_reach_the_model() {
 fn available_and_excluded_tools_change_the_tools_offered_to_the_model() {
     let f = Fixture::start();
     let (_, _, all) = f.turn(f.config("all"), vec![Reply::text("ok")]);
-    let all = tool_names(&all[0]);
+    let all = all[0].tool_names();
     assert!(all.iter().any(|t| t == "bash") && all.iter().any(|t| t == "view"), "{all:?}");
 
     let excluded = SessionConfig { excluded_tools: vec!["bash".into()], ..f.config("excluded") };
     let (_, _, requests) = f.turn(excluded, vec![Reply::text("ok")]);
-    let names = tool_names(&requests[0]);
+    let names = requests[0].tool_names();
     assert!(!names.iter().any(|t| t == "bash"), "{names:?}");
     assert!(names.iter().any(|t| t == "view"), "only bash is excluded: {names:?}");
 
     let available = SessionConfig { available_tools: Some(vec!["view".into()]), ..f.config("available") };
     let (_, _, requests) = f.turn(available, vec![Reply::text("ok")]);
-    assert_eq!(tool_names(&requests[0]), ["view"]);
+    assert_eq!(requests[0].tool_names(), ["view"]);
 }
 
 fn lookup_server() -> McpServerConfig {
@@ -135,8 +117,7 @@ fn the_model_calls_the_tool_of_an_mcp_server_of_the_session_and_reads_its_answer
     );
     let reply = session.send_and_wait("Look up grace.", TURN).expect("turn");
     let requests = f.model.requests_for(session.id());
-    eprintln!("tools offered: {:?}", tool_names(&requests[0]));
-    assert!(tool_names(&requests[0]).contains(&"lookup-lookup_code".to_owned()), "{:?}", tool_names(&requests[0]));
+    assert!(requests[0].tool_names().contains(&"lookup-lookup_code".to_owned()), "{:?}", requests[0].tool_names());
     assert_eq!(requests[1].tool_results(), ["code of grace: ECARG"]);
     assert!(matches!(reply.map(|e| e.kind.clone()), Some(EventKind::AssistantMessage(m)) if m.content == "Done."));
 }
@@ -155,7 +136,7 @@ fn a_custom_agent_of_the_session_takes_effect() {
     assert!(
         sent.contains("AGENT-PROMPT-MARK"),
         "the agent's prompt reaches the model: {}",
-        system_prompt(&requests[0])
+        requests[0].system_prompt()
     );
     // The same agent, not selected: its prompt is not the session's.
     let agent = CustomAgentConfig::new("haiku-writer", "AGENT-PROMPT-MARK: answer in haiku.");
