@@ -835,3 +835,44 @@ fn run_tool(tool: &Tool, session_id: &str, data: &ExternalToolRequestedData) -> 
     }
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session with a handler of every type this client has.
+    fn every_handler() -> SessionHandlers {
+        let mut h = SessionHandlers {
+            permission: Some(approve_all()),
+            tools: vec![Tool::new("t", "", json!({}), |_: &ToolInvocation| "ok")],
+            user_input: Some(Arc::new(|_: &UserInputRequest| None)),
+            elicitation: Some(Arc::new(|_: &ElicitationRequestedData| ElicitationResponse::Cancel)),
+            mcp_oauth: Some(Arc::new(|_: &McpOauthRequiredData| None)),
+            exit_plan_mode: Some(Arc::new(|_: &ExitPlanModeRequest| ExitPlanModeResponse {
+                approved: false,
+                selected_action: None,
+                feedback: None,
+            })),
+            commands: vec![Command::new("c", "", |_: &CommandExecuteData| Ok(()))],
+            ..SessionHandlers::default()
+        };
+        h.transforms.insert("identity".into(), Arc::new(|s: &str| s.to_owned()));
+        h.provider_token = Some(Arc::new(|_: &ProviderTokenRequest| None));
+        h
+    }
+
+    #[test]
+    fn the_offered_kinds_are_the_kinds_a_handler_is_called_for() {
+        let all = every_handler();
+        let mut kinds: Vec<HandlerKind> = copilot_core::ANSWERS.iter().map(|r| r.handler).collect();
+        kinds.dedup();
+        for kind in kinds {
+            // Data no handler can read: a kind with a handler says so; a
+            // kind without one is refused for that.
+            let no_handler = matches!(decide(kind, b"{}", &all, "s"), Outcome::Refuse(Cause::NoHandler));
+            assert_eq!(no_handler, !OFFERED_HANDLER_KINDS.contains(&kind), "{}", kind.name());
+            let bare = decide(kind, b"{}", &SessionHandlers::default(), "s");
+            assert!(matches!(bare, Outcome::Refuse(Cause::NoHandler | Cause::Unreadable)), "{}", kind.name());
+        }
+    }
+}
