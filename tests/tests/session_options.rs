@@ -1,7 +1,8 @@
 //! Session options through the real Copilot CLI 1.0.102 against the
 //! scripted model, checked where they take effect: in what the model
 //! receives (its system prompt, its tool list) and in what the turn does
-//! (an MCP server's tool called and answered, a custom agent's prompt).
+//! (an MCP server's tool called and answered, a custom agent's prompt, a
+//! BYOK provider's token asked of this client).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -138,4 +139,32 @@ fn a_custom_agent_of_the_session_takes_effect() {
     let agent = CustomAgentConfig::new("haiku-writer", "AGENT-PROMPT-MARK: answer in haiku.");
     let (_, _, plain) = f.turn(f.config("no-agent").custom_agent(agent), vec![Reply::text("ok")]);
     assert!(!plain[0].system_prompt().contains("AGENT-PROMPT-MARK"));
+}
+
+#[test]
+fn a_byok_provider_asks_this_client_for_a_bearer_token_per_model_request() {
+    use copilot_host::{ProviderConfig, ProviderTokenRequest, ProviderType};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let f = Fixture::start();
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&asked);
+    let provider = ProviderConfig {
+        model_id: Some(ScriptedModel::MODEL.into()),
+        ..ProviderConfig::new(ProviderType::OpenAi, f.model.url()).bearer_token_provider(
+            move |r: &ProviderTokenRequest| {
+                assert_eq!(r.provider_name, "default");
+                counter.fetch_add(1, Ordering::SeqCst);
+                Some("byok-token".into())
+            },
+        )
+    };
+    let config = SessionConfig { provider: Some(provider), ..f.config("byok") };
+    let session = f.client.create_session(config).expect("create");
+    f.model.script(session.id(), vec![Reply::text("Through my own provider.")]);
+    let reply = session.send_and_wait("Go.", TURN).unwrap_or_else(|e| panic!("turn failed: {e}"));
+    assert!(reply.is_some(), "the turn went through the provider");
+    // This fixture's CLI has run this one session: every model request is its.
+    let requests = f.model.requests().len();
+    assert!(requests >= 1);
+    assert_eq!(asked.load(Ordering::SeqCst), requests, "one token per model request");
 }
