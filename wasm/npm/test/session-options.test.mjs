@@ -1,7 +1,8 @@
 // Session options through the real Copilot CLI 1.0.102 and the scripted
 // model, checked where they take effect: the model's system prompt and
 // tool list, an MCP server's tool called and answered, a custom agent's
-// prompt. The same cases as the Rust crate's tests/tests/session_options.rs.
+// prompt, a BYOK provider's token. The same cases as the Rust crate's
+// tests/tests/session_options.rs.
 
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
@@ -105,4 +106,28 @@ test("a custom agent of the session takes effect", { timeout: 120_000 }, async (
   assert.match(selected.requests[0].systemPrompt, /AGENT-PROMPT-MARK/, "the agent's prompt reaches the model");
   const notSelected = await turn(config({ customAgents: [agent] }), [{ text: "ok" }]);
   assert.doesNotMatch(notSelected.requests[0].systemPrompt, /AGENT-PROMPT-MARK/);
+});
+
+test("a BYOK provider asks this client for a bearer token per model request", { timeout: 120_000 }, async () => {
+  let asked = 0;
+  const before = (await model.requests()).length;
+  const provider = {
+    type: "openai",
+    baseUrl: model.url,
+    modelId: MODEL,
+    bearerTokenProvider: async ({ providerName }) => {
+      assert.equal(providerName, "default");
+      asked++;
+      return "byok-token";
+    },
+  };
+  const session = await client.createSession(config({ provider }));
+  const reply = await session.sendAndWait("Go.", { timeoutMs: 90_000 });
+  await session.destroy();
+  assert.ok(reply, "the turn went through the provider");
+  // Requests through the provider carry no session header: count them all
+  // (no other test runs meanwhile).
+  const requests = (await model.requests()).length - before;
+  assert.ok(requests >= 1);
+  assert.equal(asked, requests, "one token per model request");
 });
