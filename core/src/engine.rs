@@ -223,6 +223,9 @@ pub enum AnswerError {
     Stale,
     /// The payload is not valid JSON: the row's refusal was sent instead.
     InvalidPayload,
+    /// The wait is a request to this client, which only this client can
+    /// answer, so it cannot be declined: the row's refusal was sent instead.
+    NotDeclinable,
 }
 
 impl fmt::Display for AnswerError {
@@ -230,6 +233,9 @@ impl fmt::Display for AnswerError {
         f.write_str(match self {
             AnswerError::Stale => "the wait was already answered",
             AnswerError::InvalidPayload => "the answer is not valid JSON; the refusal was sent instead",
+            AnswerError::NotDeclinable => {
+                "a request to this client cannot be left to another client; the refusal was sent instead"
+            }
         })
     }
 }
@@ -275,6 +281,9 @@ pub struct EngineStats {
     pub opened: u64,
     /// Obligations answered by a handler.
     pub answered: u64,
+    /// Obligations a handler declined ([`Engine::decline`]): nothing was
+    /// sent, another client connected to the session answers.
+    pub declined: u64,
     /// Waits answered with the engine's refusal, by [`Cause`] (indexed as
     /// [`Cause::ALL`]).
     pub refused: [u64; 9],
@@ -435,7 +444,9 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
         self.stats.refused[cause.index()] += 1;
     }
 
-    /// Sends the answering RPC of an event row.
+    /// Sends the answering RPC of an event row, with `members` (object
+    /// members as JSON text, without braces) added to the params.
+    #[allow(clippy::too_many_arguments)]
     fn send_rpc(
         &mut self,
         out: &mut impl FnMut(&[u8]),
@@ -444,8 +455,9 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
         session_id: &[u8],
         request_id: &[u8],
         payload: Option<&[u8]>,
+        members: &[u8],
     ) {
-        self.send_rpc_parts(out, method, key, session_id, [request_id, b"", b""], payload);
+        self.send_rpc_parts(out, method, key, session_id, [request_id, b"", b""], payload, members);
     }
 
     fn send_result(out: &mut impl FnMut(&[u8]), id: [&[u8]; 3], result: &[u8]) {
@@ -487,7 +499,7 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
                     Refusal::Payload(p) => Some(p.as_bytes()),
                     Refusal::Omit | Refusal::Error { .. } => None,
                 };
-                self.send_rpc_parts(out, method, key, session_id, request_id, payload);
+                self.send_rpc_parts(out, method, key, session_id, request_id, payload, b"");
             }
             (AnswerVia::Response, Refusal::Payload(p)) => Self::send_result(out, request_id, p.as_bytes()),
             (AnswerVia::Response, Refusal::Omit) => Self::send_result(out, request_id, b"null"),
@@ -495,6 +507,7 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn send_rpc_parts(
         &mut self,
         out: &mut impl FnMut(&[u8]),
@@ -503,6 +516,7 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
         session_id: &[u8],
         request_id: [&[u8]; 3],
         payload: Option<&[u8]>,
+        members: &[u8],
     ) {
         self.next_answer += 1;
         self.stats.answers_sent += 1;
@@ -530,6 +544,8 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
                 key,
                 colon,
                 payload,
+                if members.is_empty() { &b""[..] } else { &b","[..] },
+                members,
                 b"}}",
             ],
         );
@@ -812,16 +828,43 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
     /// <key>: payload}`, the key left out when `payload` is `null`) or the
     /// response to the server's request is written to `out`.
     pub fn answer(&mut self, id: ObligationId, payload: &[u8], out: &mut impl FnMut(&[u8])) -> Result<(), AnswerError> {
+        self.answer_with(id, payload, b"", out)
+    }
+
+    /// [`answer`](Self::answer), with more members of the answering RPC's
+    /// params beside the answer: `siblings` is the text of a JSON object
+    /// (such as `{"decisionContext":{..}}` beside a permission decision), or
+    /// empty for none. A request's response has no room for them: siblings
+    /// there, or siblings that are not an object, send the refusal instead
+    /// ([`AnswerError::InvalidPayload`]).
+    pub fn answer_with(
+        &mut self,
+        id: ObligationId,
+        payload: &[u8],
+        siblings: &[u8],
+        out: &mut impl FnMut(&[u8]),
+    ) -> Result<(), AnswerError> {
         let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
-        if Value::parse(payload).is_err() {
+        let row = &ANSWERS[usize::from(open.row)];
+        let siblings = siblings.trim_ascii();
+        // The members of the object, without its braces.
+        let members = match siblings {
+            b"" => Some(&b""[..]),
+            _ => match (Value::parse(siblings), row.via) {
+                (Ok(v), AnswerVia::Rpc { .. }) if v.kind() == Kind::Object => {
+                    Some(siblings[1..siblings.len() - 1].trim_ascii())
+                }
+                _ => None,
+            },
+        };
+        let (Ok(_), Some(members)) = (Value::parse(payload), members) else {
             self.core.refuse_open(out, &open, Cause::HandlerFailed);
             return Err(AnswerError::InvalidPayload);
-        }
-        let row = &ANSWERS[usize::from(open.row)];
+        };
         match row.via {
             AnswerVia::Rpc { method, key } => {
                 let payload = (payload.trim_ascii() != b"null").then_some(payload);
-                self.core.send_rpc(out, method, key, &open.session_id, &open.request_id, payload);
+                self.core.send_rpc(out, method, key, &open.session_id, &open.request_id, payload, members);
             }
             AnswerVia::Response => {
                 Core::<T, W, SESSIONS, PENDING, OBLIGATIONS>::send_result(out, [&open.request_id, b"", b""], payload)
@@ -829,6 +872,27 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
         }
         self.core.stats.answered += 1;
         Ok(())
+    }
+
+    /// Discharges the obligation without an answer: the handler declined,
+    /// leaving the wait to another client connected to the same session
+    /// (the CLI asks every client; the first answer counts). Nothing is
+    /// sent; [`EngineStats::declined`] counts it. This is the one deliberate
+    /// way a wait is left unanswered here, so only waits answered by an RPC
+    /// (which any client may send) can be declined: a request to this
+    /// client gets its refusal instead ([`AnswerError::NotDeclinable`]).
+    pub fn decline(&mut self, id: ObligationId, out: &mut impl FnMut(&[u8])) -> Result<(), AnswerError> {
+        let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
+        match ANSWERS[usize::from(open.row)].via {
+            AnswerVia::Rpc { .. } => {
+                self.core.stats.declined += 1;
+                Ok(())
+            }
+            AnswerVia::Response => {
+                self.core.refuse_open(out, &open, Cause::HandlerFailed);
+                Err(AnswerError::NotDeclinable)
+            }
+        }
     }
 
     /// Discharges the obligation with its row's refusal (no handler, the

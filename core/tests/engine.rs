@@ -613,3 +613,71 @@ fn disconnect_fails_requests_and_forgets_waits() {
     assert_eq!(r.engine.answer(obs[0].id, b"{}", &mut |_| unreachable!()), Err(AnswerError::Stale));
     assert_eq!((r.engine.stats(0).open_obligations, r.engine.poll_timeout()), (0, None));
 }
+
+/// Opens one obligation of `input` on session "s1" of a fresh engine.
+fn one_obligation(input: &str) -> (Box<TestEngine>, copilot_core::ObligationId) {
+    let mut e: Box<TestEngine> = Box::new(Engine::new(Vec::new(), EngineConfig::new().handler_timeout(Some(10))));
+    e.reserve("s1", 1).unwrap();
+    let mut d: FrameDecoder<[u8; 4096]> = FrameDecoder::new();
+    d.feed(&raw_frame(input));
+    let o = e.poll(&mut d, 0, &mut |_| panic!("nothing is sent before the host decides")).unwrap();
+    let id = o.obligation.unwrap().id;
+    (e, id)
+}
+
+const PERMISSION: &str = r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s1","event":{"type":"permission.requested","data":{"requestId":"r1","permissionRequest":{}}}}}"#;
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_declined_wait_sends_nothing_is_counted_and_is_discharged() {
+    let (mut e, id) = one_obligation(PERMISSION);
+    let mut out = Vec::new();
+    e.decline(id, &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
+    assert!(out.is_empty(), "nothing goes to the CLI: another client answers");
+    let s = e.stats(0);
+    assert_eq!((s.declined, s.answered, s.open_obligations), (1, 0, 0));
+    assert_eq!(Cause::ALL.iter().map(|c| s.refused(*c)).sum::<u64>(), 0);
+    // Discharged: no deadline refusal later, no second answer.
+    assert_eq!(e.poll_timeout(), None);
+    e.handle_timeout(1_000, &mut |_| panic!("no refusal after a decline"), |_, _| {});
+    assert_eq!(e.answer(id, b"{}", &mut |_| panic!()), Err(AnswerError::Stale));
+    assert_eq!(e.decline(id, &mut |_| panic!()), Err(AnswerError::Stale));
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_request_to_this_client_cannot_be_declined_and_gets_its_refusal() {
+    let plan = r#"{"jsonrpc":"2.0","id":7,"method":"exitPlanMode.request","params":{"sessionId":"s1"}}"#;
+    let (mut e, id) = one_obligation(plan);
+    let mut out = Vec::new();
+    assert_eq!(e.decline(id, &mut |b: &[u8]| out.extend_from_slice(b)), Err(AnswerError::NotDeclinable));
+    let body = r#"{"jsonrpc":"2.0","id":7,"result":{"approved":false}}"#;
+    assert_eq!(String::from_utf8(out).unwrap(), format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    let s = e.stats(0);
+    assert_eq!((s.declined, s.refused(Cause::HandlerFailed), s.open_obligations), (0, 1, 0));
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn siblings_go_beside_the_answer_in_the_answering_rpc() {
+    let (mut e, id) = one_obligation(PERMISSION);
+    let mut out = Vec::new();
+    let context = br#" {"decisionContext":{"outcome":"approved","source":"user","surface":"sdk"}} "#;
+    e.answer_with(id, br#"{"kind":"approve-once"}"#, context, &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
+    let body = r#"{"jsonrpc":"2.0","id":"answer-1","method":"session.permissions.handlePendingPermissionRequest","params":{"sessionId":"s1","requestId":"r1","result":{"kind":"approve-once"},"decisionContext":{"outcome":"approved","source":"user","surface":"sdk"}}}"#;
+    assert_eq!(String::from_utf8(out).unwrap(), format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+
+    // Siblings that are not an object: the refusal goes instead.
+    for bad in [&b"[1]"[..], b"{", b"\"x\""] {
+        let (mut e, id) = one_obligation(PERMISSION);
+        let mut out = Vec::new();
+        let r = e.answer_with(id, br#"{"kind":"approve-once"}"#, bad, &mut |b: &[u8]| out.extend_from_slice(b));
+        assert_eq!(r, Err(AnswerError::InvalidPayload));
+        assert!(String::from_utf8(out).unwrap().contains(r#""result":{"kind":"user-not-available"}"#));
+    }
+    // A response has no room for siblings.
+    let plan = r#"{"jsonrpc":"2.0","id":7,"method":"exitPlanMode.request","params":{"sessionId":"s1"}}"#;
+    let (mut e, id) = one_obligation(plan);
+    let r = e.answer_with(id, br#"{"approved":true}"#, br#"{"x":1}"#, &mut |_| {});
+    assert_eq!(r, Err(AnswerError::InvalidPayload));
+}

@@ -91,9 +91,10 @@ use crate::handlers::{
     McpOAuthHandler, OAuthToken, PermissionDecision, PermissionHandler, PermissionRequest, Tool, ToolInvocation,
     ToolResult, UserInputHandler, UserInputRequest, UserInputResponse,
 };
+use crate::config::SessionConfig;
 use crate::session::{
-    raw_params, read_command_error, read_message_id, read_messages, send_params, MessageOptions, SessionConfig,
-    SessionInner, SessionStats, Sink, Subscription, Turn,
+    raw_params, read_command_error, read_message_id, read_messages, send_params, MessageOptions, SessionInner,
+    SessionStats, Sink, Subscription, Turn,
 };
 use crate::{AuthStatus, ClientOptions, Pong, ServerInfo, SessionMetadata, Status};
 
@@ -846,7 +847,7 @@ impl Calls<'_> {
     }
 
     async fn open(&self, method: &str, config: SessionConfig, resume: Option<String>) -> Result<Session> {
-        config.check()?;
+        config.check(resume.is_some())?;
         let conn = self.conn();
         let resuming = resume.is_some();
         let id = match (resume, config.server_assigned_id) {
@@ -854,7 +855,7 @@ impl Calls<'_> {
             (None, true) => None,
             (None, false) => Some(config.session_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string())),
         };
-        let inner = SessionInner::new(id.as_deref(), config.handlers.clone(), conn);
+        let inner = SessionInner::new(id.as_deref(), config.answerers(), conn);
         let handle = conn.reserve(id.as_deref(), resuming, inner.clone())?;
         let target = inner.clone();
         // The reader completes the open in the engine and releases the slot
@@ -862,7 +863,7 @@ impl Calls<'_> {
         let call = Call::start(
             conn,
             method,
-            &config.to_params(id.as_deref()),
+            &config.to_params(id.as_deref(), resuming),
             |reply| Waiter::Open { handle, target, reply },
             self.deadline(),
         );

@@ -14,10 +14,11 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::cli::{self, CliProcess, Launch, AUTH_TOKEN_ENV, CONNECTION_TOKEN_ENV};
+use crate::config::SessionConfig;
 use crate::connection::{CloseCause, Connection, Deadlines, InFlight, ReplyTx, Waiter};
 use crate::error::{Error, Result};
 use crate::events::LifecycleEvent;
-use crate::session::{Session, SessionConfig, SessionInner};
+use crate::session::{Session, SessionInner};
 
 /// The protocol version this client speaks.
 pub const PROTOCOL_VERSION: u64 = 3;
@@ -706,7 +707,7 @@ impl Calls<'_> {
     }
 
     fn open(&self, method: &str, config: SessionConfig, resume: Option<String>) -> Result<Session> {
-        config.check()?;
+        config.check(resume.is_some())?;
         let session = self.open_unchecked(method, &config, resume)?;
         if config.handlers.mcp_oauth.is_some() {
             // The CLI sends mcp.oauth_required only to clients that ask;
@@ -725,13 +726,13 @@ impl Calls<'_> {
             (None, true) => None,
             (None, false) => Some(config.session_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string())),
         };
-        let inner = SessionInner::new(id.as_deref(), config.handlers.clone(), conn);
+        let inner = SessionInner::new(id.as_deref(), config.answerers(), conn);
         let handle = conn.reserve(id.as_deref(), resuming, inner.clone())?;
         let (tx, rx) = mpsc::sync_channel(1);
         let waiter = Waiter::Open { handle, target: inner.clone(), reply: ReplyTx::Sync(tx) };
         // The reader completes the open in the engine, and releases the
         // slot on any failure; a timeout releases it too.
-        match conn.request_with(method, &config.to_params(id.as_deref()), waiter, rx, self.deadline()) {
+        match conn.request_with(method, &config.to_params(id.as_deref(), resuming), waiter, rx, self.deadline()) {
             Ok(body) => {
                 let result: Value = parse(&body, method)?;
                 let id = inner.name().unwrap_or_default();

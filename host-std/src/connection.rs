@@ -259,19 +259,32 @@ pub(crate) struct Replier {
 }
 
 impl Replier {
-    /// Passes on the handler's answer (JSON; `null` leaves the answer's key out).
-    pub(crate) fn answer(&self, payload: &serde_json::Value) {
-        match serde_json::to_vec(payload) {
-            Ok(bytes) => self.conn.with_engine(|e, _, wire| match e.answer(self.id, &bytes, &mut sink(wire)) {
-                Ok(()) => {}
-                Err(AnswerError::Stale) => log::debug!("an answer came after its wait was answered; not sent"),
-                Err(e) => log::warn!("{e}"),
-            }),
+    /// Passes on the handler's answer (JSON; `null` leaves the answer's key
+    /// out), with `siblings` (an object's members) beside it.
+    pub(crate) fn answer(&self, payload: &serde_json::Value, siblings: Option<&serde_json::Value>) {
+        let siblings = siblings.map_or(Ok(Vec::new()), serde_json::to_vec);
+        match serde_json::to_vec(payload).and_then(|p| Ok((p, siblings?))) {
+            Ok((bytes, siblings)) => {
+                self.conn.with_engine(|e, _, wire| match e.answer_with(self.id, &bytes, &siblings, &mut sink(wire)) {
+                    Ok(()) => {}
+                    Err(AnswerError::Stale) => log::debug!("an answer came after its wait was answered; not sent"),
+                    Err(e) => log::warn!("{e}"),
+                })
+            }
             Err(e) => {
                 log::warn!("cannot serialize a handler's answer: {e}; the refusal goes");
                 self.refuse(Cause::HandlerFailed);
             }
         }
+    }
+
+    /// Nothing goes: the handler left the wait to another client of the
+    /// session (a wait only this client can answer gets its refusal).
+    pub(crate) fn decline(&self) {
+        self.conn.with_engine(|e, _, wire| match e.decline(self.id, &mut sink(wire)) {
+            Ok(()) | Err(AnswerError::Stale) => {}
+            Err(e) => log::warn!("{e}"),
+        });
     }
 
     /// The engine's refusal goes in place of an answer.

@@ -9,6 +9,7 @@
 //! refusal for that kind goes instead; past the handler deadline the engine
 //! has already refused and a late answer is not sent.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -48,12 +49,87 @@ pub enum PermissionDecision {
     UserNotAvailable,
     /// Any other decision object the CLI accepts, sent as is.
     Custom(Value),
+    /// A decision with context on how and where it was made (sent as the
+    /// answer's `decisionContext`; telemetry, it changes nothing).
+    WithContext {
+        /// The decision.
+        decision: Box<PermissionDecision>,
+        /// How it was made.
+        context: PermissionDecisionContext,
+    },
+    /// No decision from this client: the prompt is left to another client
+    /// connected to the same session. Nothing is sent; if no other client
+    /// answers, the turn waits (until it is aborted).
+    NoResult,
+}
+
+/// How and where a permission decision was made (the CLI's
+/// `PermissionDecisionContext`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionDecisionContext {
+    /// `auto_approved`, `autopilot_denied` or `prompted_user`.
+    pub outcome: String,
+    /// `assisted_approval`, `human_response`, `host_policy`,
+    /// `unattended_fallback` or `authorization_carry_forward`.
+    pub source: String,
+    /// The client's surface; `sdk` for this one.
+    pub surface: String,
+    /// `interactive`, `headless` or `none`, when known.
+    pub response_capability: Option<String>,
+    /// The user's own words on the decision.
+    pub user_feedback: Option<String>,
+}
+
+impl PermissionDecisionContext {
+    /// A context with `outcome` and `source`, from the `sdk` surface.
+    pub fn new(outcome: impl Into<String>, source: impl Into<String>) -> Self {
+        PermissionDecisionContext {
+            outcome: outcome.into(),
+            source: source.into(),
+            surface: "sdk".into(),
+            response_capability: None,
+            user_feedback: None,
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        let mut v = json!({ "outcome": self.outcome, "source": self.source, "surface": self.surface });
+        if let Some(c) = &self.response_capability {
+            v["responseCapability"] = c.clone().into();
+        }
+        if let Some(f) = &self.user_feedback {
+            v["userFeedback"] = f.clone().into();
+        }
+        v
+    }
 }
 
 impl PermissionDecision {
     /// A rejection with feedback for the model.
     pub fn reject(feedback: impl Into<String>) -> Self {
         PermissionDecision::Reject { feedback: Some(feedback.into()) }
+    }
+
+    /// The same decision, with `context` on how it was made.
+    pub fn with_context(self, context: PermissionDecisionContext) -> Self {
+        match self {
+            PermissionDecision::NoResult => PermissionDecision::NoResult,
+            PermissionDecision::WithContext { decision, .. } => PermissionDecision::WithContext { decision, context },
+            decision => PermissionDecision::WithContext { decision: Box::new(decision), context },
+        }
+    }
+
+    /// What goes to the CLI: the decision and the context beside it, or
+    /// nothing (declined).
+    fn outcome(&self) -> Outcome {
+        match self {
+            PermissionDecision::NoResult => Outcome::Decline,
+            PermissionDecision::WithContext { decision, context } => match decision.outcome() {
+                Outcome::Answer(v) => Outcome::AnswerWith(v, json!({ "decisionContext": context.to_json() })),
+                other => other,
+            },
+            other => Outcome::Answer(other.to_json()),
+        }
     }
 
     fn to_json(&self) -> Value {
@@ -67,6 +143,8 @@ impl PermissionDecision {
             PermissionDecision::Reject { feedback: None } => json!({ "kind": "reject" }),
             PermissionDecision::UserNotAvailable => json!({ "kind": "user-not-available" }),
             PermissionDecision::Custom(v) => v.clone(),
+            PermissionDecision::WithContext { decision, .. } => decision.to_json(),
+            PermissionDecision::NoResult => Value::Null,
         }
     }
 }
@@ -129,24 +207,41 @@ pub struct ToolInvocation {
     pub working_directory: Option<String>,
 }
 
+/// What the model reads when a tool's handler fails (returns `Err`,
+/// panics): the error itself may hold what the model should not see, so it
+/// goes to the logs (and the result's `error`, which the model does not
+/// read), as the official SDKs do.
+pub const TOOL_FAILED_TEXT: &str = "Invoking this tool produced an error. Detailed information is not available.";
+
 /// What a tool returns to the model.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolResult {
     /// Success, with text for the model.
     Text(String),
-    /// Failure, with text the model reads (the CLI passes a failure's text
-    /// on; an RPC `error` would reach the model only as a generic message).
+    /// Failure, with text meant for the model (the CLI passes a failure's
+    /// text on). Make it with [`ToolResult::failure`].
     Failure(String),
+    /// The handler failed with this error: it is logged, and the model reads
+    /// only [`TOOL_FAILED_TEXT`]. An `Err` of a handler becomes this.
+    Error(String),
     /// A result object as the CLI's schema describes it
     /// (`{textResultForLlm, resultType, sessionLog, binaryResultsForLlm, ...}`).
     Structured(Value),
 }
 
 impl ToolResult {
+    /// A failure whose `text` the model reads.
+    pub fn failure(text: impl Into<String>) -> Self {
+        ToolResult::Failure(text.into())
+    }
+
     fn to_json(&self) -> Value {
         match self {
             ToolResult::Text(t) => json!({ "textResultForLlm": t, "resultType": "success" }),
             ToolResult::Failure(t) => json!({ "textResultForLlm": t, "resultType": "failure" }),
+            ToolResult::Error(e) => {
+                json!({ "textResultForLlm": TOOL_FAILED_TEXT, "resultType": "failure", "error": e })
+            }
             ToolResult::Structured(v) => v.clone(),
         }
     }
@@ -168,7 +263,7 @@ impl<T: Into<ToolResult>, E: fmt::Display> From<Result<T, E>> for ToolResult {
     fn from(r: Result<T, E>) -> Self {
         match r {
             Ok(v) => v.into(),
-            Err(e) => ToolResult::Failure(e.to_string()),
+            Err(e) => ToolResult::Error(e.to_string()),
         }
     }
 }
@@ -186,19 +281,27 @@ pub struct Tool {
     pub parameters: Value,
     /// Run without a permission prompt.
     pub skip_permission: bool,
+    /// Take the place of the built-in tool of the same name (the CLI refuses
+    /// a tool named like a built-in one without it).
+    pub overrides_built_in_tool: bool,
     handler: Arc<ToolFn>,
 }
 
 impl fmt::Debug for Tool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tool").field("name", &self.name).field("skip_permission", &self.skip_permission).finish()
+        f.debug_struct("Tool")
+            .field("name", &self.name)
+            .field("skip_permission", &self.skip_permission)
+            .field("overrides_built_in_tool", &self.overrides_built_in_tool)
+            .finish()
     }
 }
 
 impl Tool {
     /// A tool whose calls `handler` answers. Return text, a
-    /// `Result<String, E>` (an error becomes a failure the model reads), or
-    /// a [`ToolResult`].
+    /// `Result<String, E>` (an error is logged and the model reads only
+    /// [`TOOL_FAILED_TEXT`]), or a [`ToolResult`] (such as
+    /// [`ToolResult::failure`] for a failure the model reads).
     pub fn new<R: Into<ToolResult>>(
         name: impl Into<String>,
         description: impl Into<String>,
@@ -210,6 +313,7 @@ impl Tool {
             description: description.into(),
             parameters,
             skip_permission: false,
+            overrides_built_in_tool: false,
             handler: Arc::new(move |call| handler(call).into()),
         }
     }
@@ -220,10 +324,19 @@ impl Tool {
         self
     }
 
+    /// The same tool, in place of the built-in tool of the same name.
+    pub fn overrides_built_in_tool(mut self) -> Tool {
+        self.overrides_built_in_tool = true;
+        self
+    }
+
     pub(crate) fn definition(&self) -> Value {
         let mut d = json!({ "name": self.name, "description": self.description, "parameters": self.parameters });
         if self.skip_permission {
             d["skipPermission"] = true.into();
+        }
+        if self.overrides_built_in_tool {
+            d["overridesBuiltInTool"] = true.into();
         }
         d
     }
@@ -402,6 +515,60 @@ impl Command {
     }
 }
 
+/// Rewrites a section of the system prompt; closures `Fn(&str) -> String`
+/// are transforms. See [`SystemMessage::transform`](crate::SystemMessage::transform).
+pub trait SectionTransform: Send + Sync {
+    /// The new text of the section whose text is `content`.
+    fn transform(&self, content: &str) -> String;
+}
+
+impl<F: Fn(&str) -> String + Send + Sync> SectionTransform for F {
+    fn transform(&self, content: &str) -> String {
+        self(content)
+    }
+}
+
+/// A BYOK provider's request for a bearer token.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct ProviderTokenRequest {
+    /// The session asking.
+    #[serde(default)]
+    pub session_id: String,
+    /// The provider (`default` for the session's
+    /// [`provider`](crate::SessionConfig::provider)).
+    pub provider_name: String,
+}
+
+/// Gives bearer tokens for a BYOK provider, one per model request (the CLI
+/// caches nothing); closures are handlers. `None` (or a panic) fails the
+/// request. The token is never logged.
+pub trait ProviderTokenHandler: Send + Sync {
+    /// The token, without the `Bearer ` prefix; may block.
+    fn token(&self, request: &ProviderTokenRequest) -> Option<String>;
+}
+
+impl<F: Fn(&ProviderTokenRequest) -> Option<String> + Send + Sync> ProviderTokenHandler for F {
+    fn token(&self, request: &ProviderTokenRequest) -> Option<String> {
+        self(request)
+    }
+}
+
+/// The kinds of wait this client has handlers for (the others get the
+/// engine's refusal). The JavaScript package offers the same.
+pub const OFFERED_HANDLER_KINDS: &[HandlerKind] = &[
+    HandlerKind::Permission,
+    HandlerKind::Tool,
+    HandlerKind::UserInput,
+    HandlerKind::Elicitation,
+    HandlerKind::McpOAuth,
+    HandlerKind::ExitPlanMode,
+    HandlerKind::Command,
+    HandlerKind::SystemMessageTransform,
+    HandlerKind::ProviderToken,
+];
+
 /// Everything a session answers the agent with. Set it with the
 /// `SessionConfig::on_*`, `tool` and `command` methods, or directly.
 #[derive(Clone, Default)]
@@ -420,6 +587,12 @@ pub struct SessionHandlers {
     pub exit_plan_mode: Option<Arc<dyn ExitPlanModeHandler>>,
     /// Slash commands.
     pub commands: Vec<Command>,
+    /// Section transforms of the system message, by section id (from
+    /// [`SessionConfig::system_message`](crate::SessionConfig::system_message)).
+    pub(crate) transforms: BTreeMap<String, Arc<dyn SectionTransform>>,
+    /// The BYOK provider's token callback (from
+    /// [`SessionConfig::provider`](crate::SessionConfig::provider)).
+    pub(crate) provider_token: Option<Arc<dyn ProviderTokenHandler>>,
 }
 
 impl fmt::Debug for SessionHandlers {
@@ -432,6 +605,8 @@ impl fmt::Debug for SessionHandlers {
             .field("mcp_oauth", &self.mcp_oauth.is_some())
             .field("exit_plan_mode", &self.exit_plan_mode.is_some())
             .field("commands", &self.commands)
+            .field("transforms", &self.transforms.keys().collect::<Vec<_>>())
+            .field("provider_token", &self.provider_token.is_some())
             .finish()
     }
 }
@@ -443,6 +618,10 @@ impl fmt::Debug for SessionHandlers {
 enum Outcome {
     /// This answer goes (JSON; `null` leaves the answer's key out).
     Answer(Value),
+    /// This answer goes, with these members beside it (a JSON object).
+    AnswerWith(Value, Value),
+    /// Nothing goes: the wait is left to another client of the session.
+    Decline,
     /// The engine's refusal goes, for this reason.
     Refuse(Cause),
 }
@@ -463,7 +642,9 @@ pub(crate) fn run(job: Job, handlers: &SessionHandlers, session_id: &str) {
 
 fn send(reply: &Replier, outcome: Outcome) {
     match outcome {
-        Outcome::Answer(v) => reply.answer(&v),
+        Outcome::Answer(v) => reply.answer(&v, None),
+        Outcome::AnswerWith(v, siblings) => reply.answer(&v, Some(&siblings)),
+        Outcome::Decline => reply.decline(),
         Outcome::Refuse(cause) => reply.refuse(cause),
     }
 }
@@ -493,7 +674,7 @@ fn decide(kind: HandlerKind, data: &[u8], handlers: &SessionHandlers, session_id
                 tool_call_id: data.permission_request.get("toolCallId").and_then(Value::as_str).map(String::from),
                 data,
             };
-            Answer(h.decide(&request).to_json())
+            h.decide(&request).outcome()
         }
         HandlerKind::Tool => {
             let data = match event_kind(data) {
@@ -575,9 +756,60 @@ fn decide(kind: HandlerKind, data: &[u8], handlers: &SessionHandlers, session_id
             }
             Answer(v)
         }
+        HandlerKind::SystemMessageTransform => {
+            if handlers.transforms.is_empty() {
+                return Refuse(Cause::NoHandler);
+            }
+            let Ok(request) = serde_json::from_slice::<TransformRequest>(data) else { return unreadable };
+            Answer(json!({ "sections": transform_sections(&request.sections, &handlers.transforms) }))
+        }
+        HandlerKind::ProviderToken => {
+            let Some(h) = &handlers.provider_token else { return Refuse(Cause::NoHandler) };
+            let Ok(request) = serde_json::from_slice::<ProviderTokenRequest>(data) else { return unreadable };
+            // One callback: the session's single provider, named `default`.
+            if request.provider_name != "default" {
+                return Refuse(Cause::NoHandler);
+            }
+            match h.token(&request) {
+                Some(token) => Answer(json!({ "token": token })),
+                None => Refuse(Cause::HandlerFailed),
+            }
+        }
         // Kinds this client has no handler type for: the engine's refusal.
         _ => Refuse(Cause::NoHandler),
     }
+}
+
+/// `systemMessage.transform` params.
+#[derive(serde::Deserialize)]
+struct TransformRequest {
+    sections: BTreeMap<String, SectionText>,
+}
+
+#[derive(serde::Deserialize, serde::Serialize)]
+struct SectionText {
+    content: String,
+}
+
+/// Every section, rewritten by its transform if it has one; a section
+/// without one, or whose transform panics, keeps its text.
+fn transform_sections(
+    sections: &BTreeMap<String, SectionText>,
+    transforms: &BTreeMap<String, Arc<dyn SectionTransform>>,
+) -> BTreeMap<String, SectionText> {
+    sections
+        .iter()
+        .map(|(id, s)| {
+            let content = match transforms.get(id) {
+                Some(t) => catch_unwind(AssertUnwindSafe(|| t.transform(&s.content))).unwrap_or_else(|_| {
+                    log::error!("the transform of system prompt section {id} panicked; the section is kept");
+                    s.content.clone()
+                }),
+                None => s.content.clone(),
+            };
+            (id.clone(), SectionText { content })
+        })
+        .collect()
 }
 
 fn run_tool(tool: &Tool, session_id: &str, data: &ExternalToolRequestedData) -> ToolResult {
@@ -588,10 +820,59 @@ fn run_tool(tool: &Tool, session_id: &str, data: &ExternalToolRequestedData) -> 
         arguments: data.arguments.clone().unwrap_or(Value::Null),
         working_directory: data.working_directory.clone(),
     };
-    // A tool that panics returns a failure the model can read, as a tool
-    // that fails does (the refusal would not say what happened).
-    catch_unwind(AssertUnwindSafe(|| (tool.handler)(&call))).unwrap_or_else(|_| {
-        log::error!("the handler of the tool {} panicked; the model is told", tool.name);
-        ToolResult::Failure(format!("the tool {} failed (its handler panicked)", tool.name))
-    })
+    // A tool that panics fails as a tool that returns an error does: the
+    // model is told it failed, the logs say how.
+    let result = catch_unwind(AssertUnwindSafe(|| (tool.handler)(&call))).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".to_owned());
+        ToolResult::Error(format!("the handler panicked: {what}"))
+    });
+    if let ToolResult::Error(e) = &result {
+        log::error!("the tool {} failed ({e}); the model is told only that it failed", tool.name);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session with a handler of every type this client has.
+    fn every_handler() -> SessionHandlers {
+        let mut h = SessionHandlers {
+            permission: Some(approve_all()),
+            tools: vec![Tool::new("t", "", json!({}), |_: &ToolInvocation| "ok")],
+            user_input: Some(Arc::new(|_: &UserInputRequest| None)),
+            elicitation: Some(Arc::new(|_: &ElicitationRequestedData| ElicitationResponse::Cancel)),
+            mcp_oauth: Some(Arc::new(|_: &McpOauthRequiredData| None)),
+            exit_plan_mode: Some(Arc::new(|_: &ExitPlanModeRequest| ExitPlanModeResponse {
+                approved: false,
+                selected_action: None,
+                feedback: None,
+            })),
+            commands: vec![Command::new("c", "", |_: &CommandExecuteData| Ok(()))],
+            ..SessionHandlers::default()
+        };
+        h.transforms.insert("identity".into(), Arc::new(|s: &str| s.to_owned()));
+        h.provider_token = Some(Arc::new(|_: &ProviderTokenRequest| None));
+        h
+    }
+
+    #[test]
+    fn the_offered_kinds_are_the_kinds_a_handler_is_called_for() {
+        let all = every_handler();
+        let mut kinds: Vec<HandlerKind> = copilot_core::ANSWERS.iter().map(|r| r.handler).collect();
+        kinds.dedup();
+        for kind in kinds {
+            // Data no handler can read: a kind with a handler says so; a
+            // kind without one is refused for that.
+            let no_handler = matches!(decide(kind, b"{}", &all, "s"), Outcome::Refuse(Cause::NoHandler));
+            assert_eq!(no_handler, !OFFERED_HANDLER_KINDS.contains(&kind), "{}", kind.name());
+            let bare = decide(kind, b"{}", &SessionHandlers::default(), "s");
+            assert!(matches!(bare, Outcome::Refuse(Cause::NoHandler | Cause::Unreadable)), "{}", kind.name());
+        }
+    }
 }

@@ -44,6 +44,7 @@ pub mod asynch;
 pub mod bridge;
 mod cli;
 mod client;
+mod config;
 mod connection;
 mod error;
 pub mod events;
@@ -58,6 +59,10 @@ pub use client::{
     DEFAULT_HANDLER_THREADS, DEFAULT_HANDLER_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SHUTDOWN_GRACE,
     PROTOCOL_VERSION,
 };
+pub use config::{
+    CustomAgentConfig, DefaultAgentConfig, InfiniteSessionConfig, McpServerConfig, ProviderConfig, ProviderType,
+    ReasoningEffort, SectionAction, SectionOverride, SessionConfig, SystemMessage,
+};
 pub use connection::CloseCause;
 pub use copilot_core as core;
 pub use error::{Error, Result};
@@ -66,10 +71,11 @@ pub use events::{EventKind, LifecycleEvent, SessionEvent};
 pub use generated::rpc;
 pub use handlers::{
     approve_all, deny_all, Command, ElicitationHandler, ElicitationResponse, ExitPlanModeHandler, ExitPlanModeRequest,
-    ExitPlanModeResponse, McpOAuthHandler, OAuthToken, PermissionDecision, PermissionHandler, PermissionRequest,
+    ExitPlanModeResponse, McpOAuthHandler, OAuthToken, PermissionDecision, PermissionDecisionContext,
+    PermissionHandler, PermissionRequest, ProviderTokenHandler, ProviderTokenRequest, SectionTransform,
     SessionHandlers, Tool, ToolInvocation, ToolResult, UserInputHandler, UserInputRequest, UserInputResponse,
+    OFFERED_HANDLER_KINDS, TOOL_FAILED_TEXT,
 };
 pub use session::{
-    EventStream, MessageOptions, Session, SessionCalls, SessionConfig, SessionStats, Subscription, MAX_KEPT_BYTES,
-    MAX_KEPT_EVENTS,
+    EventStream, MessageOptions, Session, SessionCalls, SessionStats, Subscription, MAX_KEPT_BYTES, MAX_KEPT_EVENTS,
 };

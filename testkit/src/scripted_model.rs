@@ -27,8 +27,9 @@
 //!   [`ScriptedModel::script`] does and answers `{"ok": true, "replies": N}`,
 //!   or 400 with `{"message"}` for a body it cannot read.
 //! - `GET /_scripted/requests`: `{"requests": [{"sessionId", "streamed",
-//!   "lastUserText", "toolResults"}]}`, every `/chat/completions` request so
-//!   far, oldest first (what [`ScriptedModel::requests`] returns, in short).
+//!   "lastUserText", "toolResults", "systemPrompt", "toolNames"}]}`, every
+//!   `/chat/completions` request so far, oldest first (what
+//!   [`ScriptedModel::requests`] returns, in short).
 //!
 //! With the client, `copilot-host` (not a dependency of this crate, so the
 //! example is not compiled here):
@@ -175,6 +176,23 @@ impl ModelRequest {
     /// first.
     pub fn tool_results(&self) -> Vec<String> {
         self.messages().iter().filter(|m| m["role"] == "tool").map(|m| content_text(&m["content"])).collect()
+    }
+
+    /// The text of the `role: "system"` messages (the system prompt), joined
+    /// by newlines.
+    pub fn system_prompt(&self) -> String {
+        let texts: Vec<String> =
+            self.messages().iter().filter(|m| m["role"] == "system").map(|m| content_text(&m["content"])).collect();
+        texts.join("\n")
+    }
+
+    /// The names of the tools offered to the model, sorted.
+    pub fn tool_names(&self) -> Vec<String> {
+        let tools = self.body.get("tools").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        let mut names: Vec<String> =
+            tools.iter().filter_map(|t| t["function"]["name"].as_str().map(String::from)).collect();
+        names.sort();
+        names
     }
 
     /// The text of the last user message. The CLI prefixes the prompt with
@@ -559,6 +577,8 @@ fn control(shared: &Shared, request: &Request) -> Answer {
                         "streamed": r.streamed,
                         "lastUserText": r.last_user_text(),
                         "toolResults": r.tool_results(),
+                        "systemPrompt": r.system_prompt(),
+                        "toolNames": r.tool_names(),
                     })
                 })
                 .collect();

@@ -234,10 +234,11 @@ fn every_obligation_kind_is_answered_once_whatever_goes_wrong() {
         let kind = row.handler.as_str();
         trigger(&client, answering.id(), row, "handler", expect_answer_if(has, kind));
         trigger(&client, bare.id(), row, "noHandler", json!("refusal"));
-        // A tool that panics is a tool that failed: the model is told so.
+        // A tool that panics is a tool that failed: the model is told only
+        // that; the panic's message is for the logs.
         let panics = match kind {
-            "tool" => json!({"answer": {"textResultForLlm": "the tool conformance_tool failed (its handler panicked)",
-                "resultType": "failure"}}),
+            "tool" => json!({"answer": {"textResultForLlm": copilot_host::TOOL_FAILED_TEXT,
+                "resultType": "failure", "error": "the handler panicked: a handler that fails"}}),
             _ => json!("refusal"),
         };
         trigger(&client, panicking.id(), row, "handlerPanics", panics);

@@ -525,12 +525,14 @@ fn every_kind_of_wait_is_answered_with_or_without_a_handler() {
 }
 
 #[test]
-fn a_permission_prompt_config_without_a_handler_is_refused_up_front() {
+fn options_of_the_other_method_are_refused_up_front() {
     let (_server, client) = over_pipes(FakeServerConfig::default());
-    let mut config = SessionConfig::default();
-    config.extra.insert("requestPermission".into(), true.into());
-    let err = client.create_session(config).expect_err("would hang at the first tool call");
-    assert!(matches!(err, Error::Config(ref m) if m.contains("permission handler")), "{err}");
+    let config = SessionConfig { continue_pending_work: true, ..SessionConfig::default() };
+    let err = client.create_session(config).expect_err("a resume option");
+    assert!(matches!(err, Error::Config(ref m) if m.contains("continue_pending_work")), "{err}");
+    let config = SessionConfig { cloud: Some(json!({})), ..SessionConfig::default() };
+    let err = client.resume_session("s", config).expect_err("a create option");
+    assert!(matches!(err, Error::Config(ref m) if m.contains("cloud")), "{err}");
 }
 
 #[test]

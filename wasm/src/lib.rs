@@ -130,11 +130,24 @@ impl CoreEngine {
     }
 
     /// Passes on a handler's answer (`payload`, JSON text; `null` leaves
-    /// the answer's member out). Throws if the wait was already answered
-    /// (nothing is sent then) or the payload is not JSON (the refusal is
-    /// sent instead).
-    pub fn answer(&mut self, obligation: &str, payload: &str) -> Result<(), JsError> {
-        self.try_answer(obligation, payload).map_err(|e| JsError::new(&e))
+    /// the answer's member out), with `siblings` (a JSON object's text, such
+    /// as `{"decisionContext":..}`) beside it in the answering RPC. Throws if
+    /// the wait was already answered (nothing is sent then) or the payload
+    /// is not JSON (the refusal is sent instead).
+    pub fn answer(&mut self, obligation: &str, payload: &str, siblings: Option<String>) -> Result<(), JsError> {
+        self.try_answer(obligation, payload, siblings.as_deref().unwrap_or("")).map_err(|e| JsError::new(&e))
+    }
+
+    /// Discharges a wait without an answer: the handler left it to another
+    /// client of the session (see `Engine::decline`). Throws if it was
+    /// already answered, or cannot be declined (the refusal is sent then).
+    pub fn decline(&mut self, obligation: &str) -> Result<(), JsError> {
+        let outbox = &mut self.outbox;
+        obligation_id(obligation)
+            .and_then(|id| {
+                self.engine.decline(id, &mut |b: &[u8]| outbox.extend_from_slice(b)).map_err(|e| e.to_string())
+            })
+            .map_err(|e| JsError::new(&e))
     }
 
     /// Answers a wait with its default refusal; `cause` is `"noHandler"`,
@@ -267,7 +280,7 @@ impl CoreEngine {
         }
         refused.push('}');
         format!(
-            r#"{{"frames":{},"bytes":{},"malformed":{},"oversize":{},"unknownSession":{},"parked":{},"unmatchedResponses":{},"openObligations":{},"oldestObligationAge":{},"opened":{},"answered":{},"refused":{refused},"unanswerable":{},"parkedFrames":{},"parkedBytes":{},"parkDropped":{},"answersSent":{},"acksAccepted":{},"acksRefused":{}}}"#,
+            r#"{{"frames":{},"bytes":{},"malformed":{},"oversize":{},"unknownSession":{},"parked":{},"unmatchedResponses":{},"openObligations":{},"oldestObligationAge":{},"opened":{},"answered":{},"declined":{},"refused":{refused},"unanswerable":{},"parkedFrames":{},"parkedBytes":{},"parkDropped":{},"answersSent":{},"acksAccepted":{},"acksRefused":{}}}"#,
             r.frames,
             r.bytes,
             r.malformed,
@@ -279,6 +292,7 @@ impl CoreEngine {
             s.oldest_obligation_age.map_or("null".to_owned(), |a| a.to_string()),
             s.opened,
             s.answered,
+            s.declined,
             s.unanswerable,
             s.parked_frames,
             s.parked_bytes,
@@ -291,11 +305,11 @@ impl CoreEngine {
 }
 
 impl CoreEngine {
-    fn try_answer(&mut self, obligation: &str, payload: &str) -> Result<(), String> {
+    fn try_answer(&mut self, obligation: &str, payload: &str, siblings: &str) -> Result<(), String> {
         let id = obligation_id(obligation)?;
         let outbox = &mut self.outbox;
         self.engine
-            .answer(id, payload.as_bytes(), &mut |b: &[u8]| outbox.extend_from_slice(b))
+            .answer_with(id, payload.as_bytes(), siblings.as_bytes(), &mut |b: &[u8]| outbox.extend_from_slice(b))
             .map_err(|e| e.to_string())
     }
 
@@ -746,10 +760,10 @@ mod tests {
         assert_eq!(batch[0]["deadline"], 1010);
         let ob = batch[0]["obligation"].as_str().unwrap().to_owned();
         assert!(e.take_outgoing().is_empty());
-        e.try_answer(&ob, r#"{"kind":"approved"}"#).unwrap();
+        e.try_answer(&ob, r#"{"kind":"approved"}"#, "").unwrap();
         let body = r#"{"jsonrpc":"2.0","id":"answer-1","method":"session.permissions.handlePendingPermissionRequest","params":{"sessionId":"s1","requestId":"r1","result":{"kind":"approved"}}}"#;
         assert_eq!(e.take_outgoing(), frame(body));
-        assert!(e.try_answer(&ob, "{}").is_err(), "answered once");
+        assert!(e.try_answer(&ob, "{}", "").is_err(), "answered once");
         assert!(e.take_outgoing().is_empty());
         let ack = parse(&e.feed(&frame(r#"{"jsonrpc":"2.0","id":"answer-1","result":{"success":true}}"#), 11.0));
         assert_eq!(ack[0]["answerAck"], true);

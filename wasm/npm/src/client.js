@@ -10,6 +10,25 @@
 // spawning the CLI and TCP on top.
 
 import initWasm, { CoreEngine } from "../dist/copilot_wasm.js";
+import {
+  ConfigError,
+  CopilotError,
+  TOOL_FAILED_TEXT,
+  checkConfig,
+  sectionTransforms,
+  sessionParams,
+} from "./config.js";
+
+export {
+  ConfigError,
+  CopilotError,
+  CREATE_ONLY_OPTIONS,
+  HANDLER_OPTIONS,
+  RESERVED_OPTIONS,
+  RESUME_ONLY_OPTIONS,
+  SESSION_OPTIONS,
+  TOOL_FAILED_TEXT,
+} from "./config.js";
 
 /** The protocol version this client speaks. */
 export const PROTOCOL_VERSION = 3;
@@ -37,14 +56,6 @@ export const MAX_KEPT_EVENTS = 1024;
 
 // ---------------------------------------------------------------------------
 // Errors
-
-/** Every error this package throws. */
-export class CopilotError extends Error {
-  constructor(message, options) {
-    super(message, options);
-    this.name = new.target.name;
-  }
-}
 
 /** The CLI answered a call with a JSON-RPC error. */
 export class RpcError extends CopilotError {
@@ -81,8 +92,6 @@ export class ProtocolVersionError extends CopilotError {
   }
 }
 
-/** A configuration that cannot work (it would hang, or is malformed). */
-export class ConfigError extends CopilotError {}
 
 // ---------------------------------------------------------------------------
 // WebAssembly loading
@@ -244,6 +253,15 @@ function permissionDecision(value) {
   return null;
 }
 
+/**
+ * A permission decision with context on how and where it was made (sent
+ * beside it as `decisionContext`; telemetry, it changes nothing).
+ */
+export function withDecisionContext(decision, decisionContext) {
+  const inner = decision?.kind === "attributed" ? decision.result : decision;
+  return { kind: "attributed", result: inner, decisionContext };
+}
+
 /** The `result` of handlePendingToolCall from what a tool returned. */
 function toolResult(value) {
   if (value === undefined || value === null) return { textResultForLlm: "", resultType: "success" };
@@ -252,63 +270,6 @@ function toolResult(value) {
     return { resultType: "success", ...value };
   }
   return { textResultForLlm: JSON.stringify(value), resultType: "success" };
-}
-
-/** The handlers a session config may name, each answering one kind of wait. */
-const HANDLERS = ["onPermission", "onUserInput", "onElicitation", "onMcpOAuth", "onExitPlanMode"];
-
-function checkConfig(config) {
-  if (config === null || typeof config !== "object") throw new ConfigError("a session config is an object");
-  const { onPermission, tools = [], commands = [], extra = {} } = config;
-  for (const h of HANDLERS) {
-    if (config[h] !== undefined && typeof config[h] !== "function") throw new ConfigError(`${h} must be a function`);
-  }
-  if (extra.requestPermission === true && !onPermission) {
-    throw new ConfigError(
-      "requestPermission is set but no onPermission handler is: the first tool call would wait forever",
-    );
-  }
-  if (!Array.isArray(tools)) throw new ConfigError("tools must be an array");
-  const names = new Set();
-  for (const t of tools) {
-    if (!t || typeof t.name !== "string" || !t.name) throw new ConfigError("every tool needs a name");
-    if (typeof t.handler !== "function") throw new ConfigError(`the tool ${t.name} needs a handler function`);
-    if (names.has(t.name)) throw new ConfigError(`two tools are named ${t.name}`);
-    names.add(t.name);
-  }
-  if (!Array.isArray(commands)) throw new ConfigError("commands must be an array");
-  const commandNames = new Set();
-  for (const c of commands) {
-    if (!c || typeof c.name !== "string" || !c.name) throw new ConfigError("every command needs a name");
-    if (typeof c.handler !== "function") throw new ConfigError(`the command ${c.name} needs a handler function`);
-    if (commandNames.has(c.name)) throw new ConfigError(`two commands are named ${c.name}`);
-    commandNames.add(c.name);
-  }
-}
-
-/** The params of session.create / session.resume (as the Rust host sends them). */
-function sessionParams(config, id) {
-  const p = { ...(config.extra ?? {}) };
-  if (config.onPermission) p.requestPermission = true;
-  if (config.tools?.length) {
-    p.tools = config.tools.map((t) => {
-      const d = { name: t.name, description: t.description ?? "", parameters: t.parameters ?? { type: "object" } };
-      if (t.skipPermission) d.skipPermission = true;
-      return d;
-    });
-  }
-  if (config.onUserInput) p.requestUserInput = true;
-  if (config.onElicitation) p.requestElicitation = true;
-  if (config.onExitPlanMode) p.requestExitPlanMode = true;
-  if (config.commands?.length) {
-    p.commands = config.commands.map((c) => ({ name: c.name, description: c.description ?? "" }));
-  }
-  if (id != null) p.sessionId = id;
-  if (config.model != null) p.model = config.model;
-  if (config.workingDirectory != null) p.workingDirectory = String(config.workingDirectory);
-  p.streaming = Boolean(config.streaming);
-  if (config.clientName != null) p.clientName = config.clientName;
-  return p;
 }
 
 // ---------------------------------------------------------------------------
@@ -572,7 +533,7 @@ export class CopilotClient {
   }
 
   async #open(method, config, resumeId) {
-    checkConfig(config);
+    checkConfig(config, resumeId != null);
     if (this.#closed) throw this.#disconnected();
     const serverAssigned = Boolean(config.serverAssignedId) && resumeId == null;
     const id = serverAssigned ? null : (resumeId ?? config.sessionId ?? crypto.randomUUID());
@@ -616,7 +577,7 @@ export class CopilotClient {
     };
     let result;
     try {
-      result = await this._request(method, sessionParams(config, id), { onResponse });
+      result = await this._request(method, sessionParams(config, id, resumeId != null), { onResponse });
     } catch (e) {
       this._releaseSession(tag, `${method} failed`);
       throw e;
@@ -766,7 +727,11 @@ export class CopilotClient {
     if (this.#closed) return;
     try {
       if (outcome && "answer" in outcome) {
-        this.#core.answer(obligation, JSON.stringify(outcome.answer) ?? "null");
+        const siblings = outcome.siblings === undefined ? undefined : JSON.stringify(outcome.siblings);
+        this.#core.answer(obligation, JSON.stringify(outcome.answer) ?? "null", siblings);
+      } else if (outcome?.decline) {
+        // Left to another client of the session: nothing is sent.
+        this.#core.decline(obligation);
       } else {
         this.#core.refuse(obligation, outcome?.refuse ?? "handlerFailed");
       }
@@ -1042,6 +1007,7 @@ export class Session {
   #id;
   #config;
   #tools;
+  #transforms;
   #commands;
   #queue = [];
   #scheduled = false;
@@ -1063,6 +1029,7 @@ export class Session {
     this.#id = id;
     this.#config = config;
     this.#tools = new Map((config.tools ?? []).map((t) => [t.name, t]));
+    this.#transforms = sectionTransforms(config);
     this.#commands = new Map((config.commands ?? []).map((c) => [c.name, c]));
   }
 
@@ -1361,16 +1328,21 @@ export class Session {
       case "permission": {
         if (!c.onPermission) return NO_HANDLER;
         if (!readable || !isObject(data.permissionRequest)) return UNREADABLE;
-        const decision = permissionDecision(
-          await c.onPermission({
-            sessionId,
-            requestId: data.requestId,
-            kind: data.permissionRequest.kind,
-            toolCallId: data.permissionRequest.toolCallId,
-            permissionRequest: data.permissionRequest,
-            data,
-          }),
-        );
+        const given = await c.onPermission({
+          sessionId,
+          requestId: data.requestId,
+          kind: data.permissionRequest.kind,
+          toolCallId: data.permissionRequest.toolCallId,
+          permissionRequest: data.permissionRequest,
+          data,
+        });
+        const attributed = given?.kind === "attributed";
+        const decision = permissionDecision(attributed ? given.result : given);
+        // No result: the prompt is left to another client of the session.
+        if (decision?.kind === "no-result") return DECLINE;
+        if (decision && attributed && isObject(given.decisionContext)) {
+          return { answer: decision, siblings: { decisionContext: given.decisionContext } };
+        }
         if (decision) return { answer: decision };
         this.#client._logger.error?.("the permission handler returned no decision; the agent gets the refusal");
         return FAILED;
@@ -1389,8 +1361,11 @@ export class Session {
         try {
           return { answer: toolResult(await tool.handler(invocation.arguments, invocation)) };
         } catch (e) {
-          // A tool's error is its result: the model reads the message.
-          return { answer: { textResultForLlm: errorText(e), resultType: "failure" } };
+          // The error may hold what the model should not read: it is told
+          // only that the tool failed; the logs (and the result's `error`,
+          // which the model does not read) say how.
+          this.#client._logger.error?.(`the tool ${data.toolName} failed: ${errorText(e)}`);
+          return { answer: { textResultForLlm: TOOL_FAILED_TEXT, resultType: "failure", error: errorText(e) } };
         }
       }
       case "userInput": {
@@ -1457,12 +1432,44 @@ export class Session {
         // Nothing: done; a string: the error the user sees.
         return { answer: typeof r === "string" ? r : null };
       }
+      case "systemMessageTransform": {
+        if (this.#transforms.size === 0) return NO_HANDLER;
+        if (!readable || !isObject(data.sections)) return UNREADABLE;
+        const sections = {};
+        for (const [id, section] of Object.entries(data.sections)) {
+          const content = typeof section?.content === "string" ? section.content : "";
+          const transform = this.#transforms.get(id);
+          let text = content;
+          if (transform) {
+            try {
+              const r = await transform(content);
+              if (typeof r === "string") text = r;
+            } catch (e) {
+              // A transform that fails keeps the section's text.
+              this.#client._logger.error?.(`the transform of section ${id} failed: ${errorText(e)}`);
+            }
+          }
+          sections[id] = { content: text };
+        }
+        return { answer: { sections } };
+      }
+      case "providerToken": {
+        const callback = c.provider?.bearerTokenProvider;
+        if (!callback) return NO_HANDLER;
+        if (!readable || typeof data.providerName !== "string") return UNREADABLE;
+        // One callback: the session's single provider, named `default`.
+        if (data.providerName !== "default") return NO_HANDLER;
+        const token = await callback({ providerName: data.providerName, sessionId });
+        if (typeof token !== "string") return FAILED;
+        return { answer: { token } };
+      }
       default:
         return NO_HANDLER;
     }
   }
 }
 
+const DECLINE = Object.freeze({ decline: true });
 const NO_HANDLER = Object.freeze({ refuse: "noHandler" });
 const FAILED = Object.freeze({ refuse: "handlerFailed" });
 const UNREADABLE = Object.freeze({ refuse: "unreadable" });

@@ -18,5 +18,12 @@ export {
   ConfigError,
   Session,
   approveAll,
+  withDecisionContext,
   loadWasm,
+  SESSION_OPTIONS,
+  CREATE_ONLY_OPTIONS,
+  RESUME_ONLY_OPTIONS,
+  HANDLER_OPTIONS,
+  RESERVED_OPTIONS,
+  TOOL_FAILED_TEXT,
 } from "./client.js";

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { CopilotClient } from "copilot-wasm";
+import { CopilotClient, TOOL_FAILED_TEXT } from "copilot-wasm";
 
 import { collectUntil, eventually, testBinary } from "./helpers.mjs";
 
@@ -80,8 +80,11 @@ function expected(row, path) {
       // name asked for (the refusal goes).
       return row.handler === "tool" || row.handler === "command" ? "refusal" : { answer: ANSWERS[row.handler] };
     case "handlerPanics":
-      // A tool's error is its result (the model reads the message).
-      return row.handler === "tool" ? { answer: { textResultForLlm: "boom", resultType: "failure" } } : "refusal";
+      // A tool that throws failed: the model reads only that; the error
+      // goes to the logs (and the result's `error`).
+      return row.handler === "tool"
+        ? { answer: { textResultForLlm: TOOL_FAILED_TEXT, resultType: "failure", error: "boom" } }
+        : "refusal";
     case "drifted":
       // Every field of an exit-plan-mode request has a default.
       return row.handler === "exitPlanMode" ? { answer: ANSWERS.exitPlanMode } : "refusal";

@@ -11,7 +11,14 @@ import { PassThrough } from "node:stream";
 import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { ConfigError, CopilotClient, DisconnectedError, ProtocolVersionError, TimeoutError } from "copilot-wasm";
+import {
+  ConfigError,
+  CopilotClient,
+  DisconnectedError,
+  ProtocolVersionError,
+  TOOL_FAILED_TEXT,
+  TimeoutError,
+} from "copilot-wasm";
 
 import { Peer, collectUntil, eventually } from "./helpers.mjs";
 
@@ -214,7 +221,11 @@ for (const kind of ["node", "whatwg"]) {
       call("t2", "object", { a: 1 });
       call("t3", "missing", {});
       call("t4", "full", {});
-      assert.deepEqual((await answered(tool, "t1")).result, { textResultForLlm: "it broke", resultType: "failure" });
+      assert.deepEqual((await answered(tool, "t1")).result, {
+        textResultForLlm: TOOL_FAILED_TEXT,
+        resultType: "failure",
+        error: "it broke",
+      });
       assert.deepEqual((await answered(tool, "t2")).result, { textResultForLlm: '{"echoed":{"a":1}}', resultType: "success" });
       assert.equal((await answered(tool, "t3")).result.resultType, "failure");
       assert.deepEqual((await answered(tool, "t4")).result, { textResultForLlm: "x", resultType: "denied" });
@@ -269,10 +280,27 @@ for (const kind of ["node", "whatwg"]) {
       await client.stop();
     });
 
-    test("a config that would hang is refused", async () => {
+    test("a config that cannot work, or has a key no session takes, is refused", async () => {
       const { client } = await connected(kind);
-      await assert.rejects(client.createSession({ extra: { requestPermission: true } }), ConfigError);
       await assert.rejects(client.createSession({ tools: [{ name: "t" }] }), ConfigError);
+      // Unknown keys are refused, not dropped: a misspelt option would
+      // otherwise do nothing, silently.
+      await assert.rejects(client.createSession({ extra: { requestPermission: true } }), {
+        name: "TypeError",
+        message: /unknown session config key "extra"/,
+      });
+      await assert.rejects(client.createSession({ model: "m", excludeTools: ["bash"] }), {
+        name: "TypeError",
+        message: /"excludeTools"/,
+      });
+      await assert.rejects(client.createSession({ continuePendingWork: true }), {
+        name: "TypeError",
+        message: /continuePendingWork is an option of resumeSession/,
+      });
+      await assert.rejects(client.resumeSession("s", { sessionId: "x" }), {
+        name: "TypeError",
+        message: /sessionId is an option of createSession/,
+      });
       await client.stop();
     });
 

@@ -124,13 +124,35 @@ export type PermissionDecision =
   | "approve-once"
   | "approve-for-session"
   | "reject"
-  | "user-not-available";
+  | "user-not-available"
+  | { kind: "no-result" }
+  | "no-result";
+
+/** How and where a permission decision was made (the CLI's `PermissionDecisionContext`). */
+export interface PermissionDecisionContext {
+  outcome: "auto_approved" | "autopilot_denied" | "prompted_user";
+  source: "assisted_approval" | "human_response" | "host_policy" | "unattended_fallback" | "authorization_carry_forward";
+  surface: "tui" | "prompt_mode" | "copilot_app" | "acp" | "sdk";
+  responseCapability?: "interactive" | "headless" | "none";
+  userFeedback?: string;
+}
+
+/** A decision with its context; make it with `withDecisionContext`. */
+export interface AttributedPermissionDecision {
+  kind: "attributed";
+  result: PermissionDecision;
+  decisionContext: PermissionDecisionContext;
+}
 
 /**
  * Decides a permission prompt. Throwing, or returning nothing usable,
- * answers `user-not-available`.
+ * answers `user-not-available`. `no-result` answers nothing: the prompt is
+ * left to another client connected to the same session (if none answers,
+ * the turn waits until it is aborted).
  */
-export type PermissionHandler = (request: PermissionRequest) => PermissionDecision | Promise<PermissionDecision>;
+export type PermissionHandler = (
+  request: PermissionRequest,
+) => PermissionDecision | AttributedPermissionDecision | Promise<PermissionDecision | AttributedPermissionDecision>;
 
 /** A call of a client tool. */
 export interface ToolInvocation<A = any> {
@@ -155,8 +177,9 @@ export interface ToolResultObject {
 
 /**
  * A tool the model can call, run by this client. The handler returns text,
- * a `ToolResultObject`, or any other value (sent as JSON text); if it
- * throws, the model gets a `failure` with the error's message.
+ * a `ToolResultObject` (`resultType: "failure"` for a failure whose text
+ * the model reads), or any other value (sent as JSON text); if it throws,
+ * the error is logged and the model reads only `TOOL_FAILED_TEXT`.
  */
 export interface Tool<A = any> {
   name: string;
@@ -165,6 +188,8 @@ export interface Tool<A = any> {
   parameters?: Record<string, unknown>;
   /** Run without a permission prompt. */
   skipPermission?: boolean;
+  /** Take the place of the built-in tool of the same name. */
+  overridesBuiltInTool?: boolean;
   handler: (args: A, invocation: ToolInvocation<A>) => unknown | Promise<unknown>;
 }
 
@@ -261,20 +286,163 @@ export interface Command {
   handler: (invocation: CommandInvocation) => void | string | Promise<void | string>;
 }
 
-/** Options of `session.create` / `session.resume`. */
-export interface SessionConfig {
-  /** The session id; default a fresh `crypto.randomUUID()`, reserved before the create is sent. */
-  sessionId?: string;
-  /** Send no id and let the CLI name the session (frames for it are held until then). */
-  serverAssignedId?: boolean;
+/** An action on a section of the system prompt; a function rewrites the section's text. */
+export type SectionAction =
+  | "replace"
+  | "remove"
+  | "append"
+  | "prepend"
+  | "preserve"
+  | ((content: string) => string | Promise<string>);
+
+/**
+ * How the system prompt is made: the CLI's with `content` appended, only
+ * `content`, or the CLI's with sections changed (by id: `identity`, `tone`,
+ * `safety`, `environment_context`, ...). A transform function is called
+ * with the section's text when the CLI builds the prompt; if it throws the
+ * text is kept.
+ */
+export type SystemMessageConfig =
+  | { mode?: "append"; content?: string }
+  | { mode: "replace"; content: string }
+  | { mode: "customize"; sections?: Record<string, { action: SectionAction; content?: string }>; content?: string };
+
+/** A model provider of the user's own (BYOK). `apiKey` and `bearerToken` are secrets. */
+export interface ProviderConfig {
+  /** Default `openai`. */
+  type?: "openai" | "azure" | "anthropic";
+  wireApi?: "completions" | "responses";
+  transport?: "http" | "websockets";
+  baseUrl: string;
+  apiKey?: string;
+  bearerToken?: string;
+  /** Gives a bearer token for each model request (`providerToken.getToken`); wins over the others. */
+  bearerTokenProvider?: (request: { providerName: string; sessionId: string }) => string | Promise<string>;
+  azure?: { apiVersion?: string };
+  headers?: Record<string, string>;
+  modelId?: string;
+  wireModel?: string;
+  maxPromptTokens?: number;
+  maxOutputTokens?: number;
+}
+
+/** An MCP server: local (stdio, the default when `command` is given) or remote. */
+export type MCPServerConfig =
+  | {
+      type?: "local" | "stdio";
+      command: string;
+      args?: string[];
+      /** Values, not variable names. */
+      env?: Record<string, string>;
+      workingDirectory?: string;
+      /** The tools to take from it; default all. */
+      tools?: string[];
+      timeout?: number;
+    }
+  | { type: "http" | "sse"; url: string; headers?: Record<string, string>; tools?: string[]; timeout?: number };
+
+/** An agent of the session's own. */
+export interface CustomAgentConfig {
+  name: string;
+  displayName?: string;
+  description?: string;
+  /** The tools it may use; default all. */
+  tools?: string[] | null;
+  prompt: string;
+  mcpServers?: Record<string, MCPServerConfig>;
+  /** Whether the model may pick it by itself (default yes). */
+  infer?: boolean;
+  skills?: string[];
+  model?: string;
+  reasoningEffort?: ReasoningEffort;
+}
+
+/** How hard a model that supports it reasons. */
+export type ReasoningEffort = "low" | "medium" | "high" | "xhigh" | "max";
+
+/** Persistent workspaces and automatic compaction (on by default). */
+export interface InfiniteSessionConfig {
+  enabled?: boolean;
+  backgroundCompactionThreshold?: number;
+  bufferExhaustionThreshold?: number;
+}
+
+/**
+ * Options of both `createSession` and `resumeSession`; the Rust crate's
+ * `SessionConfig` names each the same in snake_case. An option left out is
+ * left out of the request (the CLI's default applies) unless a default is
+ * named. A key not listed here is refused with a TypeError naming it.
+ */
+export interface SessionConfigBase {
+  /** A name for this application (`session.list`, the User-Agent). */
+  clientName?: string;
   /** The model, such as `claude-sonnet-4.5`. Pass it: without it the CLI picks its own. */
   model?: string;
+  reasoningEffort?: ReasoningEffort;
+  /** `none` suppresses reasoning summaries. */
+  reasoningSummary?: string;
+  /** `default` or `long_context`. */
+  contextTier?: string;
+  modelCapabilities?: Record<string, unknown>;
+  /** Experimental CLI features (`isExperimentalMode`). */
+  enableExperimentalMode?: boolean;
   /** The directory tools run in. */
   workingDirectory?: string;
-  /** Deliver `assistant.message_delta` events as the reply streams. */
+  additionalDirectories?: string[];
+  /** The CLI's configuration and state directory (`configDir`). */
+  configDirectory?: string;
+  enableConfigDiscovery?: boolean;
+  /** Deliver `assistant.message_delta` events as the reply streams. Default false. */
   streaming?: boolean;
-  /** A name shown by `session.list`. */
-  clientName?: string;
+  /** Deliver sub-agents' streaming deltas too. Default true. */
+  includeSubAgentStreamingEvents?: boolean;
+  systemMessage?: SystemMessageConfig;
+  /** The only tools offered (`builtin:*`, `mcp:<name>`, `custom:*`, bare names). */
+  availableTools?: string[];
+  /** Tools never offered, even if available. */
+  excludedTools?: string[];
+  toolSearch?: Record<string, unknown>;
+  excludedBuiltinAgents?: string[];
+  provider?: ProviderConfig;
+  capi?: Record<string, unknown>;
+  /** Named BYOK providers (experimental). */
+  providers?: Record<string, unknown>[];
+  models?: Record<string, unknown>[];
+  mcpServers?: Record<string, MCPServerConfig>;
+  mcpOAuthTokenStorage?: "persistent" | "in-memory";
+  disabledMcpServers?: string[];
+  /** MCP Apps UI passthrough (`requestMcpApps`). Default false. */
+  enableMcpApps?: boolean;
+  githubMcpToolConfig?: Record<string, unknown>;
+  customAgents?: CustomAgentConfig[];
+  customAgentsLocalOnly?: boolean;
+  defaultAgent?: { excludedTools?: string[] };
+  /** The custom agent the session starts as. */
+  agent?: string;
+  skillDirectories?: string[];
+  disabledSkills?: string[];
+  pluginDirectories?: string[];
+  instructionDirectories?: string[];
+  infiniteSessions?: InfiniteSessionConfig;
+  memory?: Record<string, unknown>;
+  largeOutput?: Record<string, unknown>;
+  sessionLimits?: Record<string, unknown>;
+  enableSessionTelemetry?: boolean;
+  enableCitations?: boolean;
+  enableFileChangeTracking?: boolean;
+  /** A GitHub token for this session's identity (a secret). */
+  gitHubToken?: string;
+  enableManagedSettings?: boolean;
+  managedSettings?: Record<string, unknown>;
+  skipEmbeddingRetrieval?: boolean;
+  embeddingCacheStorage?: "persistent" | "in-memory";
+  organizationCustomInstructions?: string;
+  enableOnDemandInstructionDiscovery?: boolean;
+  enableFileHooks?: boolean;
+  enableHostGitOperations?: boolean;
+  enableSessionStore?: boolean;
+  enableSkills?: boolean;
+  remoteSession?: "off" | "export" | "on";
   /** Answers permission prompts (and asks the CLI for them: `requestPermission: true`). Without it every prompt is answered `user-not-available`. */
   onPermission?: PermissionHandler;
   /** Tools offered to the model, run here. */
@@ -289,9 +457,38 @@ export interface SessionConfig {
   onExitPlanMode?: ExitPlanModeHandler;
   /** Slash commands offered to the user. */
   commands?: Command[];
-  /** Any other `session.create` parameter, sent as is. */
-  extra?: Record<string, unknown>;
 }
+
+/** Options of `createSession`. */
+export interface SessionConfig extends SessionConfigBase {
+  /** The session id; default a fresh `crypto.randomUUID()`, reserved before the create is sent. */
+  sessionId?: string;
+  /** Send no id and let the CLI name the session (frames for it are held until then). */
+  serverAssignedId?: boolean;
+  /** A cloud session in place of a local one. */
+  cloud?: Record<string, unknown>;
+}
+
+/** Options of `resumeSession`. */
+export interface ResumeSessionConfig extends SessionConfigBase {
+  /** Resume without a `session.resume` event (`disableResume`). Default false. */
+  suppressResumeEvent?: boolean;
+  /** Continue the tool calls and prompts pending when the session stopped. Default false. */
+  continuePendingWork?: boolean;
+}
+
+/** The option keys of both methods (camelCase of the Rust crate's names). */
+export declare const SESSION_OPTIONS: readonly string[];
+/** Option keys of `createSession` only. */
+export declare const CREATE_ONLY_OPTIONS: readonly string[];
+/** Option keys of `resumeSession` only. */
+export declare const RESUME_ONLY_OPTIONS: readonly string[];
+/** Handler keys, each with the kind of wait it answers. */
+export declare const HANDLER_OPTIONS: Readonly<Record<string, HandlerKind>>;
+/** Keys accepted for other parts of the client (hooks, generic request handlers). */
+export declare const RESERVED_OPTIONS: readonly string[];
+/** What the model reads when a tool's handler throws. */
+export declare const TOOL_FAILED_TEXT: string;
 
 /** What to send: a prompt, or a prompt with attachments and mode. */
 export type MessageOptions =
@@ -464,6 +661,8 @@ export interface ClientStats {
   /** Waits recorded, answered by a handler, refused by the engine (by cause). */
   opened: number;
   answered: number;
+  /** Waits a handler left to another client of the session (nothing was sent). */
+  declined: number;
   refused: Record<RefusalCause, number>;
   /** Awaited events without a usable `requestId`: nothing can answer them. */
   unanswerable: number;
@@ -691,7 +890,7 @@ export declare class CopilotClient {
    * handle's streams end ("resumed by another handle on this client") and
    * the waits it had open are answered through the new one.
    */
-  resumeSession(sessionId: string, config?: SessionConfig): Promise<Session>;
+  resumeSession(sessionId: string, config?: ResumeSessionConfig): Promise<Session>;
 
   /**
    * Stops cleanly within `graceMs` in total (default: `shutdownGraceMs`):
@@ -772,6 +971,12 @@ export declare class Session implements AsyncIterable<SessionEvent> {
 
 /** A permission handler that approves every prompt once. */
 export declare function approveAll(request?: PermissionRequest): { kind: "approve-once" };
+
+/** `decision` with context on how and where it was made (sent as `decisionContext`). */
+export declare function withDecisionContext(
+  decision: PermissionDecision | AttributedPermissionDecision,
+  context: PermissionDecisionContext,
+): AttributedPermissionDecision;
 
 /**
  * Where the WebAssembly comes from: its bytes, a URL, a fetch `Response`

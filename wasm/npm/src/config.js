@@ -1,0 +1,273 @@
+// The session config of `createSession` / `resumeSession`: which keys exist
+// (the Rust crate's `SessionConfig` has the same options, in snake_case),
+// how they are checked, and what goes on the wire. Every option left unset
+// is left out of the request, so the CLI's default applies; what the
+// official SDKs always send is sent too. No wasm here: this module is read
+// on its own by the tests that compare the two languages.
+
+/** Options of both `session.create` and `session.resume`. */
+export const SESSION_OPTIONS = Object.freeze([
+  "clientName",
+  "model",
+  "reasoningEffort",
+  "reasoningSummary",
+  "contextTier",
+  "modelCapabilities",
+  "enableExperimentalMode",
+  "workingDirectory",
+  "additionalDirectories",
+  "configDirectory",
+  "enableConfigDiscovery",
+  "streaming",
+  "includeSubAgentStreamingEvents",
+  "systemMessage",
+  "availableTools",
+  "excludedTools",
+  "toolSearch",
+  "excludedBuiltinAgents",
+  "provider",
+  "capi",
+  "providers",
+  "models",
+  "mcpServers",
+  "mcpOAuthTokenStorage",
+  "disabledMcpServers",
+  "enableMcpApps",
+  "githubMcpToolConfig",
+  "customAgents",
+  "customAgentsLocalOnly",
+  "defaultAgent",
+  "agent",
+  "skillDirectories",
+  "disabledSkills",
+  "pluginDirectories",
+  "instructionDirectories",
+  "infiniteSessions",
+  "memory",
+  "largeOutput",
+  "sessionLimits",
+  "enableSessionTelemetry",
+  "enableCitations",
+  "enableFileChangeTracking",
+  "gitHubToken",
+  "enableManagedSettings",
+  "managedSettings",
+  "skipEmbeddingRetrieval",
+  "embeddingCacheStorage",
+  "organizationCustomInstructions",
+  "enableOnDemandInstructionDiscovery",
+  "enableFileHooks",
+  "enableHostGitOperations",
+  "enableSessionStore",
+  "enableSkills",
+  "remoteSession",
+]);
+
+/** Options only `createSession` takes. */
+export const CREATE_ONLY_OPTIONS = Object.freeze(["sessionId", "serverAssignedId", "cloud"]);
+
+/** Options only `resumeSession` takes. */
+export const RESUME_ONLY_OPTIONS = Object.freeze(["suppressResumeEvent", "continuePendingWork"]);
+
+/**
+ * The handler keys, each with the kind of wait it answers (the core's
+ * handler kind names). `systemMessage` and `provider` are options that also
+ * carry handlers: section transforms and the bearer-token callback.
+ */
+export const HANDLER_OPTIONS = Object.freeze({
+  onPermission: "permission",
+  tools: "tool",
+  onUserInput: "userInput",
+  onElicitation: "elicitation",
+  onMcpOAuth: "mcpOAuth",
+  onExitPlanMode: "exitPlanMode",
+  commands: "command",
+  systemMessage: "systemMessageTransform",
+  provider: "providerToken",
+});
+
+/** Keys accepted here and read by other parts of the client (hooks, generic request handlers). */
+export const RESERVED_OPTIONS = Object.freeze(["hooks", "onRequest"]);
+
+/** What the model reads when a tool's handler throws; the error goes to the logs. */
+export const TOOL_FAILED_TEXT = "Invoking this tool produced an error. Detailed information is not available.";
+
+/** Every error this package throws. */
+export class CopilotError extends Error {
+  constructor(message, options) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** A configuration that cannot work (it would hang, or is malformed). */
+export class ConfigError extends CopilotError {}
+
+const CALLBACKS = ["onPermission", "onUserInput", "onElicitation", "onMcpOAuth", "onExitPlanMode"];
+
+function allowedKeys(resuming) {
+  return new Set([
+    ...SESSION_OPTIONS,
+    ...(resuming ? RESUME_ONLY_OPTIONS : CREATE_ONLY_OPTIONS),
+    ...Object.keys(HANDLER_OPTIONS),
+    ...RESERVED_OPTIONS,
+  ]);
+}
+
+/**
+ * Throws a TypeError naming the first key `createSession` (or, with
+ * `resuming`, `resumeSession`) does not take, and a ConfigError for a
+ * config that cannot work.
+ */
+export function checkConfig(config, resuming = false) {
+  if (config === null || typeof config !== "object") throw new ConfigError("a session config is an object");
+  const allowed = allowedKeys(resuming);
+  const method = resuming ? "resumeSession" : "createSession";
+  for (const key of Object.keys(config)) {
+    if (!allowed.has(key)) {
+      const other = resuming ? CREATE_ONLY_OPTIONS.includes(key) : RESUME_ONLY_OPTIONS.includes(key);
+      throw new TypeError(
+        other
+          ? `${key} is an option of ${resuming ? "createSession" : "resumeSession"}, not of ${method}`
+          : `${method}: unknown session config key "${key}"`,
+      );
+    }
+  }
+  for (const h of CALLBACKS) {
+    if (config[h] !== undefined && typeof config[h] !== "function") throw new ConfigError(`${h} must be a function`);
+  }
+  const { tools = [], commands = [], systemMessage, provider } = config;
+  if (!Array.isArray(tools)) throw new ConfigError("tools must be an array");
+  const names = new Set();
+  for (const t of tools) {
+    if (!t || typeof t.name !== "string" || !t.name) throw new ConfigError("every tool needs a name");
+    if (typeof t.handler !== "function") throw new ConfigError(`the tool ${t.name} needs a handler function`);
+    if (names.has(t.name)) throw new ConfigError(`two tools are named ${t.name}`);
+    names.add(t.name);
+  }
+  if (!Array.isArray(commands)) throw new ConfigError("commands must be an array");
+  const commandNames = new Set();
+  for (const c of commands) {
+    if (!c || typeof c.name !== "string" || !c.name) throw new ConfigError("every command needs a name");
+    if (typeof c.handler !== "function") throw new ConfigError(`the command ${c.name} needs a handler function`);
+    if (commandNames.has(c.name)) throw new ConfigError(`two commands are named ${c.name}`);
+    commandNames.add(c.name);
+  }
+  if (systemMessage !== undefined) {
+    const mode = systemMessage?.mode ?? "append";
+    if (!["append", "replace", "customize"].includes(mode)) {
+      throw new ConfigError(`systemMessage.mode is append, replace or customize, not ${mode}`);
+    }
+    if (mode === "replace" && typeof systemMessage.content !== "string") {
+      throw new ConfigError("systemMessage in replace mode needs its content");
+    }
+  }
+  if (provider !== undefined && typeof provider?.baseUrl !== "string") {
+    throw new ConfigError("provider needs a baseUrl");
+  }
+  if (provider?.bearerTokenProvider !== undefined && typeof provider.bearerTokenProvider !== "function") {
+    throw new ConfigError("provider.bearerTokenProvider must be a function");
+  }
+}
+
+/** The section transforms of a config's system message, by section id. */
+export function sectionTransforms(config) {
+  const sections = config.systemMessage?.mode === "customize" ? (config.systemMessage.sections ?? {}) : {};
+  const transforms = new Map();
+  for (const [id, s] of Object.entries(sections)) {
+    if (typeof s?.action === "function") transforms.set(id, s.action);
+  }
+  return transforms;
+}
+
+function wireMcpServer(server) {
+  const { workingDirectory, type, ...rest } = server;
+  const wire = { type: type ?? (typeof server.url === "string" ? "http" : "local"), ...rest };
+  if (wire.type === "local" || wire.type === "stdio") wire.args = rest.args ?? [];
+  if (workingDirectory !== undefined) wire.cwd = String(workingDirectory);
+  return wire;
+}
+
+function wireMcpServers(servers) {
+  return Object.fromEntries(Object.entries(servers).map(([name, s]) => [name, wireMcpServer(s)]));
+}
+
+function wireSystemMessage(m) {
+  if (m.mode !== "customize") return m.mode === undefined ? { mode: "append", ...m } : { ...m };
+  const sections = {};
+  for (const [id, s] of Object.entries(m.sections ?? {})) {
+    if (!s) continue;
+    sections[id] =
+      typeof s.action === "function"
+        ? { action: "transform" }
+        : s.content === undefined
+          ? { action: s.action }
+          : { action: s.action, content: s.content };
+  }
+  const wire = { mode: "customize", sections };
+  if (m.content !== undefined) wire.content = m.content;
+  return wire;
+}
+
+function wireProvider(p) {
+  const { bearerTokenProvider, ...rest } = p;
+  const wire = { type: "openai", ...rest };
+  if (bearerTokenProvider) wire.hasBearerTokenProvider = true;
+  return wire;
+}
+
+/** Keys whose wire name differs, and how the value is written. */
+const WIRE = {
+  configDirectory: (v) => ["configDir", String(v)],
+  workingDirectory: (v) => ["workingDirectory", String(v)],
+  enableExperimentalMode: (v) => ["isExperimentalMode", v],
+  enableMcpApps: (v) => (v ? ["requestMcpApps", true] : null),
+  suppressResumeEvent: (v) => (v ? ["disableResume", true] : null),
+  continuePendingWork: (v) => (v ? ["continuePendingWork", true] : null),
+  systemMessage: (v) => ["systemMessage", wireSystemMessage(v)],
+  provider: (v) => ["provider", wireProvider(v)],
+  mcpServers: (v) => ["mcpServers", wireMcpServers(v)],
+  customAgents: (v) => [
+    "customAgents",
+    v.map((a) => (a.mcpServers ? { ...a, mcpServers: wireMcpServers(a.mcpServers) } : a)),
+  ],
+  // Sent below, or not at all.
+  serverAssignedId: () => null,
+  streaming: () => null,
+  includeSubAgentStreamingEvents: () => null,
+};
+
+/** The params of session.create / session.resume (as the Rust host sends them). */
+export function sessionParams(config, id, resuming = false) {
+  const p = {};
+  if (id != null) p.sessionId = id;
+  // What the official SDKs always send.
+  p.requestPermission = Boolean(config.onPermission);
+  p.requestUserInput = Boolean(config.onUserInput);
+  p.requestElicitation = Boolean(config.onElicitation);
+  p.requestExitPlanMode = Boolean(config.onExitPlanMode);
+  p.requestAutoModeSwitch = false;
+  p.envValueMode = "direct";
+  p.toolFilterPrecedence = "excluded";
+  p.streaming = Boolean(config.streaming);
+  p.includeSubAgentStreamingEvents = config.includeSubAgentStreamingEvents ?? true;
+  if (config.tools?.length) {
+    p.tools = config.tools.map((t) => {
+      const d = { name: t.name, description: t.description ?? "", parameters: t.parameters ?? { type: "object" } };
+      if (t.skipPermission) d.skipPermission = true;
+      if (t.overridesBuiltInTool) d.overridesBuiltInTool = true;
+      return d;
+    });
+  }
+  if (config.commands?.length) {
+    p.commands = config.commands.map((c) => ({ name: c.name, description: c.description ?? "" }));
+  }
+  const options = [...SESSION_OPTIONS, ...(resuming ? RESUME_ONLY_OPTIONS : ["cloud"])];
+  for (const key of options) {
+    const value = config[key];
+    if (value === undefined || value === null) continue;
+    const wire = WIRE[key] ? WIRE[key](value) : [key, value];
+    if (wire) p[wire[0]] = wire[1];
+  }
+  return p;
+}
