@@ -22,6 +22,8 @@ use crate::events::{
     CommandExecuteData, ElicitationRequestedData, EventKind, ExternalToolRequestedData, McpOauthRequiredData,
     PermissionRequestedData, SessionEvent,
 };
+use crate::hooks::{HookAnswer, HookFailure, SessionHooks};
+use crate::requests::{IncomingRequest, RequestHandlers};
 
 // ---------------------------------------------------------------------------
 // Permissions.
@@ -420,6 +422,10 @@ pub struct SessionHandlers {
     pub exit_plan_mode: Option<Arc<dyn ExitPlanModeHandler>>,
     /// Slash commands.
     pub commands: Vec<Command>,
+    /// Hooks of the agent loop. Setting one also asks the CLI to call them.
+    pub hooks: SessionHooks,
+    /// Handlers of the other requests and awaited events, by name.
+    pub requests: RequestHandlers,
 }
 
 impl fmt::Debug for SessionHandlers {
@@ -432,6 +438,8 @@ impl fmt::Debug for SessionHandlers {
             .field("mcp_oauth", &self.mcp_oauth.is_some())
             .field("exit_plan_mode", &self.exit_plan_mode.is_some())
             .field("commands", &self.commands)
+            .field("hooks", &self.hooks)
+            .field("requests", &self.requests)
             .finish()
     }
 }
@@ -450,8 +458,8 @@ enum Outcome {
 /// Calls the user's handler for `job` and passes its answer on. Runs on the
 /// handler pool.
 pub(crate) fn run(job: Job, handlers: &SessionHandlers, session_id: &str) {
-    let Job { kind, data, reply } = job;
-    let outcome = match catch_unwind(AssertUnwindSafe(|| decide(kind, &data, handlers, session_id))) {
+    let Job { kind, name, data, reply } = job;
+    let outcome = match catch_unwind(AssertUnwindSafe(|| decide(kind, name, &data, handlers, session_id))) {
         Ok(o) => o,
         Err(_) => {
             log::error!("the {} handler panicked; the agent gets the refusal", kind.name());
@@ -459,6 +467,45 @@ pub(crate) fn run(job: Job, handlers: &SessionHandlers, session_id: &str) {
         }
     };
     send(&reply, outcome);
+}
+
+/// Calls the client's generic handler for a client-wide request (one that
+/// names no session) and passes its answer on. Runs on the handler pool.
+pub(crate) fn run_client_wide(job: Job, requests: &RequestHandlers) {
+    let Job { kind, name, data, reply } = job;
+    let outcome = match catch_unwind(AssertUnwindSafe(|| generic(kind, name, &data, requests, None, false))) {
+        Ok(o) => o,
+        Err(_) => {
+            log::error!("the {name} handler panicked; the agent gets the refusal");
+            Outcome::Refuse(Cause::HandlerFailed)
+        }
+    };
+    send(&reply, outcome);
+}
+
+/// Runs the generic handler of `name`, if the kind is generic and one is set.
+fn generic(
+    kind: HandlerKind,
+    name: &'static str,
+    data: &[u8],
+    requests: &RequestHandlers,
+    session_id: Option<&str>,
+    event: bool,
+) -> Outcome {
+    if !crate::requests::is_generic(kind) || requests.is_empty() {
+        return Outcome::Refuse(Cause::NoHandler);
+    }
+    let params = if event { crate::requests::event_data(data) } else { serde_json::from_slice(data).ok() };
+    let Some(params) = params else { return Outcome::Refuse(Cause::Unreadable) };
+    let request = IncomingRequest { name, session_id: session_id.map(str::to_owned), params };
+    match requests.handle(&request) {
+        None => Outcome::Refuse(Cause::NoHandler),
+        Some(Ok(v)) => Outcome::Answer(v),
+        Some(Err(e)) => {
+            log::warn!("the {name} handler failed: {e}; the agent gets the refusal");
+            Outcome::Refuse(Cause::HandlerFailed)
+        }
+    }
 }
 
 fn send(reply: &Replier, outcome: Outcome) {
@@ -476,7 +523,7 @@ fn event_kind(data: &[u8]) -> Result<EventKind, Outcome> {
     }
 }
 
-fn decide(kind: HandlerKind, data: &[u8], handlers: &SessionHandlers, session_id: &str) -> Outcome {
+fn decide(kind: HandlerKind, name: &'static str, data: &[u8], handlers: &SessionHandlers, session_id: &str) -> Outcome {
     use Outcome::{Answer, Refuse};
     let unreadable = Refuse(Cause::Unreadable);
     match kind {
@@ -575,8 +622,17 @@ fn decide(kind: HandlerKind, data: &[u8], handlers: &SessionHandlers, session_id
             }
             Answer(v)
         }
-        // Kinds this client has no handler type for: the engine's refusal.
-        _ => Refuse(Cause::NoHandler),
+        HandlerKind::Hooks => match crate::hooks::invoke(&handlers.hooks, data, session_id) {
+            HookAnswer::Answer(v) => Answer(v),
+            HookAnswer::NoHook => Refuse(Cause::NoHandler),
+            HookAnswer::Failed(HookFailure::Unreadable) => unreadable,
+            HookAnswer::Failed(HookFailure::Unwritable) => Refuse(Cause::HandlerFailed),
+        },
+        // The other kinds: a generic handler by name, or the engine's refusal.
+        _ => {
+            let event = crate::requests::is_event(name);
+            generic(kind, name, data, &handlers.requests, Some(session_id), event)
+        }
     }
 }
 

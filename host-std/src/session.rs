@@ -24,7 +24,9 @@ use crate::handlers::{
     Command, ElicitationHandler, ExitPlanModeHandler, McpOAuthHandler, PermissionHandler, SessionHandlers, Tool,
     UserInputHandler,
 };
+use crate::hooks::SessionHooks;
 use crate::pool::Pool;
+use crate::requests::RequestHandler;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -549,9 +551,26 @@ impl SessionConfig {
         self
     }
 
+    /// Runs `hooks` at points of the agent loop (and asks the CLI to call
+    /// them, if any is set).
+    pub fn hooks(mut self, hooks: SessionHooks) -> Self {
+        self.handlers.hooks = hooks;
+        self
+    }
+
+    /// Answers the request or awaited event `name` of this session with
+    /// `handler`: for the kinds without a typed handler (see
+    /// [`RequestHandlers`](crate::RequestHandlers) and [`generic_request_names`](crate::generic_request_names)).
+    /// Creating the session fails for a name no generic handler can answer.
+    pub fn on_request(mut self, name: impl Into<String>, handler: impl RequestHandler + 'static) -> Self {
+        self.handlers.requests.insert(name, Arc::new(handler));
+        self
+    }
+
     /// Refuses configurations that would hang: prompts asked for with nobody
     /// to answer them.
     pub(crate) fn check(&self) -> Result<()> {
+        self.handlers.requests.check()?;
         if self.extra.get("requestPermission") == Some(&Value::Bool(true)) && self.handlers.permission.is_none() {
             return Err(Error::Config(
                 "requestPermission is set but no permission handler is: the first tool call would wait forever; \
@@ -579,6 +598,9 @@ impl SessionConfig {
         }
         if h.exit_plan_mode.is_some() {
             p.insert("requestExitPlanMode".into(), true.into());
+        }
+        if !h.hooks.is_empty() {
+            p.insert("hooks".into(), true.into());
         }
         if !h.commands.is_empty() {
             let commands: Vec<Value> =
