@@ -10,6 +10,7 @@
 // spawning the CLI and TCP on top.
 
 import initWasm, { CoreEngine } from "../dist/copilot_wasm.js";
+import { checkHooks, checkRequestHandlers, decideHook, decideRequest, hasHooks, isGenericKind } from "./hooks.js";
 
 /** The protocol version this client speaks. */
 export const PROTOCOL_VERSION = 3;
@@ -263,6 +264,9 @@ function checkConfig(config) {
   for (const h of HANDLERS) {
     if (config[h] !== undefined && typeof config[h] !== "function") throw new ConfigError(`${h} must be a function`);
   }
+  const configError = (message) => new ConfigError(message);
+  checkHooks(config.hooks, configError);
+  checkRequestHandlers(config.requestHandlers, configError);
   if (extra.requestPermission === true && !onPermission) {
     throw new ConfigError(
       "requestPermission is set but no onPermission handler is: the first tool call would wait forever",
@@ -300,6 +304,7 @@ function sessionParams(config, id) {
   if (config.onUserInput) p.requestUserInput = true;
   if (config.onElicitation) p.requestElicitation = true;
   if (config.onExitPlanMode) p.requestExitPlanMode = true;
+  if (hasHooks(config.hooks)) p.hooks = true;
   if (config.commands?.length) {
     p.commands = config.commands.map((c) => ({ name: c.name, description: c.description ?? "" }));
   }
@@ -340,11 +345,22 @@ export class CopilotClient {
   #address;
   #requestTimeoutMs;
   #shutdownGraceMs;
+  /** Generic handlers of client-wide requests (those naming no session), by method. */
+  #requestHandlers;
 
   /** @internal Use the static factories. */
   constructor(
     transport,
-    { logger, process, address, maxFrameBytes, requestTimeoutMs, shutdownGraceMs, handlerTimeoutMs } = {},
+    {
+      logger,
+      process,
+      address,
+      maxFrameBytes,
+      requestTimeoutMs,
+      shutdownGraceMs,
+      handlerTimeoutMs,
+      requestHandlers,
+    } = {},
   ) {
     const handlerMs = handlerTimeoutMs ?? DEFAULT_HANDLER_TIMEOUT_MS;
     // The engine's handler deadline: 0 (or an infinite one) means none.
@@ -355,6 +371,7 @@ export class CopilotClient {
     this.#address = address;
     this.#requestTimeoutMs = requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.#shutdownGraceMs = shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
+    this.#requestHandlers = { ...requestHandlers };
     transport.start(
       (bytes) => this.#onData(bytes),
       (reason) => this.#onTransportEnd(reason),
@@ -404,6 +421,7 @@ export class CopilotClient {
       requestTimeoutMs,
       shutdownGraceMs,
       handlerTimeoutMs: options.handlerTimeoutMs,
+      requestHandlers: options.requestHandlers,
     });
   }
 
@@ -426,12 +444,14 @@ export class CopilotClient {
       requestTimeoutMs,
       shutdownGraceMs,
       handlerTimeoutMs: options.handlerTimeoutMs,
+      requestHandlers: options.requestHandlers,
     });
   }
 
   /** @internal Builds a client on `transport` and runs the handshake. */
   static async _handshaken(transport, options = {}) {
     await loadWasm();
+    checkRequestHandlers(options.requestHandlers, (message) => new ConfigError(message));
     const client = new this(transport, options);
     try {
       await client.#handshake(options.token ?? options.connectionToken, options.startupTimeoutMs ?? DEFAULT_STARTUP_MS);
@@ -907,12 +927,19 @@ export class CopilotClient {
   /** A wait the engine recorded: the session's handler of its kind answers, off the reading path. */
   #obligation(item, session, data) {
     const ob = item.obligation;
+    // The awaited event's type or the request's method.
+    const name = item.route === "event" ? item.event?.type : item.method;
     if (!session) {
-      queueMicrotask(() => this._discharge(ob, () => ({ refuse: "sessionGone" })));
+      // A request naming no session is the client's to answer.
+      const clientWide = item.route === "request" && item.session === null && isGenericKind(item.handler);
+      const decide = clientWide
+        ? () => decideRequest(this.#requestHandlers, name, data, undefined)
+        : () => ({ refuse: "sessionGone" });
+      queueMicrotask(() => this._discharge(ob, decide));
       return;
     }
     const sessionId = item.sessionId ?? data?.sessionId ?? session.id;
-    queueMicrotask(() => this._discharge(ob, () => session._decide(item.handler, data, sessionId)));
+    queueMicrotask(() => this._discharge(ob, () => session._decide(item.handler, data, sessionId, name)));
   }
 
   #call(f, value, what) {
@@ -1354,7 +1381,7 @@ export class Session {
    * `{ refuse: cause }`; a throwing handler is reported by the caller as
    * `handlerFailed`.
    */
-  async _decide(kind, data, sessionId) {
+  async _decide(kind, data, sessionId, name) {
     const c = this.#config;
     const readable = isObject(data);
     switch (kind) {
@@ -1457,7 +1484,10 @@ export class Session {
         // Nothing: done; a string: the error the user sees.
         return { answer: typeof r === "string" ? r : null };
       }
+      case "hooks":
+        return decideHook(c.hooks, data, sessionId);
       default:
+        if (isGenericKind(kind)) return decideRequest(c.requestHandlers, name, data, sessionId);
         return NO_HANDLER;
     }
   }

@@ -20,3 +20,4 @@ export {
   approveAll,
   loadWasm,
 } from "./client.js";
+export { genericRequestNames } from "./hooks.js";
