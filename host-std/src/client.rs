@@ -116,6 +116,16 @@ impl ClientOptions {
         self.request_handlers.insert(method, Arc::new(handler));
         self
     }
+
+    /// Answers the client-wide request `M` with typed params and result
+    /// (feature `rpc-types`).
+    #[cfg(feature = "rpc-types")]
+    pub fn on_rpc<M: crate::rpc::RpcMethod + 'static>(
+        self,
+        handler: impl Fn(M::Params) -> std::result::Result<M::Result, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.on_request(M::NAME, crate::requests::typed::<M>(handler))
+    }
 }
 
 /// Shown in place of a secret in `Debug` output.

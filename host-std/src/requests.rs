@@ -18,6 +18,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use copilot_core::{HandlerKind, Trigger, ANSWERS};
+#[cfg(feature = "rpc-types")]
+use serde::Deserialize as _;
 use serde_json::Value;
 
 /// Handler kinds answered through [`RequestHandlers`]: those without a
@@ -136,6 +138,21 @@ impl RequestHandlers {
     }
 }
 
+/// A generic handler over the typed params and result of the server request
+/// `M` (feature `rpc-types`): params that do not fit `M::Params` fail the
+/// handler (the engine's refusal goes).
+#[cfg(feature = "rpc-types")]
+pub(crate) fn typed<M: crate::rpc::RpcMethod + 'static>(
+    handler: impl Fn(M::Params) -> Result<M::Result, String> + Send + Sync + 'static,
+) -> impl RequestHandler {
+    move |request: &IncomingRequest| {
+        let params = M::Params::deserialize(&request.params)
+            .map_err(|e| format!("the params of {} do not fit its types: {e}", M::NAME))?;
+        let result = handler(params)?;
+        serde_json::to_value(result).map_err(|e| format!("the result of {} cannot be written: {e}", M::NAME))
+    }
+}
+
 /// Whether `name` is an awaited event's type (else a request's method).
 pub(crate) fn is_event(name: &str) -> bool {
     ANSWERS.iter().any(|r| matches!(r.trigger, Trigger::Event(t) if t == name))
@@ -154,6 +171,21 @@ pub(crate) fn event_data(event: &[u8]) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "rpc-types")]
+    #[test]
+    fn a_typed_handler_reads_params_and_writes_its_result() {
+        use crate::rpc::{methods::SessionFsReadFile, SessionFsReadFileResult};
+        let h = typed::<SessionFsReadFile>(|p| {
+            Ok(SessionFsReadFileResult { content: format!("contents of {}", p.path), error: None })
+        });
+        let call = |params: Value| h.handle(&IncomingRequest { name: "sessionFs.readFile", session_id: None, params });
+        assert_eq!(
+            call(serde_json::json!({"sessionId": "s", "path": "/a"})),
+            Ok(serde_json::json!({"content": "contents of /a"}))
+        );
+        assert!(call(serde_json::json!({"sessionId": "s"})).is_err(), "no path: the handler fails");
+    }
 
     #[test]
     fn every_kind_without_a_typed_handler_has_its_names_and_no_other_does() {

@@ -567,6 +567,17 @@ impl SessionConfig {
         self
     }
 
+    /// Answers the server request `M` of this session with typed params and
+    /// result (feature `rpc-types`), such as
+    /// `on_rpc::<rpc::methods::SessionFsReadFile>(|p| ...)`.
+    #[cfg(feature = "rpc-types")]
+    pub fn on_rpc<M: crate::rpc::RpcMethod + 'static>(
+        self,
+        handler: impl Fn(M::Params) -> std::result::Result<M::Result, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.on_request(M::NAME, crate::requests::typed::<M>(handler))
+    }
+
     /// Refuses configurations that would hang: prompts asked for with nobody
     /// to answer them.
     pub(crate) fn check(&self) -> Result<()> {
