@@ -379,10 +379,10 @@ fn client_wide_requests_are_answered_by_the_client_handlers() {
 fn a_request_handler_for_a_name_no_generic_handler_answers_is_refused_at_once() {
     let client = start(Duration::from_secs(300));
     let config = SessionConfig::default().on_request("permission.requested", |_: &IncomingRequest| Ok(json!({})));
-    let e = client.create_session(config).err().expect("refused");
+    let Err(e) = client.create_session(config) else { panic!("a handler for permission.requested is refused") };
     assert!(e.to_string().contains("permission.requested"), "{e}");
     let options = options(Duration::from_secs(1)).on_request("sessionFs.nope", |_: &IncomingRequest| Ok(json!({})));
-    let e = Client::start(options).err().expect("refused");
+    let Err(e) = Client::start(options) else { panic!("a handler for sessionFs.nope is refused") };
     assert!(e.to_string().contains("sessionFs.nope"), "{e}");
     client.stop().expect("stop");
 }
