@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use copilot_host::{
-    approve_all, Client, ClientOptions, EventKind, HookType, PostToolUseOutput, PreToolUseOutput, Session,
-    SessionConfig, SessionHooks, Tool, ToolInvocation, Transport, UserPromptSubmittedOutput,
+    approve_all, Client, ClientOptions, EventKind, HookType, PostToolUseFailureOutput, PostToolUseOutput,
+    PreToolUseOutput, Session, SessionConfig, SessionHooks, Tool, ToolInvocation, ToolResult, Transport,
+    UserPromptSubmittedOutput,
 };
 use copilot_testkit::scripted_model::{Reply, ScriptedModel};
 use copilot_tests::real_cli::{isolated_options, TempDir};
@@ -172,6 +173,37 @@ fn hooks_deny_tools_see_results_change_prompts_and_bracket_the_session() {
     assert_eq!(count(HookType::UserPromptSubmitted), 2, "{got:?}");
     let start = &calls.lock().unwrap()[0].1;
     assert!(start["cwd"].as_str().is_some_and(|c| c.ends_with("bracket")), "{start}");
+
+    // A tool that fails: the failure hook sees its message and adds
+    // context the model reads beside the failed result.
+    let calls: Calls = Arc::default();
+    let failures = Arc::new(Mutex::new(Vec::new()));
+    let hooks = recording(&calls).on_post_tool_use_failure({
+        let failures = Arc::clone(&failures);
+        move |input, _| {
+            failures.lock().unwrap().push((input.tool_name.clone(), input.error.clone()));
+            Some(PostToolUseFailureOutput { additional_context: Some("The station is known to be flaky.".into()) })
+        }
+    });
+    let station = Tool::new("get_weather", "Get the weather.", json!({"type": "object"}), |_: &ToolInvocation| {
+        ToolResult::Failure("the station is offline".into())
+    });
+    let config = f.config("failure").tool(station).on_permission_shared(approve_all()).hooks(hooks);
+    let session = f.client.create_session(config).unwrap();
+    f.model.script(
+        session.id(),
+        vec![Reply::tool_call("get_weather", json!({"city": "Oslo"})), Reply::text("The station failed.")],
+    );
+    assert_eq!(turn(&session, "Weather?").as_deref(), Some("The station failed."));
+    let id = session.id().to_owned();
+    session.destroy().unwrap();
+    let failures = failures.lock().unwrap().clone();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0].0, "get_weather");
+    assert!(failures[0].1.contains("the station is offline"), "{failures:?}");
+    let sent = f.model.requests_for(&id)[1].body.to_string();
+    assert!(sent.contains("The station is known to be flaky."), "the model reads the hook's context: {sent}");
+    eprintln!("hook calls of a failing tool turn: {:?}", types(&calls));
 
     // No hooks: the CLI is not asked for them, and the model turn runs as is.
     let session = f.client.create_session(f.config("none")).unwrap();
