@@ -120,17 +120,16 @@ impl fmt::Display for HookType {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct HookInvocation {
-    /// The session the hook was registered on (a sub-agent's hooks run on
-    /// its parent's; its own id is in the input's `extra`).
+    /// The session the hook was set on (the `sessionId` of `hooks.invoke`).
     pub session_id: String,
     /// The hook type.
     pub hook_type: HookType,
 }
 
 // ---------------------------------------------------------------------------
-// Inputs. Every input has the fields every hook gets (`cwd`, `timestamp`)
-// and keeps what it does not name in `extra`, so a newer CLI's fields are
-// still there to read.
+// Inputs. Every input has the fields every hook gets (`sessionId`, `cwd`,
+// `timestamp`) and keeps what it does not name in `extra`, so a newer CLI's
+// fields are still there to read.
 
 macro_rules! hook_input {
     ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident : $ty:ty),* $(,)? }) => {
@@ -139,6 +138,10 @@ macro_rules! hook_input {
         #[serde(rename_all = "camelCase")]
         #[non_exhaustive]
         pub struct $name {
+            /// The session that raised the hook (for a sub-agent's hook, not
+            /// the one it was set on).
+            #[serde(default)]
+            pub session_id: Option<String>,
             /// The working directory of the agent.
             #[serde(default)]
             pub cwd: Option<String>,

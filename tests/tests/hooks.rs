@@ -78,7 +78,8 @@ fn hooks_deny_tools_see_results_change_prompts_and_bracket_the_session() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let hooks = SessionHooks::new().on_pre_tool_use({
         let seen = Arc::clone(&seen);
-        move |input, _| {
+        move |input, inv| {
+            assert_eq!(input.session_id.as_deref(), Some(inv.session_id.as_str()), "a session's own hook");
             seen.lock().unwrap().push((input.tool_name.clone(), input.tool_args.clone()));
             (input.tool_name == "bash").then(|| PreToolUseOutput::deny("shell is off in this test"))
         }

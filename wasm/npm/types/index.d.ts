@@ -293,6 +293,8 @@ export interface HookInvocation {
 
 /** What every hook input has, as the CLI sends it. */
 export interface BaseHookInput {
+  /** The session that raised the hook (for a sub-agent's hook, not the one it was set on). */
+  sessionId?: string;
   /** The agent's working directory. */
   cwd?: string;
   /** When the hook was raised (Unix time, ms). */
