@@ -263,7 +263,9 @@ hook_input!(
         stop_reason: Option<String>,
         /// The session transcript's path, if any.
         transcript_path: Option<String>,
-        /// Whether this stop follows an earlier `block`.
+        /// Whether this stop follows an earlier `block` (the CLI sends it
+        /// as `stop_hook_active`).
+        #[serde(alias = "stop_hook_active")]
         stop_hook_active: Option<bool>,
     }
 );

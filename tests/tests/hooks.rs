@@ -206,6 +206,44 @@ fn hooks_deny_tools_see_results_change_prompts_and_bracket_the_session() {
     assert!(sent.contains("The station is known to be flaky."), "the model reads the hook's context: {sent}");
     eprintln!("hook calls of a failing tool turn: {:?}", types(&calls));
 
+    // A sub-agent (the built-in `task` tool): its start and stop hooks run
+    // on the session that set them, read as JSON; the sub-agent's own hooks
+    // name its own session.
+    let calls: Calls = Arc::default();
+    let stops = Arc::new(Mutex::new(Vec::new()));
+    let hooks = recording(&calls).on_agent_stop({
+        let stops = Arc::clone(&stops);
+        move |input, inv| {
+            stops.lock().unwrap().push((input.session_id.clone(), inv.session_id.clone(), input.stop_hook_active));
+            None
+        }
+    });
+    let config = f.config("subagent").on_permission_shared(approve_all()).hooks(hooks);
+    let session = f.client.create_session(config).unwrap();
+    let task = json!({"name": "probe", "description": "Probe", "prompt": "Say done.", "agent_type": "explore"});
+    // The sub-agent calls the model under its parent's session id: the
+    // second reply is its.
+    f.model.script(
+        session.id(),
+        vec![Reply::tool_call("task", task), Reply::text("Sub-agent done."), Reply::text("All done.")],
+    );
+    assert_eq!(turn(&session, "Delegate.").as_deref(), Some("All done."));
+    let id = session.id().to_owned();
+    session.destroy().unwrap();
+    let got = calls.lock().unwrap().clone();
+    let of = |t: HookType| got.iter().filter(|(g, _)| *g == t).map(|(_, i)| i.clone()).collect::<Vec<_>>();
+    let (starts, ends) = (of(HookType::SubagentStart), of(HookType::SubagentStop));
+    assert_eq!((starts.len(), ends.len()), (1, 1), "{got:?}");
+    assert_eq!(starts[0]["agentType"], "explore");
+    assert_eq!(ends[0]["response"], "Sub-agent done.");
+    let sub = starts[0]["agentId"].as_str().expect("the sub-agent's id").to_owned();
+    let stops = stops.lock().unwrap().clone();
+    assert_eq!(
+        stops,
+        [(Some(sub), id.clone(), Some(false)), (Some(id.clone()), id, Some(false))],
+        "the sub-agent stops, then the main agent"
+    );
+
     // No hooks: the CLI is not asked for them, and the model turn runs as is.
     let session = f.client.create_session(f.config("none")).unwrap();
     f.model.script(session.id(), vec![Reply::text("plain")]);

@@ -393,7 +393,8 @@ export interface ErrorOccurredHookOutput {
 export interface AgentStopHookInput extends BaseHookInput {
   stopReason?: string;
   transcriptPath?: string;
-  stopHookActive?: boolean;
+  /** Whether this stop follows an earlier `block` (CLI 1.0.102 sends this snake-case name). */
+  stop_hook_active?: boolean;
 }
 /** `{ decision: "block", reason }` keeps the agent running with `reason` as its next message. */
 export interface AgentStopHookOutput {
