@@ -2,7 +2,8 @@
 // model, from the packed package: a pre-tool-use hook denies the shell (it
 // does not run; the model reads the denial), a post-tool-use hook sees and
 // replaces a tool's result, a user-prompt-submitted hook changes the prompt
-// the model gets, and session start and end hooks fire once each.
+// the model gets, session start and end hooks fire once each, and a
+// sub-agent's start and stop hooks run.
 
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync } from "node:fs";
@@ -160,6 +161,36 @@ test("session start and end hooks fire once each, around the turns", { timeout: 
   ]);
   assert.match(calls[0].input.cwd, /bracket$/);
   assert.equal(typeof calls[0].input.timestamp, "number");
+});
+
+test("a sub-agent's start and stop hooks run on the session that set them", { timeout: 120_000 }, async () => {
+  const calls = [];
+  const session = await client.createSession({
+    model: MODEL,
+    workingDirectory: workDir("subagent"),
+    onPermission: approveAll,
+    hooks: {
+      onSubagentStart: (input, invocation) => void calls.push(["start", input, invocation]),
+      onSubagentStop: (input, invocation) => void calls.push(["stop", input, invocation]),
+    },
+  });
+  // The sub-agent calls the model under its parent's session id: the
+  // second reply is its.
+  await model.script(session.id, [
+    { toolCalls: [{ name: "task", arguments: { name: "probe", description: "Probe", prompt: "Say done.", agent_type: "explore" } }] },
+    { text: "Sub-agent done." },
+    { text: "All done." },
+  ]);
+  const reply = await session.sendAndWait("Delegate.", { timeoutMs: 60_000 });
+  assert.equal(reply?.content, "All done.");
+  await session.destroy();
+  assert.deepEqual(
+    calls.map(([what]) => what),
+    ["start", "stop"],
+  );
+  assert.equal(calls[0][1].agentType, "explore");
+  assert.equal(calls[1][1].response, "Sub-agent done.");
+  assert.deepEqual(calls[0][2], { sessionId: session.id, hookType: "subagentStart" });
 });
 
 test("hooks and request handlers are checked when the session is opened", async () => {
