@@ -83,6 +83,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::client::{parse, read_delete, read_last_id, read_session_list};
+use crate::config::SessionConfig;
 use crate::connection::{Answering, CloseCause, Completion, Connection, Reply, ReplyTx, Waiter, WakerSlot};
 use crate::error::{Error, Result};
 use crate::events::{CommandExecuteData, ElicitationRequestedData, LifecycleEvent, McpOauthRequiredData, SessionEvent};
@@ -91,7 +92,6 @@ use crate::handlers::{
     McpOAuthHandler, OAuthToken, PermissionDecision, PermissionHandler, PermissionRequest, Tool, ToolInvocation,
     ToolResult, UserInputHandler, UserInputRequest, UserInputResponse,
 };
-use crate::config::SessionConfig;
 use crate::session::{
     raw_params, read_command_error, read_message_id, read_messages, send_params, MessageOptions, SessionInner,
     SessionStats, Sink, Subscription, Turn,

@@ -18,6 +18,7 @@ use crate::config::SessionConfig;
 use crate::connection::{CloseCause, Connection, Deadlines, InFlight, ReplyTx, Waiter};
 use crate::error::{Error, Result};
 use crate::events::LifecycleEvent;
+use crate::requests::{RequestHandler, RequestHandlers};
 use crate::session::{Session, SessionInner};
 
 /// The protocol version this client speaks.
@@ -101,6 +102,31 @@ pub struct ClientOptions {
     /// this many handlers can block at once; later waits queue, and are
     /// refused if [`handler_timeout`](Self::handler_timeout) passes first.
     pub handler_threads: usize,
+    /// Handlers of client-wide requests: those that carry no session id
+    /// (`host.*`, `uiThread.run`, `installations.confirm`, ...). Set them
+    /// with [`on_request`](Self::on_request).
+    pub request_handlers: RequestHandlers,
+}
+
+impl ClientOptions {
+    /// Answers the client-wide request `method` with `handler` (see
+    /// [`RequestHandlers`]); a request that names a session goes to that
+    /// session's handlers instead
+    /// ([`SessionConfig::on_request`](crate::SessionConfig::on_request)).
+    pub fn on_request(mut self, method: impl Into<String>, handler: impl RequestHandler + 'static) -> Self {
+        self.request_handlers.insert(method, Arc::new(handler));
+        self
+    }
+
+    /// Answers the client-wide request `M` with typed params and result
+    /// (feature `rpc-types`).
+    #[cfg(feature = "rpc-types")]
+    pub fn on_rpc<M: crate::rpc::RpcMethod + 'static>(
+        self,
+        handler: impl Fn(M::Params) -> std::result::Result<M::Result, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.on_request(M::NAME, crate::requests::typed::<M>(handler))
+    }
 }
 
 /// Shown in place of a secret in `Debug` output.
@@ -126,6 +152,7 @@ impl std::fmt::Debug for ClientOptions {
             .field("shutdown_grace", &self.shutdown_grace)
             .field("handler_timeout", &self.handler_timeout)
             .field("handler_threads", &self.handler_threads)
+            .field("request_handlers", &self.request_handlers)
             .finish()
     }
 }
@@ -159,6 +186,7 @@ impl Default for ClientOptions {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             handler_timeout: DEFAULT_HANDLER_TIMEOUT,
             handler_threads: DEFAULT_HANDLER_THREADS,
+            request_handlers: RequestHandlers::default(),
         }
     }
 }
@@ -269,6 +297,7 @@ impl Client {
 
     /// Starts a CLI and connects to it.
     pub fn start(options: ClientOptions) -> Result<Client> {
+        options.request_handlers.check()?;
         let program = match cli::resolve_cli(options.cli_path.as_deref()) {
             Ok(p) => p,
             Err(e) if options.install_if_missing && options.cli_path.is_none() => {
@@ -320,7 +349,14 @@ impl Client {
                 }
             };
         let probe = process.cause_probe();
-        let (conn, reader) = Connection::start(label, reader, writer, options.deadlines(), Some(probe))?;
+        let (conn, reader) = Connection::start(
+            label,
+            reader,
+            writer,
+            options.deadlines(),
+            Some(probe),
+            options.request_handlers.clone(),
+        )?;
         let mut client = Client {
             conn,
             reader: Mutex::new(Some(reader)),
@@ -392,7 +428,9 @@ impl Client {
         token: Option<&str>,
         options: &ClientOptions,
     ) -> Result<Client> {
-        let (conn, reader) = Connection::start(label, reader, writer, options.deadlines(), None)?;
+        options.request_handlers.check()?;
+        let (conn, reader) =
+            Connection::start(label, reader, writer, options.deadlines(), None, options.request_handlers.clone())?;
         let mut client = Client {
             conn,
             reader: Mutex::new(Some(reader)),

@@ -25,6 +25,8 @@ use crate::handlers::{
     Command, ElicitationHandler, ExitPlanModeHandler, McpOAuthHandler, PermissionHandler, ProviderTokenHandler,
     SectionTransform, SessionHandlers, Tool, UserInputHandler,
 };
+use crate::hooks::SessionHooks;
+use crate::requests::RequestHandler;
 
 const REDACTED: &str = "<redacted>";
 
@@ -846,6 +848,33 @@ impl SessionConfig {
         self
     }
 
+    /// Runs `hooks` at points of the agent loop (and asks the CLI to call
+    /// them, if any is set).
+    pub fn hooks(mut self, hooks: SessionHooks) -> Self {
+        self.handlers.hooks = hooks;
+        self
+    }
+
+    /// Answers the request or awaited event `name` of this session with
+    /// `handler`: for the kinds without a typed handler (see
+    /// [`RequestHandlers`](crate::RequestHandlers) and [`generic_request_names`](crate::generic_request_names)).
+    /// Creating the session fails for a name no generic handler can answer.
+    pub fn on_request(mut self, name: impl Into<String>, handler: impl RequestHandler + 'static) -> Self {
+        self.handlers.requests.insert(name, Arc::new(handler));
+        self
+    }
+
+    /// Answers the server request `M` of this session with typed params and
+    /// result (feature `rpc-types`), such as
+    /// `on_rpc::<rpc::methods::SessionFsReadFile>(|p| ...)`.
+    #[cfg(feature = "rpc-types")]
+    pub fn on_rpc<M: crate::rpc::RpcMethod + 'static>(
+        self,
+        handler: impl Fn(M::Params) -> std::result::Result<M::Result, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.on_request(M::NAME, crate::requests::typed::<M>(handler))
+    }
+
     /// Adds MCP server `name`.
     pub fn mcp_server(mut self, name: impl Into<String>, server: McpServerConfig) -> Self {
         self.mcp_servers.insert(name.into(), server);
@@ -882,6 +911,7 @@ impl SessionConfig {
         if let Some(e) = wrong {
             return Err(e);
         }
+        self.handlers.requests.check()?;
         let mut names = std::collections::HashSet::new();
         if let Some(t) = self.handlers.tools.iter().find(|t| !names.insert(t.name.as_str())) {
             return Err(Error::Config(format!("two tools are named {}", t.name)));
@@ -921,6 +951,9 @@ impl SessionConfig {
         set("includeSubAgentStreamingEvents", self.include_sub_agent_streaming_events.into());
         if !h.tools.is_empty() {
             set("tools", h.tools.iter().map(Tool::definition).collect::<Vec<_>>().into());
+        }
+        if !h.hooks.is_empty() {
+            set("hooks", true.into());
         }
         if !h.commands.is_empty() {
             let commands: Vec<Value> =

@@ -26,6 +26,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::events::LifecycleEvent;
 use crate::pool::Pool;
+use crate::requests::RequestHandlers;
 
 /// Sessions one client can have open at once.
 pub(crate) const MAX_SESSIONS: usize = 16_384;
@@ -245,6 +246,9 @@ impl Waiter {
 pub(crate) struct Job {
     /// Which handler answers.
     pub(crate) kind: HandlerKind,
+    /// The awaited event's type or the server request's method, as the
+    /// answer table names it.
+    pub(crate) name: &'static str,
     /// For an event, its JSON object; for a server request, its params.
     pub(crate) data: Vec<u8>,
     /// Answers it (once).
@@ -411,6 +415,15 @@ pub(crate) struct Connection {
     pub(crate) workers: Arc<Pool>,
     /// A label for logs: "stdio", "tcp 127.0.0.1:4321", ...
     pub(crate) label: String,
+    /// The handlers of client-wide requests (those without a session).
+    requests: Arc<RequestHandlers>,
+}
+
+/// The event type or method of an answer table row.
+fn trigger_name(row: &copilot_core::AnswerRow) -> &'static str {
+    match row.trigger {
+        copilot_core::Trigger::Event(t) | copilot_core::Trigger::Request(t) => t,
+    }
 }
 
 /// Builds the engine on a thread with room for it: it is a few MiB, and
@@ -434,6 +447,7 @@ impl Connection {
         writer: Box<dyn Write + Send>,
         deadlines: Deadlines,
         probe: Option<CauseProbe>,
+        requests: RequestHandlers,
     ) -> Result<(Arc<Connection>, thread::JoinHandle<()>)> {
         let config = EngineConfig::new()
             .handler_timeout(Some(ms(deadlines.handler)))
@@ -459,6 +473,7 @@ impl Connection {
             workers: Pool::start(&format!("copilot-handlers ({label})"), deadlines.handler_threads)
                 .map_err(Error::Io)?,
             label,
+            requests: Arc::new(requests),
         });
         let timer = Arc::downgrade(&conn);
         thread::Builder::new()
@@ -955,25 +970,26 @@ impl Connection {
                 target.push_event(bytes);
                 if let Some(ob) = obligation {
                     let reply = Replier { conn: Arc::clone(self), id: ob.id };
-                    target.obligation(Job { kind: ob.handler, data: bytes.to_vec(), reply });
+                    let name = copilot_core::row_for_event(event.event_type).map_or("", |(_, r)| trigger_name(r));
+                    target.obligation(Job { kind: ob.handler, name, data: bytes.to_vec(), reply });
                 }
             }
             Route::Request { method, params, session, .. } => match (obligation, session) {
                 (Some(ob), Some((_, target))) => {
                     let data = params.map_or_else(|| b"{}".to_vec(), |p| p.as_bytes().to_vec());
                     let reply = Replier { conn: Arc::clone(self), id: ob.id };
-                    target.obligation(Job { kind: ob.handler, data, reply });
+                    let name = copilot_core::row_for_request(method).map_or("", |(_, r)| trigger_name(r));
+                    target.obligation(Job { kind: ob.handler, name, data, reply });
                 }
                 (Some(ob), None) => {
-                    // A client-wide request: this client has no handler for any.
-                    log::debug!("{}: server request {method} refused: no handler", self.label);
+                    // A client-wide request: the client's generic handlers answer.
+                    let data = params.map_or_else(|| b"{}".to_vec(), |p| p.as_bytes().to_vec());
                     let reply = Replier { conn: Arc::clone(self), id: ob.id };
-                    let conn = Arc::clone(self);
-                    // Not under the lock: the refusal takes it.
-                    self.workers.submit(move || {
-                        reply.refuse(Cause::NoHandler);
-                        drop(conn);
-                    });
+                    let name = copilot_core::row_for_request(method).map_or("", |(_, r)| trigger_name(r));
+                    let job = Job { kind: ob.handler, name, data, reply };
+                    let requests = self.requests.clone();
+                    // Not under the lock: the answer takes it.
+                    self.workers.submit(move || crate::handlers::run_client_wide(job, &requests));
                 }
                 (None, _) => log::debug!("{}: server request {method}: {refused:?}", self.label),
             },

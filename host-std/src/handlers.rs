@@ -23,6 +23,8 @@ use crate::events::{
     CommandExecuteData, ElicitationRequestedData, EventKind, ExternalToolRequestedData, McpOauthRequiredData,
     PermissionRequestedData, SessionEvent,
 };
+use crate::hooks::{HookAnswer, HookFailure, SessionHooks};
+use crate::requests::{IncomingRequest, RequestHandlers};
 
 // ---------------------------------------------------------------------------
 // Permissions.
@@ -567,6 +569,24 @@ pub const OFFERED_HANDLER_KINDS: &[HandlerKind] = &[
     HandlerKind::Command,
     HandlerKind::SystemMessageTransform,
     HandlerKind::ProviderToken,
+    HandlerKind::Hooks,
+    // The kinds answered by generic handlers, by name (crate::requests).
+    HandlerKind::McpHeadersRefresh,
+    HandlerKind::AutoModeSwitch,
+    HandlerKind::Sampling,
+    HandlerKind::SessionLimits,
+    HandlerKind::QueuedCommand,
+    HandlerKind::GitHubToken,
+    HandlerKind::SessionFs,
+    HandlerKind::SkillProvider,
+    HandlerKind::Workflow,
+    HandlerKind::Tasks,
+    HandlerKind::Canvas,
+    HandlerKind::Host,
+    HandlerKind::ExtensionLaunch,
+    HandlerKind::LlmInference,
+    HandlerKind::UiThread,
+    HandlerKind::Installations,
 ];
 
 /// Everything a session answers the agent with. Set it with the
@@ -593,6 +613,10 @@ pub struct SessionHandlers {
     /// The BYOK provider's token callback (from
     /// [`SessionConfig::provider`](crate::SessionConfig::provider)).
     pub(crate) provider_token: Option<Arc<dyn ProviderTokenHandler>>,
+    /// Hooks of the agent loop. Setting one also asks the CLI to call them.
+    pub hooks: SessionHooks,
+    /// Handlers of the other requests and awaited events, by name.
+    pub requests: RequestHandlers,
 }
 
 impl fmt::Debug for SessionHandlers {
@@ -607,6 +631,8 @@ impl fmt::Debug for SessionHandlers {
             .field("commands", &self.commands)
             .field("transforms", &self.transforms.keys().collect::<Vec<_>>())
             .field("provider_token", &self.provider_token.is_some())
+            .field("hooks", &self.hooks)
+            .field("requests", &self.requests)
             .finish()
     }
 }
@@ -629,15 +655,56 @@ enum Outcome {
 /// Calls the user's handler for `job` and passes its answer on. Runs on the
 /// handler pool.
 pub(crate) fn run(job: Job, handlers: &SessionHandlers, session_id: &str) {
-    let Job { kind, data, reply } = job;
-    let outcome = match reply.scope(|| catch_unwind(AssertUnwindSafe(|| decide(kind, &data, handlers, session_id)))) {
-        Ok(o) => o,
-        Err(_) => {
-            log::error!("the {} handler panicked; the agent gets the refusal", kind.name());
+    let Job { kind, name, data, reply } = job;
+    let outcome =
+        match reply.scope(|| catch_unwind(AssertUnwindSafe(|| decide(kind, name, &data, handlers, session_id)))) {
+            Ok(o) => o,
+            Err(_) => {
+                log::error!("the {} handler panicked; the agent gets the refusal", kind.name());
+                Outcome::Refuse(Cause::HandlerFailed)
+            }
+        };
+    send(&reply, outcome);
+}
+
+/// Calls the client's generic handler for a client-wide request (one that
+/// names no session) and passes its answer on. Runs on the handler pool.
+pub(crate) fn run_client_wide(job: Job, requests: &RequestHandlers) {
+    let Job { kind, name, data, reply } = job;
+    let outcome =
+        match reply.scope(|| catch_unwind(AssertUnwindSafe(|| generic(kind, name, &data, requests, None, false)))) {
+            Ok(o) => o,
+            Err(_) => {
+                log::error!("the {name} handler panicked; the agent gets the refusal");
+                Outcome::Refuse(Cause::HandlerFailed)
+            }
+        };
+    send(&reply, outcome);
+}
+
+/// Runs the generic handler of `name`, if the kind is generic and one is set.
+fn generic(
+    kind: HandlerKind,
+    name: &'static str,
+    data: &[u8],
+    requests: &RequestHandlers,
+    session_id: Option<&str>,
+    event: bool,
+) -> Outcome {
+    if !crate::requests::is_generic(kind) || requests.is_empty() {
+        return Outcome::Refuse(Cause::NoHandler);
+    }
+    let params = if event { crate::requests::event_data(data) } else { serde_json::from_slice(data).ok() };
+    let Some(params) = params else { return Outcome::Refuse(Cause::Unreadable) };
+    let request = IncomingRequest { name, session_id: session_id.map(str::to_owned), params };
+    match requests.handle(&request) {
+        None => Outcome::Refuse(Cause::NoHandler),
+        Some(Ok(v)) => Outcome::Answer(v),
+        Some(Err(e)) => {
+            log::warn!("the {name} handler failed: {e}; the agent gets the refusal");
             Outcome::Refuse(Cause::HandlerFailed)
         }
-    };
-    send(&reply, outcome);
+    }
 }
 
 fn send(reply: &Replier, outcome: Outcome) {
@@ -657,7 +724,7 @@ fn event_kind(data: &[u8]) -> Result<EventKind, Outcome> {
     }
 }
 
-fn decide(kind: HandlerKind, data: &[u8], handlers: &SessionHandlers, session_id: &str) -> Outcome {
+fn decide(kind: HandlerKind, name: &'static str, data: &[u8], handlers: &SessionHandlers, session_id: &str) -> Outcome {
     use Outcome::{Answer, Refuse};
     let unreadable = Refuse(Cause::Unreadable);
     match kind {
@@ -775,8 +842,17 @@ fn decide(kind: HandlerKind, data: &[u8], handlers: &SessionHandlers, session_id
                 None => Refuse(Cause::HandlerFailed),
             }
         }
-        // Kinds this client has no handler type for: the engine's refusal.
-        _ => Refuse(Cause::NoHandler),
+        HandlerKind::Hooks => match crate::hooks::invoke(&handlers.hooks, data, session_id) {
+            HookAnswer::Answer(v) => Answer(v),
+            HookAnswer::NoHook => Refuse(Cause::NoHandler),
+            HookAnswer::Failed(HookFailure::Unreadable) => unreadable,
+            HookAnswer::Failed(HookFailure::Unwritable) => Refuse(Cause::HandlerFailed),
+        },
+        // The other kinds: a generic handler by name, or the engine's refusal.
+        _ => {
+            let event = crate::requests::is_event(name);
+            generic(kind, name, data, &handlers.requests, Some(session_id), event)
+        }
     }
 }
 
@@ -858,20 +934,24 @@ mod tests {
         };
         h.transforms.insert("identity".into(), Arc::new(|s: &str| s.to_owned()));
         h.provider_token = Some(Arc::new(|_: &ProviderTokenRequest| None));
+        h.hooks = crate::hooks::SessionHooks::new().on_hook(crate::hooks::HookType::PreToolUse, |_, _| None);
+        for name in crate::requests::generic_request_names() {
+            h.requests.insert(name, Arc::new(|_: &crate::requests::IncomingRequest| Ok(json!({}))));
+        }
         h
     }
 
     #[test]
     fn the_offered_kinds_are_the_kinds_a_handler_is_called_for() {
         let all = every_handler();
-        let mut kinds: Vec<HandlerKind> = copilot_core::ANSWERS.iter().map(|r| r.handler).collect();
-        kinds.dedup();
-        for kind in kinds {
+        for row in copilot_core::ANSWERS {
+            let kind = row.handler;
+            let (copilot_core::Trigger::Event(name) | copilot_core::Trigger::Request(name)) = row.trigger;
             // Data no handler can read: a kind with a handler says so; a
             // kind without one is refused for that.
-            let no_handler = matches!(decide(kind, b"{}", &all, "s"), Outcome::Refuse(Cause::NoHandler));
+            let no_handler = matches!(decide(kind, name, b"{}", &all, "s"), Outcome::Refuse(Cause::NoHandler));
             assert_eq!(no_handler, !OFFERED_HANDLER_KINDS.contains(&kind), "{}", kind.name());
-            let bare = decide(kind, b"{}", &SessionHandlers::default(), "s");
+            let bare = decide(kind, name, b"{}", &SessionHandlers::default(), "s");
             assert!(matches!(bare, Outcome::Refuse(Cause::NoHandler | Cause::Unreadable)), "{}", kind.name());
         }
     }

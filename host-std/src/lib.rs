@@ -50,7 +50,9 @@ mod error;
 pub mod events;
 mod generated;
 mod handlers;
+mod hooks;
 mod pool;
+mod requests;
 mod session;
 
 pub use cli::{default_install_dir, install_cli, native_binary, resolve_cli, CLI_PACKAGE, CLI_VERSION};
@@ -76,6 +78,14 @@ pub use handlers::{
     SessionHandlers, Tool, ToolInvocation, ToolResult, UserInputHandler, UserInputRequest, UserInputResponse,
     OFFERED_HANDLER_KINDS, TOOL_FAILED_TEXT,
 };
+pub use hooks::{
+    AgentStopInput, AgentStopOutput, ErrorOccurredInput, ErrorOccurredOutput, HookInvocation, HookPermissionDecision,
+    HookType, PostToolUseFailureInput, PostToolUseFailureOutput, PostToolUseInput, PostToolUseOutput,
+    PreMcpToolCallInput, PreMcpToolCallOutput, PreToolUseInput, PreToolUseOutput, SessionEndInput, SessionEndOutput,
+    SessionHooks, SessionStartInput, SessionStartOutput, UserPromptSubmittedInput, UserPromptSubmittedOutput,
+    UserPromptTransformedInput, UserPromptTransformedOutput,
+};
+pub use requests::{generic_request_names, IncomingRequest, RequestHandler, RequestHandlers};
 pub use session::{
     EventStream, MessageOptions, Session, SessionCalls, SessionStats, Subscription, MAX_KEPT_BYTES, MAX_KEPT_EVENTS,
 };

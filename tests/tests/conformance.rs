@@ -9,17 +9,47 @@ use std::time::{Duration, Instant};
 
 use copilot_host::events::{CommandExecuteData, ElicitationRequestedData, McpOauthRequiredData};
 use copilot_host::{
-    Client, ClientOptions, Command, ElicitationResponse, ExitPlanModeRequest, ExitPlanModeResponse, OAuthToken,
-    PermissionDecision, PermissionRequest, SessionConfig, Tool, ToolInvocation, ToolResult, UserInputRequest,
-    UserInputResponse,
+    generic_request_names, Client, ClientOptions, Command, ElicitationResponse, ExitPlanModeRequest,
+    ExitPlanModeResponse, IncomingRequest, OAuthToken, PermissionDecision, PermissionRequest, PreToolUseOutput,
+    SessionConfig, SessionHooks, Tool, ToolInvocation, ToolResult, UserInputRequest, UserInputResponse,
 };
 use serde_json::{json, Value};
 
-/// The handler kinds this host has handler types for.
-const HOST_KINDS: [&str; 7] = ["permission", "tool", "elicitation", "mcpOAuth", "command", "userInput", "exitPlanMode"];
+/// The handler kinds this host has typed handlers for.
+const TYPED_KINDS: [&str; 8] =
+    ["permission", "tool", "elicitation", "mcpOAuth", "command", "userInput", "exitPlanMode", "hooks"];
 
-/// What this host's handlers answer, per kind (the payload the CLI must get).
-fn handler_answer(kind: &str) -> Value {
+/// The kinds answered by a generic handler (`on_request`).
+const GENERIC_KINDS: [&str; 16] = [
+    "mcpHeadersRefresh",
+    "autoModeSwitch",
+    "sampling",
+    "sessionLimits",
+    "queuedCommand",
+    "gitHubToken",
+    "sessionFs",
+    "skillProvider",
+    "workflow",
+    "tasks",
+    "canvas",
+    "host",
+    "extensionLaunch",
+    "llmInference",
+    "uiThread",
+    "installations",
+];
+
+/// Whether this host has a handler for the kind (typed or generic).
+fn handled(kind: &str) -> bool {
+    TYPED_KINDS.contains(&kind) || GENERIC_KINDS.contains(&kind)
+}
+
+/// What this host's handlers answer, per row (the payload the CLI must get).
+fn handler_answer(row: &Row) -> Value {
+    let kind = row.handler.as_str();
+    if GENERIC_KINDS.contains(&kind) {
+        return json!({"answeredBy": row.name});
+    }
     match kind {
         "permission" => json!({"kind": "approve-once"}),
         "tool" => json!({"textResultForLlm": "ran", "resultType": "success"}),
@@ -28,6 +58,7 @@ fn handler_answer(kind: &str) -> Value {
         "command" => Value::Null,
         "userInput" => json!({"answer": "a", "wasFreeform": false}),
         "exitPlanMode" => json!({"approved": true}),
+        "hooks" => json!({"output": {"permissionDecision": "allow"}}),
         other => panic!("no handler for {other}"),
     }
 }
@@ -102,18 +133,30 @@ fn handlers(mode: Mode, gate: &Arc<Gate>) -> SessionConfig {
         act(mode, &g, || Some(UserInputResponse { answer: "a".into(), was_freeform: false }))
     });
     let g = Arc::clone(gate);
-    config.on_exit_plan_mode(move |_: &ExitPlanModeRequest| {
+    config = config.on_exit_plan_mode(move |_: &ExitPlanModeRequest| {
         act(mode, &g, || ExitPlanModeResponse { approved: true, selected_action: None, feedback: None })
-    })
+    });
+    let g = Arc::clone(gate);
+    config = config
+        .hooks(SessionHooks::new().on_pre_tool_use(move |_, _| act(mode, &g, || Some(PreToolUseOutput::allow()))));
+    for name in generic_request_names() {
+        let g = Arc::clone(gate);
+        config =
+            config.on_request(name, move |r: &IncomingRequest| act(mode, &g, || Ok(json!({"answeredBy": r.name}))));
+    }
+    config
 }
 
-fn start(handler_timeout: Duration) -> Client {
-    let options = ClientOptions {
+fn options(handler_timeout: Duration) -> ClientOptions {
+    ClientOptions {
         cli_path: Some(env!("CARGO_BIN_EXE_conformance_cli").into()),
         handler_timeout,
         ..ClientOptions::default()
-    };
-    Client::start(options).expect("start the conformance CLI")
+    }
+}
+
+fn start(handler_timeout: Duration) -> Client {
+    Client::start(options(handler_timeout)).expect("start the conformance CLI")
 }
 
 struct Row {
@@ -155,9 +198,9 @@ fn wait_for(what: &str, done: impl Fn() -> bool) {
     }
 }
 
-fn expect_answer_if(has_handler: bool, kind: &str) -> Value {
+fn expect_answer_if(has_handler: bool, row: &Row) -> Value {
     if has_handler {
-        json!({"answer": handler_answer(kind)})
+        json!({"answer": handler_answer(row)})
     } else {
         json!("refusal")
     }
@@ -186,7 +229,7 @@ fn late_answers_are_not_sent_after_a_deadline_or_a_destroy() {
         let entered = gate.entered.load(Ordering::SeqCst);
         trigger(&client, session.id(), row, "deadline", json!("refusal"));
         cells += 1;
-        if HOST_KINDS.contains(&row.handler.as_str()) {
+        if handled(&row.handler) {
             wait_for("the handler", || gate.entered.load(Ordering::SeqCst) > entered);
             wait_for("the deadline's refusal", || {
                 client.engine_stats().refused(copilot_host::core::Cause::Deadline) > refused
@@ -204,7 +247,7 @@ fn late_answers_are_not_sent_after_a_deadline_or_a_destroy() {
         let session = client.create_session(handlers(Mode::Gated, &gate)).expect("create");
         trigger(&client, session.id(), row, "destroyedMidDecision", json!("refusal"));
         cells += 1;
-        let has = HOST_KINDS.contains(&row.handler.as_str());
+        let has = handled(&row.handler);
         if has {
             wait_for("the handler", || gate.entered.load(Ordering::SeqCst) == 1);
         }
@@ -230,9 +273,9 @@ fn every_obligation_kind_is_answered_once_whatever_goes_wrong() {
     let panicking = client.create_session(handlers(Mode::Panic, &never)).expect("create");
     let mut cells = 0;
     for row in &rows {
-        let has = HOST_KINDS.contains(&row.handler.as_str());
+        let has = handled(&row.handler);
         let kind = row.handler.as_str();
-        trigger(&client, answering.id(), row, "handler", expect_answer_if(has, kind));
+        trigger(&client, answering.id(), row, "handler", expect_answer_if(has, row));
         trigger(&client, bare.id(), row, "noHandler", json!("refusal"));
         // A tool that panics is a tool that failed: the model is told only
         // that; the panic's message is for the logs.
@@ -246,8 +289,10 @@ fn every_obligation_kind_is_answered_once_whatever_goes_wrong() {
         // the handler's types cannot be filled, the refusal goes.
         trigger(&client, answering.id(), row, "unreadable", json!("refusal"));
         // Data without the fields the handler's types need: refused, except
-        // where every field is optional (exit plan mode).
-        trigger(&client, answering.id(), row, "drifted", expect_answer_if(has && kind == "exitPlanMode", kind));
+        // where every field is optional (exit plan mode) or the handler
+        // reads JSON as it comes (the generic ones).
+        let reads_any = kind == "exitPlanMode" || GENERIC_KINDS.contains(&kind);
+        trigger(&client, answering.id(), row, "drifted", expect_answer_if(has && reads_any, row));
         cells += 5;
 
         let dropped = client.create_session(handlers(Mode::Answer, &never)).expect("create");
@@ -292,5 +337,53 @@ fn every_obligation_kind_is_answered_once_whatever_goes_wrong() {
     }
     let stats = client.engine_stats();
     assert_eq!(stats.open_obligations, 0, "{stats:?}");
+    client.stop().expect("stop");
+}
+
+/// Requests that name no session go to the client's generic handlers: the
+/// handler's answer, its failure's refusal, and the refusal for kinds no
+/// client-wide handler answers.
+#[test]
+fn client_wide_requests_are_answered_by_the_client_handlers() {
+    let mut options = options(Duration::from_secs(300));
+    for name in generic_request_names() {
+        options = options.on_request(name, |r: &IncomingRequest| match r.params.get("fail") {
+            Some(_) => Err("asked to fail".to_owned()),
+            None => Ok(json!({"answeredBy": r.name, "session": r.session_id})),
+        });
+    }
+    let client = Client::start(options).expect("start the conformance CLI");
+    let rows = rows(&client);
+    let mut cells = 0;
+    for row in rows.iter().filter(|r| !r.event) {
+        let generic = GENERIC_KINDS.contains(&row.handler.as_str());
+        let expect = match generic {
+            true => json!({"answer": {"answeredBy": row.name, "session": null}}),
+            false => json!("refusal"),
+        };
+        for (path, data, expect) in
+            [("handler", json!({}), expect), ("handlerPanics", json!({"fail": true}), json!("refusal"))]
+        {
+            let params = json!({"row": row.row, "path": path, "expect": expect, "data": data});
+            client.call("conformance.trigger", &params).expect("trigger");
+            cells += 1;
+        }
+    }
+    // Every answer is queued before the report is asked for.
+    wait_for("every answer", || client.engine_stats().open_obligations == 0);
+    let report = client.call("conformance.report", &json!({})).expect("report");
+    check(&report, cells);
+    client.stop().expect("stop");
+}
+
+#[test]
+fn a_request_handler_for_a_name_no_generic_handler_answers_is_refused_at_once() {
+    let client = start(Duration::from_secs(300));
+    let config = SessionConfig::default().on_request("permission.requested", |_: &IncomingRequest| Ok(json!({})));
+    let Err(e) = client.create_session(config) else { panic!("a handler for permission.requested is refused") };
+    assert!(e.to_string().contains("permission.requested"), "{e}");
+    let options = options(Duration::from_secs(1)).on_request("sessionFs.nope", |_: &IncomingRequest| Ok(json!({})));
+    let Err(e) = Client::start(options) else { panic!("a handler for sessionFs.nope is refused") };
+    assert!(e.to_string().contains("sessionFs.nope"), "{e}");
     client.stop().expect("stop");
 }

@@ -270,6 +270,26 @@ impl CoreEngine {
         self.drain_parked(now)
     }
 
+    /// The engine's answer table as JSON: one `{"name", "handler",
+    /// "trigger"}` per row, `name` being the awaited event's type or the
+    /// server request's method, `trigger` `"event"` or `"request"`.
+    #[wasm_bindgen(js_name = answerRows)]
+    pub fn answer_rows() -> String {
+        let mut out = String::from("[");
+        for (i, row) in copilot_core::ANSWERS.iter().enumerate() {
+            let (name, trigger) = match row.trigger {
+                copilot_core::Trigger::Event(t) => (t, "event"),
+                copilot_core::Trigger::Request(m) => (m, "request"),
+            };
+            let comma = if i > 0 { "," } else { "" };
+            // The names and kinds are plain ASCII identifiers: no escaping.
+            let _ =
+                write!(out, r#"{comma}{{"name":"{name}","handler":"{}","trigger":"{trigger}"}}"#, row.handler.name());
+        }
+        out.push(']');
+        out
+    }
+
     /// The engine's counters at `now`, as JSON.
     pub fn stats(&self, now: f64) -> String {
         let s = self.engine.stats(ms(now));
@@ -665,6 +685,18 @@ mod tests {
 
     fn parse(batch: &str) -> serde_json::Value {
         serde_json::from_str(batch).unwrap_or_else(|e| panic!("{e}: {batch}"))
+    }
+
+    #[test]
+    fn the_answer_table_comes_back_row_for_row() {
+        let rows = parse(&CoreEngine::answer_rows());
+        let rows = rows.as_array().unwrap();
+        assert_eq!(rows.len(), copilot_core::ANSWERS.len());
+        assert_eq!(
+            rows[0],
+            serde_json::json!({"name": "permission.requested", "handler": "permission", "trigger": "event"})
+        );
+        assert!(rows.contains(&serde_json::json!({"name": "hooks.invoke", "handler": "hooks", "trigger": "request"})));
     }
 
     #[test]

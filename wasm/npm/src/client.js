@@ -24,11 +24,13 @@ export {
   CopilotError,
   CREATE_ONLY_OPTIONS,
   HANDLER_OPTIONS,
+  GENERIC_HANDLER_KINDS,
   RESERVED_OPTIONS,
   RESUME_ONLY_OPTIONS,
   SESSION_OPTIONS,
   TOOL_FAILED_TEXT,
 } from "./config.js";
+import { checkHooks, checkRequestHandlers, decideHook, decideRequest, isGenericKind } from "./hooks.js";
 
 /** The protocol version this client speaks. */
 export const PROTOCOL_VERSION = 3;
@@ -301,11 +303,22 @@ export class CopilotClient {
   #address;
   #requestTimeoutMs;
   #shutdownGraceMs;
+  /** Generic handlers of client-wide requests (those naming no session), by method. */
+  #requestHandlers;
 
   /** @internal Use the static factories. */
   constructor(
     transport,
-    { logger, process, address, maxFrameBytes, requestTimeoutMs, shutdownGraceMs, handlerTimeoutMs } = {},
+    {
+      logger,
+      process,
+      address,
+      maxFrameBytes,
+      requestTimeoutMs,
+      shutdownGraceMs,
+      handlerTimeoutMs,
+      requestHandlers,
+    } = {},
   ) {
     const handlerMs = handlerTimeoutMs ?? DEFAULT_HANDLER_TIMEOUT_MS;
     // The engine's handler deadline: 0 (or an infinite one) means none.
@@ -316,6 +329,7 @@ export class CopilotClient {
     this.#address = address;
     this.#requestTimeoutMs = requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.#shutdownGraceMs = shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
+    this.#requestHandlers = { ...requestHandlers };
     transport.start(
       (bytes) => this.#onData(bytes),
       (reason) => this.#onTransportEnd(reason),
@@ -365,6 +379,7 @@ export class CopilotClient {
       requestTimeoutMs,
       shutdownGraceMs,
       handlerTimeoutMs: options.handlerTimeoutMs,
+      requestHandlers: options.requestHandlers,
     });
   }
 
@@ -387,12 +402,14 @@ export class CopilotClient {
       requestTimeoutMs,
       shutdownGraceMs,
       handlerTimeoutMs: options.handlerTimeoutMs,
+      requestHandlers: options.requestHandlers,
     });
   }
 
   /** @internal Builds a client on `transport` and runs the handshake. */
   static async _handshaken(transport, options = {}) {
     await loadWasm();
+    checkRequestHandlers(options.requestHandlers, (message) => new ConfigError(message));
     const client = new this(transport, options);
     try {
       await client.#handshake(options.token ?? options.connectionToken, options.startupTimeoutMs ?? DEFAULT_STARTUP_MS);
@@ -534,6 +551,8 @@ export class CopilotClient {
 
   async #open(method, config, resumeId) {
     checkConfig(config, resumeId != null);
+    checkHooks(config.hooks, (message) => new ConfigError(message));
+    checkRequestHandlers(config.requestHandlers, (message) => new ConfigError(message));
     if (this.#closed) throw this.#disconnected();
     const serverAssigned = Boolean(config.serverAssignedId) && resumeId == null;
     const id = serverAssigned ? null : (resumeId ?? config.sessionId ?? crypto.randomUUID());
@@ -872,12 +891,19 @@ export class CopilotClient {
   /** A wait the engine recorded: the session's handler of its kind answers, off the reading path. */
   #obligation(item, session, data) {
     const ob = item.obligation;
+    // The awaited event's type or the request's method.
+    const name = item.route === "event" ? item.event?.type : item.method;
     if (!session) {
-      queueMicrotask(() => this._discharge(ob, () => ({ refuse: "sessionGone" })));
+      // A request naming no session is the client's to answer.
+      const clientWide = item.route === "request" && item.session === null && isGenericKind(item.handler);
+      const decide = clientWide
+        ? () => decideRequest(this.#requestHandlers, name, data, undefined)
+        : () => ({ refuse: "sessionGone" });
+      queueMicrotask(() => this._discharge(ob, decide));
       return;
     }
     const sessionId = item.sessionId ?? data?.sessionId ?? session.id;
-    queueMicrotask(() => this._discharge(ob, () => session._decide(item.handler, data, sessionId)));
+    queueMicrotask(() => this._discharge(ob, () => session._decide(item.handler, data, sessionId, name)));
   }
 
   #call(f, value, what) {
@@ -1321,7 +1347,7 @@ export class Session {
    * `{ refuse: cause }`; a throwing handler is reported by the caller as
    * `handlerFailed`.
    */
-  async _decide(kind, data, sessionId) {
+  async _decide(kind, data, sessionId, name) {
     const c = this.#config;
     const readable = isObject(data);
     switch (kind) {
@@ -1463,7 +1489,10 @@ export class Session {
         if (typeof token !== "string") return FAILED;
         return { answer: { token } };
       }
+      case "hooks":
+        return decideHook(c.hooks, data, sessionId);
       default:
+        if (isGenericKind(kind)) return decideRequest(c.requestHandlers, name, data, sessionId);
         return NO_HANDLER;
     }
   }

@@ -84,10 +84,34 @@ export const HANDLER_OPTIONS = Object.freeze({
   commands: "command",
   systemMessage: "systemMessageTransform",
   provider: "providerToken",
+  hooks: "hooks",
 });
 
-/** Keys accepted here and read by other parts of the client (hooks, generic request handlers). */
-export const RESERVED_OPTIONS = Object.freeze(["hooks", "onRequest"]);
+/**
+ * The handler kinds answered by `requestHandlers`, by method or event type:
+ * every kind of the engine's answer table without a handler key above.
+ */
+export const GENERIC_HANDLER_KINDS = Object.freeze([
+  "mcpHeadersRefresh",
+  "autoModeSwitch",
+  "sampling",
+  "sessionLimits",
+  "queuedCommand",
+  "gitHubToken",
+  "sessionFs",
+  "skillProvider",
+  "workflow",
+  "tasks",
+  "canvas",
+  "host",
+  "extensionLaunch",
+  "llmInference",
+  "uiThread",
+  "installations",
+]);
+
+/** Keys checked and run by hooks.js: the generic request handlers, by name. */
+export const RESERVED_OPTIONS = Object.freeze(["requestHandlers"]);
 
 /** What the model reads when a tool's handler throws; the error goes to the logs. */
 export const TOOL_FAILED_TEXT = "Invoking this tool produced an error. Detailed information is not available.";
@@ -237,6 +261,11 @@ const WIRE = {
   includeSubAgentStreamingEvents: () => null,
 };
 
+/** Whether any hook is set (then the CLI is asked to call them). */
+function hasHooks(hooks) {
+  return Boolean(hooks) && Object.values(hooks).some((f) => typeof f === "function");
+}
+
 /** The params of session.create / session.resume (as the Rust host sends them). */
 export function sessionParams(config, id, resuming = false) {
   const p = {};
@@ -246,6 +275,7 @@ export function sessionParams(config, id, resuming = false) {
   p.requestUserInput = Boolean(config.onUserInput);
   p.requestElicitation = Boolean(config.onElicitation);
   p.requestExitPlanMode = Boolean(config.onExitPlanMode);
+  if (hasHooks(config.hooks)) p.hooks = true;
   p.requestAutoModeSwitch = false;
   p.envValueMode = "direct";
   p.toolFilterPrecedence = "excluded";

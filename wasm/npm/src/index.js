@@ -24,6 +24,8 @@ export {
   CREATE_ONLY_OPTIONS,
   RESUME_ONLY_OPTIONS,
   HANDLER_OPTIONS,
+  GENERIC_HANDLER_KINDS,
   RESERVED_OPTIONS,
   TOOL_FAILED_TEXT,
 } from "./client.js";
+export { genericRequestNames } from "./hooks.js";

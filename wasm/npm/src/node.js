@@ -308,6 +308,7 @@ export class CopilotClient extends BaseClient {
       requestTimeoutMs,
       shutdownGraceMs,
       handlerTimeoutMs,
+      requestHandlers,
     } = options;
     if (transport !== "stdio" && transport !== "tcp") {
       throw new CopilotError(`transport is "stdio" or "tcp", not ${JSON.stringify(transport)}`);
@@ -376,6 +377,7 @@ export class CopilotClient extends BaseClient {
         requestTimeoutMs,
         shutdownGraceMs,
         handlerTimeoutMs,
+        requestHandlers,
       });
     } catch (e) {
       if (e instanceof DisconnectedError) {
@@ -399,6 +401,7 @@ export class CopilotClient extends BaseClient {
     requestTimeoutMs,
     shutdownGraceMs,
     handlerTimeoutMs,
+    requestHandlers,
   } = {}) {
     if (!Number.isInteger(port)) throw new CopilotError("connect needs a port");
     const socket = await tcpSocket(host, port, startupTimeoutMs);
@@ -411,6 +414,7 @@ export class CopilotClient extends BaseClient {
       requestTimeoutMs,
       shutdownGraceMs,
       handlerTimeoutMs,
+      requestHandlers,
       address: { host, port },
     });
   }

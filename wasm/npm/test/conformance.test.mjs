@@ -9,14 +9,47 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { CopilotClient, TOOL_FAILED_TEXT } from "copilot-wasm";
+import { CopilotClient, TOOL_FAILED_TEXT, genericRequestNames, loadWasm } from "copilot-wasm";
 
 import { collectUntil, eventually, testBinary } from "./helpers.mjs";
 
 const conformanceCli = () => testBinary("conformance_cli");
 
+// The generic handlers' names come from the engine's answer table.
+await loadWasm();
+
+/** The kinds answered by a generic handler (`requestHandlers`), as in host-std. */
+const GENERIC_KINDS = new Set([
+  "mcpHeadersRefresh",
+  "autoModeSwitch",
+  "sampling",
+  "sessionLimits",
+  "queuedCommand",
+  "gitHubToken",
+  "sessionFs",
+  "skillProvider",
+  "workflow",
+  "tasks",
+  "canvas",
+  "host",
+  "extensionLaunch",
+  "llmInference",
+  "uiThread",
+  "installations",
+]);
+
 /** The handler kinds the JS client runs (as host-std's SessionConfig). */
-const JS_KINDS = new Set(["permission", "tool", "userInput", "elicitation", "mcpOAuth", "exitPlanMode", "command"]);
+const JS_KINDS = new Set([
+  "permission",
+  "tool",
+  "userInput",
+  "elicitation",
+  "mcpOAuth",
+  "exitPlanMode",
+  "command",
+  "hooks",
+  ...GENERIC_KINDS,
+]);
 
 /** What each handler below answers, as it reaches the CLI (`null`: the key left out). */
 const ANSWERS = {
@@ -27,7 +60,11 @@ const ANSWERS = {
   mcpOAuth: { kind: "token", accessToken: "tok" },
   exitPlanMode: { approved: true },
   command: null,
+  hooks: { output: { permissionDecision: "allow" } },
 };
+
+/** What the handler of `row` answers. */
+const answerOf = (row) => (GENERIC_KINDS.has(row.handler) ? { answeredBy: row.name } : ANSWERS[row.handler]);
 
 /**
  * A session config with every handler kind; `act(kind)` is what each does:
@@ -42,6 +79,10 @@ function handlers(act) {
     onExitPlanMode: () => act("exitPlanMode", true),
     tools: [{ name: "conformance_tool", handler: () => act("tool", "ran") }],
     commands: [{ name: "conformance", handler: () => act("command", undefined) }],
+    hooks: { onPreToolUse: () => act("hooks", { permissionDecision: "allow" }) },
+    requestHandlers: Object.fromEntries(
+      genericRequestNames().map((name) => [name, (_, invocation) => act(name, { answeredBy: invocation.name })]),
+    ),
   };
 }
 
@@ -73,12 +114,13 @@ function expected(row, path) {
   if (!handled) return "refusal";
   switch (path) {
     case "handler":
-      return { answer: ANSWERS[row.handler] };
+      return { answer: answerOf(row) };
     case "unreadable":
       // JS reads lone surrogates and 1e400, so the handler answers; but
       // with every string a lone surrogate, no tool or command has the
       // name asked for (the refusal goes).
-      return row.handler === "tool" || row.handler === "command" ? "refusal" : { answer: ANSWERS[row.handler] };
+      // So does a hook: its type is no hook type.
+      return ["tool", "command", "hooks"].includes(row.handler) ? "refusal" : { answer: answerOf(row) };
     case "handlerPanics":
       // A tool that throws failed: the model reads only that; the error
       // goes to the logs (and the result's `error`).
@@ -86,8 +128,9 @@ function expected(row, path) {
         ? { answer: { textResultForLlm: TOOL_FAILED_TEXT, resultType: "failure", error: "boom" } }
         : "refusal";
     case "drifted":
-      // Every field of an exit-plan-mode request has a default.
-      return row.handler === "exitPlanMode" ? { answer: ANSWERS.exitPlanMode } : "refusal";
+      // Every field of an exit-plan-mode request has a default; the generic
+      // handlers read JSON as it comes.
+      return row.handler === "exitPlanMode" || GENERIC_KINDS.has(row.handler) ? { answer: answerOf(row) } : "refusal";
     default:
       return "refusal";
   }
@@ -264,4 +307,36 @@ test("resuming a session open on this client: the new handle takes it over, the 
   } finally {
     client.forceStop();
   }
+});
+
+test("client-wide requests (naming no session) are answered by the client's requestHandlers", { timeout: 120_000 }, async () => {
+  const requestHandlers = Object.fromEntries(
+    genericRequestNames().map((name) => [
+      name,
+      (params, invocation) => {
+        if (params?.fail) throw new Error("asked to fail");
+        return { answeredBy: invocation.name, session: invocation.sessionId ?? null };
+      },
+    ]),
+  );
+  const client = await start({ requestHandlers });
+  try {
+    const { rows } = await client.call("conformance.rows", {});
+    let cells = 0;
+    for (const row of rows.filter((r) => r.trigger === "request")) {
+      const answer = GENERIC_KINDS.has(row.handler) ? { answer: { answeredBy: row.name, session: null } } : "refusal";
+      for (const [path, data, expect] of [
+        ["handler", {}, answer],
+        ["handlerPanics", { fail: true }, "refusal"],
+      ]) {
+        await client.call("conformance.trigger", { row: row.row, path, expect, data });
+        cells++;
+      }
+    }
+    await allAnswered(client, cells);
+    assertReport(await report(client), "client-wide");
+  } finally {
+    client.forceStop();
+  }
+  await assert.rejects(start({ requestHandlers: { "hooks.invoke": () => ({}) } }), /hooks\.invoke/);
 });

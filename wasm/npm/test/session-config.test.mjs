@@ -13,6 +13,7 @@ import { test } from "node:test";
 import {
   CopilotClient,
   HANDLER_OPTIONS,
+  GENERIC_HANDLER_KINDS,
   Session,
   TOOL_FAILED_TEXT,
   approveAll,
@@ -196,9 +197,11 @@ test("the handler kinds offered are the kinds a handler is called for", async ()
     commands: [{ name: "c", handler: () => {} }],
     systemMessage: { mode: "customize", sections: { identity: { action: (t) => t } } },
     provider: { baseUrl: "http://x", bearerTokenProvider: () => "t" },
+    hooks: { onPreToolUse: () => undefined },
   };
   const session = new Session({ _logger: {} }, 1, "s", everything);
-  const offered = new Set(Object.values(HANDLER_OPTIONS));
+  // The generic kinds are answered by name (requestHandlers), tested with the hooks.
+  const offered = new Set([...Object.values(HANDLER_OPTIONS), ...GENERIC_HANDLER_KINDS]);
   for (const kind of kinds) {
     // Data no handler can read: a kind with a handler says so.
     const r = await session._decide(kind, {}, "s").catch(() => ({ threw: true }));

@@ -286,6 +286,210 @@ export interface Command {
   handler: (invocation: CommandInvocation) => void | string | Promise<void | string>;
 }
 
+// ---------------------------------------------------------------------------
+// Hooks: callbacks the agent runs at points of its loop (`hooks.invoke`).
+
+/** Every hook type of the CLI's schema. */
+export type HookType =
+  | "preToolUse"
+  | "preMcpToolCall"
+  | "postToolUse"
+  | "postToolUseFailure"
+  | "userPromptSubmitted"
+  | "userPromptTransformed"
+  | "sessionStart"
+  | "sessionEnd"
+  | "postResult"
+  | "prePRDescription"
+  | "errorOccurred"
+  | "agentStop"
+  | "subagentStart"
+  | "subagentStop"
+  | "preCompact"
+  | "permissionRequest"
+  | "notification";
+
+/** Which session a hook runs for. */
+export interface HookInvocation {
+  /** The session the hook was set on. */
+  sessionId: string;
+  hookType: HookType;
+}
+
+/** What every hook input has, as the CLI sends it. */
+export interface BaseHookInput {
+  /** The session that raised the hook (for a sub-agent's hook, not the one it was set on). */
+  sessionId?: string;
+  /** The agent's working directory. */
+  cwd?: string;
+  /** When the hook was raised (Unix time, ms). */
+  timestamp?: number;
+  [key: string]: unknown;
+}
+
+export interface PreToolUseHookInput extends BaseHookInput {
+  toolName: string;
+  toolArgs: unknown;
+}
+/** `deny` keeps the tool from running; the model reads the reason. */
+export interface PreToolUseHookOutput {
+  permissionDecision?: "allow" | "deny" | "ask";
+  permissionDecisionReason?: string;
+  modifiedArgs?: unknown;
+  additionalContext?: string;
+  suppressOutput?: boolean;
+}
+export interface PreMcpToolCallHookInput extends BaseHookInput {
+  toolCallId?: string;
+  serverName: string;
+  toolName: string;
+  arguments: unknown;
+  _meta?: Record<string, unknown>;
+}
+/** `metaToUse`: absent keeps the request's `_meta`, `null` drops it, an object replaces it. */
+export interface PreMcpToolCallHookOutput {
+  metaToUse?: Record<string, unknown> | null;
+}
+export interface PostToolUseHookInput extends BaseHookInput {
+  toolName: string;
+  toolArgs: unknown;
+  /** The tool's result (`{ textResultForLlm, resultType, ... }`). */
+  toolResult: Record<string, unknown>;
+}
+export interface PostToolUseHookOutput {
+  /** A result for the model instead. */
+  modifiedResult?: Record<string, unknown>;
+  additionalContext?: string;
+  suppressOutput?: boolean;
+}
+export interface PostToolUseFailureHookInput extends BaseHookInput {
+  toolName: string;
+  toolArgs: unknown;
+  error: string;
+}
+export interface PostToolUseFailureHookOutput {
+  additionalContext?: string;
+}
+export interface UserPromptSubmittedHookInput extends BaseHookInput {
+  prompt: string;
+}
+export interface UserPromptSubmittedHookOutput {
+  /** The prompt the model gets instead. */
+  modifiedPrompt?: string;
+  additionalContext?: string;
+  suppressOutput?: boolean;
+}
+export interface UserPromptTransformedHookInput extends BaseHookInput {
+  prompt: string;
+  transformedPrompt: string;
+}
+export interface UserPromptTransformedHookOutput {
+  modifiedTransformedPrompt?: string;
+}
+export interface SessionStartHookInput extends BaseHookInput {
+  source: "startup" | "resume" | "new";
+  initialPrompt?: string;
+}
+export interface SessionStartHookOutput {
+  additionalContext?: string;
+  modifiedConfig?: Record<string, unknown>;
+}
+export interface SessionEndHookInput extends BaseHookInput {
+  reason: "complete" | "error" | "abort" | "timeout" | "user_exit";
+  finalMessage?: string;
+  error?: string;
+}
+export interface SessionEndHookOutput {
+  suppressOutput?: boolean;
+  cleanupActions?: string[];
+  sessionSummary?: string;
+}
+export interface ErrorOccurredHookInput extends BaseHookInput {
+  error: string;
+  errorContext: "model_call" | "tool_execution" | "system" | "user_input";
+  recoverable: boolean;
+}
+export interface ErrorOccurredHookOutput {
+  suppressOutput?: boolean;
+  errorHandling?: "retry" | "skip" | "abort";
+  retryCount?: number;
+  userNotification?: string;
+}
+export interface AgentStopHookInput extends BaseHookInput {
+  stopReason?: string;
+  transcriptPath?: string;
+  /** Whether this stop follows an earlier `block` (CLI 1.0.102 sends this snake-case name). */
+  stop_hook_active?: boolean;
+}
+/** `{ decision: "block", reason }` keeps the agent running with `reason` as its next message. */
+export interface AgentStopHookOutput {
+  decision?: "block";
+  reason?: string;
+}
+
+/**
+ * A hook: returns its output, or nothing for none. Throwing is a failed
+ * handler: the agent goes on as if no hook were set.
+ */
+export type Hook<I, O> = (input: I, invocation: HookInvocation) => O | void | null | Promise<O | void | null>;
+
+/** A session's hooks, one per hook type; setting any sends `hooks: true`. */
+export interface SessionHooks {
+  onPreToolUse?: Hook<PreToolUseHookInput, PreToolUseHookOutput>;
+  onPreMcpToolCall?: Hook<PreMcpToolCallHookInput, PreMcpToolCallHookOutput>;
+  onPostToolUse?: Hook<PostToolUseHookInput, PostToolUseHookOutput>;
+  onPostToolUseFailure?: Hook<PostToolUseFailureHookInput, PostToolUseFailureHookOutput>;
+  onUserPromptSubmitted?: Hook<UserPromptSubmittedHookInput, UserPromptSubmittedHookOutput>;
+  onUserPromptTransformed?: Hook<UserPromptTransformedHookInput, UserPromptTransformedHookOutput>;
+  onSessionStart?: Hook<SessionStartHookInput, SessionStartHookOutput>;
+  onSessionEnd?: Hook<SessionEndHookInput, SessionEndHookOutput>;
+  onErrorOccurred?: Hook<ErrorOccurredHookInput, ErrorOccurredHookOutput>;
+  onAgentStop?: Hook<AgentStopHookInput, AgentStopHookOutput>;
+  /** The hook types below have no typed input or output: JSON as the CLI sends it. */
+  onPostResult?: Hook<BaseHookInput, Record<string, unknown>>;
+  onPrePRDescription?: Hook<BaseHookInput, Record<string, unknown>>;
+  onSubagentStart?: Hook<BaseHookInput, Record<string, unknown>>;
+  onSubagentStop?: Hook<BaseHookInput, Record<string, unknown>>;
+  onPreCompact?: Hook<BaseHookInput, Record<string, unknown>>;
+  onPermissionRequest?: Hook<BaseHookInput, Record<string, unknown>>;
+  onNotification?: Hook<BaseHookInput, Record<string, unknown>>;
+}
+
+// ---------------------------------------------------------------------------
+// Generic handlers of the waits without a typed handler.
+
+/** Which wait a generic handler answers. */
+export interface RequestInvocation {
+  /** The server request's method or the awaited event's type. */
+  name: string;
+  /** The session it came for; `undefined` for a client-wide request. */
+  sessionId?: string;
+}
+
+/**
+ * Answers one request or awaited event: gets the request's params (or the
+ * event's `data`) and returns the response's `result` (or what goes under
+ * the answering RPC's key). Throwing is a failed handler: the engine's
+ * refusal goes.
+ */
+export type RequestHandler = (params: any, invocation: RequestInvocation) => unknown | Promise<unknown>;
+
+/**
+ * Generic handlers by name: a server request's method (`sessionFs.readFile`)
+ * or an awaited event's type (`sampling.requested`), for the kinds without
+ * a typed handler (see `genericRequestNames()`).
+ */
+export type RequestHandlers = Record<string, RequestHandler>;
+
+/** The names a generic handler can be set for, from the engine's answer table (after `loadWasm`). */
+export declare function genericRequestNames(): string[];
+
+/** Client-wide handlers, for requests that name no session. */
+export interface ClientRequestOptions {
+  /** Handlers of client-wide requests (`host.*`, `uiThread.run`, ...), by method. */
+  requestHandlers?: RequestHandlers;
+}
+
 /** An action on a section of the system prompt; a function rewrites the section's text. */
 export type SectionAction =
   | "replace"
@@ -457,6 +661,10 @@ export interface SessionConfigBase {
   onExitPlanMode?: ExitPlanModeHandler;
   /** Slash commands offered to the user. */
   commands?: Command[];
+  /** Hooks of the agent loop (setting any asks the CLI to call them: `hooks: true`). */
+  hooks?: SessionHooks;
+  /** Handlers of this session's other requests and awaited events, by name. */
+  requestHandlers?: RequestHandlers;
 }
 
 /** Options of `createSession`. */
@@ -485,7 +693,9 @@ export declare const CREATE_ONLY_OPTIONS: readonly string[];
 export declare const RESUME_ONLY_OPTIONS: readonly string[];
 /** Handler keys, each with the kind of wait it answers. */
 export declare const HANDLER_OPTIONS: Readonly<Record<string, HandlerKind>>;
-/** Keys accepted for other parts of the client (hooks, generic request handlers). */
+/** The handler kinds answered by `requestHandlers`, by method or event type. */
+export declare const GENERIC_HANDLER_KINDS: readonly HandlerKind[];
+/** Keys accepted for other parts of the client (the generic request handlers). */
 export declare const RESERVED_OPTIONS: readonly string[];
 /** What the model reads when a tool's handler throws. */
 export declare const TOOL_FAILED_TEXT: string;
@@ -549,7 +759,7 @@ export declare const DEFAULT_SHUTDOWN_GRACE_MS: number;
 export declare const MAX_KEPT_EVENTS: number;
 
 /** Options of `CopilotClient.connectWebSocket`. */
-export interface WebSocketOptions extends TimeoutOptions {
+export interface WebSocketOptions extends TimeoutOptions, ClientRequestOptions {
   /** The bridge's token, sent as the subprotocol `copilot.token.<TOKEN>`. */
   token?: string;
   /** For a CLI server that requires one (`COPILOT_CONNECTION_TOKEN`): sent in `connect`. */
@@ -566,7 +776,7 @@ export interface WebSocketOptions extends TimeoutOptions {
 }
 
 /** Options of `CopilotClient.fromStreams`. */
-export interface StreamOptions extends TimeoutOptions {
+export interface StreamOptions extends TimeoutOptions, ClientRequestOptions {
   /** For a CLI that requires one (`COPILOT_CONNECTION_TOKEN`): sent in `connect`. */
   token?: string;
   /** How long the handshake may take (default 60 s). */

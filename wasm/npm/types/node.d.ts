@@ -2,6 +2,7 @@
 // plus starting the CLI (stdio or TCP) and connecting to one over TCP.
 
 import {
+  ClientRequestOptions,
   ByteReadable,
   ByteWritable,
   CopilotClient as BaseClient,
@@ -27,12 +28,13 @@ export {
   ConfigError,
   Session,
   approveAll,
+  genericRequestNames,
   loadWasm,
 } from "./index.js";
 export type * from "./index.js";
 
 /** Options of `CopilotClient.start`. */
-export interface StartOptions extends TimeoutOptions {
+export interface StartOptions extends TimeoutOptions, ClientRequestOptions {
   /**
    * The CLI to run. Default: `COPILOT_CLI_PATH`, then
    * `./node_modules/.bin/copilot`; the native binary of an npm install
@@ -69,7 +71,7 @@ export interface StartOptions extends TimeoutOptions {
 }
 
 /** Options of `CopilotClient.connect`. */
-export interface ConnectOptions extends TimeoutOptions {
+export interface ConnectOptions extends TimeoutOptions, ClientRequestOptions {
   /** Default `127.0.0.1`. */
   host?: string;
   port: number;

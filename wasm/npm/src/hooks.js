@@ -1,0 +1,112 @@
+// Session hooks and generic request handlers of the JS client.
+//
+// Hooks: the CLI calls `hooks.invoke {sessionId, hookType, input}` for a
+// session created or resumed with `hooks: true` (sent only when a hook is
+// set) and waits for `{output?}`. A hook that returns nothing gives no
+// output; one that throws is a failed handler, and the engine's refusal
+// (no output) goes.
+//
+// Generic handlers answer the waits that have no typed handler (the session
+// filesystem, sampling, queued commands, canvases, ...) by name: the server
+// request's method or the awaited event's type, as the engine's answer table
+// lists them. The handler gets the params (or the event's `data`) and
+// returns what goes back; a throw is a failed handler.
+
+import { CoreEngine } from "../dist/copilot_wasm.js";
+import { GENERIC_HANDLER_KINDS } from "./config.js";
+
+/** Every hook type of the CLI's schema, by the config name of its hook. */
+export const HOOKS = Object.freeze({
+  onPreToolUse: "preToolUse",
+  onPreMcpToolCall: "preMcpToolCall",
+  onPostToolUse: "postToolUse",
+  onPostToolUseFailure: "postToolUseFailure",
+  onUserPromptSubmitted: "userPromptSubmitted",
+  onUserPromptTransformed: "userPromptTransformed",
+  onSessionStart: "sessionStart",
+  onSessionEnd: "sessionEnd",
+  onPostResult: "postResult",
+  onPrePRDescription: "prePRDescription",
+  onErrorOccurred: "errorOccurred",
+  onAgentStop: "agentStop",
+  onSubagentStart: "subagentStart",
+  onSubagentStop: "subagentStop",
+  onPreCompact: "preCompact",
+  onPermissionRequest: "permissionRequest",
+  onNotification: "notification",
+});
+
+const HOOK_BY_TYPE = new Map(Object.entries(HOOKS).map(([name, type]) => [type, name]));
+
+const GENERIC_KINDS = new Set(GENERIC_HANDLER_KINDS);
+
+let genericNames;
+
+/** The names a generic handler can be set for (from the engine's answer table). */
+export function genericRequestNames() {
+  genericNames ??= JSON.parse(CoreEngine.answerRows())
+    .filter((r) => GENERIC_KINDS.has(r.handler))
+    .map((r) => r.name);
+  return genericNames;
+}
+
+/** Whether the engine's handler kind `kind` is answered by name. */
+export function isGenericKind(kind) {
+  return GENERIC_KINDS.has(kind);
+}
+
+/** Throws `makeError(message)` unless `hooks` is a valid hooks object. */
+export function checkHooks(hooks, makeError) {
+  if (hooks === undefined) return;
+  if (hooks === null || typeof hooks !== "object") throw makeError("hooks must be an object of hook functions");
+  for (const [name, fn] of Object.entries(hooks)) {
+    if (!(name in HOOKS)) throw makeError(`unknown hook ${name}; expected one of ${Object.keys(HOOKS).join(", ")}`);
+    if (fn !== undefined && typeof fn !== "function") throw makeError(`the hook ${name} must be a function`);
+  }
+}
+
+/** Throws `makeError(message)` unless every name of `handlers` can be answered by name. */
+export function checkRequestHandlers(handlers, makeError) {
+  if (handlers === undefined) return;
+  if (handlers === null || typeof handlers !== "object") {
+    throw makeError("requestHandlers must be an object of functions by method or event type");
+  }
+  const names = new Set(genericRequestNames());
+  for (const [name, fn] of Object.entries(handlers)) {
+    if (!names.has(name)) {
+      throw makeError(
+        `no request handler can be set for ${name}: not a request or awaited event without a typed handler`,
+      );
+    }
+    if (typeof fn !== "function") throw makeError(`the request handler of ${name} must be a function`);
+  }
+}
+
+/**
+ * Runs the hook a `hooks.invoke` names: `{ answer }` (the response's
+ * result) or `{ refuse: cause }`.
+ */
+export async function decideHook(hooks, params, sessionId) {
+  if (params === null || typeof params !== "object" || typeof params.hookType !== "string") {
+    return { refuse: "unreadable" };
+  }
+  const fn = hooks?.[HOOK_BY_TYPE.get(params.hookType)];
+  if (typeof fn !== "function") return { refuse: "noHandler" };
+  const invocation = {
+    sessionId: typeof params.sessionId === "string" ? params.sessionId : sessionId,
+    hookType: params.hookType,
+  };
+  const output = await fn(params.input ?? {}, invocation);
+  return { answer: output === undefined || output === null ? {} : { output } };
+}
+
+/**
+ * Runs the generic handler of `name`: `{ answer }` or `{ refuse: cause }`.
+ * `data` is the request's params or the event's `data`.
+ */
+export async function decideRequest(handlers, name, data, sessionId) {
+  const fn = typeof name === "string" ? handlers?.[name] : undefined;
+  if (typeof fn !== "function" || !Object.hasOwn(handlers, name)) return { refuse: "noHandler" };
+  const result = await fn(data ?? null, { name, sessionId });
+  return { answer: result === undefined ? null : result };
+}
