@@ -14,15 +14,42 @@
 //! before the create or resume request is sent. Frames for sessions the
 //! server has yet to name are parked here, and released in order when
 //! [`CoreEngine::complete_open`] names the session.
+//!
+//! Built for size (the module is downloaded by every page that uses it):
+//! on WebAssembly the crate is `no_std`, so neither the standard library's
+//! panic machinery nor its allocator is linked in; text is written by hand
+//! rather than through `core::fmt`.
 
-use std::collections::HashMap;
-use std::fmt::Write as _;
+#![cfg_attr(target_arch = "wasm32", no_std)]
+
+extern crate alloc;
+
+use alloc::borrow::ToOwned;
+use alloc::boxed::Box;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
 
 use copilot_core::{
     Cause, Engine, EngineConfig, EventInfo, FrameDecoder, GrowingBuffer, Id, JsonStr, ObligationId, Outgoing, Output,
     Payload, Route, RpcError, SessionHandle, Value,
 };
 use wasm_bindgen::prelude::*;
+
+/// The allocator: talc, smaller than the standard library's dlmalloc.
+/// The module is single-threaded (no `atomics` target feature).
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
+
+/// A panic cannot be reported usefully from here (JavaScript sees a
+/// `RuntimeError` either way), and formatting its message would link in
+/// `core::fmt`: trap at once.
+#[cfg(all(target_arch = "wasm32", not(test)))]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    core::arch::wasm32::unreachable()
+}
 
 /// The largest frame accepted unless the constructor is told otherwise.
 const DEFAULT_MAX_FRAME: usize = 16 << 20;
@@ -35,10 +62,18 @@ const INITIAL_BUFFER: usize = 64 << 10;
 
 /// The engine's capacities in WebAssembly: sessions, requests in flight,
 /// open obligations. Parking is bounded by bytes (see [`CoreEngine::new`]).
-type WasmEngine = Engine<u32, u32, Vec<u8>, 256, 1024, 2048>;
+/// Requests have no waiter here (JavaScript keeps its own by id).
+type WasmEngine = Engine<u32, (), Vec<u8>, 256, 1024, 2048>;
 
 /// The parking storage unless the constructor is told otherwise.
 const DEFAULT_PARK_BYTES: usize = 4 << 20;
+
+/// The engine's sink for what it decides to send: the outbox. Every call
+/// passes this one closure type, so the engine's code that writes is
+/// instantiated once, not once per call site.
+fn sink(outbox: &mut Vec<u8>) -> impl FnMut(&[u8]) + '_ {
+    move |bytes| outbox.extend_from_slice(bytes)
+}
 
 /// One connection's protocol engine: routing plus every decision about the
 /// waits of the agent (which handler answers, the refusals, deadlines).
@@ -58,7 +93,9 @@ const DEFAULT_PARK_BYTES: usize = 4 << 20;
 pub struct CoreEngine {
     decoder: FrameDecoder<GrowingBuffer>,
     engine: Box<WasmEngine>,
-    handles: HashMap<u32, SessionHandle>,
+    /// The session handle of each tag. At most as many as the engine has
+    /// session slots (256): a list is smaller code than a hash map.
+    handles: Vec<(u32, SessionHandle)>,
     outbox: Vec<u8>,
 }
 
@@ -90,7 +127,7 @@ impl CoreEngine {
         CoreEngine {
             decoder: FrameDecoder::with_buffer(GrowingBuffer::new(INITIAL_BUFFER.min(size))).with_limit(size),
             engine: Box::new(Engine::new(park, config)),
-            handles: HashMap::new(),
+            handles: Vec::new(),
             outbox: Vec::new(),
         }
     }
@@ -99,8 +136,7 @@ impl CoreEngine {
     pub fn feed(&mut self, bytes: &[u8], now: f64) -> String {
         let now = ms(now);
         let mut batch = Batch::new();
-        let outbox = &mut self.outbox;
-        let mut out = |b: &[u8]| outbox.extend_from_slice(b);
+        let mut out = sink(&mut self.outbox);
         let mut rest = bytes;
         loop {
             let n = self.decoder.feed(rest);
@@ -118,7 +154,7 @@ impl CoreEngine {
     pub fn finish(&mut self) -> String {
         let mut out = Batch::new();
         if let Err(e) = self.decoder.finish() {
-            out.route::<u32, u32>(&Route::FrameError(e));
+            out.output(&Output { route: Route::FrameError(e), obligation: None, refused: None, answer_ack: None });
         }
         out.finish()
     }
@@ -126,7 +162,7 @@ impl CoreEngine {
     /// The bytes the engine decided to send since the last call: write
     /// them to the CLI as they are (whole frames).
     pub fn take_outgoing(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.outbox)
+        core::mem::take(&mut self.outbox)
     }
 
     /// Passes on a handler's answer (`payload`, JSON text; `null` leaves
@@ -148,9 +184,7 @@ impl CoreEngine {
     /// callers with a timeout).
     pub fn handle_timeout(&mut self, now: f64) -> Vec<f64> {
         let mut expired = Vec::new();
-        let outbox = &mut self.outbox;
-        self.engine
-            .handle_timeout(ms(now), &mut |b: &[u8]| outbox.extend_from_slice(b), |id, _| expired.push(id.0 as f64));
+        self.engine.handle_timeout(ms(now), &mut sink(&mut self.outbox), |id, _| expired.push(id.0 as f64));
         expired
     }
 
@@ -172,9 +206,9 @@ impl CoreEngine {
     ) -> Result<EncodedRequest, JsError> {
         let params = parse_params(params)?;
         let inserted = match timeout_ms {
-            None => self.engine.insert_request(0, ms(now)),
-            Some(t) if !t.is_finite() => self.engine.router().pending().insert_with_deadline(0, None),
-            Some(t) => self.engine.router().pending().insert_with_deadline(0, Some(ms(now).saturating_add(ms(t)))),
+            None => self.engine.insert_request((), ms(now)),
+            Some(t) if !t.is_finite() => self.engine.router().pending().insert_with_deadline((), None),
+            Some(t) => self.engine.router().pending().insert_with_deadline((), Some(ms(now).saturating_add(ms(t)))),
         };
         let id = inserted.map_err(|_| JsError::new("too many requests in flight"))?;
         match encode(&Outgoing::Request { id, method, params: params.as_ref().map(|p| p as &dyn Payload) }) {
@@ -186,11 +220,6 @@ impl CoreEngine {
         }
     }
 
-    /// Forgets a request (its caller gave up).
-    pub fn cancel_request(&mut self, id: f64) -> bool {
-        self.engine.router().pending().take(id as u64).is_some()
-    }
-
     /// The connection is gone: returns the ids of every request in flight
     /// (fail their callers) and forgets every open wait (no answer can
     /// reach the CLI any more).
@@ -200,16 +229,10 @@ impl CoreEngine {
         ids
     }
 
-    /// Encodes a notification.
-    pub fn encode_notification(&self, method: &str, params: &str) -> Result<Vec<u8>, JsError> {
-        let params = parse_params(params)?;
-        encode(&Outgoing::Notification { method, params: params.as_ref().map(|p| p as &dyn Payload) })
-    }
-
     /// Reserves session `id` under `tag` before its create is sent.
     pub fn reserve_session(&mut self, id: &str, tag: u32) -> Result<(), JsError> {
-        let handle = self.engine.reserve(id, tag).map_err(|e| JsError::new(&e.to_string()))?;
-        self.handles.insert(tag, handle);
+        let handle = self.engine.reserve(id, tag).map_err(|e| JsError::new(e.kind.message()))?;
+        self.set_handle(tag, handle);
         Ok(())
     }
 
@@ -217,18 +240,18 @@ impl CoreEngine {
     /// id is open on this client, the new tag takes it over: the old tag is
     /// returned (end its streams: the session was resumed elsewhere).
     pub fn resume_session(&mut self, id: &str, tag: u32) -> Result<Option<u32>, JsError> {
-        let (handle, old) = self.engine.reserve_resume(id, tag).map_err(|e| JsError::new(&e.to_string()))?;
+        let (handle, old) = self.engine.reserve_resume(id, tag).map_err(|e| JsError::new(e.kind.message()))?;
         if let Some((_, old_tag)) = old {
-            self.handles.remove(&old_tag);
+            self.take_handle(old_tag);
         }
-        self.handles.insert(tag, handle);
+        self.set_handle(tag, handle);
         Ok(old.map(|(_, t)| t))
     }
 
     /// Reserves a slot under `tag` for a create whose id the server assigns.
     pub fn reserve_unassigned(&mut self, tag: u32) -> Result<(), JsError> {
-        let handle = self.engine.reserve_unassigned(tag).map_err(|e| JsError::new(&e.to_string()))?;
-        self.handles.insert(tag, handle);
+        let handle = self.engine.reserve_unassigned(tag).map_err(|e| JsError::new(e.kind.message()))?;
+        self.set_handle(tag, handle);
         Ok(())
     }
 
@@ -250,9 +273,8 @@ impl CoreEngine {
     /// refused (to the outbox). Returns the JSON array of parked frames that
     /// this made routable.
     pub fn release_session(&mut self, tag: u32, now: f64) -> String {
-        if let Some(handle) = self.handles.remove(&tag) {
-            let outbox = &mut self.outbox;
-            self.engine.release(handle, &mut |b: &[u8]| outbox.extend_from_slice(b));
+        if let Some(handle) = self.take_handle(tag) {
+            self.engine.release(handle, &mut sink(&mut self.outbox));
         }
         self.drain_parked(now)
     }
@@ -261,61 +283,69 @@ impl CoreEngine {
     pub fn stats(&self, now: f64) -> String {
         let s = self.engine.stats(ms(now));
         let r = s.router;
-        let mut refused = String::from("{");
-        for (i, c) in Cause::ALL.iter().enumerate() {
-            let _ = write!(refused, r#"{}"{}":{}"#, if i > 0 { "," } else { "" }, c.name(), s.refused(*c));
+        let mut out = Vec::new();
+        let mut w = Fields::new(&mut out);
+        for (key, n) in [
+            ("frames", r.frames),
+            ("bytes", r.bytes),
+            ("malformed", r.malformed),
+            ("oversize", r.oversize),
+            ("unknownSession", r.unknown_session),
+            ("parked", r.parked),
+            ("unmatchedResponses", r.unmatched_responses),
+            ("openObligations", s.open_obligations as u64),
+        ] {
+            w.number(key, n);
         }
-        refused.push('}');
-        format!(
-            r#"{{"frames":{},"bytes":{},"malformed":{},"oversize":{},"unknownSession":{},"parked":{},"unmatchedResponses":{},"openObligations":{},"oldestObligationAge":{},"opened":{},"answered":{},"refused":{refused},"unanswerable":{},"parkedFrames":{},"parkedBytes":{},"parkDropped":{},"answersSent":{},"acksAccepted":{},"acksRefused":{}}}"#,
-            r.frames,
-            r.bytes,
-            r.malformed,
-            r.oversize,
-            r.unknown_session,
-            r.parked,
-            r.unmatched_responses,
-            s.open_obligations,
-            s.oldest_obligation_age.map_or("null".to_owned(), |a| a.to_string()),
-            s.opened,
-            s.answered,
-            s.unanswerable,
-            s.parked_frames,
-            s.parked_bytes,
-            s.park_dropped,
-            s.answers_sent,
-            s.acks_accepted,
-            s.acks_refused,
-        )
+        w.number_opt("oldestObligationAge", s.oldest_obligation_age);
+        w.number("opened", s.opened);
+        w.number("answered", s.answered);
+        w.key("refused");
+        let mut refused = Fields::new(w.out);
+        for c in Cause::ALL {
+            refused.number(c.name(), s.refused(c));
+        }
+        refused.end();
+        for (key, n) in [
+            ("unanswerable", s.unanswerable),
+            ("parkedFrames", s.parked_frames as u64),
+            ("parkedBytes", s.parked_bytes as u64),
+            ("parkDropped", s.park_dropped),
+            ("answersSent", s.answers_sent),
+            ("acksAccepted", s.acks_accepted),
+            ("acksRefused", s.acks_refused),
+        ] {
+            w.number(key, n);
+        }
+        w.end();
+        into_string(out)
     }
 }
 
 impl CoreEngine {
     fn try_answer(&mut self, obligation: &str, payload: &str) -> Result<(), String> {
         let id = obligation_id(obligation)?;
-        let outbox = &mut self.outbox;
-        self.engine
-            .answer(id, payload.as_bytes(), &mut |b: &[u8]| outbox.extend_from_slice(b))
-            .map_err(|e| e.to_string())
+        self.engine.answer(id, payload.as_bytes(), &mut sink(&mut self.outbox)).map_err(|e| e.message().to_owned())
     }
 
     fn try_refuse(&mut self, obligation: &str, cause: &str) -> Result<(), String> {
         let id = obligation_id(obligation)?;
-        let cause =
-            Cause::ALL.into_iter().find(|c| c.name() == cause).ok_or_else(|| format!("unknown cause {cause}"))?;
-        let outbox = &mut self.outbox;
-        self.engine.refuse(id, cause, &mut |b: &[u8]| outbox.extend_from_slice(b)).map_err(|e| e.to_string())
+        let Some(cause) = Cause::ALL.into_iter().find(|c| c.name() == cause) else {
+            let mut message = "unknown cause ".to_owned();
+            message.push_str(cause);
+            return Err(message);
+        };
+        self.engine.refuse(id, cause, &mut sink(&mut self.outbox)).map_err(|e| e.message().to_owned())
     }
 
     fn try_close_session(&mut self, tag: u32) -> Result<(), String> {
         let handle = self.handle(tag)?;
-        self.engine.close(handle).map_err(|e| e.to_string())
+        self.engine.close(handle).map_err(|e| e.message().to_owned())
     }
 
     fn try_complete_open(&mut self, tag: u32, ok: bool, result: &str, now: f64) -> Result<String, String> {
         let handle = self.handle(tag)?;
-        let outbox = &mut self.outbox;
-        let mut out = |b: &[u8]| outbox.extend_from_slice(b);
+        let mut out = sink(&mut self.outbox);
         let opened = if ok {
             match Value::parse(result.as_bytes()) {
                 Ok(v) => self.engine.complete_open(handle, Ok(v), &mut out),
@@ -337,32 +367,58 @@ impl CoreEngine {
                 }
             }
         };
+        drop(out);
         if opened.is_err() {
-            self.handles.remove(&tag);
+            self.take_handle(tag);
         }
         let routes = self.drain_parked(now);
-        Ok(match opened {
-            Ok(()) => format!(r#"{{"opened":true,"routes":{routes}}}"#),
-            Err(e) => {
-                let error = json_string(&e.to_string());
-                format!(r#"{{"opened":false,"error":{error},"routes":{routes}}}"#)
-            }
-        })
+        let mut text = Vec::new();
+        let mut w = Fields::new(&mut text);
+        w.raw("opened", if opened.is_ok() { b"true" } else { b"false" });
+        if let Err(e) = opened {
+            w.text("error", e.message());
+        }
+        w.raw("routes", routes.as_bytes());
+        w.end();
+        Ok(into_string(text))
     }
 
     fn handle(&self, tag: u32) -> Result<SessionHandle, String> {
-        self.handles.get(&tag).copied().ok_or_else(|| format!("no session reserved under tag {tag}"))
+        match self.handles.iter().find(|(t, _)| *t == tag) {
+            Some((_, handle)) => Ok(*handle),
+            None => {
+                let mut message = b"no session reserved under tag ".to_vec();
+                push_number(&mut message, tag.into());
+                Err(into_string(message))
+            }
+        }
+    }
+
+    fn set_handle(&mut self, tag: u32, handle: SessionHandle) {
+        match self.handles.iter_mut().find(|(t, _)| *t == tag) {
+            Some(entry) => entry.1 = handle,
+            None => self.handles.push((tag, handle)),
+        }
+    }
+
+    fn take_handle(&mut self, tag: u32) -> Option<SessionHandle> {
+        let at = self.handles.iter().position(|(t, _)| *t == tag)?;
+        Some(self.handles.swap_remove(at).1)
     }
 
     fn drain_parked(&mut self, now: f64) -> String {
         let mut batch = Batch::new();
-        let outbox = &mut self.outbox;
-        let mut out = |b: &[u8]| outbox.extend_from_slice(b);
+        let mut out = sink(&mut self.outbox);
         while let Some(o) = self.engine.poll_parked(ms(now), &mut out) {
             batch.output(&o);
         }
         batch.finish()
     }
+}
+
+/// A message's `params` as JSON text, `null` for none.
+fn params<'a>(params: &Option<Value<'a>>) -> &'a [u8] {
+    params.map_or(b"null", |p| p.as_bytes())
 }
 
 /// Milliseconds from JavaScript (a float, maybe fractional or negative).
@@ -374,6 +430,7 @@ fn ms(now: f64) -> u64 {
     }
 }
 
+/// The obligation id from its decimal text (as [`Fields::output`] wrote it).
 fn obligation_id(text: &str) -> Result<ObligationId, String> {
     text.parse::<u64>().map(ObligationId::from_bits).map_err(|_| "not an obligation id".to_owned())
 }
@@ -388,215 +445,184 @@ pub struct EncodedRequest {
 }
 
 fn parse_params(params: &str) -> Result<Option<Value<'_>>, JsError> {
-    if params.trim().is_empty() {
+    // JavaScript passes "" for none (and `JSON.stringify` text otherwise).
+    if params.is_empty() {
         return Ok(None);
     }
-    let v = Value::parse(params.as_bytes()).map_err(|e| JsError::new(&format!("params are not JSON: {e}")))?;
+    let v = Value::parse(params.as_bytes()).map_err(|e| {
+        let mut message = "params are not JSON: ".to_owned();
+        e.write_message(&mut |part| message.push_str(part));
+        JsError::new(&message)
+    })?;
     Ok(Some(v))
 }
 
 /// `s` as a JSON string literal.
 fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
+    let mut out = Vec::with_capacity(s.len() + 2);
     push_json_string(&mut out, s);
-    out
+    into_string(out)
+}
+
+/// Text written by this module: UTF-8 by construction (whole strings and
+/// validated JSON, escapes and digits in ASCII).
+fn into_string(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_default()
 }
 
 /// Appends `s` as a JSON string literal (quotes, backslashes and control
 /// characters escaped).
-fn push_json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
+fn push_json_string(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    push_escaped(out, s.as_bytes());
+    out.push(b'"');
+}
+
+/// Appends `s` with quotes, backslashes and control characters escaped;
+/// every other byte (UTF-8 sequences included) as it is.
+fn push_escaped(out: &mut Vec<u8>, s: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for &b in s {
+        match b {
+            b'"' | b'\\' => out.extend_from_slice(&[b'\\', b]),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0..=0x1f => {
+                out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]])
             }
-            c => out.push(c),
+            _ => out.push(b),
         }
     }
-    out.push('"');
+}
+
+/// Appends `n` in decimal.
+fn push_number(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }
 
 fn encode(message: &Outgoing<'_>) -> Result<Vec<u8>, JsError> {
-    message.to_vec(512).map_err(|e| JsError::new(&e.to_string()))
+    message.to_vec(512).map_err(|e| JsError::new(e.message()))
 }
 
 /// Writes a batch of routed messages as one JSON array.
 struct Batch {
-    out: String,
-    items: usize,
+    out: Vec<u8>,
 }
 
 impl Batch {
     fn new() -> Self {
-        Batch { out: String::from("["), items: 0 }
+        Batch { out: b"[".to_vec() }
     }
 
     fn finish(mut self) -> String {
-        self.out.push(']');
-        self.out
-    }
-
-    fn item(&mut self, route: &str, fields: impl FnOnce(&mut Fields<'_>)) {
-        if self.items > 0 {
-            self.out.push(',');
-        }
-        self.items += 1;
-        let _ = write!(self.out, r#"{{"route":"{route}""#);
-        fields(&mut Fields { out: &mut self.out });
-        self.out.push('}');
-    }
-
-    fn route<T: Copy + Into<u32>, W>(&mut self, route: &Route<'_, T, W>) {
-        self.route_with(route, |_| {});
+        self.out.push(b']');
+        into_string(self.out)
     }
 
     /// An engine output: its route, with the obligation, refusal or
     /// acknowledgement the engine attached.
-    fn output<T: Copy + Into<u32>, W>(&mut self, o: &Output<'_, T, W>) {
-        self.route_with(&o.route, |w| {
-            if let Some(ob) = &o.obligation {
-                w.text("obligation", &ob.id.to_bits().to_string());
-                w.text("handler", ob.handler.name());
-                match ob.deadline {
-                    Some(d) => w.number_u("deadline", d),
-                    None => w.raw("deadline", b"null"),
-                }
-            }
-            if let Some(cause) = o.refused {
-                w.text("refused", cause.name());
-            }
-            if let Some(accepted) = o.answer_ack {
-                w.raw("answerAck", if accepted { b"true" } else { b"false" });
-            }
-        });
+    fn output(&mut self, o: &Output<'_, u32, ()>) {
+        if self.out.len() > 1 {
+            self.out.push(b',');
+        }
+        let mut w = Fields::new(&mut self.out);
+        w.route(&o.route);
+        if let Some(ob) = &o.obligation {
+            w.key("obligation");
+            w.out.push(b'"');
+            push_number(w.out, ob.id.to_bits());
+            w.out.push(b'"');
+            w.text("handler", ob.handler.name());
+            w.number_opt("deadline", ob.deadline);
+        }
+        if let Some(cause) = o.refused {
+            w.text("refused", cause.name());
+        }
+        if let Some(accepted) = o.answer_ack {
+            w.raw("answerAck", if accepted { b"true" } else { b"false" });
+        }
+        w.end();
+    }
+}
+
+/// The members of one JSON object, written as they come.
+struct Fields<'o> {
+    out: &'o mut Vec<u8>,
+    empty: bool,
+}
+
+impl<'o> Fields<'o> {
+    fn new(out: &'o mut Vec<u8>) -> Self {
+        out.push(b'{');
+        Fields { out, empty: true }
     }
 
-    /// As [`route`](Self::route), with `extra` fields appended to the item.
-    fn route_with<T: Copy + Into<u32>, W>(&mut self, route: &Route<'_, T, W>, extra: impl FnOnce(&mut Fields<'_>)) {
-        match route {
-            Route::Event { target, session_id, event, .. } => self.item("event", |w| {
-                w.number("session", (*target).into());
-                w.json_str("sessionId", session_id);
-                w.event(event);
-                extra(w);
-            }),
-            Route::Lifecycle { kind, session_id, params } => self.item("lifecycle", |w| {
-                w.json_str("type", kind);
-                w.json_str("sessionId", session_id);
-                w.raw("params", params.as_bytes());
-                extra(w);
-            }),
-            Route::Response { request, result, .. } => self.item("response", |w| {
-                w.number_u("id", request.0);
-                match result {
-                    Ok(v) => w.raw("result", v.as_bytes()),
-                    Err(e) => {
-                        w.number_i("code", e.code);
-                        w.json_str("message", &e.message);
-                        if let Some(d) = e.data {
-                            w.raw("data", d.as_bytes());
-                        }
-                    }
-                }
-                extra(w);
-            }),
-            Route::Request { id, method, params, session } => self.item("request", |w| {
-                w.id_text("idText", id);
-                w.json_str("method", method);
-                w.raw("params", params.map_or(&b"null"[..], |p| p.as_bytes()));
-                match session {
-                    Some((_, t)) => w.number("session", (*t).into()),
-                    None => w.raw("session", b"null"),
-                }
-                extra(w);
-            }),
-            Route::Notification { method, params, session } => self.item("notification", |w| {
-                w.json_str("method", method);
-                w.raw("params", params.map_or(&b"null"[..], |p| p.as_bytes()));
-                match session {
-                    Some((_, t)) => w.number("session", (*t).into()),
-                    None => w.raw("session", b"null"),
-                }
-                extra(w);
-            }),
-            Route::Park { session_id, .. } => self.item("parked", |w| {
-                w.json_str("sessionId", session_id);
-                extra(w);
-            }),
-            Route::UnknownSession { session_id, event, reply_to, method } => self.item("unknownSession", |w| {
-                w.json_str("sessionId", session_id);
-                w.json_str("method", method);
-                if let Some(e) = event {
-                    w.json_str("type", &e.event_type);
-                }
-                w.field_opt_id("replyTo", reply_to.as_ref());
-                w.number_i("code", copilot_core::UNKNOWN_SESSION);
-                extra(w);
-            }),
-            Route::UnmatchedResponse { id, .. } => self.item("unmatchedResponse", |w| {
-                w.id_text("idText", id);
-                extra(w);
-            }),
-            Route::Malformed(e) => self.item("malformed", |w| {
-                w.text("error", &e.to_string());
-                w.number_i("code", e.code());
-                w.field_opt_id("replyTo", e.reply_to.as_ref());
-                extra(w);
-            }),
-            Route::FrameError(e) => self.item("frameError", |w| {
-                w.text("error", &e.to_string());
-                extra(w);
-            }),
+    fn end(self) {
+        self.out.push(b'}');
+    }
+
+    fn key(&mut self, key: &str) {
+        if !self.empty {
+            self.out.push(b',');
+        }
+        self.empty = false;
+        self.out.push(b'"');
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.extend_from_slice(b"\":");
+    }
+
+    fn number(&mut self, key: &str, n: u64) {
+        self.key(key);
+        push_number(self.out, n);
+    }
+
+    fn number_opt(&mut self, key: &str, n: Option<u64>) {
+        match n {
+            Some(n) => self.number(key, n),
+            None => self.raw(key, b"null"),
         }
     }
-}
 
-/// Fields of one item.
-struct Fields<'o> {
-    out: &'o mut String,
-}
-
-impl Fields<'_> {
-    fn key(&mut self, key: &str) {
-        let _ = write!(self.out, r#","{key}":"#);
-    }
-
-    fn number(&mut self, key: &str, n: u32) {
+    /// Error codes: negative integers.
+    fn code(&mut self, key: &str, n: i64) {
         self.key(key);
-        let _ = write!(self.out, "{n}");
-    }
-
-    fn number_i(&mut self, key: &str, n: i64) {
-        self.key(key);
-        let _ = write!(self.out, "{n}");
-    }
-
-    fn number_u(&mut self, key: &str, n: u64) {
-        self.key(key);
-        // Only request ids come here, whole numbers below 2^53; printed as
-        // integers, which keeps float formatting (20 KB) out of the module.
-        let _ = write!(self.out, "{}", n as i64);
+        if n < 0 {
+            self.out.push(b'-');
+        }
+        push_number(self.out, n.unsigned_abs());
     }
 
     /// Validated JSON, embedded as it is.
     fn raw(&mut self, key: &str, json: &[u8]) {
         self.key(key);
-        // Bodies come from the core's validated text: UTF-8 by construction.
-        self.out.push_str(std::str::from_utf8(json).unwrap_or("null"));
+        self.out.extend_from_slice(json);
     }
 
     /// A string as it arrived on the wire (its escapes are valid JSON).
     fn json_str(&mut self, key: &str, s: &JsonStr<'_>) {
         self.key(key);
-        self.out.push('"');
-        self.out.push_str(s.raw());
-        self.out.push('"');
+        self.out.push(b'"');
+        self.out.extend_from_slice(s.raw().as_bytes());
+        self.out.push(b'"');
+    }
+
+    /// A message the core writes in parts, escaped.
+    fn message(&mut self, key: &str, write: &mut dyn FnMut(&mut dyn FnMut(&str))) {
+        self.key(key);
+        self.out.push(b'"');
+        write(&mut |part| push_escaped(self.out, part.as_bytes()));
+        self.out.push(b'"');
     }
 
     /// Any text, escaped.
@@ -606,38 +632,109 @@ impl Fields<'_> {
     }
 
     /// The JSON text of a request id, as a string (so `1e400` and `"a"`
-    /// survive exactly for the answer).
-    fn id_text(&mut self, key: &str, id: &Id<'_>) {
-        let text = match id {
-            Id::Null => "null".to_owned(),
-            Id::Number(n) => n.raw().to_owned(),
-            Id::String(s) => format!("\"{}\"", s.raw()),
-        };
-        self.text(key, &text);
+    /// survive exactly for the answer); `null` for none.
+    fn id_text(&mut self, key: &str, id: Option<&Id<'_>>) {
+        match id {
+            Some(Id::Null) => self.text(key, "null"),
+            Some(Id::Number(n)) => self.text(key, n.raw()),
+            Some(Id::String(s)) => {
+                self.key(key);
+                // The quotes of the id's text, escaped, around its raw text
+                // escaped again.
+                self.out.extend_from_slice(b"\"\\\"");
+                push_escaped(self.out, s.raw().as_bytes());
+                self.out.extend_from_slice(b"\\\"\"");
+            }
+            None => self.raw(key, b"null"),
+        }
     }
 
-    fn field_opt_id(&mut self, key: &str, id: Option<&Id<'_>>) {
-        match id {
-            Some(id) => self.id_text(key, id),
-            None => {
-                self.key(key);
-                self.out.push_str("null");
-            }
-        }
+    fn session(&mut self, session: Option<u32>) {
+        self.number_opt("session", session.map(u64::from));
     }
 
     fn event(&mut self, e: &EventInfo<'_>) {
         self.json_str("type", &e.event_type);
-        self.key("awaitsAnswer");
-        self.out.push_str(if e.awaits_answer() { "true" } else { "false" });
+        self.raw("awaitsAnswer", if e.awaits_answer() { b"true" } else { b"false" });
         match &e.request_id {
             Some(r) => self.json_str("requestId", r),
-            None => {
-                self.key("requestId");
-                self.out.push_str("null");
-            }
+            None => self.raw("requestId", b"null"),
         }
         self.raw("event", e.event.as_bytes());
+    }
+
+    /// The route's name and members.
+    fn route(&mut self, route: &Route<'_, u32, ()>) {
+        match route {
+            Route::Event { target, session_id, event, .. } => {
+                self.text("route", "event");
+                self.number("session", (*target).into());
+                self.json_str("sessionId", session_id);
+                self.event(event);
+            }
+            Route::Lifecycle { kind, session_id, params } => {
+                self.text("route", "lifecycle");
+                self.json_str("type", kind);
+                self.json_str("sessionId", session_id);
+                self.raw("params", params.as_bytes());
+            }
+            Route::Response { request, result, .. } => {
+                self.text("route", "response");
+                // Request ids are whole numbers the engine counts up.
+                self.number("id", request.0);
+                match result {
+                    Ok(v) => self.raw("result", v.as_bytes()),
+                    Err(e) => {
+                        self.code("code", e.code);
+                        self.json_str("message", &e.message);
+                        if let Some(d) = e.data {
+                            self.raw("data", d.as_bytes());
+                        }
+                    }
+                }
+            }
+            Route::Request { id, method, params: p, session } => {
+                self.text("route", "request");
+                self.id_text("idText", Some(id));
+                self.json_str("method", method);
+                self.raw("params", params(p));
+                self.session(session.map(|(_, t)| t));
+            }
+            Route::Notification { method, params: p, session } => {
+                self.text("route", "notification");
+                self.json_str("method", method);
+                self.raw("params", params(p));
+                self.session(session.map(|(_, t)| t));
+            }
+            Route::Park { session_id, .. } => {
+                self.text("route", "parked");
+                self.json_str("sessionId", session_id);
+            }
+            Route::UnknownSession { session_id, event, reply_to, method } => {
+                self.text("route", "unknownSession");
+                self.json_str("sessionId", session_id);
+                self.json_str("method", method);
+                if let Some(e) = event {
+                    self.json_str("type", &e.event_type);
+                }
+                self.id_text("replyTo", reply_to.as_ref());
+                self.code("code", copilot_core::UNKNOWN_SESSION);
+            }
+            Route::UnmatchedResponse { id, .. } => {
+                self.text("route", "unmatchedResponse");
+                self.id_text("idText", Some(id));
+            }
+            Route::Malformed(e) => {
+                self.text("route", "malformed");
+                self.message("error", &mut |out| e.write_message(out));
+                self.code("code", e.code());
+                self.id_text("replyTo", e.reply_to.as_ref());
+            }
+            Route::FrameError(e) => {
+                self.text("route", "frameError");
+                self.message("error", &mut |out| e.write_message(out));
+            }
+        }
     }
 }
 
