@@ -150,8 +150,12 @@ impl CoreEngine {
         }
     }
 
-    /// Call when the stream has ended: reports a frame cut short.
-    pub fn finish(&mut self) -> String {
+    /// The connection is gone: forgets every request in flight (JavaScript
+    /// fails their callers from its own list) and every open wait (no
+    /// answer can reach the CLI any more). Returns the batch that reports
+    /// a frame cut short, if the stream ended inside one.
+    pub fn disconnect(&mut self) -> String {
+        self.engine.disconnect(|_, ()| {});
         let mut out = Batch::new();
         if let Err(e) = self.decoder.finish() {
             out.output(&Output { route: Route::FrameError(e), obligation: None, refused: None, answer_ack: None });
@@ -193,8 +197,9 @@ impl CoreEngine {
         self.engine.poll_timeout().map(|t| t as f64)
     }
 
-    /// Allocates a request id and encodes the request; `params` is JSON
-    /// text or empty for none. Its deadline is `now + timeout_ms` (none if
+    /// Allocates a request id, writes the request to the outbox and
+    /// returns the id (the response will carry it); `params` is JSON text
+    /// or empty for none. Its deadline is `now + timeout_ms` (none if
     /// `timeout_ms` is infinite), or the engine's request timeout when
     /// `timeout_ms` is not given.
     pub fn encode_request(
@@ -203,7 +208,7 @@ impl CoreEngine {
         params: &str,
         now: f64,
         timeout_ms: Option<f64>,
-    ) -> Result<EncodedRequest, JsError> {
+    ) -> Result<f64, JsError> {
         let params = parse_params(params)?;
         let inserted = match timeout_ms {
             None => self.engine.insert_request((), ms(now)),
@@ -212,7 +217,10 @@ impl CoreEngine {
         };
         let id = inserted.map_err(|_| JsError::new("too many requests in flight"))?;
         match encode(&Outgoing::Request { id, method, params: params.as_ref().map(|p| p as &dyn Payload) }) {
-            Ok(frame) => Ok(EncodedRequest { id: id.0 as f64, frame }),
+            Ok(mut frame) => {
+                self.outbox.append(&mut frame);
+                Ok(id.0 as f64)
+            }
             Err(e) => {
                 self.engine.router().pending().take(id.0);
                 Err(e)
@@ -220,39 +228,23 @@ impl CoreEngine {
         }
     }
 
-    /// The connection is gone: returns the ids of every request in flight
-    /// (fail their callers) and forgets every open wait (no answer can
-    /// reach the CLI any more).
-    pub fn disconnect(&mut self) -> Vec<f64> {
-        let mut ids = Vec::new();
-        self.engine.disconnect(|id, _| ids.push(id.0 as f64));
-        ids
-    }
-
-    /// Reserves session `id` under `tag` before its create is sent.
-    pub fn reserve_session(&mut self, id: &str, tag: u32) -> Result<(), JsError> {
-        let handle = self.engine.reserve(id, tag).map_err(|e| JsError::new(e.kind.message()))?;
-        self.set_handle(tag, handle);
-        Ok(())
-    }
-
-    /// Reserves session `id` under `tag` before its resume is sent. If the
-    /// id is open on this client, the new tag takes it over: the old tag is
-    /// returned (end its streams: the session was resumed elsewhere).
-    pub fn resume_session(&mut self, id: &str, tag: u32) -> Result<Option<u32>, JsError> {
-        let (handle, old) = self.engine.reserve_resume(id, tag).map_err(|e| JsError::new(e.kind.message()))?;
+    /// Reserves a session slot under `tag` before its create or resume is
+    /// sent: for session `id`, or, with no `id`, for a create whose id the
+    /// server assigns. On a `resume` of an id open on this client, the new
+    /// tag takes it over: the old tag is returned (end its streams: the
+    /// session was resumed elsewhere).
+    pub fn reserve(&mut self, id: Option<String>, tag: u32, resume: bool) -> Result<Option<u32>, JsError> {
+        let reserved = match id {
+            None => self.engine.reserve_unassigned(tag).map(|handle| (handle, None)),
+            Some(id) if resume => self.engine.reserve_resume(&id, tag),
+            Some(id) => self.engine.reserve(&id, tag).map(|handle| (handle, None)),
+        };
+        let (handle, old) = reserved.map_err(|e| JsError::new(e.kind.message()))?;
         if let Some((_, old_tag)) = old {
             self.take_handle(old_tag);
         }
         self.set_handle(tag, handle);
         Ok(old.map(|(_, t)| t))
-    }
-
-    /// Reserves a slot under `tag` for a create whose id the server assigns.
-    pub fn reserve_unassigned(&mut self, tag: u32) -> Result<(), JsError> {
-        let handle = self.engine.reserve_unassigned(tag).map_err(|e| JsError::new(e.kind.message()))?;
-        self.set_handle(tag, handle);
-        Ok(())
     }
 
     /// Completes the create or resume of `tag` with its response: `result`
@@ -283,44 +275,63 @@ impl CoreEngine {
     pub fn stats(&self, now: f64) -> String {
         let s = self.engine.stats(ms(now));
         let r = s.router;
+        let counters = [
+            r.frames,
+            r.bytes,
+            r.malformed,
+            r.oversize,
+            r.unknown_session,
+            r.parked,
+            r.unmatched_responses,
+            s.open_obligations as u64,
+            s.opened,
+            s.answered,
+            s.unanswerable,
+            s.parked_frames as u64,
+            s.parked_bytes as u64,
+            s.park_dropped,
+            s.answers_sent,
+            s.acks_accepted,
+            s.acks_refused,
+        ];
         let mut out = Vec::new();
         let mut w = Fields::new(&mut out);
-        for (key, n) in [
-            ("frames", r.frames),
-            ("bytes", r.bytes),
-            ("malformed", r.malformed),
-            ("oversize", r.oversize),
-            ("unknownSession", r.unknown_session),
-            ("parked", r.parked),
-            ("unmatchedResponses", r.unmatched_responses),
-            ("openObligations", s.open_obligations as u64),
-        ] {
+        for (key, n) in STATS.iter().zip(counters) {
             w.number(key, n);
         }
         w.number_opt("oldestObligationAge", s.oldest_obligation_age);
-        w.number("opened", s.opened);
-        w.number("answered", s.answered);
         w.key("refused");
         let mut refused = Fields::new(w.out);
-        for c in Cause::ALL {
-            refused.number(c.name(), s.refused(c));
+        // `refused` is indexed as `Cause::ALL`.
+        for (cause, n) in Cause::ALL.iter().zip(s.refused) {
+            refused.number(cause.name(), n);
         }
         refused.end();
-        for (key, n) in [
-            ("unanswerable", s.unanswerable),
-            ("parkedFrames", s.parked_frames as u64),
-            ("parkedBytes", s.parked_bytes as u64),
-            ("parkDropped", s.park_dropped),
-            ("answersSent", s.answers_sent),
-            ("acksAccepted", s.acks_accepted),
-            ("acksRefused", s.acks_refused),
-        ] {
-            w.number(key, n);
-        }
         w.end();
         into_string(out)
     }
 }
+
+/// The names of the counters [`CoreEngine::stats`] reports, in its order.
+const STATS: [&str; 17] = [
+    "frames",
+    "bytes",
+    "malformed",
+    "oversize",
+    "unknownSession",
+    "parked",
+    "unmatchedResponses",
+    "openObligations",
+    "opened",
+    "answered",
+    "unanswerable",
+    "parkedFrames",
+    "parkedBytes",
+    "parkDropped",
+    "answersSent",
+    "acksAccepted",
+    "acksRefused",
+];
 
 impl CoreEngine {
     fn try_answer(&mut self, obligation: &str, payload: &str) -> Result<(), String> {
@@ -433,15 +444,6 @@ fn ms(now: f64) -> u64 {
 /// The obligation id from its decimal text (as [`Fields::output`] wrote it).
 fn obligation_id(text: &str) -> Result<ObligationId, String> {
     text.parse::<u64>().map(ObligationId::from_bits).map_err(|_| "not an obligation id".to_owned())
-}
-
-/// A request ready to send.
-#[wasm_bindgen(getter_with_clone)]
-pub struct EncodedRequest {
-    /// Its id: the response will carry it.
-    pub id: f64,
-    /// The whole frame, header included.
-    pub frame: Vec<u8>,
 }
 
 fn parse_params(params: &str) -> Result<Option<Value<'_>>, JsError> {
@@ -632,12 +634,12 @@ impl<'o> Fields<'o> {
     }
 
     /// The JSON text of a request id, as a string (so `1e400` and `"a"`
-    /// survive exactly for the answer); `null` for none.
-    fn id_text(&mut self, key: &str, id: Option<&Id<'_>>) {
+    /// survive exactly).
+    fn id_text(&mut self, key: &str, id: &Id<'_>) {
         match id {
-            Some(Id::Null) => self.text(key, "null"),
-            Some(Id::Number(n)) => self.text(key, n.raw()),
-            Some(Id::String(s)) => {
+            Id::Null => self.text(key, "null"),
+            Id::Number(n) => self.text(key, n.raw()),
+            Id::String(s) => {
                 self.key(key);
                 // The quotes of the id's text, escaped, around its raw text
                 // escaped again.
@@ -645,7 +647,6 @@ impl<'o> Fields<'o> {
                 push_escaped(self.out, s.raw().as_bytes());
                 self.out.extend_from_slice(b"\\\"\"");
             }
-            None => self.raw(key, b"null"),
         }
     }
 
@@ -655,11 +656,6 @@ impl<'o> Fields<'o> {
 
     fn event(&mut self, e: &EventInfo<'_>) {
         self.json_str("type", &e.event_type);
-        self.raw("awaitsAnswer", if e.awaits_answer() { b"true" } else { b"false" });
-        match &e.request_id {
-            Some(r) => self.json_str("requestId", r),
-            None => self.raw("requestId", b"null"),
-        }
         self.raw("event", e.event.as_bytes());
     }
 
@@ -695,7 +691,7 @@ impl<'o> Fields<'o> {
             }
             Route::Request { id, method, params: p, session } => {
                 self.text("route", "request");
-                self.id_text("idText", Some(id));
+                self.id_text("idText", id);
                 self.json_str("method", method);
                 self.raw("params", params(p));
                 self.session(session.map(|(_, t)| t));
@@ -710,25 +706,21 @@ impl<'o> Fields<'o> {
                 self.text("route", "parked");
                 self.json_str("sessionId", session_id);
             }
-            Route::UnknownSession { session_id, event, reply_to, method } => {
+            Route::UnknownSession { session_id, event, method, .. } => {
                 self.text("route", "unknownSession");
                 self.json_str("sessionId", session_id);
                 self.json_str("method", method);
                 if let Some(e) = event {
                     self.json_str("type", &e.event_type);
                 }
-                self.id_text("replyTo", reply_to.as_ref());
-                self.code("code", copilot_core::UNKNOWN_SESSION);
             }
             Route::UnmatchedResponse { id, .. } => {
                 self.text("route", "unmatchedResponse");
-                self.id_text("idText", Some(id));
+                self.id_text("idText", id);
             }
             Route::Malformed(e) => {
                 self.text("route", "malformed");
                 self.message("error", &mut |out| e.write_message(out));
-                self.code("code", e.code());
-                self.id_text("replyTo", e.reply_to.as_ref());
             }
             Route::FrameError(e) => {
                 self.text("route", "frameError");
@@ -753,9 +745,12 @@ mod tests {
     #[test]
     fn events_and_responses_come_back_as_one_json_batch() {
         let mut c = CoreEngine::new(None, None, None, None);
-        c.reserve_session("s\"1", 7).unwrap();
+        c.reserve(Some("s\"1".into()), 7, false).unwrap();
         let req = c.encode_request("session.send", r#"{"sessionId":"s\"1","prompt":"hi"}"#, 0.0, None).unwrap();
-        assert_eq!(req.id, 1.0);
+        assert_eq!(req, 1.0);
+        let request =
+            frame(r#"{"jsonrpc":"2.0","id":1,"method":"session.send","params":{"sessionId":"s\"1","prompt":"hi"}}"#);
+        assert_eq!(c.take_outgoing(), request, "the request goes to the outbox");
         let mut input = frame(
             r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s\"1","event":{"type":"session.info","id":"e","data":{"x":"\ud83d\ude00"}}}}"#,
         );
@@ -768,13 +763,13 @@ mod tests {
         assert_eq!(batch[0]["route"], "event");
         assert_eq!(batch[0]["session"], 7);
         assert_eq!(batch[0]["sessionId"], "s\"1");
-        assert_eq!(batch[0]["awaitsAnswer"], false);
         assert_eq!(batch[0]["event"]["data"]["x"], "😀");
         assert_eq!(batch[1], serde_json::json!({"route": "response", "id": 1, "result": {"messageId": "m"}}));
         assert_eq!(batch[2]["route"], "unknownSession");
-        assert_eq!(batch[2]["replyTo"], "1e400", "the id's exact text");
+        assert_eq!(batch[2]["method"], "userInput.request");
         assert_eq!(batch[2]["refused"], "sessionGone");
         assert_eq!(batch[3]["route"], "frameError");
+        assert_eq!(batch[3]["error"], copilot_core::FrameError::Garbage.to_string());
         let sent = String::from_utf8(c.take_outgoing()).unwrap();
         assert!(
             sent.ends_with(
@@ -782,6 +777,24 @@ mod tests {
             ),
             "{sent}"
         );
+    }
+
+    #[test]
+    fn error_texts_are_the_cores_messages_with_their_numbers() {
+        let mut c = CoreEngine::new(Some(128), None, None, None);
+        let oversize = format!(r#"{{"jsonrpc":"2.0","method":"x","params":{{"pad":"{}"}}}}"#, "p".repeat(200));
+        let cut = r#"{"jsonrpc":"2.0","id":"a\"b","method":"#;
+        let mut input = frame(&oversize);
+        input.extend(frame(cut));
+        input.extend(frame(r#"{"jsonrpc":"2.0","id":"a\"b","method":"hooks.invoke","params":{}}"#));
+        let batch = parse(&c.feed(&input, 0.0));
+        let too_large = copilot_core::FrameError::TooLarge { length: oversize.len(), capacity: 128 };
+        assert_eq!(batch[0]["error"], too_large.to_string());
+        assert_eq!(batch[1]["route"], "malformed");
+        let parse_error = copilot_core::Envelope::decode(cut.as_bytes()).unwrap_err();
+        assert_eq!(batch[1]["error"], parse_error.to_string());
+        assert!(batch[1]["error"].as_str().unwrap().contains(" at byte "), "{}", batch[1]);
+        assert_eq!(batch[2]["idText"], r#""a\"b""#, "the id's exact JSON text: {}", batch[2]);
     }
 
     #[test]
@@ -795,9 +808,9 @@ mod tests {
     #[test]
     fn requests_take_their_own_deadline_or_the_default() {
         let mut c = CoreEngine::new(None, None, Some(1000.0), None);
-        let a = c.encode_request("ping", "{}", 10.0, Some(50.0)).unwrap().id;
-        let b = c.encode_request("ping", "{}", 10.0, None).unwrap().id;
-        let _never = c.encode_request("ping", "{}", 10.0, Some(f64::INFINITY)).unwrap().id;
+        let a = c.encode_request("ping", "{}", 10.0, Some(50.0)).unwrap();
+        let b = c.encode_request("ping", "{}", 10.0, None).unwrap();
+        let _never = c.encode_request("ping", "{}", 10.0, Some(f64::INFINITY)).unwrap();
         assert_eq!(c.poll_timeout(), Some(60.0));
         assert_eq!(c.handle_timeout(59.0), Vec::<f64>::new());
         assert_eq!(c.handle_timeout(60.0), vec![a]);
@@ -809,7 +822,7 @@ mod tests {
     #[test]
     fn parked_frames_are_released_in_order_when_the_session_is_named() {
         let mut c = CoreEngine::new(None, None, None, None);
-        c.reserve_unassigned(3).unwrap();
+        c.reserve(None, 3, false).unwrap();
         let mut input = Vec::new();
         for n in 0..3 {
             input.extend(frame(&format!(r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"new","event":{{"type":"session.info","id":"e{n}","data":{{}}}}}}}}"#)));
@@ -831,7 +844,7 @@ mod tests {
     #[test]
     fn engine_items_carry_the_obligation_and_answers_go_to_the_outbox() {
         let mut e = CoreEngine::new(None, Some(1000.0), Some(0.0), None);
-        e.reserve_session("s1", 4).unwrap();
+        e.reserve(Some("s1".into()), 4, false).unwrap();
         let opened = parse(&e.try_complete_open(4, true, "{}", 0.0).unwrap());
         assert_eq!(opened["opened"], true);
         let batch = parse(&e.feed(
@@ -858,7 +871,7 @@ mod tests {
     #[test]
     fn engine_refuses_at_deadlines_and_for_gone_sessions() {
         let mut e = CoreEngine::new(None, Some(100.0), None, None);
-        e.reserve_session("s1", 1).unwrap();
+        e.reserve(Some("s1".into()), 1, false).unwrap();
         let batch = parse(&e.feed(
             &frame(
                 r#"{"jsonrpc":"2.0","id":7,"method":"userInput.request","params":{"sessionId":"s1","question":"?"}}"#,
@@ -891,7 +904,7 @@ mod tests {
     #[test]
     fn engine_sessions_open_park_and_take_over() {
         let mut e = CoreEngine::new(None, None, None, None);
-        e.reserve_unassigned(3).unwrap();
+        e.reserve(None, 3, false).unwrap();
         let parked = parse(&e.feed(
             &frame(r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"new","event":{"type":"command.queued","data":{"requestId":"c1","command":"/x"}}}}"#),
             0.0,
@@ -902,7 +915,7 @@ mod tests {
         assert_eq!(opened["routes"][0]["session"], 3);
         assert_eq!(opened["routes"][0]["handler"], "queuedCommand");
         // Resuming the open id under another tag takes it over.
-        assert_eq!(e.resume_session("new", 9).unwrap(), Some(3));
+        assert_eq!(e.reserve(Some("new".into()), 9, true).unwrap(), Some(3));
         // The resume's answer is unreadable: the slot is released, and the
         // wait it held is refused.
         let failed = parse(&e.try_complete_open(9, true, "not json", 2.0).unwrap());

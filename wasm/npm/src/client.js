@@ -580,9 +580,7 @@ export class CopilotClient {
     const session = new Session(this, tag, id, config);
     let previous;
     try {
-      if (serverAssigned) this.#core.reserve_unassigned(tag);
-      else if (resumeId != null) previous = this.#core.resume_session(id, tag);
-      else this.#core.reserve_session(id, tag);
+      previous = this.#core.reserve(id, tag, resumeId != null);
     } catch (e) {
       throw new ConfigError(`cannot open session ${id ?? "(server-assigned)"}: ${errorText(e)}`);
     }
@@ -704,26 +702,18 @@ export class CopilotClient {
   /** @internal Sends a request; resolves with its result. */
   _request(method, params, { timeoutMs = this.#requestTimeoutMs, onResponse } = {}) {
     if (this.#closed) return Promise.reject(this.#disconnected());
-    let id, frame;
+    let id;
     try {
-      // The deadline is the engine's: the timer below wakes it.
+      // The deadline is the engine's: the timer below wakes it. The
+      // request goes to the outbox, sent by #flush.
       const deadline = Number.isFinite(timeoutMs) ? Math.max(0, timeoutMs) : Infinity;
-      const encoded = this.#core.encode_request(
-        method,
-        params === undefined ? "" : JSON.stringify(params),
-        now(),
-        deadline,
-      );
-      id = encoded.id;
-      frame = encoded.frame;
-      encoded.free();
+      id = this.#core.encode_request(method, params === undefined ? "" : JSON.stringify(params), now(), deadline);
     } catch (e) {
       return Promise.reject(new CopilotError(`cannot send ${method}: ${errorText(e)}`, { cause: e }));
     }
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { method, timeoutMs, resolve, reject, onResponse });
-      this.#transport.write(frame);
-      this.#arm();
+      this.#flush();
     });
   }
 
@@ -933,17 +923,16 @@ export class CopilotClient {
   /** Ends the connection: every waiting call rejects, every session ends. */
   #shutDown(reason) {
     if (this.#closed) return;
+    // Every request fails; every open wait is forgotten (no answer can
+    // reach the CLI any more); a frame cut short is reported.
     try {
-      this.#routeBatch(this.#core.finish());
+      this.#routeBatch(this.#core.disconnect());
     } catch {
-      // Reporting a cut frame is all finish() does.
+      // Reporting a cut frame is all the batch holds.
     }
     this.#closed = true;
     this.#closeReason = reason || "connection closed";
     const error = this.#disconnected();
-    // Every request fails; every open wait is forgotten (no answer can
-    // reach the CLI any more).
-    this.#core.disconnect();
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = this.#timerAt = undefined;
     const pending = [...this.#pending.values()];

@@ -510,8 +510,6 @@ export interface EventItem extends EngineFields, Partial<ObligationFields> {
   session: number;
   sessionId: string;
   type: string;
-  awaitsAnswer: boolean;
-  requestId: string | null;
   event: SessionEvent;
 }
 
@@ -562,8 +560,6 @@ export interface UnknownSessionItem extends EngineFields {
   sessionId: string;
   method: string;
   type?: string;
-  replyTo: string | null;
-  code: number;
 }
 
 /** A response nobody awaits, or (with `answerAck`) the CLI's reply to an answer. */
@@ -576,8 +572,6 @@ export interface UnmatchedResponseItem extends EngineFields {
 export interface MalformedItem extends EngineFields {
   route: "malformed";
   error: string;
-  code: number;
-  replyTo: string | null;
 }
 
 /** A framing error (a bad header, an oversize frame, a cut frame at the end). */
