@@ -85,10 +85,10 @@ fn sink(outbox: &mut Vec<u8>) -> impl FnMut(&[u8]) + '_ {
 ///
 /// Routed items (typed in the npm package's `index.d.ts`) carry, on a wait
 /// the JS client must answer, `"obligation"` (an opaque string to give back
-/// to [`answer`](Self::answer) or [`refuse`](Self::refuse)), `"handler"`
-/// (the handler kind, such as `"permission"`) and `"deadline"`; on a wait
-/// the engine already refused, `"refused"` (the cause, such as
-/// `"sessionGone"`); on the CLI's reply to an answer, `"answerAck"`.
+/// to [`settle`](Self::settle)), `"handler"` (the handler kind, such as
+/// `"permission"`) and `"deadline"`; on a wait the engine already refused,
+/// `"refused"` (the cause, such as `"sessionGone"`); on the CLI's reply to
+/// an answer, `"answerAck"`.
 #[wasm_bindgen]
 pub struct CoreEngine {
     decoder: FrameDecoder<GrowingBuffer>,
@@ -169,18 +169,16 @@ impl CoreEngine {
         core::mem::take(&mut self.outbox)
     }
 
-    /// Passes on a handler's answer (`payload`, JSON text; `null` leaves
-    /// the answer's member out). Throws if the wait was already answered
-    /// (nothing is sent then) or the payload is not JSON (the refusal is
-    /// sent instead).
-    pub fn answer(&mut self, obligation: &str, payload: &str) -> Result<(), JsError> {
-        self.try_answer(obligation, payload).map_err(|e| JsError::new(&e))
-    }
-
-    /// Answers a wait with its default refusal; `cause` is `"noHandler"`,
-    /// `"handlerFailed"` or `"unreadable"`. Throws if it was already answered.
-    pub fn refuse(&mut self, obligation: &str, cause: &str) -> Result<(), JsError> {
-        self.try_refuse(obligation, cause).map_err(|e| JsError::new(&e))
+    /// Settles a wait with its handler's outcome: the answer (`text`, JSON;
+    /// `null` leaves the answer's member out), or, if `refuse`, the wait's
+    /// default refusal for the cause `text` names (`"noHandler"`,
+    /// `"handlerFailed"` or `"unreadable"`). Throws if the wait was already
+    /// answered (nothing is sent then), if the answer is not JSON (the
+    /// refusal is sent instead) or the cause is unknown. One method for
+    /// both: each export costs the module its own glue.
+    pub fn settle(&mut self, obligation: &str, refuse: bool, text: &str) -> Result<(), JsError> {
+        let settled = if refuse { self.try_refuse(obligation, text) } else { self.try_answer(obligation, text) };
+        settled.map_err(|e| JsError::new(&e))
     }
 
     /// Acts on the deadlines due at `now`: refusals go to the outbox; the

@@ -756,9 +756,9 @@ export class CopilotClient {
     if (this.#closed) return;
     try {
       if (outcome && "answer" in outcome) {
-        this.#core.answer(obligation, JSON.stringify(outcome.answer) ?? "null");
+        this.#core.settle(obligation, false, JSON.stringify(outcome.answer) ?? "null");
       } else {
-        this.#core.refuse(obligation, outcome?.refuse ?? "handlerFailed");
+        this.#core.settle(obligation, true, outcome?.refuse ?? "handlerFailed");
       }
     } catch (e) {
       // Answered already (its deadline passed, its session was released),

@@ -488,7 +488,7 @@ export interface ClientStats {
 
 /** What the engine decided about a wait the host must have answered. */
 export interface ObligationFields {
-  /** Give it back to `answer(obligation, payloadJson)` or `refuse(obligation, cause)`. */
+  /** Give it back to `settle(obligation, false, answerJson)` or `settle(obligation, true, cause)`. */
   obligation: string;
   /** Which handler answers. */
   handler: HandlerKind;
