@@ -556,6 +556,9 @@ impl Batch {
     }
 }
 
+/// Where the core writes a message in parts (`write_message`).
+type TextSink<'a> = dyn FnMut(&str) + 'a;
+
 /// The members of one JSON object, written as they come.
 struct Fields<'o> {
     out: &'o mut Vec<u8>,
@@ -618,7 +621,7 @@ impl<'o> Fields<'o> {
     }
 
     /// A message the core writes in parts, escaped.
-    fn message(&mut self, key: &str, write: &mut dyn FnMut(&mut dyn FnMut(&str))) {
+    fn message(&mut self, key: &str, write: &mut dyn FnMut(&mut TextSink<'_>)) {
         self.key(key);
         self.out.push(b'"');
         write(&mut |part| push_escaped(self.out, part.as_bytes()));
