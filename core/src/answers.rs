@@ -194,7 +194,9 @@ use Refusal::Payload as P;
 
 /// Every obligation kind. Refusals are what the official SDKs send without
 /// a handler (or when it fails), else the schema's "not handled" variant.
-pub const ANSWERS: &[AnswerRow] = &[
+// A static, not a const: a const slice is copied into each function that
+// reads it (two copies of the table in the WebAssembly module).
+pub static ANSWERS: &[AnswerRow] = &[
     // Events answered by an RPC.
     event(
         "permission.requested",

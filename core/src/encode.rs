@@ -21,12 +21,20 @@ pub enum EncodeError {
     Serialize,
 }
 
-impl fmt::Display for EncodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl EncodeError {
+    /// The message that [`Display`](fmt::Display) shows, for builds that
+    /// leave `core::fmt` out.
+    pub const fn message(&self) -> &'static str {
+        match self {
             EncodeError::BufferTooSmall => "output buffer too small for the message",
             EncodeError::Serialize => "payload could not be serialized",
-        })
+        }
+    }
+}
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
     }
 }
 
@@ -248,6 +256,27 @@ pub fn frame_header(body_len: usize, out: &mut [u8; MAX_FRAME_HEADER_LEN]) -> us
         at += part.len();
     }
     at
+}
+
+/// Writes `n` in decimal to a message sink (see [`fmt_parts`]).
+pub(crate) fn write_decimal(n: u64, out: &mut dyn FnMut(&str)) {
+    let mut digits = [0; 20];
+    // ASCII digits: always UTF-8.
+    out(core::str::from_utf8(itoa(n, &mut digits)).unwrap_or("0"));
+}
+
+/// Shows a message that `write` produces in parts. Error messages with
+/// numbers are written this way, not with `write!`, so that a binding that
+/// passes them on (as text, through `write_message`) links no `core::fmt`:
+/// in WebAssembly that is a quarter of the module.
+pub(crate) fn fmt_parts(f: &mut fmt::Formatter<'_>, write: impl FnOnce(&mut dyn FnMut(&str))) -> fmt::Result {
+    let mut result = Ok(());
+    write(&mut |part| {
+        if result.is_ok() {
+            result = f.write_str(part);
+        }
+    });
+    result
 }
 
 pub(crate) fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {

@@ -228,15 +228,23 @@ pub enum AnswerError {
     NotDeclinable,
 }
 
-impl fmt::Display for AnswerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl AnswerError {
+    /// The message that [`Display`](fmt::Display) shows, for builds that
+    /// leave `core::fmt` out.
+    pub const fn message(&self) -> &'static str {
+        match self {
             AnswerError::Stale => "the wait was already answered",
             AnswerError::InvalidPayload => "the answer is not valid JSON; the refusal was sent instead",
             AnswerError::NotDeclinable => {
                 "a request to this client cannot be left to another client; the refusal was sent instead"
             }
-        })
+        }
+    }
+}
+
+impl fmt::Display for AnswerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
     }
 }
 
@@ -255,13 +263,21 @@ pub enum OpenError {
     Conflict(ReserveErrorKind),
 }
 
+impl OpenError {
+    /// The message that [`Display`](fmt::Display) shows, for builds that
+    /// leave `core::fmt` out.
+    pub const fn message(&self) -> &'static str {
+        match self {
+            OpenError::Rejected => "the CLI refused to open the session",
+            OpenError::Unreadable => "the CLI's answer to the open request is unreadable",
+            OpenError::Conflict(k) => k.message(),
+        }
+    }
+}
+
 impl fmt::Display for OpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            OpenError::Rejected => f.write_str("the CLI refused to open the session"),
-            OpenError::Unreadable => f.write_str("the CLI's answer to the open request is unreadable"),
-            OpenError::Conflict(k) => k.fmt(f),
-        }
+        f.write_str(self.message())
     }
 }
 

@@ -208,26 +208,37 @@ impl DecodeError<'_> {
     }
 }
 
-impl fmt::Display for DecodeError<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl DecodeError<'_> {
+    /// Writes the message that [`Display`](fmt::Display) shows, in parts,
+    /// without `core::fmt` (for builds that leave it out).
+    pub fn write_message(&self, out: &mut dyn FnMut(&str)) {
         match self.kind {
-            DecodeErrorKind::Json(e) => write!(f, "parse error: {e}"),
-            DecodeErrorKind::NotAnObject => f.write_str("invalid request: message is not a JSON object"),
-            DecodeErrorKind::BadVersion => f.write_str("invalid request: \"jsonrpc\" must be \"2.0\""),
-            DecodeErrorKind::BadMethod => f.write_str("invalid request: \"method\" must be a string"),
-            DecodeErrorKind::BadId => f.write_str("invalid request: bad or missing \"id\""),
-            DecodeErrorKind::BadParams => f.write_str("invalid request: \"params\" must be an object or array"),
+            DecodeErrorKind::Json(e) => {
+                out("parse error: ");
+                e.write_message(out);
+            }
+            DecodeErrorKind::NotAnObject => out("invalid request: message is not a JSON object"),
+            DecodeErrorKind::BadVersion => out("invalid request: \"jsonrpc\" must be \"2.0\""),
+            DecodeErrorKind::BadMethod => out("invalid request: \"method\" must be a string"),
+            DecodeErrorKind::BadId => out("invalid request: bad or missing \"id\""),
+            DecodeErrorKind::BadParams => out("invalid request: \"params\" must be an object or array"),
             DecodeErrorKind::NotAMessage => {
-                f.write_str("invalid request: need \"method\", or exactly one of \"result\" and \"error\"")
+                out("invalid request: need \"method\", or exactly one of \"result\" and \"error\"")
             }
             DecodeErrorKind::BadErrorObject => {
-                f.write_str("invalid response: \"error\" needs an integer \"code\" and a string \"message\"")
+                out("invalid response: \"error\" needs an integer \"code\" and a string \"message\"")
             }
             DecodeErrorKind::BadEvent => {
-                f.write_str("invalid session.event: needs \"sessionId\" and an \"event\" with a string \"type\"")
+                out("invalid session.event: needs \"sessionId\" and an \"event\" with a string \"type\"")
             }
-            DecodeErrorKind::BadLifecycle => f.write_str("invalid session.lifecycle: needs \"type\" and \"sessionId\""),
+            DecodeErrorKind::BadLifecycle => out("invalid session.lifecycle: needs \"type\" and \"sessionId\""),
         }
+    }
+}
+
+impl fmt::Display for DecodeError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        crate::encode::fmt_parts(f, |out| self.write_message(out))
     }
 }
 

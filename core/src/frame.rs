@@ -64,19 +64,36 @@ impl FrameError {
     }
 }
 
-impl fmt::Display for FrameError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl FrameError {
+    /// Writes the message that [`Display`](fmt::Display) shows, in parts,
+    /// without `core::fmt` (for builds that leave it out).
+    pub fn write_message(&self, out: &mut dyn FnMut(&str)) {
+        use crate::encode::write_decimal;
         match self {
-            FrameError::Garbage => f.write_str("bytes before a frame header that do not start one"),
-            FrameError::InvalidHeader => f.write_str("malformed frame header line (expected `Name: value` and CRLF)"),
-            FrameError::MissingLength => f.write_str("frame header without Content-Length"),
-            FrameError::InvalidLength => f.write_str("invalid or repeated Content-Length"),
-            FrameError::HeaderTooLong => write!(f, "frame header longer than {MAX_HEADER_LEN} bytes"),
-            FrameError::Truncated => f.write_str("stream ended inside a frame"),
+            FrameError::Garbage => out("bytes before a frame header that do not start one"),
+            FrameError::InvalidHeader => out("malformed frame header line (expected `Name: value` and CRLF)"),
+            FrameError::MissingLength => out("frame header without Content-Length"),
+            FrameError::InvalidLength => out("invalid or repeated Content-Length"),
+            FrameError::HeaderTooLong => {
+                out("frame header longer than ");
+                write_decimal(MAX_HEADER_LEN as u64, out);
+                out(" bytes");
+            }
+            FrameError::Truncated => out("stream ended inside a frame"),
             FrameError::TooLarge { length, capacity } => {
-                write!(f, "frame of {length} bytes exceeds the {capacity}-byte buffer; skipped")
+                out("frame of ");
+                write_decimal(*length as u64, out);
+                out(" bytes exceeds the ");
+                write_decimal(*capacity as u64, out);
+                out("-byte buffer; skipped");
             }
         }
+    }
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        crate::encode::fmt_parts(f, |out| self.write_message(out))
     }
 }
 

@@ -49,9 +49,11 @@ pub struct JsonError {
     pub offset: usize,
 }
 
-impl fmt::Display for JsonError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match self.kind {
+impl JsonError {
+    /// Writes the message that [`Display`](fmt::Display) shows, in parts,
+    /// without `core::fmt` (for builds that leave it out).
+    pub fn write_message(&self, out: &mut dyn FnMut(&str)) {
+        out(match self.kind {
             JsonErrorKind::UnexpectedEnd => "unexpected end of JSON text",
             JsonErrorKind::UnexpectedByte => "unexpected byte",
             JsonErrorKind::InvalidUtf8 => "JSON text is not valid UTF-8",
@@ -60,8 +62,15 @@ impl fmt::Display for JsonError {
             JsonErrorKind::InvalidNumber => "invalid number",
             JsonErrorKind::TooDeep => "JSON nested deeper than the supported depth",
             JsonErrorKind::TrailingCharacters => "characters after the JSON value",
-        };
-        write!(f, "{what} at byte {}", self.offset)
+        });
+        out(" at byte ");
+        crate::encode::write_decimal(self.offset as u64, out);
+    }
+}
+
+impl fmt::Display for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        crate::encode::fmt_parts(f, |out| self.write_message(out))
     }
 }
 

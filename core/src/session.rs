@@ -86,15 +86,23 @@ pub enum ReserveErrorKind {
     NotAwaitingId,
 }
 
-impl fmt::Display for ReserveErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl ReserveErrorKind {
+    /// The message that [`Display`](fmt::Display) shows, for builds that
+    /// leave `core::fmt` out.
+    pub const fn message(&self) -> &'static str {
+        match self {
             ReserveErrorKind::Full => "session table is full",
             ReserveErrorKind::Duplicate => "a session with this id is already open",
             ReserveErrorKind::InvalidId => "session id is empty or longer than 64 bytes",
             ReserveErrorKind::StaleHandle => "session handle refers to a released session",
             ReserveErrorKind::NotAwaitingId => "session is not waiting for a server-assigned id",
-        })
+        }
+    }
+}
+
+impl fmt::Display for ReserveErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
     }
 }
 
@@ -111,9 +119,17 @@ impl core::error::Error for ReserveErrorKind {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StaleHandle;
 
+impl StaleHandle {
+    /// The message that [`Display`](fmt::Display) shows, for builds that
+    /// leave `core::fmt` out.
+    pub const fn message(&self) -> &'static str {
+        "session handle refers to a released session"
+    }
+}
+
 impl fmt::Display for StaleHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("session handle refers to a released session")
+        f.write_str(self.message())
     }
 }
 

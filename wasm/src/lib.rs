@@ -14,15 +14,42 @@
 //! before the create or resume request is sent. Frames for sessions the
 //! server has yet to name are parked here, and released in order when
 //! [`CoreEngine::complete_open`] names the session.
+//!
+//! Built for size (the module is downloaded by every page that uses it):
+//! on WebAssembly the crate is `no_std`, so neither the standard library's
+//! panic machinery nor its allocator is linked in; text is written by hand
+//! rather than through `core::fmt`.
 
-use std::collections::HashMap;
-use std::fmt::Write as _;
+#![cfg_attr(target_arch = "wasm32", no_std)]
+
+extern crate alloc;
+
+use alloc::borrow::ToOwned;
+use alloc::boxed::Box;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
 
 use copilot_core::{
     Cause, Engine, EngineConfig, EventInfo, FrameDecoder, GrowingBuffer, Id, JsonStr, ObligationId, Outgoing, Output,
     Payload, Route, RpcError, SessionHandle, Value,
 };
 use wasm_bindgen::prelude::*;
+
+/// The allocator: talc, smaller than the standard library's dlmalloc.
+/// The module is single-threaded (no `atomics` target feature).
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
+
+/// A panic cannot be reported usefully from here (JavaScript sees a
+/// `RuntimeError` either way), and formatting its message would link in
+/// `core::fmt`: trap at once.
+#[cfg(all(target_arch = "wasm32", not(test)))]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    core::arch::wasm32::unreachable()
+}
 
 /// The largest frame accepted unless the constructor is told otherwise.
 const DEFAULT_MAX_FRAME: usize = 16 << 20;
@@ -35,10 +62,18 @@ const INITIAL_BUFFER: usize = 64 << 10;
 
 /// The engine's capacities in WebAssembly: sessions, requests in flight,
 /// open obligations. Parking is bounded by bytes (see [`CoreEngine::new`]).
-type WasmEngine = Engine<u32, u32, Vec<u8>, 256, 1024, 2048>;
+/// Requests have no waiter here (JavaScript keeps its own by id).
+type WasmEngine = Engine<u32, (), Vec<u8>, 256, 1024, 2048>;
 
 /// The parking storage unless the constructor is told otherwise.
 const DEFAULT_PARK_BYTES: usize = 4 << 20;
+
+/// The engine's sink for what it decides to send: the outbox. Every call
+/// passes this one closure type, so the engine's code that writes is
+/// instantiated once, not once per call site.
+fn sink(outbox: &mut Vec<u8>) -> impl FnMut(&[u8]) + '_ {
+    move |bytes| outbox.extend_from_slice(bytes)
+}
 
 /// One connection's protocol engine: routing plus every decision about the
 /// waits of the agent (which handler answers, the refusals, deadlines).
@@ -50,15 +85,17 @@ const DEFAULT_PARK_BYTES: usize = 4 << 20;
 ///
 /// Routed items (typed in the npm package's `index.d.ts`) carry, on a wait
 /// the JS client must answer, `"obligation"` (an opaque string to give back
-/// to [`answer`](Self::answer) or [`refuse`](Self::refuse)), `"handler"`
-/// (the handler kind, such as `"permission"`) and `"deadline"`; on a wait
-/// the engine already refused, `"refused"` (the cause, such as
-/// `"sessionGone"`); on the CLI's reply to an answer, `"answerAck"`.
+/// to [`settle`](Self::settle)), `"handler"` (the handler kind, such as
+/// `"permission"`) and `"deadline"`; on a wait the engine already refused,
+/// `"refused"` (the cause, such as `"sessionGone"`); on the CLI's reply to
+/// an answer, `"answerAck"`.
 #[wasm_bindgen]
 pub struct CoreEngine {
     decoder: FrameDecoder<GrowingBuffer>,
     engine: Box<WasmEngine>,
-    handles: HashMap<u32, SessionHandle>,
+    /// The session handle of each tag. At most as many as the engine has
+    /// session slots (256): a list is smaller code than a hash map.
+    handles: Vec<(u32, SessionHandle)>,
     outbox: Vec<u8>,
 }
 
@@ -90,7 +127,7 @@ impl CoreEngine {
         CoreEngine {
             decoder: FrameDecoder::with_buffer(GrowingBuffer::new(INITIAL_BUFFER.min(size))).with_limit(size),
             engine: Box::new(Engine::new(park, config)),
-            handles: HashMap::new(),
+            handles: Vec::new(),
             outbox: Vec::new(),
         }
     }
@@ -99,8 +136,7 @@ impl CoreEngine {
     pub fn feed(&mut self, bytes: &[u8], now: f64) -> String {
         let now = ms(now);
         let mut batch = Batch::new();
-        let outbox = &mut self.outbox;
-        let mut out = |b: &[u8]| outbox.extend_from_slice(b);
+        let mut out = sink(&mut self.outbox);
         let mut rest = bytes;
         loop {
             let n = self.decoder.feed(rest);
@@ -114,11 +150,15 @@ impl CoreEngine {
         }
     }
 
-    /// Call when the stream has ended: reports a frame cut short.
-    pub fn finish(&mut self) -> String {
+    /// The connection is gone: forgets every request in flight (JavaScript
+    /// fails their callers from its own list) and every open wait (no
+    /// answer can reach the CLI any more). Returns the batch that reports
+    /// a frame cut short, if the stream ended inside one.
+    pub fn disconnect(&mut self) -> String {
+        self.engine.disconnect(|_, ()| {});
         let mut out = Batch::new();
         if let Err(e) = self.decoder.finish() {
-            out.route::<u32, u32>(&Route::FrameError(e));
+            out.output(&Output { route: Route::FrameError(e), obligation: None, refused: None, answer_ack: None });
         }
         out.finish()
     }
@@ -126,34 +166,30 @@ impl CoreEngine {
     /// The bytes the engine decided to send since the last call: write
     /// them to the CLI as they are (whole frames).
     pub fn take_outgoing(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.outbox)
+        core::mem::take(&mut self.outbox)
     }
 
-    /// Passes on a handler's answer (`payload`, JSON text; `null` leaves
-    /// the answer's member out), with `siblings` (a JSON object's text, such
-    /// as `{"decisionContext":..}`) beside it in the answering RPC. Throws if
-    /// the wait was already answered (nothing is sent then) or the payload
-    /// is not JSON (the refusal is sent instead).
-    pub fn answer(&mut self, obligation: &str, payload: &str, siblings: Option<String>) -> Result<(), JsError> {
-        self.try_answer(obligation, payload, siblings.as_deref().unwrap_or("")).map_err(|e| JsError::new(&e))
-    }
-
-    /// Discharges a wait without an answer: the handler left it to another
-    /// client of the session (see `Engine::decline`). Throws if it was
-    /// already answered, or cannot be declined (the refusal is sent then).
-    pub fn decline(&mut self, obligation: &str) -> Result<(), JsError> {
-        let outbox = &mut self.outbox;
-        obligation_id(obligation)
-            .and_then(|id| {
-                self.engine.decline(id, &mut |b: &[u8]| outbox.extend_from_slice(b)).map_err(|e| e.to_string())
-            })
-            .map_err(|e| JsError::new(&e))
-    }
-
-    /// Answers a wait with its default refusal; `cause` is `"noHandler"`,
-    /// `"handlerFailed"` or `"unreadable"`. Throws if it was already answered.
-    pub fn refuse(&mut self, obligation: &str, cause: &str) -> Result<(), JsError> {
-        self.try_refuse(obligation, cause).map_err(|e| JsError::new(&e))
+    /// Settles a wait with its handler's outcome, as `how` says:
+    /// - `0` ([`SETTLE_ANSWER`]): the answer `text` (JSON; `null` leaves the
+    ///   answer's member out), with `siblings` (a JSON object's text, such
+    ///   as `{"decisionContext":..}`) beside it in the answering RPC;
+    /// - `1` ([`SETTLE_REFUSE`]): the wait's default refusal for the cause
+    ///   `text` names (`"noHandler"`, `"handlerFailed"` or `"unreadable"`);
+    /// - `2` ([`SETTLE_DECLINE`]): left to another client of the session:
+    ///   nothing is sent (see `Engine::decline`).
+    ///
+    /// Throws if the wait was already answered (nothing is sent then), if
+    /// the answer is not JSON, or the wait cannot be declined (the refusal
+    /// is sent instead then), or the cause is unknown. One method for all:
+    /// each export costs the module its own glue.
+    pub fn settle(&mut self, obligation: &str, how: u8, text: &str, siblings: Option<String>) -> Result<(), JsError> {
+        let settled = match how {
+            SETTLE_ANSWER => self.try_answer(obligation, text, siblings.as_deref().unwrap_or("")),
+            SETTLE_REFUSE => self.try_refuse(obligation, text),
+            SETTLE_DECLINE => self.try_decline(obligation),
+            _ => Err("unknown settle mode".to_owned()),
+        };
+        settled.map_err(|e| JsError::new(&e))
     }
 
     /// Acts on the deadlines due at `now`: refusals go to the outbox; the
@@ -161,9 +197,7 @@ impl CoreEngine {
     /// callers with a timeout).
     pub fn handle_timeout(&mut self, now: f64) -> Vec<f64> {
         let mut expired = Vec::new();
-        let outbox = &mut self.outbox;
-        self.engine
-            .handle_timeout(ms(now), &mut |b: &[u8]| outbox.extend_from_slice(b), |id, _| expired.push(id.0 as f64));
+        self.engine.handle_timeout(ms(now), &mut sink(&mut self.outbox), |id, _| expired.push(id.0 as f64));
         expired
     }
 
@@ -172,8 +206,9 @@ impl CoreEngine {
         self.engine.poll_timeout().map(|t| t as f64)
     }
 
-    /// Allocates a request id and encodes the request; `params` is JSON
-    /// text or empty for none. Its deadline is `now + timeout_ms` (none if
+    /// Allocates a request id, writes the request to the outbox and
+    /// returns the id (the response will carry it); `params` is JSON text
+    /// or empty for none. Its deadline is `now + timeout_ms` (none if
     /// `timeout_ms` is infinite), or the engine's request timeout when
     /// `timeout_ms` is not given.
     pub fn encode_request(
@@ -182,16 +217,19 @@ impl CoreEngine {
         params: &str,
         now: f64,
         timeout_ms: Option<f64>,
-    ) -> Result<EncodedRequest, JsError> {
+    ) -> Result<f64, JsError> {
         let params = parse_params(params)?;
         let inserted = match timeout_ms {
-            None => self.engine.insert_request(0, ms(now)),
-            Some(t) if !t.is_finite() => self.engine.router().pending().insert_with_deadline(0, None),
-            Some(t) => self.engine.router().pending().insert_with_deadline(0, Some(ms(now).saturating_add(ms(t)))),
+            None => self.engine.insert_request((), ms(now)),
+            Some(t) if !t.is_finite() => self.engine.router().pending().insert_with_deadline((), None),
+            Some(t) => self.engine.router().pending().insert_with_deadline((), Some(ms(now).saturating_add(ms(t)))),
         };
         let id = inserted.map_err(|_| JsError::new("too many requests in flight"))?;
         match encode(&Outgoing::Request { id, method, params: params.as_ref().map(|p| p as &dyn Payload) }) {
-            Ok(frame) => Ok(EncodedRequest { id: id.0 as f64, frame }),
+            Ok(mut frame) => {
+                self.outbox.append(&mut frame);
+                Ok(id.0 as f64)
+            }
             Err(e) => {
                 self.engine.router().pending().take(id.0);
                 Err(e)
@@ -199,50 +237,23 @@ impl CoreEngine {
         }
     }
 
-    /// Forgets a request (its caller gave up).
-    pub fn cancel_request(&mut self, id: f64) -> bool {
-        self.engine.router().pending().take(id as u64).is_some()
-    }
-
-    /// The connection is gone: returns the ids of every request in flight
-    /// (fail their callers) and forgets every open wait (no answer can
-    /// reach the CLI any more).
-    pub fn disconnect(&mut self) -> Vec<f64> {
-        let mut ids = Vec::new();
-        self.engine.disconnect(|id, _| ids.push(id.0 as f64));
-        ids
-    }
-
-    /// Encodes a notification.
-    pub fn encode_notification(&self, method: &str, params: &str) -> Result<Vec<u8>, JsError> {
-        let params = parse_params(params)?;
-        encode(&Outgoing::Notification { method, params: params.as_ref().map(|p| p as &dyn Payload) })
-    }
-
-    /// Reserves session `id` under `tag` before its create is sent.
-    pub fn reserve_session(&mut self, id: &str, tag: u32) -> Result<(), JsError> {
-        let handle = self.engine.reserve(id, tag).map_err(|e| JsError::new(&e.to_string()))?;
-        self.handles.insert(tag, handle);
-        Ok(())
-    }
-
-    /// Reserves session `id` under `tag` before its resume is sent. If the
-    /// id is open on this client, the new tag takes it over: the old tag is
-    /// returned (end its streams: the session was resumed elsewhere).
-    pub fn resume_session(&mut self, id: &str, tag: u32) -> Result<Option<u32>, JsError> {
-        let (handle, old) = self.engine.reserve_resume(id, tag).map_err(|e| JsError::new(&e.to_string()))?;
+    /// Reserves a session slot under `tag` before its create or resume is
+    /// sent: for session `id`, or, with no `id`, for a create whose id the
+    /// server assigns. On a `resume` of an id open on this client, the new
+    /// tag takes it over: the old tag is returned (end its streams: the
+    /// session was resumed elsewhere).
+    pub fn reserve(&mut self, id: Option<String>, tag: u32, resume: bool) -> Result<Option<u32>, JsError> {
+        let reserved = match id {
+            None => self.engine.reserve_unassigned(tag).map(|handle| (handle, None)),
+            Some(id) if resume => self.engine.reserve_resume(&id, tag),
+            Some(id) => self.engine.reserve(&id, tag).map(|handle| (handle, None)),
+        };
+        let (handle, old) = reserved.map_err(|e| JsError::new(e.kind.message()))?;
         if let Some((_, old_tag)) = old {
-            self.handles.remove(&old_tag);
+            self.take_handle(old_tag);
         }
-        self.handles.insert(tag, handle);
+        self.set_handle(tag, handle);
         Ok(old.map(|(_, t)| t))
-    }
-
-    /// Reserves a slot under `tag` for a create whose id the server assigns.
-    pub fn reserve_unassigned(&mut self, tag: u32) -> Result<(), JsError> {
-        let handle = self.engine.reserve_unassigned(tag).map_err(|e| JsError::new(&e.to_string()))?;
-        self.handles.insert(tag, handle);
-        Ok(())
     }
 
     /// Completes the create or resume of `tag` with its response: `result`
@@ -263,9 +274,8 @@ impl CoreEngine {
     /// refused (to the outbox). Returns the JSON array of parked frames that
     /// this made routable.
     pub fn release_session(&mut self, tag: u32, now: f64) -> String {
-        if let Some(handle) = self.handles.remove(&tag) {
-            let outbox = &mut self.outbox;
-            self.engine.release(handle, &mut |b: &[u8]| outbox.extend_from_slice(b));
+        if let Some(handle) = self.take_handle(tag) {
+            self.engine.release(handle, &mut sink(&mut self.outbox));
         }
         self.drain_parked(now)
     }
@@ -275,32 +285,30 @@ impl CoreEngine {
     /// server request's method, `trigger` `"event"` or `"request"`.
     #[wasm_bindgen(js_name = answerRows)]
     pub fn answer_rows() -> String {
-        let mut out = String::from("[");
+        let mut out = vec![b'['];
         for (i, row) in copilot_core::ANSWERS.iter().enumerate() {
             let (name, trigger) = match row.trigger {
                 copilot_core::Trigger::Event(t) => (t, "event"),
                 copilot_core::Trigger::Request(m) => (m, "request"),
             };
-            let comma = if i > 0 { "," } else { "" };
-            // The names and kinds are plain ASCII identifiers: no escaping.
-            let _ =
-                write!(out, r#"{comma}{{"name":"{name}","handler":"{}","trigger":"{trigger}"}}"#, row.handler.name());
+            if i > 0 {
+                out.push(b',');
+            }
+            let mut w = Fields::new(&mut out);
+            w.text("name", name);
+            w.text("handler", row.handler.name());
+            w.text("trigger", trigger);
+            w.end();
         }
-        out.push(']');
-        out
+        out.push(b']');
+        into_string(out)
     }
 
     /// The engine's counters at `now`, as JSON.
     pub fn stats(&self, now: f64) -> String {
         let s = self.engine.stats(ms(now));
         let r = s.router;
-        let mut refused = String::from("{");
-        for (i, c) in Cause::ALL.iter().enumerate() {
-            let _ = write!(refused, r#"{}"{}":{}"#, if i > 0 { "," } else { "" }, c.name(), s.refused(*c));
-        }
-        refused.push('}');
-        format!(
-            r#"{{"frames":{},"bytes":{},"malformed":{},"oversize":{},"unknownSession":{},"parked":{},"unmatchedResponses":{},"openObligations":{},"oldestObligationAge":{},"opened":{},"answered":{},"declined":{},"refused":{refused},"unanswerable":{},"parkedFrames":{},"parkedBytes":{},"parkDropped":{},"answersSent":{},"acksAccepted":{},"acksRefused":{}}}"#,
+        let counters = [
             r.frames,
             r.bytes,
             r.malformed,
@@ -308,48 +316,95 @@ impl CoreEngine {
             r.unknown_session,
             r.parked,
             r.unmatched_responses,
-            s.open_obligations,
-            s.oldest_obligation_age.map_or("null".to_owned(), |a| a.to_string()),
+            s.open_obligations as u64,
             s.opened,
             s.answered,
             s.declined,
             s.unanswerable,
-            s.parked_frames,
-            s.parked_bytes,
+            s.parked_frames as u64,
+            s.parked_bytes as u64,
             s.park_dropped,
             s.answers_sent,
             s.acks_accepted,
             s.acks_refused,
-        )
+        ];
+        let mut out = Vec::new();
+        let mut w = Fields::new(&mut out);
+        for (key, n) in STATS.iter().zip(counters) {
+            w.number(key, n);
+        }
+        w.number_opt("oldestObligationAge", s.oldest_obligation_age);
+        w.key("refused");
+        let mut refused = Fields::new(w.out);
+        // `refused` is indexed as `Cause::ALL`.
+        for (cause, n) in Cause::ALL.iter().zip(s.refused) {
+            refused.number(cause.name(), n);
+        }
+        refused.end();
+        w.end();
+        into_string(out)
     }
 }
+
+/// [`CoreEngine::settle`]: pass on the handler's answer.
+const SETTLE_ANSWER: u8 = 0;
+/// [`CoreEngine::settle`]: send the wait's refusal for a cause.
+const SETTLE_REFUSE: u8 = 1;
+/// [`CoreEngine::settle`]: leave the wait to another client (nothing sent).
+const SETTLE_DECLINE: u8 = 2;
+
+/// The names of the counters [`CoreEngine::stats`] reports, in its order.
+const STATS: [&str; 18] = [
+    "frames",
+    "bytes",
+    "malformed",
+    "oversize",
+    "unknownSession",
+    "parked",
+    "unmatchedResponses",
+    "openObligations",
+    "opened",
+    "answered",
+    "declined",
+    "unanswerable",
+    "parkedFrames",
+    "parkedBytes",
+    "parkDropped",
+    "answersSent",
+    "acksAccepted",
+    "acksRefused",
+];
 
 impl CoreEngine {
     fn try_answer(&mut self, obligation: &str, payload: &str, siblings: &str) -> Result<(), String> {
         let id = obligation_id(obligation)?;
-        let outbox = &mut self.outbox;
-        self.engine
-            .answer_with(id, payload.as_bytes(), siblings.as_bytes(), &mut |b: &[u8]| outbox.extend_from_slice(b))
-            .map_err(|e| e.to_string())
+        let outbox = &mut sink(&mut self.outbox);
+        self.engine.answer_with(id, payload.as_bytes(), siblings.as_bytes(), outbox).map_err(|e| e.message().to_owned())
+    }
+
+    fn try_decline(&mut self, obligation: &str) -> Result<(), String> {
+        let id = obligation_id(obligation)?;
+        self.engine.decline(id, &mut sink(&mut self.outbox)).map_err(|e| e.message().to_owned())
     }
 
     fn try_refuse(&mut self, obligation: &str, cause: &str) -> Result<(), String> {
         let id = obligation_id(obligation)?;
-        let cause =
-            Cause::ALL.into_iter().find(|c| c.name() == cause).ok_or_else(|| format!("unknown cause {cause}"))?;
-        let outbox = &mut self.outbox;
-        self.engine.refuse(id, cause, &mut |b: &[u8]| outbox.extend_from_slice(b)).map_err(|e| e.to_string())
+        let Some(cause) = Cause::ALL.into_iter().find(|c| c.name() == cause) else {
+            let mut message = "unknown cause ".to_owned();
+            message.push_str(cause);
+            return Err(message);
+        };
+        self.engine.refuse(id, cause, &mut sink(&mut self.outbox)).map_err(|e| e.message().to_owned())
     }
 
     fn try_close_session(&mut self, tag: u32) -> Result<(), String> {
         let handle = self.handle(tag)?;
-        self.engine.close(handle).map_err(|e| e.to_string())
+        self.engine.close(handle).map_err(|e| e.message().to_owned())
     }
 
     fn try_complete_open(&mut self, tag: u32, ok: bool, result: &str, now: f64) -> Result<String, String> {
         let handle = self.handle(tag)?;
-        let outbox = &mut self.outbox;
-        let mut out = |b: &[u8]| outbox.extend_from_slice(b);
+        let mut out = sink(&mut self.outbox);
         let opened = if ok {
             match Value::parse(result.as_bytes()) {
                 Ok(v) => self.engine.complete_open(handle, Ok(v), &mut out),
@@ -371,32 +426,58 @@ impl CoreEngine {
                 }
             }
         };
+        drop(out);
         if opened.is_err() {
-            self.handles.remove(&tag);
+            self.take_handle(tag);
         }
         let routes = self.drain_parked(now);
-        Ok(match opened {
-            Ok(()) => format!(r#"{{"opened":true,"routes":{routes}}}"#),
-            Err(e) => {
-                let error = json_string(&e.to_string());
-                format!(r#"{{"opened":false,"error":{error},"routes":{routes}}}"#)
-            }
-        })
+        let mut text = Vec::new();
+        let mut w = Fields::new(&mut text);
+        w.raw("opened", if opened.is_ok() { b"true" } else { b"false" });
+        if let Err(e) = opened {
+            w.text("error", e.message());
+        }
+        w.raw("routes", routes.as_bytes());
+        w.end();
+        Ok(into_string(text))
     }
 
     fn handle(&self, tag: u32) -> Result<SessionHandle, String> {
-        self.handles.get(&tag).copied().ok_or_else(|| format!("no session reserved under tag {tag}"))
+        match self.handles.iter().find(|(t, _)| *t == tag) {
+            Some((_, handle)) => Ok(*handle),
+            None => {
+                let mut message = b"no session reserved under tag ".to_vec();
+                push_number(&mut message, tag.into());
+                Err(into_string(message))
+            }
+        }
+    }
+
+    fn set_handle(&mut self, tag: u32, handle: SessionHandle) {
+        match self.handles.iter_mut().find(|(t, _)| *t == tag) {
+            Some(entry) => entry.1 = handle,
+            None => self.handles.push((tag, handle)),
+        }
+    }
+
+    fn take_handle(&mut self, tag: u32) -> Option<SessionHandle> {
+        let at = self.handles.iter().position(|(t, _)| *t == tag)?;
+        Some(self.handles.swap_remove(at).1)
     }
 
     fn drain_parked(&mut self, now: f64) -> String {
         let mut batch = Batch::new();
-        let outbox = &mut self.outbox;
-        let mut out = |b: &[u8]| outbox.extend_from_slice(b);
+        let mut out = sink(&mut self.outbox);
         while let Some(o) = self.engine.poll_parked(ms(now), &mut out) {
             batch.output(&o);
         }
         batch.finish()
     }
+}
+
+/// A message's `params` as JSON text, `null` for none.
+fn params<'a>(params: &Option<Value<'a>>) -> &'a [u8] {
+    params.map_or(b"null", |p| p.as_bytes())
 }
 
 /// Milliseconds from JavaScript (a float, maybe fractional or negative).
@@ -408,229 +489,193 @@ fn ms(now: f64) -> u64 {
     }
 }
 
+/// The obligation id from its decimal text (as [`Fields::output`] wrote it).
 fn obligation_id(text: &str) -> Result<ObligationId, String> {
     text.parse::<u64>().map(ObligationId::from_bits).map_err(|_| "not an obligation id".to_owned())
 }
 
-/// A request ready to send.
-#[wasm_bindgen(getter_with_clone)]
-pub struct EncodedRequest {
-    /// Its id: the response will carry it.
-    pub id: f64,
-    /// The whole frame, header included.
-    pub frame: Vec<u8>,
-}
-
 fn parse_params(params: &str) -> Result<Option<Value<'_>>, JsError> {
-    if params.trim().is_empty() {
+    // JavaScript passes "" for none (and `JSON.stringify` text otherwise).
+    if params.is_empty() {
         return Ok(None);
     }
-    let v = Value::parse(params.as_bytes()).map_err(|e| JsError::new(&format!("params are not JSON: {e}")))?;
+    let v = Value::parse(params.as_bytes()).map_err(|e| {
+        let mut message = "params are not JSON: ".to_owned();
+        e.write_message(&mut |part| message.push_str(part));
+        JsError::new(&message)
+    })?;
     Ok(Some(v))
 }
 
 /// `s` as a JSON string literal.
 fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
+    let mut out = Vec::with_capacity(s.len() + 2);
     push_json_string(&mut out, s);
-    out
+    into_string(out)
+}
+
+/// Text written by this module: UTF-8 by construction (whole strings and
+/// validated JSON, escapes and digits in ASCII).
+fn into_string(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_default()
 }
 
 /// Appends `s` as a JSON string literal (quotes, backslashes and control
 /// characters escaped).
-fn push_json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
+fn push_json_string(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    push_escaped(out, s.as_bytes());
+    out.push(b'"');
+}
+
+/// Appends `s` with quotes, backslashes and control characters escaped;
+/// every other byte (UTF-8 sequences included) as it is.
+fn push_escaped(out: &mut Vec<u8>, s: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for &b in s {
+        match b {
+            b'"' | b'\\' => out.extend_from_slice(&[b'\\', b]),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0..=0x1f => {
+                out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]])
             }
-            c => out.push(c),
+            _ => out.push(b),
         }
     }
-    out.push('"');
+}
+
+/// Appends `n` in decimal.
+fn push_number(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }
 
 fn encode(message: &Outgoing<'_>) -> Result<Vec<u8>, JsError> {
-    message.to_vec(512).map_err(|e| JsError::new(&e.to_string()))
+    message.to_vec(512).map_err(|e| JsError::new(e.message()))
 }
 
 /// Writes a batch of routed messages as one JSON array.
 struct Batch {
-    out: String,
-    items: usize,
+    out: Vec<u8>,
 }
 
 impl Batch {
     fn new() -> Self {
-        Batch { out: String::from("["), items: 0 }
+        Batch { out: b"[".to_vec() }
     }
 
     fn finish(mut self) -> String {
-        self.out.push(']');
-        self.out
-    }
-
-    fn item(&mut self, route: &str, fields: impl FnOnce(&mut Fields<'_>)) {
-        if self.items > 0 {
-            self.out.push(',');
-        }
-        self.items += 1;
-        let _ = write!(self.out, r#"{{"route":"{route}""#);
-        fields(&mut Fields { out: &mut self.out });
-        self.out.push('}');
-    }
-
-    fn route<T: Copy + Into<u32>, W>(&mut self, route: &Route<'_, T, W>) {
-        self.route_with(route, |_| {});
+        self.out.push(b']');
+        into_string(self.out)
     }
 
     /// An engine output: its route, with the obligation, refusal or
     /// acknowledgement the engine attached.
-    fn output<T: Copy + Into<u32>, W>(&mut self, o: &Output<'_, T, W>) {
-        self.route_with(&o.route, |w| {
-            if let Some(ob) = &o.obligation {
-                w.text("obligation", &ob.id.to_bits().to_string());
-                w.text("handler", ob.handler.name());
-                match ob.deadline {
-                    Some(d) => w.number_u("deadline", d),
-                    None => w.raw("deadline", b"null"),
-                }
-            }
-            if let Some(cause) = o.refused {
-                w.text("refused", cause.name());
-            }
-            if let Some(accepted) = o.answer_ack {
-                w.raw("answerAck", if accepted { b"true" } else { b"false" });
-            }
-        });
+    fn output(&mut self, o: &Output<'_, u32, ()>) {
+        if self.out.len() > 1 {
+            self.out.push(b',');
+        }
+        let mut w = Fields::new(&mut self.out);
+        w.route(&o.route);
+        if let Some(ob) = &o.obligation {
+            w.key("obligation");
+            w.out.push(b'"');
+            push_number(w.out, ob.id.to_bits());
+            w.out.push(b'"');
+            w.text("handler", ob.handler.name());
+            w.number_opt("deadline", ob.deadline);
+        }
+        if let Some(cause) = o.refused {
+            w.text("refused", cause.name());
+        }
+        if let Some(accepted) = o.answer_ack {
+            w.raw("answerAck", if accepted { b"true" } else { b"false" });
+        }
+        w.end();
+    }
+}
+
+/// Where the core writes a message in parts (`write_message`).
+type TextSink<'a> = dyn FnMut(&str) + 'a;
+
+/// The members of one JSON object, written as they come.
+struct Fields<'o> {
+    out: &'o mut Vec<u8>,
+    empty: bool,
+}
+
+impl<'o> Fields<'o> {
+    fn new(out: &'o mut Vec<u8>) -> Self {
+        out.push(b'{');
+        Fields { out, empty: true }
     }
 
-    /// As [`route`](Self::route), with `extra` fields appended to the item.
-    fn route_with<T: Copy + Into<u32>, W>(&mut self, route: &Route<'_, T, W>, extra: impl FnOnce(&mut Fields<'_>)) {
-        match route {
-            Route::Event { target, session_id, event, .. } => self.item("event", |w| {
-                w.number("session", (*target).into());
-                w.json_str("sessionId", session_id);
-                w.event(event);
-                extra(w);
-            }),
-            Route::Lifecycle { kind, session_id, params } => self.item("lifecycle", |w| {
-                w.json_str("type", kind);
-                w.json_str("sessionId", session_id);
-                w.raw("params", params.as_bytes());
-                extra(w);
-            }),
-            Route::Response { request, result, .. } => self.item("response", |w| {
-                w.number_u("id", request.0);
-                match result {
-                    Ok(v) => w.raw("result", v.as_bytes()),
-                    Err(e) => {
-                        w.number_i("code", e.code);
-                        w.json_str("message", &e.message);
-                        if let Some(d) = e.data {
-                            w.raw("data", d.as_bytes());
-                        }
-                    }
-                }
-                extra(w);
-            }),
-            Route::Request { id, method, params, session } => self.item("request", |w| {
-                w.id_text("idText", id);
-                w.json_str("method", method);
-                w.raw("params", params.map_or(&b"null"[..], |p| p.as_bytes()));
-                match session {
-                    Some((_, t)) => w.number("session", (*t).into()),
-                    None => w.raw("session", b"null"),
-                }
-                extra(w);
-            }),
-            Route::Notification { method, params, session } => self.item("notification", |w| {
-                w.json_str("method", method);
-                w.raw("params", params.map_or(&b"null"[..], |p| p.as_bytes()));
-                match session {
-                    Some((_, t)) => w.number("session", (*t).into()),
-                    None => w.raw("session", b"null"),
-                }
-                extra(w);
-            }),
-            Route::Park { session_id, .. } => self.item("parked", |w| {
-                w.json_str("sessionId", session_id);
-                extra(w);
-            }),
-            Route::UnknownSession { session_id, event, reply_to, method } => self.item("unknownSession", |w| {
-                w.json_str("sessionId", session_id);
-                w.json_str("method", method);
-                if let Some(e) = event {
-                    w.json_str("type", &e.event_type);
-                }
-                w.field_opt_id("replyTo", reply_to.as_ref());
-                w.number_i("code", copilot_core::UNKNOWN_SESSION);
-                extra(w);
-            }),
-            Route::UnmatchedResponse { id, .. } => self.item("unmatchedResponse", |w| {
-                w.id_text("idText", id);
-                extra(w);
-            }),
-            Route::Malformed(e) => self.item("malformed", |w| {
-                w.text("error", &e.to_string());
-                w.number_i("code", e.code());
-                w.field_opt_id("replyTo", e.reply_to.as_ref());
-                extra(w);
-            }),
-            Route::FrameError(e) => self.item("frameError", |w| {
-                w.text("error", &e.to_string());
-                extra(w);
-            }),
+    fn end(self) {
+        self.out.push(b'}');
+    }
+
+    fn key(&mut self, key: &str) {
+        if !self.empty {
+            self.out.push(b',');
+        }
+        self.empty = false;
+        self.out.push(b'"');
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.extend_from_slice(b"\":");
+    }
+
+    fn number(&mut self, key: &str, n: u64) {
+        self.key(key);
+        push_number(self.out, n);
+    }
+
+    fn number_opt(&mut self, key: &str, n: Option<u64>) {
+        match n {
+            Some(n) => self.number(key, n),
+            None => self.raw(key, b"null"),
         }
     }
-}
 
-/// Fields of one item.
-struct Fields<'o> {
-    out: &'o mut String,
-}
-
-impl Fields<'_> {
-    fn key(&mut self, key: &str) {
-        let _ = write!(self.out, r#","{key}":"#);
-    }
-
-    fn number(&mut self, key: &str, n: u32) {
+    /// Error codes: negative integers.
+    fn code(&mut self, key: &str, n: i64) {
         self.key(key);
-        let _ = write!(self.out, "{n}");
-    }
-
-    fn number_i(&mut self, key: &str, n: i64) {
-        self.key(key);
-        let _ = write!(self.out, "{n}");
-    }
-
-    fn number_u(&mut self, key: &str, n: u64) {
-        self.key(key);
-        // Only request ids come here, whole numbers below 2^53; printed as
-        // integers, which keeps float formatting (20 KB) out of the module.
-        let _ = write!(self.out, "{}", n as i64);
+        if n < 0 {
+            self.out.push(b'-');
+        }
+        push_number(self.out, n.unsigned_abs());
     }
 
     /// Validated JSON, embedded as it is.
     fn raw(&mut self, key: &str, json: &[u8]) {
         self.key(key);
-        // Bodies come from the core's validated text: UTF-8 by construction.
-        self.out.push_str(std::str::from_utf8(json).unwrap_or("null"));
+        self.out.extend_from_slice(json);
     }
 
     /// A string as it arrived on the wire (its escapes are valid JSON).
     fn json_str(&mut self, key: &str, s: &JsonStr<'_>) {
         self.key(key);
-        self.out.push('"');
-        self.out.push_str(s.raw());
-        self.out.push('"');
+        self.out.push(b'"');
+        self.out.extend_from_slice(s.raw().as_bytes());
+        self.out.push(b'"');
+    }
+
+    /// A message the core writes in parts, escaped.
+    fn message(&mut self, key: &str, write: &mut dyn FnMut(&mut TextSink<'_>)) {
+        self.key(key);
+        self.out.push(b'"');
+        write(&mut |part| push_escaped(self.out, part.as_bytes()));
+        self.out.push(b'"');
     }
 
     /// Any text, escaped.
@@ -640,38 +685,99 @@ impl Fields<'_> {
     }
 
     /// The JSON text of a request id, as a string (so `1e400` and `"a"`
-    /// survive exactly for the answer).
+    /// survive exactly).
     fn id_text(&mut self, key: &str, id: &Id<'_>) {
-        let text = match id {
-            Id::Null => "null".to_owned(),
-            Id::Number(n) => n.raw().to_owned(),
-            Id::String(s) => format!("\"{}\"", s.raw()),
-        };
-        self.text(key, &text);
-    }
-
-    fn field_opt_id(&mut self, key: &str, id: Option<&Id<'_>>) {
         match id {
-            Some(id) => self.id_text(key, id),
-            None => {
+            Id::Null => self.text(key, "null"),
+            Id::Number(n) => self.text(key, n.raw()),
+            Id::String(s) => {
                 self.key(key);
-                self.out.push_str("null");
+                // The quotes of the id's text, escaped, around its raw text
+                // escaped again.
+                self.out.extend_from_slice(b"\"\\\"");
+                push_escaped(self.out, s.raw().as_bytes());
+                self.out.extend_from_slice(b"\\\"\"");
             }
         }
+    }
+
+    fn session(&mut self, session: Option<u32>) {
+        self.number_opt("session", session.map(u64::from));
     }
 
     fn event(&mut self, e: &EventInfo<'_>) {
         self.json_str("type", &e.event_type);
-        self.key("awaitsAnswer");
-        self.out.push_str(if e.awaits_answer() { "true" } else { "false" });
-        match &e.request_id {
-            Some(r) => self.json_str("requestId", r),
-            None => {
-                self.key("requestId");
-                self.out.push_str("null");
+        self.raw("event", e.event.as_bytes());
+    }
+
+    /// The route's name and members.
+    fn route(&mut self, route: &Route<'_, u32, ()>) {
+        match route {
+            Route::Event { target, session_id, event, .. } => {
+                self.text("route", "event");
+                self.number("session", (*target).into());
+                self.json_str("sessionId", session_id);
+                self.event(event);
+            }
+            Route::Lifecycle { kind, session_id, params } => {
+                self.text("route", "lifecycle");
+                self.json_str("type", kind);
+                self.json_str("sessionId", session_id);
+                self.raw("params", params.as_bytes());
+            }
+            Route::Response { request, result, .. } => {
+                self.text("route", "response");
+                // Request ids are whole numbers the engine counts up.
+                self.number("id", request.0);
+                match result {
+                    Ok(v) => self.raw("result", v.as_bytes()),
+                    Err(e) => {
+                        self.code("code", e.code);
+                        self.json_str("message", &e.message);
+                        if let Some(d) = e.data {
+                            self.raw("data", d.as_bytes());
+                        }
+                    }
+                }
+            }
+            Route::Request { id, method, params: p, session } => {
+                self.text("route", "request");
+                self.id_text("idText", id);
+                self.json_str("method", method);
+                self.raw("params", params(p));
+                self.session(session.map(|(_, t)| t));
+            }
+            Route::Notification { method, params: p, session } => {
+                self.text("route", "notification");
+                self.json_str("method", method);
+                self.raw("params", params(p));
+                self.session(session.map(|(_, t)| t));
+            }
+            Route::Park { session_id, .. } => {
+                self.text("route", "parked");
+                self.json_str("sessionId", session_id);
+            }
+            Route::UnknownSession { session_id, event, method, .. } => {
+                self.text("route", "unknownSession");
+                self.json_str("sessionId", session_id);
+                self.json_str("method", method);
+                if let Some(e) = event {
+                    self.json_str("type", &e.event_type);
+                }
+            }
+            Route::UnmatchedResponse { id, .. } => {
+                self.text("route", "unmatchedResponse");
+                self.id_text("idText", id);
+            }
+            Route::Malformed(e) => {
+                self.text("route", "malformed");
+                self.message("error", &mut |out| e.write_message(out));
+            }
+            Route::FrameError(e) => {
+                self.text("route", "frameError");
+                self.message("error", &mut |out| e.write_message(out));
             }
         }
-        self.raw("event", e.event.as_bytes());
     }
 }
 
@@ -702,9 +808,12 @@ mod tests {
     #[test]
     fn events_and_responses_come_back_as_one_json_batch() {
         let mut c = CoreEngine::new(None, None, None, None);
-        c.reserve_session("s\"1", 7).unwrap();
+        c.reserve(Some("s\"1".into()), 7, false).unwrap();
         let req = c.encode_request("session.send", r#"{"sessionId":"s\"1","prompt":"hi"}"#, 0.0, None).unwrap();
-        assert_eq!(req.id, 1.0);
+        assert_eq!(req, 1.0);
+        let request =
+            frame(r#"{"jsonrpc":"2.0","id":1,"method":"session.send","params":{"sessionId":"s\"1","prompt":"hi"}}"#);
+        assert_eq!(c.take_outgoing(), request, "the request goes to the outbox");
         let mut input = frame(
             r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s\"1","event":{"type":"session.info","id":"e","data":{"x":"\ud83d\ude00"}}}}"#,
         );
@@ -717,13 +826,13 @@ mod tests {
         assert_eq!(batch[0]["route"], "event");
         assert_eq!(batch[0]["session"], 7);
         assert_eq!(batch[0]["sessionId"], "s\"1");
-        assert_eq!(batch[0]["awaitsAnswer"], false);
         assert_eq!(batch[0]["event"]["data"]["x"], "😀");
         assert_eq!(batch[1], serde_json::json!({"route": "response", "id": 1, "result": {"messageId": "m"}}));
         assert_eq!(batch[2]["route"], "unknownSession");
-        assert_eq!(batch[2]["replyTo"], "1e400", "the id's exact text");
+        assert_eq!(batch[2]["method"], "userInput.request");
         assert_eq!(batch[2]["refused"], "sessionGone");
         assert_eq!(batch[3]["route"], "frameError");
+        assert_eq!(batch[3]["error"], copilot_core::FrameError::Garbage.to_string());
         let sent = String::from_utf8(c.take_outgoing()).unwrap();
         assert!(
             sent.ends_with(
@@ -731,6 +840,24 @@ mod tests {
             ),
             "{sent}"
         );
+    }
+
+    #[test]
+    fn error_texts_are_the_cores_messages_with_their_numbers() {
+        let mut c = CoreEngine::new(Some(128), None, None, None);
+        let oversize = format!(r#"{{"jsonrpc":"2.0","method":"x","params":{{"pad":"{}"}}}}"#, "p".repeat(200));
+        let cut = r#"{"jsonrpc":"2.0","id":"a\"b","method":"#;
+        let mut input = frame(&oversize);
+        input.extend(frame(cut));
+        input.extend(frame(r#"{"jsonrpc":"2.0","id":"a\"b","method":"hooks.invoke","params":{}}"#));
+        let batch = parse(&c.feed(&input, 0.0));
+        let too_large = copilot_core::FrameError::TooLarge { length: oversize.len(), capacity: 128 };
+        assert_eq!(batch[0]["error"], too_large.to_string());
+        assert_eq!(batch[1]["route"], "malformed");
+        let parse_error = copilot_core::Envelope::decode(cut.as_bytes()).unwrap_err();
+        assert_eq!(batch[1]["error"], parse_error.to_string());
+        assert!(batch[1]["error"].as_str().unwrap().contains(" at byte "), "{}", batch[1]);
+        assert_eq!(batch[2]["idText"], r#""a\"b""#, "the id's exact JSON text: {}", batch[2]);
     }
 
     #[test]
@@ -744,9 +871,9 @@ mod tests {
     #[test]
     fn requests_take_their_own_deadline_or_the_default() {
         let mut c = CoreEngine::new(None, None, Some(1000.0), None);
-        let a = c.encode_request("ping", "{}", 10.0, Some(50.0)).unwrap().id;
-        let b = c.encode_request("ping", "{}", 10.0, None).unwrap().id;
-        let _never = c.encode_request("ping", "{}", 10.0, Some(f64::INFINITY)).unwrap().id;
+        let a = c.encode_request("ping", "{}", 10.0, Some(50.0)).unwrap();
+        let b = c.encode_request("ping", "{}", 10.0, None).unwrap();
+        let _never = c.encode_request("ping", "{}", 10.0, Some(f64::INFINITY)).unwrap();
         assert_eq!(c.poll_timeout(), Some(60.0));
         assert_eq!(c.handle_timeout(59.0), Vec::<f64>::new());
         assert_eq!(c.handle_timeout(60.0), vec![a]);
@@ -758,7 +885,7 @@ mod tests {
     #[test]
     fn parked_frames_are_released_in_order_when_the_session_is_named() {
         let mut c = CoreEngine::new(None, None, None, None);
-        c.reserve_unassigned(3).unwrap();
+        c.reserve(None, 3, false).unwrap();
         let mut input = Vec::new();
         for n in 0..3 {
             input.extend(frame(&format!(r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"new","event":{{"type":"session.info","id":"e{n}","data":{{}}}}}}}}"#)));
@@ -780,7 +907,7 @@ mod tests {
     #[test]
     fn engine_items_carry_the_obligation_and_answers_go_to_the_outbox() {
         let mut e = CoreEngine::new(None, Some(1000.0), Some(0.0), None);
-        e.reserve_session("s1", 4).unwrap();
+        e.reserve(Some("s1".into()), 4, false).unwrap();
         let opened = parse(&e.try_complete_open(4, true, "{}", 0.0).unwrap());
         assert_eq!(opened["opened"], true);
         let batch = parse(&e.feed(
@@ -807,7 +934,7 @@ mod tests {
     #[test]
     fn engine_refuses_at_deadlines_and_for_gone_sessions() {
         let mut e = CoreEngine::new(None, Some(100.0), None, None);
-        e.reserve_session("s1", 1).unwrap();
+        e.reserve(Some("s1".into()), 1, false).unwrap();
         let batch = parse(&e.feed(
             &frame(
                 r#"{"jsonrpc":"2.0","id":7,"method":"userInput.request","params":{"sessionId":"s1","question":"?"}}"#,
@@ -840,7 +967,7 @@ mod tests {
     #[test]
     fn engine_sessions_open_park_and_take_over() {
         let mut e = CoreEngine::new(None, None, None, None);
-        e.reserve_unassigned(3).unwrap();
+        e.reserve(None, 3, false).unwrap();
         let parked = parse(&e.feed(
             &frame(r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"new","event":{"type":"command.queued","data":{"requestId":"c1","command":"/x"}}}}"#),
             0.0,
@@ -851,7 +978,7 @@ mod tests {
         assert_eq!(opened["routes"][0]["session"], 3);
         assert_eq!(opened["routes"][0]["handler"], "queuedCommand");
         // Resuming the open id under another tag takes it over.
-        assert_eq!(e.resume_session("new", 9).unwrap(), Some(3));
+        assert_eq!(e.reserve(Some("new".into()), 9, true).unwrap(), Some(3));
         // The resume's answer is unreadable: the slot is released, and the
         // wait it held is refused.
         let failed = parse(&e.try_complete_open(9, true, "not json", 2.0).unwrap());

@@ -32,6 +32,11 @@ export {
 } from "./config.js";
 import { checkHooks, checkRequestHandlers, decideHook, decideRequest, isGenericKind } from "./hooks.js";
 
+// How `CoreEngine.settle` settles a wait (wasm/src/lib.rs names the same).
+const SETTLE_ANSWER = 0;
+const SETTLE_REFUSE = 1;
+const SETTLE_DECLINE = 2;
+
 /** The protocol version this client speaks. */
 export const PROTOCOL_VERSION = 3;
 
@@ -560,9 +565,7 @@ export class CopilotClient {
     const session = new Session(this, tag, id, config);
     let previous;
     try {
-      if (serverAssigned) this.#core.reserve_unassigned(tag);
-      else if (resumeId != null) previous = this.#core.resume_session(id, tag);
-      else this.#core.reserve_session(id, tag);
+      previous = this.#core.reserve(id, tag, resumeId != null);
     } catch (e) {
       throw new ConfigError(`cannot open session ${id ?? "(server-assigned)"}: ${errorText(e)}`);
     }
@@ -684,26 +687,18 @@ export class CopilotClient {
   /** @internal Sends a request; resolves with its result. */
   _request(method, params, { timeoutMs = this.#requestTimeoutMs, onResponse } = {}) {
     if (this.#closed) return Promise.reject(this.#disconnected());
-    let id, frame;
+    let id;
     try {
-      // The deadline is the engine's: the timer below wakes it.
+      // The deadline is the engine's: the timer below wakes it. The
+      // request goes to the outbox, sent by #flush.
       const deadline = Number.isFinite(timeoutMs) ? Math.max(0, timeoutMs) : Infinity;
-      const encoded = this.#core.encode_request(
-        method,
-        params === undefined ? "" : JSON.stringify(params),
-        now(),
-        deadline,
-      );
-      id = encoded.id;
-      frame = encoded.frame;
-      encoded.free();
+      id = this.#core.encode_request(method, params === undefined ? "" : JSON.stringify(params), now(), deadline);
     } catch (e) {
       return Promise.reject(new CopilotError(`cannot send ${method}: ${errorText(e)}`, { cause: e }));
     }
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { method, timeoutMs, resolve, reject, onResponse });
-      this.#transport.write(frame);
-      this.#arm();
+      this.#flush();
     });
   }
 
@@ -747,12 +742,12 @@ export class CopilotClient {
     try {
       if (outcome && "answer" in outcome) {
         const siblings = outcome.siblings === undefined ? undefined : JSON.stringify(outcome.siblings);
-        this.#core.answer(obligation, JSON.stringify(outcome.answer) ?? "null", siblings);
+        this.#core.settle(obligation, SETTLE_ANSWER, JSON.stringify(outcome.answer) ?? "null", siblings);
       } else if (outcome?.decline) {
         // Left to another client of the session: nothing is sent.
-        this.#core.decline(obligation);
+        this.#core.settle(obligation, SETTLE_DECLINE, "");
       } else {
-        this.#core.refuse(obligation, outcome?.refuse ?? "handlerFailed");
+        this.#core.settle(obligation, SETTLE_REFUSE, outcome?.refuse ?? "handlerFailed");
       }
     } catch (e) {
       // Answered already (its deadline passed, its session was released),
@@ -924,17 +919,16 @@ export class CopilotClient {
   /** Ends the connection: every waiting call rejects, every session ends. */
   #shutDown(reason) {
     if (this.#closed) return;
+    // Every request fails; every open wait is forgotten (no answer can
+    // reach the CLI any more); a frame cut short is reported.
     try {
-      this.#routeBatch(this.#core.finish());
+      this.#routeBatch(this.#core.disconnect());
     } catch {
-      // Reporting a cut frame is all finish() does.
+      // Reporting a cut frame is all the batch holds.
     }
     this.#closed = true;
     this.#closeReason = reason || "connection closed";
     const error = this.#disconnected();
-    // Every request fails; every open wait is forgotten (no answer can
-    // reach the CLI any more).
-    this.#core.disconnect();
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = this.#timerAt = undefined;
     const pending = [...this.#pending.values()];

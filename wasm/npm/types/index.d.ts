@@ -897,7 +897,7 @@ export interface ClientStats {
 
 /** What the engine decided about a wait the host must have answered. */
 export interface ObligationFields {
-  /** Give it back to `answer(obligation, payloadJson)` or `refuse(obligation, cause)`. */
+  /** Give it back to `settle(obligation, false, answerJson)` or `settle(obligation, true, cause)`. */
   obligation: string;
   /** Which handler answers. */
   handler: HandlerKind;
@@ -919,8 +919,6 @@ export interface EventItem extends EngineFields, Partial<ObligationFields> {
   session: number;
   sessionId: string;
   type: string;
-  awaitsAnswer: boolean;
-  requestId: string | null;
   event: SessionEvent;
 }
 
@@ -971,8 +969,6 @@ export interface UnknownSessionItem extends EngineFields {
   sessionId: string;
   method: string;
   type?: string;
-  replyTo: string | null;
-  code: number;
 }
 
 /** A response nobody awaits, or (with `answerAck`) the CLI's reply to an answer. */
@@ -985,8 +981,6 @@ export interface UnmatchedResponseItem extends EngineFields {
 export interface MalformedItem extends EngineFields {
   route: "malformed";
   error: string;
-  code: number;
-  replyTo: string | null;
 }
 
 /** A framing error (a bad header, an oversize frame, a cut frame at the end). */
