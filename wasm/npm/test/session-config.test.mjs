@@ -17,6 +17,8 @@ import {
   Session,
   TOOL_FAILED_TEXT,
   approveAll,
+  genericRequestNames,
+  loadWasm,
   withDecisionContext,
 } from "copilot-wasm";
 
@@ -199,12 +201,16 @@ test("the handler kinds offered are the kinds a handler is called for", async ()
     provider: { baseUrl: "http://x", bearerTokenProvider: () => "t" },
     hooks: { onPreToolUse: () => undefined },
   };
+  // The generic kinds are answered by name: a handler for every name.
+  await loadWasm();
+  const names = genericRequestNames();
+  everything.requestHandlers = Object.fromEntries(names.map((n) => [n, () => ({})]));
   const session = new Session({ _logger: {} }, 1, "s", everything);
-  // The generic kinds are answered by name (requestHandlers), tested with the hooks.
   const offered = new Set([...Object.values(HANDLER_OPTIONS), ...GENERIC_HANDLER_KINDS]);
   for (const kind of kinds) {
     // Data no handler can read: a kind with a handler says so.
-    const r = await session._decide(kind, {}, "s").catch(() => ({ threw: true }));
+    const name = GENERIC_HANDLER_KINDS.includes(kind) ? names[0] : undefined;
+    const r = await session._decide(kind, {}, "s", name).catch(() => ({ threw: true }));
     assert.equal(r.refuse === "noHandler", !offered.has(kind), kind);
   }
 });
