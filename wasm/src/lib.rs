@@ -172,7 +172,8 @@ impl CoreEngine {
     /// Settles a wait with its handler's outcome, as `how` says:
     /// - `0` ([`SETTLE_ANSWER`]): the answer `text` (JSON; `null` leaves the
     ///   answer's member out), with `siblings` (a JSON object's text, such
-    ///   as `{"decisionContext":..}`) beside it in the answering RPC;
+    ///   as `{"decisionContext":..}`, or empty for none) beside it in the
+    ///   answering RPC;
     /// - `1` ([`SETTLE_REFUSE`]): the wait's default refusal for the cause
     ///   `text` names (`"noHandler"`, `"handlerFailed"` or `"unreadable"`);
     /// - `2` ([`SETTLE_DECLINE`]): left to another client of the session:
@@ -182,9 +183,9 @@ impl CoreEngine {
     /// the answer is not JSON, or the wait cannot be declined (the refusal
     /// is sent instead then), or the cause is unknown. One method for all:
     /// each export costs the module its own glue.
-    pub fn settle(&mut self, obligation: &str, how: u8, text: &str, siblings: Option<String>) -> Result<(), JsError> {
+    pub fn settle(&mut self, obligation: &str, how: u8, text: &str, siblings: &str) -> Result<(), JsError> {
         let settled = match how {
-            SETTLE_ANSWER => self.try_answer(obligation, text, siblings.as_deref().unwrap_or("")),
+            SETTLE_ANSWER => self.try_answer(obligation, text, siblings),
             SETTLE_REFUSE => self.try_refuse(obligation, text),
             SETTLE_DECLINE => self.try_decline(obligation),
             _ => Err("unknown settle mode".to_owned()),

@@ -741,13 +741,13 @@ export class CopilotClient {
     if (this.#closed) return;
     try {
       if (outcome && "answer" in outcome) {
-        const siblings = outcome.siblings === undefined ? undefined : JSON.stringify(outcome.siblings);
+        const siblings = outcome.siblings === undefined ? "" : JSON.stringify(outcome.siblings);
         this.#core.settle(obligation, SETTLE_ANSWER, JSON.stringify(outcome.answer) ?? "null", siblings);
       } else if (outcome?.decline) {
         // Left to another client of the session: nothing is sent.
-        this.#core.settle(obligation, SETTLE_DECLINE, "");
+        this.#core.settle(obligation, SETTLE_DECLINE, "", "");
       } else {
-        this.#core.settle(obligation, SETTLE_REFUSE, outcome?.refuse ?? "handlerFailed");
+        this.#core.settle(obligation, SETTLE_REFUSE, outcome?.refuse ?? "handlerFailed", "");
       }
     } catch (e) {
       // Answered already (its deadline passed, its session was released),
