@@ -71,7 +71,7 @@ impl Slot {
 
 /// Up to `N` open obligations.
 pub(crate) struct Obligations<const N: usize> {
-    slots: [Slot; N],
+    slots: crate::slots::Slots<Slot, N>,
     len: usize,
     /// Where the search for a free slot starts (the slot after the last one
     /// taken), so opening is cheap while the table is far from full.
@@ -81,10 +81,10 @@ pub(crate) struct Obligations<const N: usize> {
 impl<const N: usize> Obligations<N> {
     const FITS: () = assert!(N <= u32::MAX as usize, "too many obligations");
 
-    pub(crate) const fn new() -> Self {
+    pub(crate) fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::FITS;
-        Obligations { slots: [Slot::FREE; N], len: 0, hint: 0 }
+        Obligations { slots: crate::slots::slots![Slot::FREE; N], len: 0, hint: 0 }
     }
 
     pub(crate) fn open(&mut self, open: Open) -> Option<ObligationId> {

@@ -177,11 +177,11 @@ impl<T> Slot<T> {
 }
 
 struct Slots<T, const N: usize> {
-    slots: [Slot<T>; N],
+    slots: crate::slots::Slots<Slot<T>, N>,
     /// The first named slot of each hash bucket (bucket = hash % N): a
     /// chained index over the slots themselves, so a lookup by id costs a
     /// hash and a short walk whatever the table's size, with no allocator.
-    heads: [u16; N],
+    heads: crate::slots::Slots<u16, N>,
     /// Slots in `AwaitingId`.
     awaiting: usize,
     len: usize,
@@ -300,19 +300,21 @@ impl<T: Clone, const N: usize> SessionTable<T, N> {
     const FITS: () = assert!(N <= u16::MAX as usize, "at most 65535 sessions");
 
     /// An empty table.
-    #[cfg(not(loom))]
+    #[cfg(not(any(loom, feature = "alloc")))]
     pub const fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::FITS;
         SessionTable { inner: Lock::new(Slots { slots: [Slot::FREE; N], heads: [NIL; N], awaiting: 0, len: 0 }) }
     }
 
-    /// An empty table.
-    #[cfg(loom)]
+    /// An empty table. With the `alloc` feature its slots are on the heap,
+    /// written there in place (so a table of any size needs no stack).
+    #[cfg(any(loom, feature = "alloc"))]
     pub fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::FITS;
-        SessionTable { inner: Lock::new(Slots { slots: [Slot::FREE; N], heads: [NIL; N], awaiting: 0, len: 0 }) }
+        let (slots, heads) = (crate::slots::slots![Slot::FREE; N], crate::slots::slots![NIL; N]);
+        SessionTable { inner: Lock::new(Slots { slots, heads, awaiting: 0, len: 0 }) }
     }
 
     /// Reserves a slot for the session `id` before its create or resume RPC

@@ -313,7 +313,7 @@ struct TimerState {
 pub(crate) struct Connection {
     /// The protocol engine: every routing decision and every answer it
     /// sends by itself. One lock; never held across user code.
-    engine: Mutex<Box<HostEngine>>,
+    engine: Mutex<HostEngine>,
     /// Time zero of the engine's clock.
     epoch: Instant,
     timer: Mutex<TimerState>,
@@ -341,19 +341,6 @@ pub(crate) struct Connection {
     pub(crate) label: String,
 }
 
-/// Builds the engine on a thread with room for it: it is a few MiB, and
-/// building it may take a copy or two on the stack, more than a test
-/// thread's 2 MiB.
-fn new_engine(config: EngineConfig) -> Result<Box<HostEngine>> {
-    thread::Builder::new()
-        .name("copilot-engine-init".into())
-        .stack_size(16 * std::mem::size_of::<HostEngine>() + (8 << 20))
-        .spawn(move || Box::new(HostEngine::new(vec![0; PARK_BYTES], config)))
-        .map_err(Error::Io)?
-        .join()
-        .map_err(|_| Error::Protocol("building the protocol engine failed".into()))
-}
-
 impl Connection {
     /// Starts the reader pump, the timer and the pools, and returns the connection.
     pub(crate) fn start(
@@ -367,7 +354,9 @@ impl Connection {
             .handler_timeout(Some(ms(deadlines.handler)))
             .request_timeout(Some(ms(deadlines.request)))
             .park_frames(MAX_PARKED);
-        let engine = new_engine(config)?;
+        // Its tables are written in place on the heap (the core's `alloc`
+        // feature): no stack of their size is needed, or touched.
+        let engine = HostEngine::new(vec![0; PARK_BYTES], config);
         let outbox = Outbox::start(&label, writer)?;
         let conn = Arc::new(Connection {
             engine: Mutex::new(engine),
