@@ -48,7 +48,6 @@
 //! # }
 //! ```
 
-use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
 use std::io::{Read, Write};
 use std::pin::Pin;
@@ -64,111 +63,58 @@ use crate::connection::{Completion, Connection, Reply, ReplyTx, Waiter};
 use crate::error::{Error, Result};
 use crate::events::SessionEvent;
 use crate::handlers::{PermissionDecision, PermissionHandler, PermissionRequest, Tool, ToolInvocation, ToolResult};
+use crate::inbox::{Batch, Inbox, InboxTx};
 use crate::session::{MessageOptions, SessionConfig, SessionInner, SessionStats, Sink, Subscription, Turn};
 use crate::ClientOptions;
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 // -------------------------------------------------------------------------
-// Events: an unbounded queue the dispatcher fills and a future drains.
-
-#[derive(Default)]
-struct QueueState {
-    events: VecDeque<Arc<SessionEvent>>,
-    /// The sender is gone: the stream ends after what is queued.
-    ended: bool,
-    /// The receiver is gone: the subscription ends at the next event.
-    gone: bool,
-    waker: Option<Waker>,
-}
-
-#[derive(Default)]
-struct EventQueue {
-    state: Mutex<QueueState>,
-}
-
-impl EventQueue {
-    fn change(&self, f: impl FnOnce(&mut QueueState)) {
-        let mut s = lock(&self.state);
-        f(&mut s);
-        let waker = s.waker.take();
-        drop(s);
-        if let Some(w) = waker {
-            w.wake();
-        }
-    }
-}
+// Events: an unbounded queue the dispatcher fills and a future drains (the
+// blocking stream's `Inbox`, polled).
 
 /// The dispatcher's end of an async subscription. Dropping the last clone
 /// (the subscription ended) ends the stream.
 pub(crate) struct EventTx {
-    queue: Arc<EventQueue>,
+    inbox: Arc<Inbox>,
     /// Shared by the clones: the last one dropped ends the stream.
-    _end: Arc<EndOnDrop>,
-}
-
-struct EndOnDrop(Arc<EventQueue>);
-
-impl Drop for EndOnDrop {
-    fn drop(&mut self) {
-        self.0.change(|s| s.ended = true);
-    }
+    _end: Arc<InboxTx>,
 }
 
 impl Clone for EventTx {
     fn clone(&self) -> Self {
-        EventTx { queue: Arc::clone(&self.queue), _end: Arc::clone(&self._end) }
+        EventTx { inbox: Arc::clone(&self.inbox), _end: Arc::clone(&self._end) }
     }
 }
 
 impl EventTx {
     /// Queues `event` and wakes the reader; `false` once the receiver is gone.
     pub(crate) fn send(&self, event: Arc<SessionEvent>) -> bool {
-        let mut gone = false;
-        self.queue.change(|s| {
-            gone = s.gone;
-            if !gone {
-                s.events.push_back(event);
-            }
-        });
-        !gone
+        self.inbox.send(event)
+    }
+
+    /// Queues a batch of unparsed events (see `Inbox::send_batch`).
+    pub(crate) fn send_batch(&self, batch: &Arc<Batch>, counts: bool) -> bool {
+        self.inbox.send_batch(batch, counts)
     }
 }
 
-fn event_channel() -> (EventTx, EventRx) {
-    let queue = Arc::new(EventQueue::default());
-    let end = Arc::new(EndOnDrop(Arc::clone(&queue)));
-    (EventTx { queue: Arc::clone(&queue), _end: end }, EventRx { queue })
+fn event_channel(inbox: Arc<Inbox>) -> (EventTx, EventRx) {
+    let end = Arc::new(InboxTx(Arc::clone(&inbox)));
+    (EventTx { inbox: Arc::clone(&inbox), _end: end }, EventRx { inbox })
 }
 
 struct EventRx {
-    queue: Arc<EventQueue>,
+    inbox: Arc<Inbox>,
 }
 
 impl EventRx {
     fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<Option<Arc<SessionEvent>>> {
-        let mut s = lock(&self.queue.state);
-        if let Some(e) = s.events.pop_front() {
-            return Poll::Ready(Some(e));
-        }
-        if s.ended {
-            return Poll::Ready(None);
-        }
-        match &mut s.waker {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            w => *w = Some(cx.waker().clone()),
-        }
-        Poll::Pending
+        self.inbox.poll_recv(cx)
     }
 }
 
 impl Drop for EventRx {
     fn drop(&mut self) {
-        let mut s = lock(&self.queue.state);
-        s.gone = true;
-        s.events.clear();
+        self.inbox.receiver_gone();
     }
 }
 
@@ -194,7 +140,7 @@ impl EventStream {
 
     /// The next event if one is already here.
     pub fn try_next(&mut self) -> Option<Arc<SessionEvent>> {
-        lock(&self.rx.queue.state).events.pop_front()
+        self.rx.inbox.try_recv()
     }
 }
 
@@ -512,7 +458,7 @@ impl Session {
     ) -> Result<Option<Arc<SessionEvent>>> {
         let deadline = Instant::now() + timeout;
         // Subscribe before sending so nothing of the turn can be missed.
-        let (tx, rx) = event_channel();
+        let (tx, rx) = event_channel(self.inner.inner.inbox());
         let id = self.inner.inner.subscribe(Sink::Async { tx, waiter: true }, false);
         let _unsubscribe = Subscription { session: Arc::downgrade(&self.inner.inner), id };
         let mut params = serde_json::to_value(message.into()).map_err(|e| Error::Protocol(e.to_string()))?;
@@ -585,7 +531,7 @@ impl Session {
     /// A stream of this session's events. The first subscriber (stream or
     /// handler) also receives every event that arrived before it.
     pub fn events(&self) -> EventStream {
-        let (tx, rx) = event_channel();
+        let (tx, rx) = event_channel(self.inner.inner.inbox());
         self.inner.inner.subscribe(Sink::Async { tx, waiter: false }, true);
         EventStream { rx }
     }

@@ -50,6 +50,7 @@ mod error;
 pub mod events;
 mod generated;
 mod handlers;
+mod inbox;
 mod pool;
 mod session;
 

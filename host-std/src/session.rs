@@ -4,8 +4,11 @@
 //! The reader thread only appends an event's bytes to the session's queue
 //! (unbounded: it never blocks and never drops) and queues the session on
 //! the connection's event pool, once at a time, so its events keep their
-//! order. A pool thread parses each event and hands it to every
-//! subscriber. Waits of the agent go to the handler pool.
+//! order. A pool thread takes the whole batch: when only event streams
+//! listen, it hands the batch to each stream under one lock, unparsed (each
+//! stream's consumer parses its events, see `inbox`); otherwise it parses
+//! each event and hands it to every subscriber. Waits of the agent go to
+//! the handler pool.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -24,6 +27,7 @@ use crate::handlers::{
     Command, ElicitationHandler, ExitPlanModeHandler, McpOAuthHandler, PermissionHandler, SessionHandlers, Tool,
     UserInputHandler,
 };
+use crate::inbox::{Batch, Inbox, InboxTx};
 use crate::pool::Pool;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -52,6 +56,11 @@ impl Queue {
     }
 }
 
+/// The queue's buffers start each batch this large at most (the size of
+/// the previous batch): a steady flow reuses its size without growing step
+/// by step, and a burst's memory is given back once it has passed.
+const KEEP_QUEUE_BYTES: usize = 1 << 20;
+
 /// Events kept for a first subscriber that has yet to come, at most: the
 /// first `MAX_KEPT_EVENTS` events, or `MAX_KEPT_BYTES` of their JSON,
 /// whichever comes first. A whole turn (tens of events) fits many times
@@ -65,7 +74,7 @@ pub const MAX_KEPT_EVENTS: usize = 1024;
 pub const MAX_KEPT_BYTES: usize = 4 << 20;
 
 pub(crate) enum Sink {
-    Stream(mpsc::Sender<Arc<SessionEvent>>),
+    Stream(InboxTx),
     /// An async stream, or (`waiter`) an async `send_and_wait`, fed after
     /// the callbacks as `Waiter` is.
     #[cfg(feature = "async")]
@@ -77,6 +86,18 @@ pub(crate) enum Sink {
     /// `send_and_wait`: fed after the callbacks have run on the same event,
     /// so that when it returns every handler has seen the turn.
     Waiter(mpsc::Sender<Arc<SessionEvent>>),
+}
+
+impl Sink {
+    /// Whether it takes whole batches of unparsed events (see `inbox`).
+    fn takes_batches(&self) -> bool {
+        match self {
+            Sink::Stream(_) => true,
+            #[cfg(feature = "async")]
+            Sink::Async { waiter, .. } => !waiter,
+            Sink::Callback(_) | Sink::Waiter(_) => false,
+        }
+    }
 }
 
 struct Subscriber {
@@ -107,7 +128,7 @@ struct Subscribers {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SessionStats {
-    /// Events parsed and handed to the subscribers present (or kept).
+    /// Events handed to the subscribers present (or kept).
     pub events: u64,
     /// Events that arrived before any subscriber, past the bound
     /// ([`MAX_KEPT_EVENTS`], [`MAX_KEPT_BYTES`]), and so not kept for the
@@ -122,7 +143,8 @@ pub struct SessionStats {
 pub(crate) struct SessionInner {
     me: Weak<SessionInner>,
     id: OnceLock<String>,
-    unreadable: std::sync::atomic::AtomicU64,
+    /// Shared with the streams, which parse their events themselves.
+    unreadable: Arc<std::sync::atomic::AtomicU64>,
     handlers: Arc<SessionHandlers>,
     queue: Mutex<Queue>,
     subscribers: Mutex<Subscribers>,
@@ -165,7 +187,7 @@ impl SessionInner {
         let inner = Arc::new_cyclic(|me| SessionInner {
             me: me.clone(),
             id: OnceLock::new(),
-            unreadable: std::sync::atomic::AtomicU64::new(0),
+            unreadable: Arc::default(),
             handlers: Arc::new(handlers),
             queue: Mutex::new(Queue::default()),
             subscribers: Mutex::new(Subscribers::default()),
@@ -185,6 +207,11 @@ impl SessionInner {
 
     fn id_str(&self) -> &str {
         self.id.get().map_or("(unnamed)", String::as_str)
+    }
+
+    /// A new, empty queue for one event stream of this session.
+    pub(crate) fn inbox(&self) -> Arc<Inbox> {
+        Inbox::new(self.id_str().to_owned(), Arc::clone(&self.unreadable))
     }
 
     /// Ends delivery (streams end after what is queued).
@@ -221,7 +248,12 @@ impl SessionInner {
             // Nothing will come any more: a stream ends at once (its sender
             // is dropped here), after what was owed to it.
             match &sink {
-                Sink::Stream(tx) | Sink::Waiter(tx) => {
+                Sink::Stream(tx) => {
+                    for e in owed {
+                        tx.0.send(e);
+                    }
+                }
+                Sink::Waiter(tx) => {
                     for e in owed {
                         let _ = tx.send(e);
                     }
@@ -286,7 +318,7 @@ impl SessionInner {
                 let owed = std::mem::take(&mut s.owed);
                 match &s.sink {
                     // A dropped receiver ends the subscription.
-                    Sink::Stream(tx) => owed.into_iter().chain(event.clone()).all(|e| tx.send(e).is_ok()),
+                    Sink::Stream(tx) => owed.into_iter().chain(event.clone()).all(|e| tx.0.send(e)),
                     Sink::Callback(f) => {
                         callbacks.push((Arc::clone(f), owed));
                         true
@@ -351,30 +383,20 @@ impl SessionInner {
     /// Delivers what is queued, on the event pool; queues the session again
     /// if more came meanwhile, so one busy session does not hold a thread.
     fn dispatch(self: Arc<Self>) {
-        let mut batch = {
+        let (batch, wake, close) = {
             let mut q = lock(&self.queue);
-            let mut batch = Queue::default();
-            std::mem::swap(&mut *q, &mut batch);
-            q.scheduled = true;
-            batch
+            let bytes = Vec::with_capacity(q.bytes.len().min(KEEP_QUEUE_BYTES));
+            let ends = Vec::with_capacity(q.ends.len().min(KEEP_QUEUE_BYTES / 256));
+            let batch =
+                Batch { bytes: std::mem::replace(&mut q.bytes, bytes), ends: std::mem::replace(&mut q.ends, ends) };
+            (batch, std::mem::take(&mut q.wake), q.close.take())
         };
         if lock(&self.subscribers).closed.is_none() {
-            let mut start = 0;
-            for &end in &batch.ends {
-                let bytes = &batch.bytes[start..end];
-                let event = SessionEvent::from_json(bytes).unwrap_or_else(|e| {
-                    // Whatever serde cannot read is still delivered, raw.
-                    self.unreadable.fetch_add(1, Ordering::Relaxed);
-                    log::warn!("session {}: an event serde cannot read is delivered raw: {e}", self.id_str());
-                    SessionEvent::raw(bytes)
-                });
-                self.deliver(Some((Arc::new(event), end - start)));
-                start = end;
-            }
-            if std::mem::take(&mut batch.wake) {
+            self.deliver_batch(Arc::new(batch));
+            if wake {
                 self.deliver(None);
             }
-            if let Some(reason) = batch.close.take() {
+            if let Some(reason) = close {
                 self.deliver(None);
                 self.finish(reason);
             }
@@ -386,6 +408,46 @@ impl SessionInner {
             drop(q);
             let me = Arc::clone(&self);
             self.dispatchers.submit(move || me.dispatch());
+        }
+    }
+
+    /// Hands a batch to every subscriber: whole and under one lock when
+    /// only streams listen (they parse the events themselves), else event
+    /// by event, parsed once for all.
+    fn deliver_batch(&self, batch: Arc<Batch>) {
+        if batch.len() == 0 {
+            return;
+        }
+        {
+            let mut subs = lock(&self.subscribers);
+            if subs.claimed && subs.list.iter().all(|s| s.sink.takes_batches()) {
+                subs.delivered += batch.len() as u64;
+                // One stream counts the batch's unreadable events.
+                let mut counts = true;
+                subs.list.retain_mut(|s| {
+                    let owed = std::mem::take(&mut s.owed);
+                    // A receiver that is gone ends the subscription.
+                    let kept = match &s.sink {
+                        Sink::Stream(tx) => owed.into_iter().all(|e| tx.0.send(e)) && tx.0.send_batch(&batch, counts),
+                        #[cfg(feature = "async")]
+                        Sink::Async { tx, .. } => owed.into_iter().all(|e| tx.send(e)) && tx.send_batch(&batch, counts),
+                        Sink::Callback(_) | Sink::Waiter(_) => true,
+                    };
+                    counts &= !kept;
+                    kept
+                });
+                return;
+            }
+        }
+        for i in 0..batch.len() {
+            let bytes = batch.event(i);
+            let event = SessionEvent::from_json(bytes).unwrap_or_else(|e| {
+                // Whatever serde cannot read is still delivered, raw.
+                self.unreadable.fetch_add(1, Ordering::Relaxed);
+                log::warn!("session {}: an event serde cannot read is delivered raw: {e}", self.id_str());
+                SessionEvent::raw(bytes)
+            });
+            self.deliver(Some((Arc::new(event), bytes.len())));
         }
     }
 }
@@ -424,25 +486,21 @@ impl Turn {
 /// A blocking iterator over a session's events. It never drops an event and
 /// ends when the session is destroyed, dropped or disconnected.
 pub struct EventStream {
-    rx: mpsc::Receiver<Arc<SessionEvent>>,
+    inbox: Arc<Inbox>,
 }
 
 impl EventStream {
     /// The next event, waiting at most `timeout`. `Ok(None)` means the
     /// stream ended.
     pub fn next_timeout(&self, timeout: Duration) -> Result<Option<Arc<SessionEvent>>> {
-        match self.rx.recv_timeout(timeout) {
-            Ok(e) => Ok(Some(e)),
-            Err(mpsc::RecvTimeoutError::Disconnected) => Ok(None),
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                Err(Error::Timeout { what: "the next event".into(), after: timeout })
-            }
-        }
+        self.inbox
+            .recv(Some(Instant::now() + timeout))
+            .map_err(|()| Error::Timeout { what: "the next event".into(), after: timeout })
     }
 
     /// The next event if one is already here.
     pub fn try_next(&self) -> Option<Arc<SessionEvent>> {
-        self.rx.try_recv().ok()
+        self.inbox.try_recv()
     }
 }
 
@@ -450,7 +508,13 @@ impl Iterator for EventStream {
     type Item = Arc<SessionEvent>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.rx.recv().ok()
+        self.inbox.recv(None).unwrap_or(None)
+    }
+}
+
+impl Drop for EventStream {
+    fn drop(&mut self) {
+        self.inbox.receiver_gone();
     }
 }
 
@@ -757,9 +821,9 @@ impl Session {
     /// A stream of this session's events. The first subscriber (stream or
     /// handler) also receives every event that arrived before it.
     pub fn events(&self) -> EventStream {
-        let (tx, rx) = mpsc::channel();
-        self.inner.subscribe(Sink::Stream(tx), true);
-        EventStream { rx }
+        let inbox = self.inner.inbox();
+        self.inner.subscribe(Sink::Stream(InboxTx(Arc::clone(&inbox))), true);
+        EventStream { inbox }
     }
 
     /// Calls `handler` for every event, on the session's dispatcher thread.
