@@ -92,7 +92,8 @@ impl<const N: usize> Obligations<N> {
             return None;
         }
         // `len < N` guarantees a free slot.
-        let index = (0..N).map(|k| (self.hint + k) % N).find(|&i| self.slots[i].open.is_none()).unwrap_or(0);
+        let index =
+            crate::slots::claim::<_, N>(&mut self.slots, self.hint, |s| s.open.is_none(), || Slot::FREE).unwrap_or(0);
         let slot = &mut self.slots[index];
         slot.open = Some(open);
         self.len += 1;

@@ -153,7 +153,8 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize> Router<T, W, SESS
     }
 
     /// A router with empty tables. With the `alloc` feature they are on the
-    /// heap, written there in place (so a router of any size needs no stack).
+    /// heap, their slots made as they are first used (so a router of any
+    /// capacity needs no stack, and little memory until it fills).
     #[cfg(any(loom, feature = "alloc"))]
     pub fn new() -> Self {
         Router { sessions: SessionTable::new(), pending: PendingTable::new(), stats: Lock::new(Self::ZERO) }
