@@ -48,6 +48,9 @@ struct Queue {
     close: Option<String>,
     /// The session is queued on (or being delivered by) the event pool.
     scheduled: bool,
+    /// Room to make for the next batch (bytes, events): the size of the
+    /// last one, up to [`KEEP_QUEUE_BYTES`].
+    room: (usize, usize),
 }
 
 impl Queue {
@@ -163,6 +166,12 @@ impl SessionSink for SessionInner {
 
     fn push_event(&self, event: &[u8]) {
         self.push(|q| {
+            if q.ends.capacity() == 0 {
+                // Made by the reader, so a batch's memory stays in its
+                // allocator arena however many threads deliver.
+                q.bytes.reserve(q.room.0);
+                q.ends.reserve(q.room.1);
+            }
             q.bytes.extend_from_slice(event);
             q.ends.push(q.bytes.len());
         });
@@ -385,10 +394,8 @@ impl SessionInner {
     fn dispatch(self: Arc<Self>) {
         let (batch, wake, close) = {
             let mut q = lock(&self.queue);
-            let bytes = Vec::with_capacity(q.bytes.len().min(KEEP_QUEUE_BYTES));
-            let ends = Vec::with_capacity(q.ends.len().min(KEEP_QUEUE_BYTES / 256));
-            let batch =
-                Batch { bytes: std::mem::replace(&mut q.bytes, bytes), ends: std::mem::replace(&mut q.ends, ends) };
+            q.room = (q.bytes.len().min(KEEP_QUEUE_BYTES), q.ends.len().min(KEEP_QUEUE_BYTES / 256));
+            let batch = Batch { bytes: std::mem::take(&mut q.bytes), ends: std::mem::take(&mut q.ends) };
             (batch, std::mem::take(&mut q.wake), q.close.take())
         };
         if lock(&self.subscribers).closed.is_none() {
