@@ -65,6 +65,13 @@ struct State {
     waker: Option<Waker>,
 }
 
+/// The next event as taken under the lock: parsed already, or event `i` of
+/// a batch (and whether this stream counts it if unreadable), parsed after.
+enum Next {
+    Parsed(Arc<SessionEvent>),
+    Raw(Arc<Batch>, usize, bool),
+}
+
 /// What [`Inbox::take`] found.
 enum Taken {
     Event(Arc<SessionEvent>),
@@ -145,12 +152,12 @@ impl Inbox {
     }
 
     /// Takes the next event; a raw one is parsed after the lock is released.
-    fn take_locked(&self, s: &mut State) -> Option<Result<Arc<SessionEvent>, (Arc<Batch>, usize, bool)>> {
+    fn take_locked(s: &mut State) -> Option<Next> {
         let front = s.items.front_mut()?;
         let taken = match front {
-            Item::Parsed(e) => Ok(Arc::clone(e)),
+            Item::Parsed(e) => Next::Parsed(Arc::clone(e)),
             Item::Raw { batch, next, counts } => {
-                let taken = Err((Arc::clone(batch), *next, *counts));
+                let taken = Next::Raw(Arc::clone(batch), *next, *counts);
                 *next += 1;
                 if *next < batch.len() {
                     return Some(taken);
@@ -174,17 +181,17 @@ impl Inbox {
         }))
     }
 
-    fn finish_take(&self, taken: Result<Arc<SessionEvent>, (Arc<Batch>, usize, bool)>) -> Arc<SessionEvent> {
+    fn finish_take(&self, taken: Next) -> Arc<SessionEvent> {
         match taken {
-            Ok(e) => e,
-            Err((batch, i, counts)) => self.parse(&batch, i, counts),
+            Next::Parsed(e) => e,
+            Next::Raw(batch, i, counts) => self.parse(&batch, i, counts),
         }
     }
 
     fn take(&self) -> Taken {
         let taken = {
             let mut s = lock(&self.state);
-            match self.take_locked(&mut s) {
+            match Self::take_locked(&mut s) {
                 Some(t) => t,
                 None if s.ended => return Taken::Ended,
                 None => return Taken::Empty,
@@ -207,7 +214,7 @@ impl Inbox {
         let taken = {
             let mut s = lock(&self.state);
             loop {
-                if let Some(t) = self.take_locked(&mut s) {
+                if let Some(t) = Self::take_locked(&mut s) {
                     break t;
                 }
                 if s.ended {
@@ -234,7 +241,7 @@ impl Inbox {
     pub(crate) fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<Option<Arc<SessionEvent>>> {
         let taken = {
             let mut s = lock(&self.state);
-            match self.take_locked(&mut s) {
+            match Self::take_locked(&mut s) {
                 Some(t) => t,
                 None if s.ended => return Poll::Ready(None),
                 None => {
