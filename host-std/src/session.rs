@@ -57,6 +57,12 @@ impl Queue {
     fn is_empty(&self) -> bool {
         self.ends.is_empty() && !self.wake && self.close.is_none()
     }
+
+    /// Takes the events queued; the next batch starts with room for as many.
+    fn take_batch(&mut self) -> Batch {
+        self.room = (self.bytes.len().min(KEEP_QUEUE_BYTES), self.ends.len().min(KEEP_QUEUE_BYTES / 256));
+        Batch { bytes: std::mem::take(&mut self.bytes), ends: std::mem::take(&mut self.ends) }
+    }
 }
 
 /// The queue's buffers start each batch this large at most (the size of
@@ -165,16 +171,36 @@ impl SessionSink for SessionInner {
     }
 
     fn push_event(&self, event: &[u8]) {
-        self.push(|q| {
-            if q.ends.capacity() == 0 {
-                // Made by the reader, so a batch's memory stays in its
-                // allocator arena however many threads deliver.
-                q.bytes.reserve(q.room.0);
-                q.ends.reserve(q.room.1);
+        let q = &mut *lock(&self.queue);
+        if q.ends.capacity() == 0 {
+            // Made by the reader, so a batch's memory stays in its
+            // allocator arena however many threads deliver.
+            q.bytes.reserve(q.room.0);
+            q.ends.reserve(q.room.1);
+        }
+        q.bytes.extend_from_slice(event);
+        let end = q.bytes.len();
+        q.ends.push(end);
+    }
+
+    fn flush(&self) {
+        {
+            // Only blocking streams listen: the reader feeds them itself,
+            // one hop fewer (a stream is a condition variable; no user
+            // code runs, and nothing waits). Not while the event pool has
+            // the session: the batch would overtake the one it delivers.
+            let mut subs = lock(&self.subscribers);
+            if subs.claimed && subs.closed.is_none() && subs.list.iter().all(|s| matches!(s.sink, Sink::Stream(_))) {
+                let mut q = lock(&self.queue);
+                if !q.scheduled && !q.wake && q.close.is_none() && !q.ends.is_empty() {
+                    let batch = Arc::new(q.take_batch());
+                    drop(q);
+                    feed_streams(&mut subs, &batch);
+                    return;
+                }
             }
-            q.bytes.extend_from_slice(event);
-            q.ends.push(q.bytes.len());
-        });
+        }
+        self.push(|_| {});
     }
 
     fn obligation(&self, job: Job) {
@@ -394,8 +420,7 @@ impl SessionInner {
     fn dispatch(self: Arc<Self>) {
         let (batch, wake, close) = {
             let mut q = lock(&self.queue);
-            q.room = (q.bytes.len().min(KEEP_QUEUE_BYTES), q.ends.len().min(KEEP_QUEUE_BYTES / 256));
-            let batch = Batch { bytes: std::mem::take(&mut q.bytes), ends: std::mem::take(&mut q.ends) };
+            let batch = q.take_batch();
             (batch, std::mem::take(&mut q.wake), q.close.take())
         };
         if lock(&self.subscribers).closed.is_none() {
@@ -428,21 +453,7 @@ impl SessionInner {
         {
             let mut subs = lock(&self.subscribers);
             if subs.claimed && subs.list.iter().all(|s| s.sink.takes_batches()) {
-                subs.delivered += batch.len() as u64;
-                // One stream counts the batch's unreadable events.
-                let mut counts = true;
-                subs.list.retain_mut(|s| {
-                    let owed = std::mem::take(&mut s.owed);
-                    // A receiver that is gone ends the subscription.
-                    let kept = match &s.sink {
-                        Sink::Stream(tx) => owed.into_iter().all(|e| tx.0.send(e)) && tx.0.send_batch(&batch, counts),
-                        #[cfg(feature = "async")]
-                        Sink::Async { tx, .. } => owed.into_iter().all(|e| tx.send(e)) && tx.send_batch(&batch, counts),
-                        Sink::Callback(_) | Sink::Waiter(_) => true,
-                    };
-                    counts &= !kept;
-                    kept
-                });
+                feed_streams(&mut subs, &batch);
                 return;
             }
         }
@@ -457,6 +468,26 @@ impl SessionInner {
             self.deliver(Some((Arc::new(event), bytes.len())));
         }
     }
+}
+
+/// Hands a whole batch to every subscriber, each a stream that takes
+/// batches (what is owed to it first).
+fn feed_streams(subs: &mut Subscribers, batch: &Arc<Batch>) {
+    subs.delivered += batch.len() as u64;
+    // One stream counts the batch's unreadable events.
+    let mut counts = true;
+    subs.list.retain_mut(|s| {
+        let owed = std::mem::take(&mut s.owed);
+        // A receiver that is gone ends the subscription.
+        let kept = match &s.sink {
+            Sink::Stream(tx) => owed.into_iter().all(|e| tx.0.send(e)) && tx.0.send_batch(batch, counts),
+            #[cfg(feature = "async")]
+            Sink::Async { tx, .. } => owed.into_iter().all(|e| tx.send(e)) && tx.send_batch(batch, counts),
+            Sink::Callback(_) | Sink::Waiter(_) => true,
+        };
+        counts &= !kept;
+        kept
+    });
 }
 
 /// What `send_and_wait` (blocking and async) makes of a turn's events: the
