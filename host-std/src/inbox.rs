@@ -1,10 +1,10 @@
 //! One stream subscriber's queue of events, shared by the blocking and the
 //! async event streams.
 //!
-//! The dispatcher hands it whole batches of raw event JSON (as the reader
-//! queued them, one allocation per batch, shared by every stream of the
-//! session) and the stream's own consumer parses each event when it takes
-//! it. So an event waits as its ~300 bytes of JSON rather than as a parsed
+//! The reader (or the event pool) hands it whole batches of raw event JSON
+//! (as the reader queued them, one allocation per batch, shared by every
+//! stream of the session) and the stream's own consumer parses each event
+//! when it takes it. So an event waits as its ~300 bytes of JSON rather than as a parsed
 //! `SessionEvent` (over 1.5 KB), the parsing runs on the consumer's thread
 //! beside the reader, and the consumer is woken once per batch, only when
 //! it sleeps, rather than once per event. A batch's memory is given back

@@ -1,14 +1,16 @@
 //! Sessions: the per-session event queue, event streams and callbacks, and
 //! the blocking `Session` API.
 //!
-//! The reader thread only appends an event's bytes to the session's queue
-//! (unbounded: it never blocks and never drops) and queues the session on
-//! the connection's event pool, once at a time, so its events keep their
-//! order. A pool thread takes the whole batch: when only event streams
-//! listen, it hands the batch to each stream under one lock, unparsed (each
-//! stream's consumer parses its events, see `inbox`); otherwise it parses
-//! each event and hands it to every subscriber. Waits of the agent go to
-//! the handler pool.
+//! The reader thread appends an event's bytes to the session's queue
+//! (unbounded: it never blocks and never drops); after each read, outside
+//! the engine's lock, it flushes each session it fed: the queued events
+//! leave as one batch, and a session is on the event pool once at a time,
+//! so its events keep their order. When only blocking streams
+//! listen, the reader hands the batch to each of them itself, under one
+//! lock, unparsed (each stream's consumer parses its events, see `inbox`);
+//! otherwise a pool thread delivers it: whole to async streams, or parsing
+//! each event once for handlers and waiters. Waits of the agent go to the
+//! handler pool.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
