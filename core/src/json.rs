@@ -831,10 +831,15 @@ impl<'a> JsonStr<'a> {
 
 impl PartialEq<str> for JsonStr<'_> {
     fn eq(&self, other: &str) -> bool {
-        if self.raw.contains(&b'\\') {
-            self.chars().eq(other.chars())
-        } else {
-            self.raw == other.as_bytes()
+        // Every escape is longer than the UTF-8 of what it stands for, so
+        // text with an escape is longer than its decoded form: the lengths
+        // decide which comparison can hold, and the text is searched for a
+        // backslash only when it is needed (keys are compared per frame).
+        let (raw, other_bytes) = (self.raw, other.as_bytes());
+        match raw.len().cmp(&other_bytes.len()) {
+            core::cmp::Ordering::Less => false,
+            core::cmp::Ordering::Equal => raw == other_bytes && !raw.contains(&b'\\'),
+            core::cmp::Ordering::Greater => raw.contains(&b'\\') && self.chars().eq(other.chars()),
         }
     }
 }
@@ -1054,6 +1059,22 @@ mod tests {
         assert!(v.get("zz").is_none());
         assert!(Value::parse(b"[]").unwrap().elements().next().is_none());
         assert!(Value::parse(b"{}").unwrap().members().next().is_none());
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn compares_with_str_by_decoded_text() {
+        let v = Value::parse(br#"["a\\n", "a\n", "\u00e9", "plain", "\ud800"]"#).unwrap();
+        let s = |i: usize| v.elements().nth(i).unwrap().as_str().unwrap();
+        assert_eq!(s(0), "a\\n", "an escaped backslash");
+        assert_ne!(s(1), "a\\n", "same bytes as written, but the escape decodes to a newline");
+        assert_eq!(s(1), "a\n");
+        assert_eq!(s(2), "é");
+        assert_ne!(s(2), "\\u00e9");
+        assert_eq!(s(3), "plain");
+        assert_ne!(s(3), "plai");
+        assert_ne!(s(3), "plainer");
+        assert_eq!(s(4), "\u{FFFD}", "a lone surrogate reads as U+FFFD");
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]

@@ -69,6 +69,7 @@ mod obligations;
 mod pending;
 mod router;
 mod session;
+mod slots;
 
 pub use answers::{
     row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, Trigger, ANSWERS, NOT_OBLIGATIONS,

@@ -71,7 +71,7 @@ impl Slot {
 
 /// Up to `N` open obligations.
 pub(crate) struct Obligations<const N: usize> {
-    slots: [Slot; N],
+    slots: crate::slots::Slots<Slot, N>,
     len: usize,
     /// Where the search for a free slot starts (the slot after the last one
     /// taken), so opening is cheap while the table is far from full.
@@ -81,10 +81,10 @@ pub(crate) struct Obligations<const N: usize> {
 impl<const N: usize> Obligations<N> {
     const FITS: () = assert!(N <= u32::MAX as usize, "too many obligations");
 
-    pub(crate) const fn new() -> Self {
+    pub(crate) fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::FITS;
-        Obligations { slots: [Slot::FREE; N], len: 0, hint: 0 }
+        Obligations { slots: crate::slots::slots![Slot::FREE; N], len: 0, hint: 0 }
     }
 
     pub(crate) fn open(&mut self, open: Open) -> Option<ObligationId> {
@@ -92,7 +92,8 @@ impl<const N: usize> Obligations<N> {
             return None;
         }
         // `len < N` guarantees a free slot.
-        let index = (0..N).map(|k| (self.hint + k) % N).find(|&i| self.slots[i].open.is_none()).unwrap_or(0);
+        let index =
+            crate::slots::claim::<_, N>(&mut self.slots, self.hint, |s| s.open.is_none(), || Slot::FREE).unwrap_or(0);
         let slot = &mut self.slots[index];
         slot.open = Some(open);
         self.len += 1;

@@ -37,7 +37,7 @@ const NEVER: u64 = u64::MAX;
 struct Slots<W, const N: usize> {
     next_id: u64,
     /// `(id, deadline in ms or NEVER, waiter)`.
-    slots: [Option<(u64, u64, W)>; N],
+    slots: crate::slots::Slots<Option<(u64, u64, W)>, N>,
     len: usize,
 }
 
@@ -56,15 +56,16 @@ impl<W, const N: usize> PendingTable<W, N> {
     const NONE: Option<(u64, u64, W)> = None;
 
     /// An empty table. Ids start at 1.
-    #[cfg(not(loom))]
+    #[cfg(not(any(loom, feature = "alloc")))]
     pub const fn new() -> Self {
         PendingTable { inner: Lock::new(Slots { next_id: 1, slots: [Self::NONE; N], len: 0 }) }
     }
 
-    /// An empty table. Ids start at 1.
-    #[cfg(loom)]
+    /// An empty table. Ids start at 1. With the `alloc` feature its slots
+    /// are on the heap, made as they are first used.
+    #[cfg(any(loom, feature = "alloc"))]
     pub fn new() -> Self {
-        PendingTable { inner: Lock::new(Slots { next_id: 1, slots: [Self::NONE; N], len: 0 }) }
+        PendingTable { inner: Lock::new(Slots { next_id: 1, slots: crate::slots::slots![Self::NONE; N], len: 0 }) }
     }
 
     /// Allocates an id for a request about to be sent and stores its waiter.
@@ -77,9 +78,10 @@ impl<W, const N: usize> PendingTable<W, N> {
     /// `now` reaches it, so no caller waits past it.
     pub fn insert_with_deadline(&self, waiter: W, deadline: Option<u64>) -> Result<RequestId, PendingFull<W>> {
         self.inner.with(|t| {
-            let Some(slot) = t.slots.iter_mut().find(|s| s.is_none()) else {
+            let Some(index) = crate::slots::claim::<_, N>(&mut t.slots, 0, Option::is_none, || Self::NONE) else {
                 return Err(PendingFull(waiter));
             };
+            let slot = &mut t.slots[index];
             let id = t.next_id;
             t.next_id += 1;
             *slot = Some((id, deadline.unwrap_or(NEVER), waiter));

@@ -147,13 +147,15 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize> Default for Route
 
 impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize> Router<T, W, SESSIONS, PENDING> {
     /// A router with empty tables.
-    #[cfg(not(loom))]
+    #[cfg(not(any(loom, feature = "alloc")))]
     pub const fn new() -> Self {
         Router { sessions: SessionTable::new(), pending: PendingTable::new(), stats: Lock::new(Self::ZERO) }
     }
 
-    /// A router with empty tables.
-    #[cfg(loom)]
+    /// A router with empty tables. With the `alloc` feature they are on the
+    /// heap, their slots made as they are first used (so a router of any
+    /// capacity needs no stack, and little memory until it fills).
+    #[cfg(any(loom, feature = "alloc"))]
     pub fn new() -> Self {
         Router { sessions: SessionTable::new(), pending: PendingTable::new(), stats: Lock::new(Self::ZERO) }
     }

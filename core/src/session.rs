@@ -193,11 +193,11 @@ impl<T> Slot<T> {
 }
 
 struct Slots<T, const N: usize> {
-    slots: [Slot<T>; N],
+    slots: crate::slots::Slots<Slot<T>, N>,
     /// The first named slot of each hash bucket (bucket = hash % N): a
     /// chained index over the slots themselves, so a lookup by id costs a
     /// hash and a short walk whatever the table's size, with no allocator.
-    heads: [u16; N],
+    heads: crate::slots::Fixed<u16, N>,
     /// Slots in `AwaitingId`.
     awaiting: usize,
     len: usize,
@@ -268,7 +268,7 @@ impl<T, const N: usize> Slots<T, N> {
         if state != SessionState::AwaitingId && self.find_plain(id).is_some() {
             return fail(ReserveErrorKind::Duplicate, target);
         }
-        let Some(index) = self.slots.iter().position(|s| s.target.is_none()) else {
+        let Some(index) = crate::slots::claim::<_, N>(&mut self.slots, 0, |s| s.target.is_none(), || Slot::FREE) else {
             return fail(ReserveErrorKind::Full, target);
         };
         let slot = &mut self.slots[index];
@@ -316,19 +316,22 @@ impl<T: Clone, const N: usize> SessionTable<T, N> {
     const FITS: () = assert!(N <= u16::MAX as usize, "at most 65535 sessions");
 
     /// An empty table.
-    #[cfg(not(loom))]
+    #[cfg(not(any(loom, feature = "alloc")))]
     pub const fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::FITS;
         SessionTable { inner: Lock::new(Slots { slots: [Slot::FREE; N], heads: [NIL; N], awaiting: 0, len: 0 }) }
     }
 
-    /// An empty table.
-    #[cfg(loom)]
+    /// An empty table. With the `alloc` feature it is on the heap, its
+    /// slots made as they are first used (so a table of any capacity needs
+    /// no stack, and little memory until it fills).
+    #[cfg(any(loom, feature = "alloc"))]
     pub fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::FITS;
-        SessionTable { inner: Lock::new(Slots { slots: [Slot::FREE; N], heads: [NIL; N], awaiting: 0, len: 0 }) }
+        let (slots, heads) = (crate::slots::slots![Slot::FREE; N], crate::slots::fixed![NIL; N]);
+        SessionTable { inner: Lock::new(Slots { slots, heads, awaiting: 0, len: 0 }) }
     }
 
     /// Reserves a slot for the session `id` before its create or resume RPC
@@ -489,7 +492,7 @@ impl<T: Clone, const N: usize> Iterator for Iter<'_, T, N> {
 
     fn next(&mut self) -> Option<Self::Item> {
         self.table.inner.with(|t| {
-            while self.next < N {
+            while self.next < t.slots.len() {
                 let i = self.next;
                 self.next += 1;
                 let slot = &t.slots[i];

@@ -9,17 +9,25 @@
 //!
 //! The figures are for the host (64-bit `usize`); on a 32-bit MCU the
 //! counters and lengths are narrower, so the same bounds hold there too.
+//!
+//! With the `alloc` feature the tables' slots are on the heap (written
+//! there in place): the bounds below are then of the inline storage no
+//! more, and one test checks instead that the tables left the value.
 #![cfg(not(loom))] // loom's mutex is larger and not what ships.
 
 use core::mem::size_of;
 
-use copilot_core::{Engine, FrameDecoder, PendingTable, Router, SessionTable, MAX_SESSION_ID_LEN};
+use copilot_core::Engine;
+#[cfg(not(feature = "alloc"))]
+use copilot_core::{FrameDecoder, PendingTable, Router, SessionTable, MAX_SESSION_ID_LEN};
 
 /// The configuration `scripts/size-report` and the bare-metal example use.
+#[cfg(not(feature = "alloc"))]
 type SmallRouter = Router<u8, u8, 16, 16>;
 
 // Also run under wasm32 (32-bit `usize`), where the bounds must hold too; the
 // printed figures are dropped there (std has no stdout on wasm32-unknown-unknown).
+#[cfg(not(feature = "alloc"))]
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn print_and_bound_sizes() {
@@ -54,6 +62,7 @@ fn print_and_bound_sizes() {
 /// The engine at the small configuration, and at the capacities proposed
 /// for the std host (16,384 sessions, 1,024 requests, 4,096 open
 /// obligations; targets are pointers, parking storage on the heap).
+#[cfg(not(feature = "alloc"))]
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn print_and_bound_engine_sizes() {
@@ -68,4 +77,18 @@ fn print_and_bound_engine_sizes() {
     assert!(per_obligation >= 96 + 80, "obligation ids must be inline");
     assert!(per_obligation < 300, "an obligation slot grew to about {per_obligation} bytes");
     assert!(host < 4 << 20, "the std host's engine grew to {host} bytes");
+}
+
+/// With an allocator the std host's engine (megabytes of slots) is a few
+/// hundred bytes of value: its tables are on the heap, so building it needs
+/// no stack of their size.
+#[cfg(feature = "alloc")]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn tables_are_on_the_heap_with_alloc() {
+    let host = size_of::<Engine<usize, usize, &mut [u8], 16_384, 1_024, 4_096>>();
+    println!("size_of::<Engine<usize, usize, &mut [u8], 16384, 1024, 4096>>() = {host} bytes (alloc)");
+    assert!(host < 1024, "the engine holds {host} bytes inline");
+    let engine: Engine<usize, usize, [u8; 0], 16_384, 1_024, 4_096> = Engine::new([], Default::default());
+    assert_eq!(engine.router().sessions().iter().count(), 0);
 }

@@ -92,6 +92,7 @@ use crate::handlers::{
     McpOAuthHandler, OAuthToken, PermissionDecision, PermissionHandler, PermissionRequest, Tool, ToolInvocation,
     ToolResult, UserInputHandler, UserInputRequest, UserInputResponse,
 };
+use crate::inbox::{Batch, Inbox, InboxTx};
 use crate::session::{
     raw_params, read_command_error, read_message_id, read_messages, send_params, MessageOptions, SessionInner,
     SessionStats, Sink, Subscription, Turn,
@@ -103,7 +104,59 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 // -------------------------------------------------------------------------
-// Streams: an unbounded queue a producer thread fills and a future drains.
+// Events: an unbounded queue the dispatcher fills and a future drains (the
+// blocking stream's `Inbox`, polled).
+
+/// The dispatcher's end of an async subscription. Dropping the last clone
+/// (the subscription ended) ends the stream.
+pub(crate) struct EventTx {
+    inbox: Arc<Inbox>,
+    /// Shared by the clones: the last one dropped ends the stream.
+    _end: Arc<InboxTx>,
+}
+
+impl Clone for EventTx {
+    fn clone(&self) -> Self {
+        EventTx { inbox: Arc::clone(&self.inbox), _end: Arc::clone(&self._end) }
+    }
+}
+
+impl EventTx {
+    /// Queues `event` and wakes the reader; `false` once the receiver is gone.
+    pub(crate) fn send(&self, event: Arc<SessionEvent>) -> bool {
+        self.inbox.send(event)
+    }
+
+    /// Queues a batch of unparsed events (see `Inbox::send_batch`).
+    pub(crate) fn send_batch(&self, batch: &Arc<Batch>, counts: bool) -> bool {
+        self.inbox.send_batch(batch, counts)
+    }
+}
+
+fn event_channel(inbox: Arc<Inbox>) -> (EventTx, EventRx) {
+    let end = Arc::new(InboxTx(Arc::clone(&inbox)));
+    (EventTx { inbox: Arc::clone(&inbox), _end: end }, EventRx { inbox })
+}
+
+struct EventRx {
+    inbox: Arc<Inbox>,
+}
+
+impl EventRx {
+    fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<Option<Arc<SessionEvent>>> {
+        self.inbox.poll_recv(cx)
+    }
+}
+
+impl Drop for EventRx {
+    fn drop(&mut self) {
+        self.inbox.receiver_gone();
+    }
+}
+
+// -------------------------------------------------------------------------
+// Lifecycle notifications: a plain queue the reader fills and a future
+// drains.
 
 struct QueueState<T> {
     items: VecDeque<T>,
@@ -134,31 +187,20 @@ impl<T> Queue<T> {
     }
 }
 
-/// The producer's end of an async stream (a session's dispatcher, or the
-/// reader for lifecycle events). Dropping the last clone ends the stream.
-pub(crate) struct EventTx<T = Arc<SessionEvent>> {
+/// The producer's end of a [`Queue`]. Dropping it ends the stream.
+struct QueueTx<T> {
     queue: Arc<Queue<T>>,
-    /// Shared by the clones: the last one dropped ends the stream.
-    _end: Arc<EndOnDrop<T>>,
 }
 
-struct EndOnDrop<T>(Arc<Queue<T>>);
-
-impl<T> Drop for EndOnDrop<T> {
+impl<T> Drop for QueueTx<T> {
     fn drop(&mut self) {
-        self.0.change(|s| s.ended = true);
+        self.queue.change(|s| s.ended = true);
     }
 }
 
-impl<T> Clone for EventTx<T> {
-    fn clone(&self) -> Self {
-        EventTx { queue: Arc::clone(&self.queue), _end: Arc::clone(&self._end) }
-    }
-}
-
-impl<T> EventTx<T> {
+impl<T> QueueTx<T> {
     /// Queues `item` and wakes the receiver; `false` once the receiver is gone.
-    pub(crate) fn send(&self, item: T) -> bool {
+    fn send(&self, item: T) -> bool {
         let mut gone = false;
         self.queue.change(|s| {
             gone = s.gone;
@@ -170,17 +212,16 @@ impl<T> EventTx<T> {
     }
 }
 
-fn event_channel<T>() -> (EventTx<T>, EventRx<T>) {
+fn queue_channel<T>() -> (QueueTx<T>, QueueRx<T>) {
     let queue = Arc::new(Queue::new());
-    let end = Arc::new(EndOnDrop(Arc::clone(&queue)));
-    (EventTx { queue: Arc::clone(&queue), _end: end }, EventRx { queue })
+    (QueueTx { queue: Arc::clone(&queue) }, QueueRx { queue })
 }
 
-struct EventRx<T> {
+struct QueueRx<T> {
     queue: Arc<Queue<T>>,
 }
 
-impl<T> EventRx<T> {
+impl<T> QueueRx<T> {
     fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<Option<T>> {
         let mut s = lock(&self.queue.state);
         if let Some(e) = s.items.pop_front() {
@@ -201,7 +242,7 @@ impl<T> EventRx<T> {
     }
 }
 
-impl<T> Drop for EventRx<T> {
+impl<T> Drop for QueueRx<T> {
     fn drop(&mut self) {
         let mut s = lock(&self.queue.state);
         s.gone = true;
@@ -213,7 +254,7 @@ impl<T> Drop for EventRx<T> {
 /// drops an event and ends when the session is destroyed, dropped or
 /// disconnected.
 pub struct EventStream {
-    rx: EventRx<Arc<SessionEvent>>,
+    rx: EventRx,
 }
 
 impl std::fmt::Debug for EventStream {
@@ -231,7 +272,7 @@ impl EventStream {
 
     /// The next event if one is already here.
     pub fn try_next(&mut self) -> Option<Arc<SessionEvent>> {
-        self.rx.try_recv()
+        self.rx.inbox.try_recv()
     }
 }
 
@@ -247,7 +288,7 @@ impl futures_core::Stream for EventStream {
 /// ([`Client::lifecycle_events`]): every one from its creation on, in
 /// order. It ends when the connection does.
 pub struct LifecycleStream {
-    rx: EventRx<LifecycleEvent>,
+    rx: QueueRx<LifecycleEvent>,
 }
 
 impl std::fmt::Debug for LifecycleStream {
@@ -728,7 +769,7 @@ impl Client {
 
     /// A stream of every `session.lifecycle` notification from now on.
     pub fn lifecycle_events(&self) -> LifecycleStream {
-        let (tx, rx) = event_channel();
+        let (tx, rx) = queue_channel();
         // Dropped (ending the stream) when the connection ends.
         self.conn().subscribe_lifecycle_with(Box::new(move |e| tx.send(e.clone())));
         LifecycleStream { rx }
@@ -958,7 +999,7 @@ impl Session {
     ) -> Result<Option<Arc<SessionEvent>>> {
         let deadline = Instant::now() + timeout;
         // Subscribe before sending so nothing of the turn can be missed.
-        let (tx, rx) = event_channel();
+        let (tx, rx) = event_channel(self.inner.inner.inbox());
         let id = self.inner.inner.subscribe(Sink::Async { tx, waiter: true }, false);
         let _unsubscribe = Subscription { session: Arc::downgrade(&self.inner.inner), id };
         let calls = self.calls();
@@ -1005,7 +1046,7 @@ impl Session {
     /// A stream of this session's events. The first subscriber (stream or
     /// handler) also receives every event that arrived before it.
     pub fn events(&self) -> EventStream {
-        let (tx, rx) = event_channel();
+        let (tx, rx) = event_channel(self.inner.inner.inbox());
         self.inner.inner.subscribe(Sink::Async { tx, waiter: false }, true);
         EventStream { rx }
     }

@@ -125,8 +125,13 @@ pub(crate) trait SessionSink: Send + Sync {
     fn id(&self) -> Option<String>;
     /// The server named the session (a create whose id it assigns).
     fn named(&self, id: &str);
-    /// Queues an event's JSON for delivery; never blocks.
+    /// Queues an event's JSON; never blocks. Delivery starts at the next
+    /// [`flush`](Self::flush).
     fn push_event(&self, event: &[u8]);
+    /// Delivers what [`push_event`](Self::push_event) queued, or has it
+    /// delivered; never blocks. The reader calls it once per read, after
+    /// releasing the engine's lock.
+    fn flush(&self);
     /// Runs the user's handler for `job` (on the handler pool), which then
     /// answers through `job.reply`; never blocks.
     fn obligation(&self, job: Job);
@@ -389,7 +394,7 @@ struct TimerState {
 pub(crate) struct Connection {
     /// The protocol engine: every routing decision and every answer it
     /// sends by itself. One lock; never held across user code.
-    engine: Mutex<Box<HostEngine>>,
+    engine: Mutex<HostEngine>,
     /// Time zero of the engine's clock.
     epoch: Instant,
     timer: Mutex<TimerState>,
@@ -426,19 +431,6 @@ fn trigger_name(row: &copilot_core::AnswerRow) -> &'static str {
     }
 }
 
-/// Builds the engine on a thread with room for it: it is a few MiB, and
-/// building it may take a copy or two on the stack, more than a test
-/// thread's 2 MiB.
-fn new_engine(config: EngineConfig) -> Result<Box<HostEngine>> {
-    thread::Builder::new()
-        .name("copilot-engine-init".into())
-        .stack_size(16 * std::mem::size_of::<HostEngine>() + (8 << 20))
-        .spawn(move || Box::new(HostEngine::new(vec![0; PARK_BYTES], config)))
-        .map_err(Error::Io)?
-        .join()
-        .map_err(|_| Error::Protocol("building the protocol engine failed".into()))
-}
-
 impl Connection {
     /// Starts the reader pump, the timer and the pools, and returns the connection.
     pub(crate) fn start(
@@ -453,7 +445,9 @@ impl Connection {
             .handler_timeout(Some(ms(deadlines.handler)))
             .request_timeout(Some(ms(deadlines.request)))
             .park_frames(MAX_PARKED);
-        let engine = new_engine(config)?;
+        // Its tables are written in place on the heap (the core's `alloc`
+        // feature): no stack of their size is needed, or touched.
+        let engine = HostEngine::new(vec![0; PARK_BYTES], config);
         let outbox = Outbox::start(&label, writer)?;
         let conn = Arc::new(Connection {
             engine: Mutex::new(engine),
@@ -893,6 +887,8 @@ impl Connection {
 
     fn read_loop(self: &Arc<Self>, reader: &mut dyn Read) -> CloseCause {
         let mut decoder = FrameDecoder::with_buffer(GrowingBuffer::new(READ_CHUNK)).with_limit(MAX_FRAME);
+        // Sessions given events during one read, to flush after it.
+        let mut touched: Vec<Target> = Vec::new();
         let cause = loop {
             let spare = decoder.spare();
             let want = spare.len().min(READ_CHUNK);
@@ -911,11 +907,15 @@ impl Connection {
                 let Some(out) = polled else { break };
                 match out.route {
                     Route::Response { waiter: Waiter::Open { handle, target, reply }, result, .. } => {
-                        self.complete_open(engine, now, wire, handle, &target, reply, result)
+                        self.complete_open(engine, now, wire, handle, &target, reply, result, &mut touched)
                     }
-                    _ => self.deliver(out),
+                    _ => self.deliver(out, &mut touched),
                 }
             });
+            // The sessions that got events deliver them (one batch each).
+            for target in touched.drain(..) {
+                target.flush();
+            }
         };
         if let Err(e) = decoder.finish() {
             log::warn!("{}: {e}", self.label);
@@ -935,6 +935,7 @@ impl Connection {
         target: &Target,
         reply: ReplyTx,
         result: std::result::Result<copilot_core::Value<'_>, RpcError<'_>>,
+        touched: &mut Vec<Target>,
     ) {
         let outcome = match &result {
             Ok(v) => Ok(v.as_bytes().to_vec()),
@@ -956,18 +957,22 @@ impl Connection {
             (_, Err(e)) => Err(e),
             (Err(e), Ok(_)) => Err(Error::Protocol(format!("the session could not be opened: {e}"))),
         };
-        drain_parked_with(engine, now, wire, |out| self.deliver(out));
+        drain_parked_with(engine, now, wire, |out| self.deliver(out, touched));
         reply.send(reply_value);
     }
 
     /// Delivers one routed frame. Runs under the engine's lock: it never
-    /// blocks (events go to per-session queues, handlers to the pool).
-    fn deliver(self: &Arc<Self>, out: Output<'_, Target, Waiter>) {
+    /// blocks (events go to per-session queues, flushed once the lock is
+    /// released and noted in `touched`; handlers go to the pool).
+    fn deliver(self: &Arc<Self>, out: Output<'_, Target, Waiter>, touched: &mut Vec<Target>) {
         let Output { route, obligation, refused, answer_ack } = out;
         match route {
             Route::Event { target, event, .. } => {
                 let bytes = event.event.as_bytes();
                 target.push_event(bytes);
+                if touched.last().is_none_or(|t| !Arc::ptr_eq(t, &target)) {
+                    touched.push(Arc::clone(&target));
+                }
                 if let Some(ob) = obligation {
                     let reply = Replier { conn: Arc::clone(self), id: ob.id };
                     let name = copilot_core::row_for_event(event.event_type).map_or("", |(_, r)| trigger_name(r));

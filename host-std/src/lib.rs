@@ -51,6 +51,7 @@ pub mod events;
 mod generated;
 mod handlers;
 mod hooks;
+mod inbox;
 mod pool;
 mod requests;
 mod session;

@@ -1,11 +1,16 @@
 //! Sessions: the per-session event queue, event streams and callbacks, and
 //! the blocking `Session` API.
 //!
-//! The reader thread only appends an event's bytes to the session's queue
-//! (unbounded: it never blocks and never drops) and queues the session on
-//! the connection's event pool, once at a time, so its events keep their
-//! order. A pool thread parses each event and hands it to every
-//! subscriber. Waits of the agent go to the handler pool.
+//! The reader thread appends an event's bytes to the session's queue
+//! (unbounded: it never blocks and never drops); after each read, outside
+//! the engine's lock, it flushes each session it fed: the queued events
+//! leave as one batch, and a session is on the event pool once at a time,
+//! so its events keep their order. When only blocking streams
+//! listen, the reader hands the batch to each of them itself, under one
+//! lock, unparsed (each stream's consumer parses its events, see `inbox`);
+//! otherwise a pool thread delivers it: whole to async streams, or parsing
+//! each event once for handlers and waiters. Waits of the agent go to the
+//! handler pool.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -21,6 +26,7 @@ use crate::connection::{Connection, Job, SessionSink};
 use crate::error::{Error, Result};
 use crate::events::{EventKind, SessionEvent};
 use crate::handlers::SessionHandlers;
+use crate::inbox::{Batch, Inbox, InboxTx};
 use crate::pool::Pool;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -41,13 +47,27 @@ struct Queue {
     close: Option<String>,
     /// The session is queued on (or being delivered by) the event pool.
     scheduled: bool,
+    /// Room to make for the next batch (bytes, events): the size of the
+    /// last one, up to [`KEEP_QUEUE_BYTES`].
+    room: (usize, usize),
 }
 
 impl Queue {
     fn is_empty(&self) -> bool {
         self.ends.is_empty() && !self.wake && self.close.is_none()
     }
+
+    /// Takes the events queued; the next batch starts with room for as many.
+    fn take_batch(&mut self) -> Batch {
+        self.room = (self.bytes.len().min(KEEP_QUEUE_BYTES), self.ends.len().min(KEEP_QUEUE_BYTES / 256));
+        Batch { bytes: std::mem::take(&mut self.bytes), ends: std::mem::take(&mut self.ends) }
+    }
 }
+
+/// The queue's buffers start each batch this large at most (the size of
+/// the previous batch): a steady flow reuses its size without growing step
+/// by step, and a burst's memory is given back once it has passed.
+const KEEP_QUEUE_BYTES: usize = 1 << 20;
 
 /// Events kept for a first subscriber that has yet to come, at most: the
 /// first `MAX_KEPT_EVENTS` events, or `MAX_KEPT_BYTES` of their JSON,
@@ -62,7 +82,7 @@ pub const MAX_KEPT_EVENTS: usize = 1024;
 pub const MAX_KEPT_BYTES: usize = 4 << 20;
 
 pub(crate) enum Sink {
-    Stream(mpsc::Sender<Arc<SessionEvent>>),
+    Stream(InboxTx),
     /// An async stream, or (`waiter`) an async `send_and_wait`, fed after
     /// the callbacks as `Waiter` is.
     #[cfg(feature = "async")]
@@ -74,6 +94,18 @@ pub(crate) enum Sink {
     /// `send_and_wait`: fed after the callbacks have run on the same event,
     /// so that when it returns every handler has seen the turn.
     Waiter(mpsc::Sender<Arc<SessionEvent>>),
+}
+
+impl Sink {
+    /// Whether it takes whole batches of unparsed events (see `inbox`).
+    fn takes_batches(&self) -> bool {
+        match self {
+            Sink::Stream(_) => true,
+            #[cfg(feature = "async")]
+            Sink::Async { waiter, .. } => !waiter,
+            Sink::Callback(_) | Sink::Waiter(_) => false,
+        }
+    }
 }
 
 struct Subscriber {
@@ -104,7 +136,7 @@ struct Subscribers {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SessionStats {
-    /// Events parsed and handed to the subscribers present (or kept).
+    /// Events handed to the subscribers present (or kept).
     pub events: u64,
     /// Events that arrived before any subscriber, past the bound
     /// ([`MAX_KEPT_EVENTS`], [`MAX_KEPT_BYTES`]), and so not kept for the
@@ -119,7 +151,8 @@ pub struct SessionStats {
 pub(crate) struct SessionInner {
     me: Weak<SessionInner>,
     id: OnceLock<String>,
-    unreadable: std::sync::atomic::AtomicU64,
+    /// Shared with the streams, which parse their events themselves.
+    unreadable: Arc<std::sync::atomic::AtomicU64>,
     handlers: Arc<SessionHandlers>,
     queue: Mutex<Queue>,
     subscribers: Mutex<Subscribers>,
@@ -137,10 +170,36 @@ impl SessionSink for SessionInner {
     }
 
     fn push_event(&self, event: &[u8]) {
-        self.push(|q| {
-            q.bytes.extend_from_slice(event);
-            q.ends.push(q.bytes.len());
-        });
+        let q = &mut *lock(&self.queue);
+        if q.ends.capacity() == 0 {
+            // Made by the reader, so a batch's memory stays in its
+            // allocator arena however many threads deliver.
+            q.bytes.reserve(q.room.0);
+            q.ends.reserve(q.room.1);
+        }
+        q.bytes.extend_from_slice(event);
+        let end = q.bytes.len();
+        q.ends.push(end);
+    }
+
+    fn flush(&self) {
+        {
+            // Only blocking streams listen: the reader feeds them itself,
+            // one hop fewer (a stream is a condition variable; no user
+            // code runs, and nothing waits). Not while the event pool has
+            // the session: the batch would overtake the one it delivers.
+            let mut subs = lock(&self.subscribers);
+            if subs.claimed && subs.closed.is_none() && subs.list.iter().all(|s| matches!(s.sink, Sink::Stream(_))) {
+                let mut q = lock(&self.queue);
+                if !q.scheduled && !q.wake && q.close.is_none() && !q.ends.is_empty() {
+                    let batch = Arc::new(q.take_batch());
+                    drop(q);
+                    feed_streams(&mut subs, &batch);
+                    return;
+                }
+            }
+        }
+        self.push(|_| {});
     }
 
     fn obligation(&self, job: Job) {
@@ -162,7 +221,7 @@ impl SessionInner {
         let inner = Arc::new_cyclic(|me| SessionInner {
             me: me.clone(),
             id: OnceLock::new(),
-            unreadable: std::sync::atomic::AtomicU64::new(0),
+            unreadable: Arc::default(),
             handlers: Arc::new(handlers),
             queue: Mutex::new(Queue::default()),
             subscribers: Mutex::new(Subscribers::default()),
@@ -182,6 +241,11 @@ impl SessionInner {
 
     fn id_str(&self) -> &str {
         self.id.get().map_or("(unnamed)", String::as_str)
+    }
+
+    /// A new, empty queue for one event stream of this session.
+    pub(crate) fn inbox(&self) -> Arc<Inbox> {
+        Inbox::new(self.id_str().to_owned(), Arc::clone(&self.unreadable))
     }
 
     /// Ends delivery (streams end after what is queued).
@@ -218,7 +282,12 @@ impl SessionInner {
             // Nothing will come any more: a stream ends at once (its sender
             // is dropped here), after what was owed to it.
             match &sink {
-                Sink::Stream(tx) | Sink::Waiter(tx) => {
+                Sink::Stream(tx) => {
+                    for e in owed {
+                        tx.0.send(e);
+                    }
+                }
+                Sink::Waiter(tx) => {
                     for e in owed {
                         let _ = tx.send(e);
                     }
@@ -283,7 +352,7 @@ impl SessionInner {
                 let owed = std::mem::take(&mut s.owed);
                 match &s.sink {
                     // A dropped receiver ends the subscription.
-                    Sink::Stream(tx) => owed.into_iter().chain(event.clone()).all(|e| tx.send(e).is_ok()),
+                    Sink::Stream(tx) => owed.into_iter().chain(event.clone()).all(|e| tx.0.send(e)),
                     Sink::Callback(f) => {
                         callbacks.push((Arc::clone(f), owed));
                         true
@@ -348,30 +417,17 @@ impl SessionInner {
     /// Delivers what is queued, on the event pool; queues the session again
     /// if more came meanwhile, so one busy session does not hold a thread.
     fn dispatch(self: Arc<Self>) {
-        let mut batch = {
+        let (batch, wake, close) = {
             let mut q = lock(&self.queue);
-            let mut batch = Queue::default();
-            std::mem::swap(&mut *q, &mut batch);
-            q.scheduled = true;
-            batch
+            let batch = q.take_batch();
+            (batch, std::mem::take(&mut q.wake), q.close.take())
         };
         if lock(&self.subscribers).closed.is_none() {
-            let mut start = 0;
-            for &end in &batch.ends {
-                let bytes = &batch.bytes[start..end];
-                let event = SessionEvent::from_json(bytes).unwrap_or_else(|e| {
-                    // Whatever serde cannot read is still delivered, raw.
-                    self.unreadable.fetch_add(1, Ordering::Relaxed);
-                    log::warn!("session {}: an event serde cannot read is delivered raw: {e}", self.id_str());
-                    SessionEvent::raw(bytes)
-                });
-                self.deliver(Some((Arc::new(event), end - start)));
-                start = end;
-            }
-            if std::mem::take(&mut batch.wake) {
+            self.deliver_batch(Arc::new(batch));
+            if wake {
                 self.deliver(None);
             }
-            if let Some(reason) = batch.close.take() {
+            if let Some(reason) = close {
                 self.deliver(None);
                 self.finish(reason);
             }
@@ -385,6 +441,52 @@ impl SessionInner {
             self.dispatchers.submit(move || me.dispatch());
         }
     }
+
+    /// Hands a batch to every subscriber: whole and under one lock when
+    /// only streams listen (they parse the events themselves), else event
+    /// by event, parsed once for all.
+    fn deliver_batch(&self, batch: Arc<Batch>) {
+        if batch.len() == 0 {
+            return;
+        }
+        {
+            let mut subs = lock(&self.subscribers);
+            if subs.claimed && subs.list.iter().all(|s| s.sink.takes_batches()) {
+                feed_streams(&mut subs, &batch);
+                return;
+            }
+        }
+        for i in 0..batch.len() {
+            let bytes = batch.event(i);
+            let event = SessionEvent::from_json(bytes).unwrap_or_else(|e| {
+                // Whatever serde cannot read is still delivered, raw.
+                self.unreadable.fetch_add(1, Ordering::Relaxed);
+                log::warn!("session {}: an event serde cannot read is delivered raw: {e}", self.id_str());
+                SessionEvent::raw(bytes)
+            });
+            self.deliver(Some((Arc::new(event), bytes.len())));
+        }
+    }
+}
+
+/// Hands a whole batch to every subscriber, each a stream that takes
+/// batches (what is owed to it first).
+fn feed_streams(subs: &mut Subscribers, batch: &Arc<Batch>) {
+    subs.delivered += batch.len() as u64;
+    // One stream counts the batch's unreadable events.
+    let mut counts = true;
+    subs.list.retain_mut(|s| {
+        let owed = std::mem::take(&mut s.owed);
+        // A receiver that is gone ends the subscription.
+        let kept = match &s.sink {
+            Sink::Stream(tx) => owed.into_iter().all(|e| tx.0.send(e)) && tx.0.send_batch(batch, counts),
+            #[cfg(feature = "async")]
+            Sink::Async { tx, .. } => owed.into_iter().all(|e| tx.send(e)) && tx.send_batch(batch, counts),
+            Sink::Callback(_) | Sink::Waiter(_) => true,
+        };
+        counts &= !kept;
+        kept
+    });
 }
 
 /// What `send_and_wait` (blocking and async) makes of a turn's events: the
@@ -421,25 +523,21 @@ impl Turn {
 /// A blocking iterator over a session's events. It never drops an event and
 /// ends when the session is destroyed, dropped or disconnected.
 pub struct EventStream {
-    rx: mpsc::Receiver<Arc<SessionEvent>>,
+    inbox: Arc<Inbox>,
 }
 
 impl EventStream {
     /// The next event, waiting at most `timeout`. `Ok(None)` means the
     /// stream ended.
     pub fn next_timeout(&self, timeout: Duration) -> Result<Option<Arc<SessionEvent>>> {
-        match self.rx.recv_timeout(timeout) {
-            Ok(e) => Ok(Some(e)),
-            Err(mpsc::RecvTimeoutError::Disconnected) => Ok(None),
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                Err(Error::Timeout { what: "the next event".into(), after: timeout })
-            }
-        }
+        self.inbox
+            .recv(Some(Instant::now() + timeout))
+            .map_err(|()| Error::Timeout { what: "the next event".into(), after: timeout })
     }
 
     /// The next event if one is already here.
     pub fn try_next(&self) -> Option<Arc<SessionEvent>> {
-        self.rx.try_recv().ok()
+        self.inbox.try_recv()
     }
 }
 
@@ -447,7 +545,13 @@ impl Iterator for EventStream {
     type Item = Arc<SessionEvent>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.rx.recv().ok()
+        self.inbox.recv(None).unwrap_or(None)
+    }
+}
+
+impl Drop for EventStream {
+    fn drop(&mut self) {
+        self.inbox.receiver_gone();
     }
 }
 
@@ -621,9 +725,9 @@ impl Session {
     /// A stream of this session's events. The first subscriber (stream or
     /// handler) also receives every event that arrived before it.
     pub fn events(&self) -> EventStream {
-        let (tx, rx) = mpsc::channel();
-        self.inner.subscribe(Sink::Stream(tx), true);
-        EventStream { rx }
+        let inbox = self.inner.inbox();
+        self.inner.subscribe(Sink::Stream(InboxTx(Arc::clone(&inbox))), true);
+        EventStream { inbox }
     }
 
     /// Calls `handler` for every event, on the session's dispatcher thread.
