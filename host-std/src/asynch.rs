@@ -211,7 +211,7 @@ impl futures_core::Stream for EventStream {
 
 /// One request in flight. Dropping it before its answer forgets the
 /// request in the engine.
-struct Call {
+pub(crate) struct Call {
     conn: Arc<Connection>,
     slot: Arc<Completion<Reply>>,
     id: Option<RequestId>,
@@ -264,7 +264,12 @@ impl Drop for Call {
     }
 }
 
-fn request<P: Serialize + ?Sized>(conn: &Arc<Connection>, method: &str, params: &P, deadline: Instant) -> Result<Call> {
+pub(crate) fn request<P: Serialize + ?Sized>(
+    conn: &Arc<Connection>,
+    method: &str,
+    params: &P,
+    deadline: Instant,
+) -> Result<Call> {
     Call::start(conn, method, params, Waiter::Reply, deadline)
 }
 

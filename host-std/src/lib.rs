@@ -51,6 +51,7 @@ pub mod events;
 mod generated;
 mod handlers;
 mod pool;
+pub mod rpc;
 mod session;
 
 pub use cli::{default_install_dir, install_cli, native_binary, resolve_cli, CLI_PACKAGE, CLI_VERSION};
@@ -63,8 +64,6 @@ pub use connection::CloseCause;
 pub use copilot_core as core;
 pub use error::{Error, Result};
 pub use events::{EventKind, LifecycleEvent, SessionEvent};
-#[cfg(feature = "rpc-types")]
-pub use generated::rpc;
 pub use handlers::{
     approve_all, deny_all, Command, ElicitationHandler, ElicitationResponse, ExitPlanModeHandler, ExitPlanModeRequest,
     ExitPlanModeResponse, McpOAuthHandler, OAuthToken, PermissionDecision, PermissionHandler, PermissionRequest,
