@@ -40,8 +40,11 @@ pub struct Output {
 /// Counts of what was generated, for the report the binary prints.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counts {
-    /// Session event types with a typed variant.
+    /// Session event types of the schema (each has a typed variant).
     pub event_types: usize,
+    /// Event types seen on the wire but not in the schema, with a variant
+    /// whose data is JSON.
+    pub observed_event_types: usize,
     /// Types generated for the events (structs and enums).
     pub event_type_defs: usize,
     /// RPC methods with typed params and result, per namespace.
@@ -66,7 +69,8 @@ pub fn generate(root: &Path) -> Result<(Vec<Output>, Counts), String> {
     let mut counts = Counts::default();
 
     let events = events::build(&events_schema)?;
-    counts.event_types = events.variants.len();
+    counts.event_types = events.variants.len() - events::OBSERVED.len();
+    counts.observed_event_types = events::OBSERVED.len();
     counts.event_type_defs = events.model.defs.len();
     let rpc = rpc::build(&api_schema)?;
     for m in &rpc.methods {
@@ -996,6 +1000,21 @@ mod events {
         pub request_id: bool,
     }
 
+    /// Event types the CLI sends that its schema does not list (the debug
+    /// events of the model loop, in every real transcript): a variant each,
+    /// with the data as JSON, so no event of a real session is `Other`.
+    pub(crate) const OBSERVED: &[(&str, &str)] = &[
+        ("model.log", "A log line of the model loop."),
+        ("model.message", "A message of a model call."),
+        ("model.messages_snapshot", "The messages sent to the model."),
+        ("model.model_call_started", "A model call started."),
+        ("model.model_call_success", "A model call succeeded, with its usage."),
+        ("model.response", "A model call's response."),
+        ("model.tool_execution", "A tool ran in the model loop."),
+        ("model.turn_ended", "A turn of the model loop ended."),
+        ("model.turn_started", "A turn of the model loop started."),
+    ];
+
     pub(crate) struct Events<'s> {
         pub model: Model<'s>,
         pub variants: Vec<Variant>,
@@ -1035,6 +1054,14 @@ mod events {
                 doc = format!("`{wire}`.");
             }
             variants.push(Variant { wire, ident, data, doc, request_id: false });
+        }
+        for (wire, doc) in OBSERVED {
+            let ident = pascal(wire);
+            if !seen.insert(ident.clone()) {
+                return Err(format!("{wire} is in the schema now: drop it from OBSERVED"));
+            }
+            let doc = format!("{doc} Seen on the wire, not in the schema: the data stays JSON.");
+            variants.push(Variant { wire: (*wire).to_owned(), ident, data: Ty::Value, doc, request_id: false });
         }
         model.box_cycles();
         if let Some(name) = model.dangling() {
@@ -1527,7 +1554,8 @@ mod rpc {
             }
             first = false;
             rust_doc(out, "    ", &format!("`{}`: {}", m.name, m.doc), "");
-            let result = rust_ty(&m.result);
+            // A method without a result answers `{}` or `null`: either is fine.
+            let result = if m.result == Ty::Unit { "serde::de::IgnoredAny".to_owned() } else { rust_ty(&m.result) };
             let fn_name = field_ident(leaf);
             if m.params == Ty::Unit {
                 let _ = writeln!(out, "    pub fn {fn_name}(&self) -> C::Call<{result}> {{");
@@ -1586,8 +1614,8 @@ mod rpc {
                 };
                 format!("params{}: {}, ", if optional { "?" } else { "" }, ts_ty(&m.params))
             };
-            let _ =
-                writeln!(out, "  {}({params}options?: RpcCallOptions): Promise<{}>;", ts_key(leaf), ts_ty(&m.result));
+            let result = if m.result == Ty::Unit { "void".to_owned() } else { ts_ty(&m.result) };
+            let _ = writeln!(out, "  {}({params}options?: RpcCallOptions): Promise<{result}>;", ts_key(leaf));
         }
         let _ = writeln!(out, "}}");
         for sub in g.groups.values() {
@@ -1622,7 +1650,11 @@ mod rpc {
                 .methods
                 .iter()
                 .filter(|m| m.namespace == ns)
-                .map(|m| json_str(if ns == "session" { &m.name["session.".len()..] } else { &m.name }))
+                .map(|m| {
+                    let name = if ns == "session" { &m.name["session.".len()..] } else { &m.name };
+                    // `~`: no params, the call takes only options.
+                    json_str(&format!("{}{name}", if m.params == Ty::Unit { "~" } else { "" }))
+                })
                 .collect();
             let _ =
                 writeln!(out, "/** The `{ns}` methods{}. */", if ns == "session" { " without `session.`" } else { "" });
@@ -1634,17 +1666,22 @@ mod rpc {
         }
         out.push_str(
             "/**\n * The nested call objects of `names`: `a.b.c` becomes `calls.a.b.c(params,\n \
-             * options)`, which resolves with `call(prefix + \"a.b.c\", params ?? {}, options)`.\n \
+             * options)` (`calls.a.b.c(options)` without params), which resolves with\n \
+             * `call(prefix + \"a.b.c\", params ?? {}, options)`.\n \
              */\n\
              export function rpcCalls(names, prefix, call) {\n  \
              const root = {};\n  \
-             for (const name of names) {\n    \
+             for (const entry of names) {\n    \
+             const bare = entry.startsWith(\"~\");\n    \
+             const name = bare ? entry.slice(1) : entry;\n    \
              const path = name.split(\".\");\n    \
              const leaf = path.pop();\n    \
              let group = root;\n    \
              for (const seg of path) group = group[seg] ??= {};\n    \
              const method = prefix + name;\n    \
-             group[leaf] = (params, options) => call(method, params ?? {}, options);\n  \
+             group[leaf] = bare\n      \
+             ? (options) => call(method, {}, options)\n      \
+             : (params, options) => call(method, params ?? {}, options);\n  \
              }\n  \
              return root;\n}\n",
         );

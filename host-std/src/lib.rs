@@ -63,7 +63,7 @@ pub use client::{
 pub use connection::CloseCause;
 pub use copilot_core as core;
 pub use error::{Error, Result};
-pub use events::{EventKind, LifecycleEvent, SessionEvent};
+pub use events::{EventKind, LifecycleEvent, LifecycleKind, LifecycleMetadata, SessionEvent};
 pub use handlers::{
     approve_all, deny_all, Command, ElicitationHandler, ElicitationResponse, ExitPlanModeHandler, ExitPlanModeRequest,
     ExitPlanModeResponse, McpOAuthHandler, OAuthToken, PermissionDecision, PermissionHandler, PermissionRequest,

@@ -6529,8 +6529,8 @@ impl<'a, C: RpcCaller + ?Sized> ServerApi<'a, C> {
     }
 
     /// `registerExtensionLaunchProvider`: Registers the calling SDK client as the per-entrypoint extension launch provider. Call before creating any sessions. When omitted, the runtime uses its built-in extension launcher.
-    pub fn register_extension_launch_provider(&self) -> C::Call<()> {
-        self.0.call::<_, ()>("registerExtensionLaunchProvider", ())
+    pub fn register_extension_launch_provider(&self) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("registerExtensionLaunchProvider", ())
     }
 }
 
@@ -6854,8 +6854,8 @@ impl<C: ?Sized> std::fmt::Debug for ServerExtensionsApi<'_, C> {
 
 impl<'a, C: RpcCaller + ?Sized> ServerExtensionsApi<'a, C> {
     /// `extensions.disable`: Persistently disables extension IDs for future sessions. Active sessions are unchanged; use session.extensions.disable to update them.
-    pub fn disable(&self, params: DiscoveredExtensionsDisableRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("extensions.disable", params)
+    pub fn disable(&self, params: DiscoveredExtensionsDisableRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("extensions.disable", params)
     }
 
     /// `extensions.discover`: Discovers user and enabled installed-plugin extensions from persisted Copilot home state, including enablement preferences. Launch-scoped additional plugins are not included.
@@ -6864,8 +6864,8 @@ impl<'a, C: RpcCaller + ?Sized> ServerExtensionsApi<'a, C> {
     }
 
     /// `extensions.enable`: Persistently enables extension IDs for future sessions. Active sessions are unchanged; use session.extensions.enable to update them.
-    pub fn enable(&self, params: DiscoveredExtensionsEnableRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("extensions.enable", params)
+    pub fn enable(&self, params: DiscoveredExtensionsEnableRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("extensions.enable", params)
     }
 }
 
@@ -6989,8 +6989,8 @@ impl<'a, C: RpcCaller + ?Sized> ServerGlobalStateApi<'a, C> {
     }
 
     /// `globalState.writeKey`: Records one top-level key in the host's machine-wide state, the counterpart to `globalState.load`. A host calls this to remember that it has shown an onboarding step, asked a one-off question, or completed a migration, so the next run can skip it. Only the named key is replaced and the rest of the document is preserved, which lets two writers record different flags without overwriting each other; passing no value removes the key instead. Only the keys a host records itself are writable: `appTipShown`, `askedSetupTerminals`, `autoFeedbackLastPromptedAt`, `firstLaunchAt`, `recentModelIds`, `sandboxCredentialProxyCaDeclined` and `sandboxOnboardingShown`. Every other key is refused, including `installedPlugins`, the stored credentials, `trustedFolders`, the staff flags and the signed-in accounts. Plugin enablement must use the plugin APIs, which apply repository and managed-policy checks.
-    pub fn write_key(&self, params: GlobalStateWriteKeyRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("globalState.writeKey", params)
+    pub fn write_key(&self, params: GlobalStateWriteKeyRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("globalState.writeKey", params)
     }
 }
 
@@ -7085,8 +7085,8 @@ impl<C: ?Sized> std::fmt::Debug for ServerInstructionsApi<'_, C> {
 
 impl<'a, C: RpcCaller + ?Sized> ServerInstructionsApi<'a, C> {
     /// `instructions.clearCache`: Drops the runtime's in-memory cache of discovered custom instructions so the next discovery reads them from disk again. A host calls this after it changes instruction files, or after it trusts a folder whose instructions an earlier discovery skipped, so that a session started afterwards sees the current files instead of a cached earlier answer. The call performs no I/O of its own and removes nothing from disk; it only invalidates, so the cost lands on the next discovery. Returns once the cache is clear, which is what lets a caller order a session start after it. Marked internal because it exists to carry a CLI call site off the napi boundary onto the SDK contract; it is migration plumbing, not a surface consumers are meant to depend on.
-    pub fn clear_cache(&self) -> C::Call<()> {
-        self.0.call::<_, ()>("instructions.clearCache", ())
+    pub fn clear_cache(&self) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("instructions.clearCache", ())
     }
 
     /// `instructions.discover`: Discovers instruction sources across user, repository, and plugin sources.
@@ -7159,8 +7159,8 @@ impl<'a, C: RpcCaller + ?Sized> ServerManagedSettingsApi<'a, C> {
     }
 
     /// `managedSettings.clearCache`: Force-refreshes enterprise managed settings for every account: wipes the persistent server-policy cache (the whole `<cacheHome>/managed-settings` directory) and drops this runtime process's in-memory retained server policy. It does not itself fetch policy — the effect is that the next time a session resolves managed settings for an account, that resolution re-fetches the account's org policy from the network instead of serving a cached response. Note that `managedSettings.read` returns only device/MDM settings and never triggers the account server-policy fetch, so a host implementing "sync account policy" should call `managedSettings.resolve` or start a fresh session resolution rather than treat a subsequent `managedSettings.read` as the refreshed org policy. Mirrors the invalidation a sign-out performs, broadened from the one signing-out account to all of them; device/MDM layers describe the machine, not the account, and are left untouched. Rejects if the on-disk cache cannot be removed.
-    pub fn clear_cache(&self) -> C::Call<()> {
-        self.0.call::<_, ()>("managedSettings.clearCache", ())
+    pub fn clear_cache(&self) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("managedSettings.clearCache", ())
     }
 
     /// `managedSettings.compose`: Merges candidate managed-settings documents for the device, server, and policy-helper channels into the effective settings the runtime would enforce on this host, using the same precedence and composition rules as live resolution, without applying them. Like live resolution, a server's advisory sandbox force-enable is declined on a host that cannot run the sandbox. Does not fetch policy or read policy files, but may perform blocking OS or subprocess probes for sandbox support. Preview documents are limited to 1 MiB and 64 levels of nesting.
@@ -7219,8 +7219,8 @@ impl<'a, C: RpcCaller + ?Sized> ServerManagedSettingsApi<'a, C> {
     }
 
     /// `managedSettings.retainPolicy`: Retains the supplied managed layers as this runtime process's startup policy and re-applies the result to every live session. Hosts that own their own short-lived process policy use this, so a guarded mutation is checked against the policy the host actually fetched. Retaining is a whole-process replacement rather than a merge, so a host that already resolved a good policy must not retain a partial one over it. The failure flags are honest inputs rather than assumptions: reporting a fetch or load that failed keeps the layers already retained, and the interim fail-closed state, instead of clearing them.
-    pub fn retain_policy(&self, params: ManagedSettingsRetainPolicyParams) -> C::Call<()> {
-        self.0.call::<_, ()>("managedSettings.retainPolicy", params)
+    pub fn retain_policy(&self, params: ManagedSettingsRetainPolicyParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("managedSettings.retainPolicy", params)
     }
 
     /// `managedSettings.schema`: Returns the managed-settings authoring JSON schema with descriptive `x-composition` annotations aligned with the shared settings-engine vocabulary. These annotations are not a complete runtime composition contract: model, effortLevel, and contextTier remain coupled. Use `managedSettings.compose` for the runtime's effective result. Performs no I/O.
@@ -7335,18 +7335,18 @@ impl<C: ?Sized> std::fmt::Debug for ServerMcpConfigApi<'_, C> {
 
 impl<'a, C: RpcCaller + ?Sized> ServerMcpConfigApi<'a, C> {
     /// `mcp.config.add`: Adds an MCP server to user configuration.
-    pub fn add(&self, params: McpConfigAddRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("mcp.config.add", params)
+    pub fn add(&self, params: McpConfigAddRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("mcp.config.add", params)
     }
 
     /// `mcp.config.disable`: Disables MCP servers in user configuration for new sessions.
-    pub fn disable(&self, params: McpConfigDisableRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("mcp.config.disable", params)
+    pub fn disable(&self, params: McpConfigDisableRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("mcp.config.disable", params)
     }
 
     /// `mcp.config.enable`: Enables MCP servers in user configuration for new sessions.
-    pub fn enable(&self, params: McpConfigEnableRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("mcp.config.enable", params)
+    pub fn enable(&self, params: McpConfigEnableRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("mcp.config.enable", params)
     }
 
     /// `mcp.config.list`: Lists MCP servers from user configuration.
@@ -7355,18 +7355,18 @@ impl<'a, C: RpcCaller + ?Sized> ServerMcpConfigApi<'a, C> {
     }
 
     /// `mcp.config.reload`: Drops this runtime process's in-memory MCP server-definition cache so the next MCP config read observes disk.
-    pub fn reload(&self) -> C::Call<()> {
-        self.0.call::<_, ()>("mcp.config.reload", ())
+    pub fn reload(&self) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("mcp.config.reload", ())
     }
 
     /// `mcp.config.remove`: Removes an MCP server from user configuration.
-    pub fn remove(&self, params: McpConfigRemoveRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("mcp.config.remove", params)
+    pub fn remove(&self, params: McpConfigRemoveRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("mcp.config.remove", params)
     }
 
     /// `mcp.config.update`: Updates an MCP server in user configuration.
-    pub fn update(&self, params: McpConfigUpdateRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("mcp.config.update", params)
+    pub fn update(&self, params: McpConfigUpdateRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("mcp.config.update", params)
     }
 }
 
@@ -7593,13 +7593,13 @@ impl<'a, C: RpcCaller + ?Sized> ServerPluginsApi<'a, C> {
     }
 
     /// `plugins.disable`: Disables installed plugins for new sessions.
-    pub fn disable(&self, params: PluginsDisableRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("plugins.disable", params)
+    pub fn disable(&self, params: PluginsDisableRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("plugins.disable", params)
     }
 
     /// `plugins.enable`: Enables installed plugins for new sessions.
-    pub fn enable(&self, params: PluginsEnableRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("plugins.enable", params)
+    pub fn enable(&self, params: PluginsEnableRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("plugins.enable", params)
     }
 
     /// `plugins.install`: Installs a plugin from a marketplace, GitHub repo, URL, or local path.
@@ -7618,8 +7618,8 @@ impl<'a, C: RpcCaller + ?Sized> ServerPluginsApi<'a, C> {
     }
 
     /// `plugins.uninstall`: Uninstalls an installed plugin.
-    pub fn uninstall(&self, params: PluginsUninstallRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("plugins.uninstall", params)
+    pub fn uninstall(&self, params: PluginsUninstallRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("plugins.uninstall", params)
     }
 
     /// `plugins.update`: Updates an installed plugin to its latest published version.
@@ -7645,8 +7645,8 @@ impl<C: ?Sized> std::fmt::Debug for ServerPluginsBuiltinApi<'_, C> {
 
 impl<'a, C: RpcCaller + ?Sized> ServerPluginsBuiltinApi<'a, C> {
     /// `plugins.builtin.set`: Replaces this server's trusted built-in plugin directories while no sessions are active.
-    pub fn set(&self, params: PluginsBuiltinSetRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("plugins.builtin.set", params)
+    pub fn set(&self, params: PluginsBuiltinSetRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("plugins.builtin.set", params)
     }
 }
 
@@ -7726,13 +7726,13 @@ impl<'a, C: RpcCaller + ?Sized> ServerRepoSettingsApi<'a, C> {
     }
 
     /// `repo.settings.writeAll`: Replaces the repository-overridable settings in one locked write. Allowed keys present in settings are validated and written; allowed keys absent from settings are removed. Other input keys are ignored, and unknown keys already stored in the file remain unchanged. Invalid values or an invalid existing file reject without a partial write.
-    pub fn write_all(&self, params: RepoSettingsWriteAllRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("repo.settings.writeAll", params)
+    pub fn write_all(&self, params: RepoSettingsWriteAllRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("repo.settings.writeAll", params)
     }
 
     /// `repo.settings.writeKey`: Writes or removes one allowed top-level repository setting through the existing validator and file lock. Preserves unrelated stored keys. Invalid keys, values, existing documents, and I/O errors reject without replacing the file. Deletion requires delete=true; otherwise value must be present.
-    pub fn write_key(&self, params: RepoSettingsWriteKeyRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("repo.settings.writeKey", params)
+    pub fn write_key(&self, params: RepoSettingsWriteKeyRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("repo.settings.writeKey", params)
     }
 }
 
@@ -7748,8 +7748,8 @@ impl<C: ?Sized> std::fmt::Debug for ServerRuntimeApi<'_, C> {
 
 impl<'a, C: RpcCaller + ?Sized> ServerRuntimeApi<'a, C> {
     /// `runtime.shutdown`: Gracefully shuts down an SDK-owned runtime. The response is sent only after cleanup completes; callers may then terminate the owned runtime process.
-    pub fn shutdown(&self) -> C::Call<()> {
-        self.0.call::<_, ()>("runtime.shutdown", ())
+    pub fn shutdown(&self) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("runtime.shutdown", ())
     }
 }
 
@@ -7899,8 +7899,8 @@ impl<C: ?Sized> std::fmt::Debug for ServerSandboxProxySecretApi<'_, C> {
 
 impl<'a, C: RpcCaller + ?Sized> ServerSandboxProxySecretApi<'a, C> {
     /// `sandbox.proxySecret.delete`: Removes the stored sandbox proxy password from the credential store `sandbox.proxySecret.getLocation` names. Succeeds when no entry exists, so it is safe to call while clearing a proxy password whose origin is unknown. Marked internal because it exists to carry a CLI call site off the napi boundary onto the SDK contract.
-    pub fn delete(&self) -> C::Call<()> {
-        self.0.call::<_, ()>("sandbox.proxySecret.delete", ())
+    pub fn delete(&self) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("sandbox.proxySecret.delete", ())
     }
 
     /// `sandbox.proxySecret.get`: Reads the stored sandbox proxy password from the credential store `sandbox.proxySecret.getLocation` names, preferring the OS keychain and falling back to the on-disk store. Reports an absent value rather than failing when no entry exists. Marked internal because it exists to carry a CLI call site off the napi boundary onto the SDK contract.
@@ -7997,8 +7997,8 @@ impl<'a, C: RpcCaller + ?Sized> ServerSessionsApi<'a, C> {
     }
 
     /// `sessions.configureSessionExtensions`: Attaches (or detaches) an in-process ExtensionController delegate for the given session in a local host adapter. Pass `controller: undefined` to detach. Internal because the controller cannot cross the JSON-RPC boundary; the runtime manages its own session extension service.
-    pub fn configure_session_extensions(&self, params: ConfigureSessionExtensionsParams) -> C::Call<()> {
-        self.0.call::<_, ()>("sessions.configureSessionExtensions", params)
+    pub fn configure_session_extensions(&self, params: ConfigureSessionExtensionsParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("sessions.configureSessionExtensions", params)
     }
 
     /// `sessions.connect`: Connects to an existing remote session and exposes it as an SDK session.
@@ -8012,8 +8012,8 @@ impl<'a, C: RpcCaller + ?Sized> ServerSessionsApi<'a, C> {
     }
 
     /// `sessions.delete`: Deletes one local session from disk after running the same lifecycle hooks as the session manager.
-    pub fn delete(&self, params: SessionsDeleteRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("sessions.delete", params)
+    pub fn delete(&self, params: SessionsDeleteRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("sessions.delete", params)
     }
 
     /// `sessions.enrichMetadata`: Backfills missing summary and context fields on the supplied session metadata records.
@@ -8221,13 +8221,13 @@ impl<C: ?Sized> std::fmt::Debug for ServerSkillsConfigApi<'_, C> {
 
 impl<'a, C: RpcCaller + ?Sized> ServerSkillsConfigApi<'a, C> {
     /// `skills.config.setDisabledSkills`: Replaces the global list of disabled skills.
-    pub fn set_disabled_skills(&self, params: SkillsConfigSetDisabledSkillsRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("skills.config.setDisabledSkills", params)
+    pub fn set_disabled_skills(&self, params: SkillsConfigSetDisabledSkillsRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("skills.config.setDisabledSkills", params)
     }
 
     /// `skills.config.setSkillDisabled`: Atomically adds or removes one skill from the disabled list.
-    pub fn set_skill_disabled(&self, params: SkillsConfigSetSkillDisabledRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("skills.config.setSkillDisabled", params)
+    pub fn set_skill_disabled(&self, params: SkillsConfigSetSkillDisabledRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("skills.config.setSkillDisabled", params)
     }
 }
 
@@ -8419,8 +8419,8 @@ impl<'a, C: RpcCaller + ?Sized> ServerUserSettingsApi<'a, C> {
     }
 
     /// `user.settings.set`: Writes one or more user settings to settings.json, replacing each provided top-level key. A key whose value is null is removed.
-    pub fn set(&self, params: UserSettingsSetRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("user.settings.set", params)
+    pub fn set(&self, params: UserSettingsSetRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("user.settings.set", params)
     }
 
     /// `user.settings.setHookDisabled`: Adds or removes one hook key in the user `disabledHooks` setting, rewriting settings.json in place and leaving every other setting untouched. Reports a typed outcome rather than failing the call, so a host can tell an unparseable settings file apart from a write that could not complete.
@@ -8439,8 +8439,8 @@ impl<'a, C: RpcCaller + ?Sized> ServerUserSettingsApi<'a, C> {
     }
 
     /// `user.settings.writeAll`: Replaces the user settings file's entire content in one write. A key absent from `settings` is removed, which is what distinguishes this from `user.settings.set`: that one merges, so it can never clear a key the caller has dropped. For a caller saving the result of a raw edit, a merge would silently resurrect every key the user deleted. Records the same one-time mutation marks a per-key write records, so a setting the user has now chosen explicitly stops being migrated for them.
-    pub fn write_all(&self, params: UserSettingsWriteAllRequest) -> C::Call<()> {
-        self.0.call::<_, ()>("user.settings.writeAll", params)
+    pub fn write_all(&self, params: UserSettingsWriteAllRequest) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("user.settings.writeAll", params)
     }
 }
 
@@ -8722,18 +8722,18 @@ impl<'a, C: RpcCaller + ?Sized> SessionApi<'a, C> {
     }
 
     /// `session.sendSystemNotification`: Queues or sends an internal system notification to the session according to its passive policy.
-    pub fn send_system_notification(&self, params: SessionSendSystemNotificationParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.sendSystemNotification", params)
+    pub fn send_system_notification(&self, params: SessionSendSystemNotificationParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.sendSystemNotification", params)
     }
 
     /// `session.shutdown`: Shuts down the session and persists its final state. Awaits any deferred sessionEnd hooks before resolving so user-supplied hook scripts complete before the runtime tears down.
-    pub fn shutdown(&self, params: SessionShutdownParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.shutdown", params)
+    pub fn shutdown(&self, params: SessionShutdownParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.shutdown", params)
     }
 
     /// `session.suspend`: Suspends the session while preserving persisted state for later resume.
-    pub fn suspend(&self) -> C::Call<()> {
-        self.0.call::<_, ()>("session.suspend", ())
+    pub fn suspend(&self) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.suspend", ())
     }
 }
 
@@ -8793,8 +8793,8 @@ impl<'a, C: RpcCaller + ?Sized> SessionAccountsLoginApi<'a, C> {
     }
 
     /// `session.accounts.login.cancel`: Cancel an in-flight login flow and release its resources.
-    pub fn cancel(&self, params: SessionAccountsLoginCancelParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.accounts.login.cancel", params)
+    pub fn cancel(&self, params: SessionAccountsLoginCancelParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.accounts.login.cancel", params)
     }
 }
 
@@ -8811,8 +8811,8 @@ impl<C: ?Sized> std::fmt::Debug for SessionAgentApi<'_, C> {
 
 impl<'a, C: RpcCaller + ?Sized> SessionAgentApi<'a, C> {
     /// `session.agent.deselect`: Clears the selected custom agent and returns the session to the default agent.
-    pub fn deselect(&self) -> C::Call<()> {
-        self.0.call::<_, ()>("session.agent.deselect", ())
+    pub fn deselect(&self) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.agent.deselect", ())
     }
 
     /// `session.agent.getCurrent`: Gets the currently selected custom agent for the session.
@@ -8836,8 +8836,8 @@ impl<'a, C: RpcCaller + ?Sized> SessionAgentApi<'a, C> {
     }
 
     /// `session.agent.setPrompt`: Sets an in-memory authored prompt override for an available agent. For built-in agents, this replaces only the static base prompt while preserving runtime-owned dynamic prompt composition and behavior. The special `general-purpose` agent is not overrideable. Overrides are not persisted; resumed and forked sessions start without them, so the host must re-apply them.
-    pub fn set_prompt(&self, params: SessionAgentSetPromptParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.agent.setPrompt", params)
+    pub fn set_prompt(&self, params: SessionAgentSetPromptParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.agent.setPrompt", params)
     }
 }
 
@@ -8882,8 +8882,8 @@ impl<'a, C: RpcCaller + ?Sized> SessionCanvasApi<'a, C> {
     }
 
     /// `session.canvas.close`: Closes an open canvas instance.
-    pub fn close(&self, params: SessionCanvasCloseParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.canvas.close", params)
+    pub fn close(&self, params: SessionCanvasCloseParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.canvas.close", params)
     }
 
     /// `session.canvas.list`: Lists canvases declared for the session.
@@ -8933,13 +8933,13 @@ impl<C: ?Sized> std::fmt::Debug for SessionCanvasProviderApi<'_, C> {
 
 impl<'a, C: RpcCaller + ?Sized> SessionCanvasProviderApi<'a, C> {
     /// `session.canvas.provider.register`: Registers an internal canvas provider connection and its contributions.
-    pub fn register(&self, params: SessionCanvasProviderRegisterParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.canvas.provider.register", params)
+    pub fn register(&self, params: SessionCanvasProviderRegisterParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.canvas.provider.register", params)
     }
 
     /// `session.canvas.provider.unregister`: Unregisters an internal canvas provider connection.
-    pub fn unregister(&self, params: SessionCanvasProviderUnregisterParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.canvas.provider.unregister", params)
+    pub fn unregister(&self, params: SessionCanvasProviderUnregisterParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.canvas.provider.unregister", params)
     }
 }
 
@@ -9210,13 +9210,13 @@ impl<C: ?Sized> std::fmt::Debug for SessionExtensionsApi<'_, C> {
 
 impl<'a, C: RpcCaller + ?Sized> SessionExtensionsApi<'a, C> {
     /// `session.extensions.disable`: Disables an extension for the session and persists the preference when the session has a settings store. Hosts synchronizing effective membership should use extensions.reconcile instead.
-    pub fn disable(&self, params: SessionExtensionsDisableParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.extensions.disable", params)
+    pub fn disable(&self, params: SessionExtensionsDisableParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.extensions.disable", params)
     }
 
     /// `session.extensions.enable`: Enables an extension for the session and persists the preference when the session has a settings store. Hosts synchronizing effective membership should use extensions.reconcile instead.
-    pub fn enable(&self, params: SessionExtensionsEnableParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.extensions.enable", params)
+    pub fn enable(&self, params: SessionExtensionsEnableParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.extensions.enable", params)
     }
 
     /// `session.extensions.list`: Lists extensions discovered for the session and their current status.
@@ -9230,13 +9230,13 @@ impl<'a, C: RpcCaller + ?Sized> SessionExtensionsApi<'a, C> {
     }
 
     /// `session.extensions.reload`: Reloads extension definitions and processes for the session.
-    pub fn reload(&self) -> C::Call<()> {
-        self.0.call::<_, ()>("session.extensions.reload", ())
+    pub fn reload(&self) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.extensions.reload", ())
     }
 
     /// `session.extensions.sendAttachmentsToMessage`: Push attachments into the next user-message turn from an extension. The host should surface them as composer pills and forward them via the next session.send call. Callable only by extension-owned connections.
-    pub fn send_attachments_to_message(&self, params: SessionExtensionsSendAttachmentsToMessageParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.extensions.sendAttachmentsToMessage", params)
+    pub fn send_attachments_to_message(&self, params: SessionExtensionsSendAttachmentsToMessageParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.extensions.sendAttachmentsToMessage", params)
     }
 }
 
@@ -9316,8 +9316,8 @@ impl<'a, C: RpcCaller + ?Sized> SessionGitHubAuthApi<'a, C> {
     }
 
     /// `session.gitHubAuth.switchToAuth`: Switches the session to another available authentication.
-    pub fn switch_to_auth(&self, params: SessionGitHubAuthSwitchToAuthParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.gitHubAuth.switchToAuth", params)
+    pub fn switch_to_auth(&self, params: SessionGitHubAuthSwitchToAuthParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.gitHubAuth.switchToAuth", params)
     }
 }
 
@@ -9433,8 +9433,8 @@ impl<C: ?Sized> std::fmt::Debug for SessionLspApi<'_, C> {
 
 impl<'a, C: RpcCaller + ?Sized> SessionLspApi<'a, C> {
     /// `session.lsp.initialize`: Loads the merged LSP configuration set for the session's working directory.
-    pub fn initialize(&self, params: SessionLspInitializeParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.lsp.initialize", params)
+    pub fn initialize(&self, params: SessionLspInitializeParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.lsp.initialize", params)
     }
 }
 
@@ -9504,13 +9504,13 @@ impl<'a, C: RpcCaller + ?Sized> SessionMcpApi<'a, C> {
     }
 
     /// `session.mcp.disable`: Disables an MCP server for the session.
-    pub fn disable(&self, params: SessionMcpDisableParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.mcp.disable", params)
+    pub fn disable(&self, params: SessionMcpDisableParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.mcp.disable", params)
     }
 
     /// `session.mcp.enable`: Enables an MCP server for the session.
-    pub fn enable(&self, params: SessionMcpEnableParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.mcp.enable", params)
+    pub fn enable(&self, params: SessionMcpEnableParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.mcp.enable", params)
     }
 
     /// `session.mcp.executeSampling`: Runs an MCP sampling inference on behalf of an MCP server.
@@ -9544,13 +9544,13 @@ impl<'a, C: RpcCaller + ?Sized> SessionMcpApi<'a, C> {
     }
 
     /// `session.mcp.registerExternalClient`: Registers a pre-connected external MCP client (e.g. IDE) on the session's host. The caller retains lifecycle ownership of the client and transport. Marked internal because the `client` and `transport` arguments are in-process MCP SDK instances that cannot be serialized across the JSON-RPC boundary; once the CLI moves on top of the SDK, external clients will be expressed as transport configs the runtime can construct itself.
-    pub fn register_external_client(&self, params: SessionMcpRegisterExternalClientParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.mcp.registerExternalClient", params)
+    pub fn register_external_client(&self, params: SessionMcpRegisterExternalClientParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.mcp.registerExternalClient", params)
     }
 
     /// `session.mcp.reload`: Reloads MCP server connections for the session.
-    pub fn reload(&self) -> C::Call<()> {
-        self.0.call::<_, ()>("session.mcp.reload", ())
+    pub fn reload(&self) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.mcp.reload", ())
     }
 
     /// `session.mcp.reloadWithConfig`: Reloads MCP server connections for the session with an explicit host-provided configuration.
@@ -9564,13 +9564,13 @@ impl<'a, C: RpcCaller + ?Sized> SessionMcpApi<'a, C> {
     }
 
     /// `session.mcp.restartServer`: Restarts an individual MCP server on the live session (stops then starts). Omit `config` for a config-free restart-by-name of an already-configured server; supply `config` to restart with a replacement configuration. Session-scoped and ephemeral: does NOT modify persistent user configuration (`mcp.config.*`).
-    pub fn restart_server(&self, params: SessionMcpRestartServerParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.mcp.restartServer", params)
+    pub fn restart_server(&self, params: SessionMcpRestartServerParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.mcp.restartServer", params)
     }
 
     /// `session.mcp.setConnectedIdeInfo`: Records the IDE the host is connected to, so the agent's system prompt can name it and its workspace folder. Null or an omitted `ide` clears the recorded value, which is how a host reports that it is disconnected; there is no separate clear method. Both `ideName` and `workspaceFolder` are required together, because half a state cannot be attributed to a project.
-    pub fn set_connected_ide_info(&self, params: SessionMcpSetConnectedIdeInfoParams2) -> C::Call<()> {
-        self.0.call::<_, ()>("session.mcp.setConnectedIdeInfo", params)
+    pub fn set_connected_ide_info(&self, params: SessionMcpSetConnectedIdeInfoParams2) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.mcp.setConnectedIdeInfo", params)
     }
 
     /// `session.mcp.setEnvValueMode`: Sets how environment-variable values supplied to MCP servers are resolved (direct or indirect).
@@ -9579,18 +9579,18 @@ impl<'a, C: RpcCaller + ?Sized> SessionMcpApi<'a, C> {
     }
 
     /// `session.mcp.startServer`: Starts an individual MCP server on the live session. Omit `config` for a config-free start-by-name of an already-configured server (reuses the server's already-registered configuration); supply `config` to start from a caller-supplied configuration. Session-scoped and ephemeral: the server is added to this session's running set only and is reaped when the session ends. Does NOT modify persistent user configuration (`mcp.config.*`), so it does not affect future sessions. The server surfaces through `session.mcp.list` and the `session.mcp_servers_loaded` / `session.mcp_server_status_changed` events like any other server.
-    pub fn start_server(&self, params: SessionMcpStartServerParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.mcp.startServer", params)
+    pub fn start_server(&self, params: SessionMcpStartServerParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.mcp.startServer", params)
     }
 
     /// `session.mcp.stopServer`: Stops an individual MCP server on the session's host.
-    pub fn stop_server(&self, params: SessionMcpStopServerParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.mcp.stopServer", params)
+    pub fn stop_server(&self, params: SessionMcpStopServerParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.mcp.stopServer", params)
     }
 
     /// `session.mcp.unregisterExternalClient`: Unregisters a previously registered external MCP client by server name. Marked internal as the paired companion of `registerExternalClient`: only in-process callers that registered a client this way can meaningfully unregister it. Disappears alongside `registerExternalClient`: once external clients are described to the runtime as config rather than handed in as instances, lifecycle (including deregistration) is owned entirely by the runtime.
-    pub fn unregister_external_client(&self, params: SessionMcpUnregisterExternalClientParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.mcp.unregisterExternalClient", params)
+    pub fn unregister_external_client(&self, params: SessionMcpUnregisterExternalClientParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.mcp.unregisterExternalClient", params)
     }
 }
 
@@ -9632,8 +9632,8 @@ impl<'a, C: RpcCaller + ?Sized> SessionMcpAppsApi<'a, C> {
     }
 
     /// `session.mcp.apps.setHostContext`: Replace the host context returned to MCP App guests on `ui/initialize`. Hosts use this to advertise theme, locale, or other metadata to the guest UI.
-    pub fn set_host_context(&self, params: SessionMcpAppsSetHostContextParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.mcp.apps.setHostContext", params)
+    pub fn set_host_context(&self, params: SessionMcpAppsSetHostContextParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.mcp.apps.setHostContext", params)
     }
 }
 
@@ -9668,8 +9668,8 @@ impl<C: ?Sized> std::fmt::Debug for SessionMcpOauthApi<'_, C> {
 
 impl<'a, C: RpcCaller + ?Sized> SessionMcpOauthApi<'a, C> {
     /// `session.mcp.oauth.authenticationStateChanged`: Notifies the session that MCP OAuth authentication succeeded and updated credentials were persisted, so cached tool definitions can be refreshed.
-    pub fn authentication_state_changed(&self, params: SessionMcpOauthAuthenticationStateChangedParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.mcp.oauth.authenticationStateChanged", params)
+    pub fn authentication_state_changed(&self, params: SessionMcpOauthAuthenticationStateChangedParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.mcp.oauth.authenticationStateChanged", params)
     }
 
     /// `session.mcp.oauth.cancelLogin`: Cancels the exact owned OAuth login issued to this original session requester, without clearing shared credentials.
@@ -9678,8 +9678,8 @@ impl<'a, C: RpcCaller + ?Sized> SessionMcpOauthApi<'a, C> {
     }
 
     /// `session.mcp.oauth.complete`: Completes a runtime-managed MCP OAuth login after the authorization server redirects to a host-managed callback URL.
-    pub fn complete(&self, params: SessionMcpOauthCompleteParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.mcp.oauth.complete", params)
+    pub fn complete(&self, params: SessionMcpOauthCompleteParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.mcp.oauth.complete", params)
     }
 
     /// `session.mcp.oauth.handlePendingRequest`: Resolves a pending MCP OAuth request with a host-provided token, cancellation, or a noninteractive runtime refresh handoff when the request advertises runtimeRefreshSupported. Acceptance resolves the host response, not credential installation, reconnect, or the original tool invocation.
@@ -9926,8 +9926,8 @@ impl<'a, C: RpcCaller + ?Sized> SessionNameApi<'a, C> {
     }
 
     /// `session.name.set`: Sets the session's friendly name.
-    pub fn set(&self, params: SessionNameSetParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.name.set", params)
+    pub fn set(&self, params: SessionNameSetParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.name.set", params)
     }
 
     /// `session.name.setAuto`: Persists an auto-generated session summary as the session's name when no user-set name exists.
@@ -10157,8 +10157,8 @@ impl<C: ?Sized> std::fmt::Debug for SessionPlanApi<'_, C> {
 
 impl<'a, C: RpcCaller + ?Sized> SessionPlanApi<'a, C> {
     /// `session.plan.delete`: Deletes the session plan file from the workspace.
-    pub fn delete(&self) -> C::Call<()> {
-        self.0.call::<_, ()>("session.plan.delete", ())
+    pub fn delete(&self) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.plan.delete", ())
     }
 
     /// `session.plan.read`: Reads the session plan file from the workspace.
@@ -10177,8 +10177,8 @@ impl<'a, C: RpcCaller + ?Sized> SessionPlanApi<'a, C> {
     }
 
     /// `session.plan.update`: Writes new content to the session plan file.
-    pub fn update(&self, params: SessionPlanUpdateParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.plan.update", params)
+    pub fn update(&self, params: SessionPlanUpdateParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.plan.update", params)
     }
 }
 
@@ -10200,13 +10200,13 @@ impl<'a, C: RpcCaller + ?Sized> SessionPluginsApi<'a, C> {
     }
 
     /// `session.plugins.disable`: Disables installed plugins when permitted by the live session's retained managed policy.
-    pub fn disable(&self, params: SessionPluginsDisableParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.plugins.disable", params)
+    pub fn disable(&self, params: SessionPluginsDisableParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.plugins.disable", params)
     }
 
     /// `session.plugins.enable`: Enables installed plugins when permitted by the live session's retained managed policy.
-    pub fn enable(&self, params: SessionPluginsEnableParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.plugins.enable", params)
+    pub fn enable(&self, params: SessionPluginsEnableParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.plugins.enable", params)
     }
 
     /// `session.plugins.install`: Installs a plugin using the live session's authoritative account, working directory, and retained managed policy.
@@ -10220,8 +10220,8 @@ impl<'a, C: RpcCaller + ?Sized> SessionPluginsApi<'a, C> {
     }
 
     /// `session.plugins.reload`: Reloads the session's plugin set, refreshing MCP servers, custom agents, hooks, and skills cache so SDK-driven changes via `server.plugins.*` take effect immediately.
-    pub fn reload(&self, params: SessionPluginsReloadParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.plugins.reload", params)
+    pub fn reload(&self, params: SessionPluginsReloadParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.plugins.reload", params)
     }
 
     /// `session.plugins.retryManaged`: Installs or updates the plugins the session's managed settings require now, without waiting for the next automatic attempt after a failure, then reloads plugins. Reports progress and failures with the same `session.info` and `session.warning` events as automatic preparation. Fails when the runtime does not prepare managed plugins for the session.
@@ -10230,8 +10230,8 @@ impl<'a, C: RpcCaller + ?Sized> SessionPluginsApi<'a, C> {
     }
 
     /// `session.plugins.uninstall`: Uninstalls a plugin when permitted by the live session's retained managed policy.
-    pub fn uninstall(&self, params: SessionPluginsUninstallParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.plugins.uninstall", params)
+    pub fn uninstall(&self, params: SessionPluginsUninstallParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.plugins.uninstall", params)
     }
 
     /// `session.plugins.update`: Updates an installed plugin using the live session's authoritative account, working directory, and retained managed policy.
@@ -10390,8 +10390,8 @@ impl<'a, C: RpcCaller + ?Sized> SessionQueueApi<'a, C> {
     }
 
     /// `session.queue.clear`: Clears all pending queued items on the local session.
-    pub fn clear(&self) -> C::Call<()> {
-        self.0.call::<_, ()>("session.queue.clear", ())
+    pub fn clear(&self) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.queue.clear", ())
     }
 
     /// `session.queue.consumeSystemNotifications`: Consumes queued native system notifications matching an internal filter.
@@ -10400,8 +10400,8 @@ impl<'a, C: RpcCaller + ?Sized> SessionQueueApi<'a, C> {
     }
 
     /// `session.queue.deferSessionIdle`: Marks session.idle as deferred by native background work state.
-    pub fn defer_session_idle(&self, params: SessionQueueDeferSessionIdleParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.queue.deferSessionIdle", params)
+    pub fn defer_session_idle(&self, params: SessionQueueDeferSessionIdleParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.queue.deferSessionIdle", params)
     }
 
     /// `session.queue.duplicateAt`: Duplicates an addressable queued item immediately after its source.
@@ -10440,8 +10440,8 @@ impl<'a, C: RpcCaller + ?Sized> SessionQueueApi<'a, C> {
     }
 
     /// `session.queue.process`: Drains the native local-session work queue for in-process session orchestration.
-    pub fn process(&self) -> C::Call<()> {
-        self.0.call::<_, ()>("session.queue.process", ())
+    pub fn process(&self) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.queue.process", ())
     }
 
     /// `session.queue.removeAt`: Removes an addressable queued item by its stable id.
@@ -10460,8 +10460,8 @@ impl<'a, C: RpcCaller + ?Sized> SessionQueueApi<'a, C> {
     }
 
     /// `session.queue.setDrainPaused`: Acquires or releases the queued-lane drain pause.
-    pub fn set_drain_paused(&self, params: SessionQueueSetDrainPausedParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.queue.setDrainPaused", params)
+    pub fn set_drain_paused(&self, params: SessionQueueSetDrainPausedParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.queue.setDrainPaused", params)
     }
 
     /// `session.queue.snapshot`: Returns the internal native queue snapshot for in-process session orchestration.
@@ -10521,8 +10521,8 @@ impl<C: ?Sized> std::fmt::Debug for SessionRemoteApi<'_, C> {
 
 impl<'a, C: RpcCaller + ?Sized> SessionRemoteApi<'a, C> {
     /// `session.remote.disable`: Disables remote session export and steering.
-    pub fn disable(&self) -> C::Call<()> {
-        self.0.call::<_, ()>("session.remote.disable", ())
+    pub fn disable(&self) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.remote.disable", ())
     }
 
     /// `session.remote.enable`: Enables remote session export or steering.
@@ -10607,8 +10607,8 @@ impl<'a, C: RpcCaller + ?Sized> SessionScheduleApi<'a, C> {
     }
 
     /// `session.schedule.hydrate`: Hydrates the native schedule registry from persisted session events.
-    pub fn hydrate(&self) -> C::Call<()> {
-        self.0.call::<_, ()>("session.schedule.hydrate", ())
+    pub fn hydrate(&self) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.schedule.hydrate", ())
     }
 
     /// `session.schedule.list`: Lists the session's currently active scheduled prompts.
@@ -10696,18 +10696,18 @@ impl<C: ?Sized> std::fmt::Debug for SessionSkillsApi<'_, C> {
 
 impl<'a, C: RpcCaller + ?Sized> SessionSkillsApi<'a, C> {
     /// `session.skills.disable`: Disables a skill for the session.
-    pub fn disable(&self, params: SessionSkillsDisableParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.skills.disable", params)
+    pub fn disable(&self, params: SessionSkillsDisableParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.skills.disable", params)
     }
 
     /// `session.skills.enable`: Enables a skill for the session.
-    pub fn enable(&self, params: SessionSkillsEnableParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.skills.enable", params)
+    pub fn enable(&self, params: SessionSkillsEnableParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.skills.enable", params)
     }
 
     /// `session.skills.ensureLoaded`: Ensures the session's skill definitions have been loaded from disk.
-    pub fn ensure_loaded(&self) -> C::Call<()> {
-        self.0.call::<_, ()>("session.skills.ensureLoaded", ())
+    pub fn ensure_loaded(&self) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.skills.ensureLoaded", ())
     }
 
     /// `session.skills.getInvoked`: Returns the skills that have been invoked during this session.
@@ -10827,8 +10827,8 @@ impl<'a, C: RpcCaller + ?Sized> SessionTelemetryApi<'a, C> {
     }
 
     /// `session.telemetry.setFeatureOverrides`: Sets feature override key/value pairs to attach to subsequent telemetry events for the session.
-    pub fn set_feature_overrides(&self, params: SessionTelemetrySetFeatureOverridesParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.telemetry.setFeatureOverrides", params)
+    pub fn set_feature_overrides(&self, params: SessionTelemetrySetFeatureOverridesParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.telemetry.setFeatureOverrides", params)
     }
 }
 
@@ -10986,8 +10986,8 @@ impl<'a, C: RpcCaller + ?Sized> SessionUsageApi<'a, C> {
     }
 
     /// `session.usage.setCodeChanges`: Internal host-only replacement of absolute code-change totals reported by a relay host.
-    pub fn set_code_changes(&self, params: SessionUsageSetCodeChangesParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.usage.setCodeChanges", params)
+    pub fn set_code_changes(&self, params: SessionUsageSetCodeChangesParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.usage.setCodeChanges", params)
     }
 }
 
@@ -11143,13 +11143,13 @@ impl<'a, C: RpcCaller + ?Sized> SessionWorkspacesApi<'a, C> {
     }
 
     /// `session.workspaces.createDirectory`: Creates a directory in the session workspace files directory.
-    pub fn create_directory(&self, params: SessionWorkspacesCreateDirectoryParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.workspaces.createDirectory", params)
+    pub fn create_directory(&self, params: SessionWorkspacesCreateDirectoryParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.workspaces.createDirectory", params)
     }
 
     /// `session.workspaces.createFile`: Creates or overwrites a file in the session workspace files directory.
-    pub fn create_file(&self, params: SessionWorkspacesCreateFileParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.workspaces.createFile", params)
+    pub fn create_file(&self, params: SessionWorkspacesCreateFileParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.workspaces.createFile", params)
     }
 
     /// `session.workspaces.deleteAutopilotObjective`: Deletes the autopilot objective state file from the local session workspace.
@@ -11198,13 +11198,13 @@ impl<'a, C: RpcCaller + ?Sized> SessionWorkspacesApi<'a, C> {
     }
 
     /// `session.workspaces.removePath`: Removes a file or directory from the session workspace files directory.
-    pub fn remove_path(&self, params: SessionWorkspacesRemovePathParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.workspaces.removePath", params)
+    pub fn remove_path(&self, params: SessionWorkspacesRemovePathParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.workspaces.removePath", params)
     }
 
     /// `session.workspaces.renamePath`: Renames a file or directory within the session workspace files directory.
-    pub fn rename_path(&self, params: SessionWorkspacesRenamePathParams) -> C::Call<()> {
-        self.0.call::<_, ()>("session.workspaces.renamePath", params)
+    pub fn rename_path(&self, params: SessionWorkspacesRenamePathParams) -> C::Call<serde::de::IgnoredAny> {
+        self.0.call::<_, serde::de::IgnoredAny>("session.workspaces.renamePath", params)
     }
 
     /// `session.workspaces.saveLargePaste`: Saves pasted content as a UTF-8 file in the session workspace.

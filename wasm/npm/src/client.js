@@ -10,6 +10,7 @@
 // spawning the CLI and TCP on top.
 
 import initWasm, { CoreEngine } from "../dist/copilot_wasm.js";
+import { rpcCalls, SERVER_METHODS, SESSION_METHODS } from "./generated/rpc.js";
 
 /** The protocol version this client speaks. */
 export const PROTOCOL_VERSION = 3;
@@ -340,6 +341,7 @@ export class CopilotClient {
   #address;
   #requestTimeoutMs;
   #shutdownGraceMs;
+  #rpc;
 
   /** @internal Use the static factories. */
   constructor(
@@ -538,6 +540,19 @@ export class CopilotClient {
   /** Calls any method this client does not wrap; resolves with its result. */
   call(method, params = {}, options) {
     return this._request(method, params, options);
+  }
+
+  /** The CLI's server methods as calls: `client.rpc.models.list()`. */
+  get rpc() {
+    return (this.#rpc ??= rpcCalls(SERVER_METHODS, "", (method, params, options) =>
+      this._request(method, params, options),
+    ));
+  }
+
+  /** `models.list`: the models the CLI offers, with their capabilities. */
+  async listModels(options) {
+    const r = await this._request("models.list", {}, options);
+    return r?.models ?? [];
   }
 
   /**
@@ -1055,6 +1070,7 @@ export class Session {
   #ended = null;
   #active = false;
   #result;
+  #rpc;
 
   /** @internal */
   constructor(client, tag, id, config) {
@@ -1189,6 +1205,13 @@ export class Session {
   /** Calls a session method this client does not wrap; `sessionId` is added. */
   call(method, params = {}, options) {
     return this.#client._request(method, { ...params, sessionId: this.#id }, options);
+  }
+
+  /** The CLI's session methods as calls, `sessionId` added: `session.rpc.model.switchTo({ modelId })`. */
+  get rpc() {
+    return (this.#rpc ??= rpcCalls(SESSION_METHODS, "session.", (method, params, options) =>
+      this.call(method, params, options),
+    ));
   }
 
   /**

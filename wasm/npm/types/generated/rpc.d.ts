@@ -1304,7 +1304,7 @@ export interface ServerApi {
   /** `ping`: Checks server responsiveness and returns protocol information. */
   ping(params?: PingRequest, options?: RpcCallOptions): Promise<PingResult>;
   /** `registerExtensionLaunchProvider`: Registers the calling SDK client as the per-entrypoint extension launch provider. Call before creating any sessions. When omitted, the runtime uses its built-in extension launcher. */
-  registerExtensionLaunchProvider(options?: RpcCallOptions): Promise<null>;
+  registerExtensionLaunchProvider(options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `account.*` methods. */
@@ -1426,11 +1426,11 @@ export interface ServerEnvironmentsApi {
 /** The `extensions.*` methods. */
 export interface ServerExtensionsApi {
   /** `extensions.disable`: Persistently disables extension IDs for future sessions. Active sessions are unchanged; use session.extensions.disable to update them. */
-  disable(params: DiscoveredExtensionsDisableRequest, options?: RpcCallOptions): Promise<null>;
+  disable(params: DiscoveredExtensionsDisableRequest, options?: RpcCallOptions): Promise<void>;
   /** `extensions.discover`: Discovers user and enabled installed-plugin extensions from persisted Copilot home state, including enablement preferences. Launch-scoped additional plugins are not included. */
   discover(options?: RpcCallOptions): Promise<DiscoveredExtensions>;
   /** `extensions.enable`: Persistently enables extension IDs for future sessions. Active sessions are unchanged; use session.extensions.enable to update them. */
-  enable(params: DiscoveredExtensionsEnableRequest, options?: RpcCallOptions): Promise<null>;
+  enable(params: DiscoveredExtensionsEnableRequest, options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `featureFlags.*` methods. */
@@ -1476,7 +1476,7 @@ export interface ServerGlobalStateApi {
   /** `globalState.loadForConfigDir`: Reads the host's machine-wide state exactly as `globalState.load` does, but from a caller-supplied configuration directory instead of the one the server resolved for itself. Use this when a consumer scopes a session to its own Copilot home — the SDK's per-session `configDir` override — so the state read matches the directory that session actually uses. An absent or empty `configDir` resolves the server's own home, making this identical to `globalState.load`. The stored credentials are omitted here for the same reason they are omitted from `globalState.load`: a caller that needs an authenticated identity asks the account methods instead, so pointing this at another directory cannot be used to read the credentials kept in it. */
   loadForConfigDir(params?: GlobalStateLoadForConfigDirRequest, options?: RpcCallOptions): Promise<GlobalStateLoadResult>;
   /** `globalState.writeKey`: Records one top-level key in the host's machine-wide state, the counterpart to `globalState.load`. A host calls this to remember that it has shown an onboarding step, asked a one-off question, or completed a migration, so the next run can skip it. Only the named key is replaced and the rest of the document is preserved, which lets two writers record different flags without overwriting each other; passing no value removes the key instead. Only the keys a host records itself are writable: `appTipShown`, `askedSetupTerminals`, `autoFeedbackLastPromptedAt`, `firstLaunchAt`, `recentModelIds`, `sandboxCredentialProxyCaDeclined` and `sandboxOnboardingShown`. Every other key is refused, including `installedPlugins`, the stored credentials, `trustedFolders`, the staff flags and the signed-in accounts. Plugin enablement must use the plugin APIs, which apply repository and managed-policy checks. */
-  writeKey(params: GlobalStateWriteKeyRequest, options?: RpcCallOptions): Promise<null>;
+  writeKey(params: GlobalStateWriteKeyRequest, options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `hooks.*` methods. */
@@ -1512,7 +1512,7 @@ export interface ServerHostApi {
 /** The `instructions.*` methods. */
 export interface ServerInstructionsApi {
   /** `instructions.clearCache`: Drops the runtime's in-memory cache of discovered custom instructions so the next discovery reads them from disk again. A host calls this after it changes instruction files, or after it trusts a folder whose instructions an earlier discovery skipped, so that a session started afterwards sees the current files instead of a cached earlier answer. The call performs no I/O of its own and removes nothing from disk; it only invalidates, so the cost lands on the next discovery. Returns once the cache is clear, which is what lets a caller order a session start after it. Marked internal because it exists to carry a CLI call site off the napi boundary onto the SDK contract; it is migration plumbing, not a surface consumers are meant to depend on. */
-  clearCache(options?: RpcCallOptions): Promise<null>;
+  clearCache(options?: RpcCallOptions): Promise<void>;
   /** `instructions.discover`: Discovers instruction sources across user, repository, and plugin sources. */
   discover(params?: InstructionsDiscoverRequest, options?: RpcCallOptions): Promise<ServerInstructionSourceList>;
   /** `instructions.discoverRepoSources`: Discovers the instruction sources for one caller-named location and returns them in the order the runtime applies them. `discover` answers for a set of project paths and derives the rest of its scope itself; this one instead takes every argument from the caller — the extra directories to scan and whether to descend into nested instruction files — and honors them as given. It also includes instruction directories from trusted repository settings, matching native repository discovery. Use it when the caller knows its own scope and no session exists to derive that scope from, such as a host reporting how many instruction files a directory contributes before any session starts. Marked internal because it exists to carry a CLI call site off the napi boundary onto the SDK contract; it is migration plumbing, not a surface consumers are meant to depend on. */
@@ -1539,7 +1539,7 @@ export interface ServerManagedSettingsApi {
   /** `managedSettings.applyControls`: Stamps an effective managed policy's individually-controlled entries onto a user settings document, returning the settings a host should actually act on. The managed layer wins on every plugin spec and marketplace name it names, and leaves everything it does not name as the user wrote it. Hosts use this rather than merging the two documents themselves, because the merge is per entry rather than per document and a whole-document overlay would either discard the user's unmanaged entries or let a user entry outrank a managed one. Omitting the managed layer returns the settings unchanged, which is what an unmanaged host wants. Rejects when either document is present but is not a JSON object rather than treating it as absent, since silently dropping a malformed policy hands the user's layer the win on exactly the entries the policy exists to control. */
   applyControls(params: ManagedSettingsApplyControlsParams, options?: RpcCallOptions): Promise<ManagedSettingsApplyControlsResult>;
   /** `managedSettings.clearCache`: Force-refreshes enterprise managed settings for every account: wipes the persistent server-policy cache (the whole `<cacheHome>/managed-settings` directory) and drops this runtime process's in-memory retained server policy. It does not itself fetch policy — the effect is that the next time a session resolves managed settings for an account, that resolution re-fetches the account's org policy from the network instead of serving a cached response. Note that `managedSettings.read` returns only device/MDM settings and never triggers the account server-policy fetch, so a host implementing "sync account policy" should call `managedSettings.resolve` or start a fresh session resolution rather than treat a subsequent `managedSettings.read` as the refreshed org policy. Mirrors the invalidation a sign-out performs, broadened from the one signing-out account to all of them; device/MDM layers describe the machine, not the account, and are left untouched. Rejects if the on-disk cache cannot be removed. */
-  clearCache(options?: RpcCallOptions): Promise<null>;
+  clearCache(options?: RpcCallOptions): Promise<void>;
   /** `managedSettings.compose`: Merges candidate managed-settings documents for the device, server, and policy-helper channels into the effective settings the runtime would enforce on this host, using the same precedence and composition rules as live resolution, without applying them. Like live resolution, a server's advisory sandbox force-enable is declined on a host that cannot run the sandbox. Does not fetch policy or read policy files, but may perform blocking OS or subprocess probes for sandbox support. Preview documents are limited to 1 MiB and 64 levels of nesting. */
   compose(params: ManagedSettingsComposeRequest, options?: RpcCallOptions): Promise<ManagedSettingsComposeResult>;
   /** `managedSettings.ingest`: Resolves managed (enterprise policy) settings for a host from every layer at once: the account's server-delivered policy, the device/MDM layer, and a platform policy helper. Hosts use this instead of fetching and composing the layers themselves, because the per-layer precedence and the fail-closed rules that apply when a layer cannot be confirmed are the runtime's own and must match the policy a session will later enforce. It does not retain or apply anything to process-global policy state, so a host may call it before any session exists — which is the point, since plugin activation and one-shot commands resolve policy before a session is available to carry it. The returned per-layer outcome flags are load-bearing rather than diagnostic: a host must distinguish an unmanaged device from a managed device whose policy could not be confirmed, and apply its fail-closed gates in the second case. Reports its diagnostics in `logMessages` rather than logging them, so a host that runs before a log sink exists still sees them. */
@@ -1563,7 +1563,7 @@ export interface ServerManagedSettingsApi {
   /** `managedSettings.resolveStartupPolicy`: Resolves the managed (enterprise policy) settings a host must enforce from startup, and judges the account against the enterprise sign-in pin in the same pass. This composes the layers the way `managedSettings.ingest` does and then answers the two questions a host cannot answer for itself: which fail-closed floors apply when a layer could not be confirmed, and whether this credential is allowed to sign in at all. The sign-in verdict is the reason a host must not assemble this itself from `managedSettings.ingest` — a pinned organization is an access control, and a host that composed the layers but skipped the pin would let a developer sign in with a personal or another enterprise's account and escape every control that keys off the signed-in identity. The verdict is computed on every resolution, including one that is not retained, so declining to apply policy never widens access. Set `retainAndApply` to keep the resolved policy as this runtime process's startup policy; leave it false to resolve without side effects. */
   resolveStartupPolicy(params: ManagedSettingsResolveStartupPolicyParams, options?: RpcCallOptions): Promise<ManagedSettingsResolveStartupPolicyResult>;
   /** `managedSettings.retainPolicy`: Retains the supplied managed layers as this runtime process's startup policy and re-applies the result to every live session. Hosts that own their own short-lived process policy use this, so a guarded mutation is checked against the policy the host actually fetched. Retaining is a whole-process replacement rather than a merge, so a host that already resolved a good policy must not retain a partial one over it. The failure flags are honest inputs rather than assumptions: reporting a fetch or load that failed keeps the layers already retained, and the interim fail-closed state, instead of clearing them. */
-  retainPolicy(params: ManagedSettingsRetainPolicyParams, options?: RpcCallOptions): Promise<null>;
+  retainPolicy(params: ManagedSettingsRetainPolicyParams, options?: RpcCallOptions): Promise<void>;
   /** `managedSettings.schema`: Returns the managed-settings authoring JSON schema with descriptive `x-composition` annotations aligned with the shared settings-engine vocabulary. These annotations are not a complete runtime composition contract: model, effortLevel, and contextTier remain coupled. Use `managedSettings.compose` for the runtime's effective result. Performs no I/O. */
   schema(options?: RpcCallOptions): Promise<ManagedSettingsSchemaResult>;
   /** `managedSettings.validate`: Validates a candidate managed-settings document the way the runtime validates delivered policy, without applying it. Reports errors that would reject the document, warnings for content the runtime ignores, and the canonical document it would apply. Document text nested more than 64 levels deep is rejected. Performs no I/O. */
@@ -1603,19 +1603,19 @@ export interface ServerMcpApi {
 /** The `mcp.config.*` methods. */
 export interface ServerMcpConfigApi {
   /** `mcp.config.add`: Adds an MCP server to user configuration. */
-  add(params: McpConfigAddRequest, options?: RpcCallOptions): Promise<null>;
+  add(params: McpConfigAddRequest, options?: RpcCallOptions): Promise<void>;
   /** `mcp.config.disable`: Disables MCP servers in user configuration for new sessions. */
-  disable(params: McpConfigDisableRequest, options?: RpcCallOptions): Promise<null>;
+  disable(params: McpConfigDisableRequest, options?: RpcCallOptions): Promise<void>;
   /** `mcp.config.enable`: Enables MCP servers in user configuration for new sessions. */
-  enable(params: McpConfigEnableRequest, options?: RpcCallOptions): Promise<null>;
+  enable(params: McpConfigEnableRequest, options?: RpcCallOptions): Promise<void>;
   /** `mcp.config.list`: Lists MCP servers from user configuration. */
   list(options?: RpcCallOptions): Promise<McpConfigList>;
   /** `mcp.config.reload`: Drops this runtime process's in-memory MCP server-definition cache so the next MCP config read observes disk. */
-  reload(options?: RpcCallOptions): Promise<null>;
+  reload(options?: RpcCallOptions): Promise<void>;
   /** `mcp.config.remove`: Removes an MCP server from user configuration. */
-  remove(params: McpConfigRemoveRequest, options?: RpcCallOptions): Promise<null>;
+  remove(params: McpConfigRemoveRequest, options?: RpcCallOptions): Promise<void>;
   /** `mcp.config.update`: Updates an MCP server in user configuration. */
-  update(params: McpConfigUpdateRequest, options?: RpcCallOptions): Promise<null>;
+  update(params: McpConfigUpdateRequest, options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `mcp.installations.*` methods. */
@@ -1695,9 +1695,9 @@ export interface ServerPluginsApi {
   /** `plugins.applyInstall`: Consumes one verified Agent Plugin installation plan, requests explicit human consent through installations.confirm on the original connection, then reacquires and verifies every file and registers the plugin, disabled, exactly as a direct plugin install. The installed plugin is listed, enabled and uninstalled through the existing plugins methods. */
   applyInstall(params: PluginApplyInstallRequest, options?: RpcCallOptions): Promise<PluginInstallationResult>;
   /** `plugins.disable`: Disables installed plugins for new sessions. */
-  disable(params: PluginsDisableRequest, options?: RpcCallOptions): Promise<null>;
+  disable(params: PluginsDisableRequest, options?: RpcCallOptions): Promise<void>;
   /** `plugins.enable`: Enables installed plugins for new sessions. */
-  enable(params: PluginsEnableRequest, options?: RpcCallOptions): Promise<null>;
+  enable(params: PluginsEnableRequest, options?: RpcCallOptions): Promise<void>;
   /** `plugins.install`: Installs a plugin from a marketplace, GitHub repo, URL, or local path. */
   install(params: PluginsInstallRequest, options?: RpcCallOptions): Promise<PluginInstallResult>;
   /** `plugins.list`: Lists plugins installed in user/global state. */
@@ -1705,7 +1705,7 @@ export interface ServerPluginsApi {
   /** `plugins.planInstall`: Plans installation of an Agent Plugin search candidate from its verified Agent Finder materialisation without writing files. Only candidates that carry a handle can be planned. The review shows only verified data, and installing leaves the plugin disabled until it is enabled through plugins.enable. */
   planInstall(params: PluginPlanInstallRequest, options?: RpcCallOptions): Promise<PluginInstallationManagementResult>;
   /** `plugins.uninstall`: Uninstalls an installed plugin. */
-  uninstall(params: PluginsUninstallRequest, options?: RpcCallOptions): Promise<null>;
+  uninstall(params: PluginsUninstallRequest, options?: RpcCallOptions): Promise<void>;
   /** `plugins.update`: Updates an installed plugin to its latest published version. */
   update(params: PluginsUpdateRequest, options?: RpcCallOptions): Promise<PluginUpdateResult>;
   /** `plugins.updateAll`: Updates every installed plugin to its latest published version. */
@@ -1715,7 +1715,7 @@ export interface ServerPluginsApi {
 /** The `plugins.builtin.*` methods. */
 export interface ServerPluginsBuiltinApi {
   /** `plugins.builtin.set`: Replaces this server's trusted built-in plugin directories while no sessions are active. */
-  set(params: PluginsBuiltinSetRequest, options?: RpcCallOptions): Promise<null>;
+  set(params: PluginsBuiltinSetRequest, options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `plugins.marketplaces.*` methods. */
@@ -1744,15 +1744,15 @@ export interface ServerRepoSettingsApi {
   /** `repo.settings.readRaw`: Reads one repository settings file without settings normalization or layering. The existing JSONC parser accepts comments and trailing commas and applies its prototype-safety rules. Missing or blank files return an empty valid config. Invalid files return an empty config with invalid=true; other read failures reject. */
   readRaw(params: RepoSettingsReadRawRequest, options?: RpcCallOptions): Promise<RepoSettingsReadRawResult>;
   /** `repo.settings.writeAll`: Replaces the repository-overridable settings in one locked write. Allowed keys present in settings are validated and written; allowed keys absent from settings are removed. Other input keys are ignored, and unknown keys already stored in the file remain unchanged. Invalid values or an invalid existing file reject without a partial write. */
-  writeAll(params: RepoSettingsWriteAllRequest, options?: RpcCallOptions): Promise<null>;
+  writeAll(params: RepoSettingsWriteAllRequest, options?: RpcCallOptions): Promise<void>;
   /** `repo.settings.writeKey`: Writes or removes one allowed top-level repository setting through the existing validator and file lock. Preserves unrelated stored keys. Invalid keys, values, existing documents, and I/O errors reject without replacing the file. Deletion requires delete=true; otherwise value must be present. */
-  writeKey(params: RepoSettingsWriteKeyRequest, options?: RpcCallOptions): Promise<null>;
+  writeKey(params: RepoSettingsWriteKeyRequest, options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `runtime.*` methods. */
 export interface ServerRuntimeApi {
   /** `runtime.shutdown`: Gracefully shuts down an SDK-owned runtime. The response is sent only after cleanup completes; callers may then terminate the owned runtime process. */
-  shutdown(options?: RpcCallOptions): Promise<null>;
+  shutdown(options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `sandbox.*` methods. */
@@ -1807,7 +1807,7 @@ export interface ServerSandboxProxyCaApi {
 /** The `sandbox.proxySecret.*` methods. */
 export interface ServerSandboxProxySecretApi {
   /** `sandbox.proxySecret.delete`: Removes the stored sandbox proxy password from the credential store `sandbox.proxySecret.getLocation` names. Succeeds when no entry exists, so it is safe to call while clearing a proxy password whose origin is unknown. Marked internal because it exists to carry a CLI call site off the napi boundary onto the SDK contract. */
-  delete(options?: RpcCallOptions): Promise<null>;
+  delete(options?: RpcCallOptions): Promise<void>;
   /** `sandbox.proxySecret.get`: Reads the stored sandbox proxy password from the credential store `sandbox.proxySecret.getLocation` names, preferring the OS keychain and falling back to the on-disk store. Reports an absent value rather than failing when no entry exists. Marked internal because it exists to carry a CLI call site off the napi boundary onto the SDK contract. */
   get(options?: RpcCallOptions): Promise<SandboxProxySecretGetResult>;
   /** `sandbox.proxySecret.getLocation`: Reports where this runtime keeps the sandbox proxy password: the credential store directory and the entry identifier within it. Both are derived from the configuration directory this runtime was started with, so a host does not resolve them itself. Read this to recognize a `${secret:…}` value in stored sandbox settings as this runtime's own proxy password rather than a reference the user wrote by hand. Marked internal because it exists to carry a CLI call site off the napi boundary onto the SDK contract. */
@@ -1843,13 +1843,13 @@ export interface ServerSessionsApi {
   /** `sessions.close`: Closes a session: emits shutdown, flushes pending events, releases the in-use lock, and disposes the active session. */
   close(params: SessionsCloseRequest, options?: RpcCallOptions): Promise<unknown>;
   /** `sessions.configureSessionExtensions`: Attaches (or detaches) an in-process ExtensionController delegate for the given session in a local host adapter. Pass `controller: undefined` to detach. Internal because the controller cannot cross the JSON-RPC boundary; the runtime manages its own session extension service. */
-  configureSessionExtensions(params: ConfigureSessionExtensionsParams, options?: RpcCallOptions): Promise<null>;
+  configureSessionExtensions(params: ConfigureSessionExtensionsParams, options?: RpcCallOptions): Promise<void>;
   /** `sessions.connect`: Connects to an existing remote session and exposes it as an SDK session. */
   connect(params: ConnectRemoteSessionParams, options?: RpcCallOptions): Promise<RemoteSessionConnectionResult>;
   /** `sessions.createWorkspace`: Creates the workspace record for a session that has not been opened yet. A host that hands a session off to another application — writing the record and then launching that application against the session ID — needs the record on disk before any session exists to carry it, which the session-scoped workspace methods cannot do. Replaces any existing record and resets the checkpoint index. When writing to the local filesystem, a stored `fork_count` survives on disk. Returns the record it built, so a surviving stored `fork_count` can differ from the answer. */
   createWorkspace(params: SessionsCreateWorkspaceRequest, options?: RpcCallOptions): Promise<SessionsCreateWorkspaceResult>;
   /** `sessions.delete`: Deletes one local session from disk after running the same lifecycle hooks as the session manager. */
-  delete(params: SessionsDeleteRequest, options?: RpcCallOptions): Promise<null>;
+  delete(params: SessionsDeleteRequest, options?: RpcCallOptions): Promise<void>;
   /** `sessions.enrichMetadata`: Backfills missing summary and context fields on the supplied session metadata records. */
   enrichMetadata(params: SessionsEnrichMetadataRequest, options?: RpcCallOptions): Promise<SessionEnrichMetadataResult>;
   /** `sessions.findByPrefix`: Resolves a UUID prefix to a unique session ID, if exactly one session matches. */
@@ -1929,9 +1929,9 @@ export interface ServerSkillsApi {
 /** The `skills.config.*` methods. */
 export interface ServerSkillsConfigApi {
   /** `skills.config.setDisabledSkills`: Replaces the global list of disabled skills. */
-  setDisabledSkills(params: SkillsConfigSetDisabledSkillsRequest, options?: RpcCallOptions): Promise<null>;
+  setDisabledSkills(params: SkillsConfigSetDisabledSkillsRequest, options?: RpcCallOptions): Promise<void>;
   /** `skills.config.setSkillDisabled`: Atomically adds or removes one skill from the disabled list. */
-  setSkillDisabled(params: SkillsConfigSetSkillDisabledRequest, options?: RpcCallOptions): Promise<null>;
+  setSkillDisabled(params: SkillsConfigSetSkillDisabledRequest, options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `skills.installations.*` methods. */
@@ -2004,7 +2004,7 @@ export interface ServerUserSettingsApi {
   /** `user.settings.resetStaffModelSelectionOnce`: Runs the one-time reset that clears a staff account's pinned model selection, and reports the timestamp the host should record. Idempotent and self-gating: the reset is gated on a fixed cutoff, so a caller that passes back the timestamp it recorded gets `didReset: false` rather than a second reset. It applies to staff accounts only; any other account is reported as not reset without the settings document being opened. Only `didReset: true` means the persisted settings changed, and only then are the updated settings returned for the host to adopt. */
   resetStaffModelSelectionOnce(params: UserSettingsResetStaffModelSelectionOnceRequest, options?: RpcCallOptions): Promise<UserSettingsResetStaffModelSelectionOnceResult>;
   /** `user.settings.set`: Writes one or more user settings to settings.json, replacing each provided top-level key. A key whose value is null is removed. */
-  set(params: UserSettingsSetRequest, options?: RpcCallOptions): Promise<null>;
+  set(params: UserSettingsSetRequest, options?: RpcCallOptions): Promise<void>;
   /** `user.settings.setHookDisabled`: Adds or removes one hook key in the user `disabledHooks` setting, rewriting settings.json in place and leaving every other setting untouched. Reports a typed outcome rather than failing the call, so a host can tell an unparseable settings file apart from a write that could not complete. */
   setHookDisabled(params: UserSettingsSetHookDisabledRequest, options?: RpcCallOptions): Promise<UserSettingsSetHookDisabledResult>;
   /** `user.settings.update`: Merges a partial object into one top-level user setting, re-reading the stored value inside this runtime process's settings.json write lock so that concurrent writers in this process to different sub-fields of the same key do not clobber each other. Unlike `user.settings.set`, which replaces a key's whole value with what the caller last read, this keeps sub-fields the caller did not name when both the stored value and supplied value are objects; otherwise the supplied value replaces the stored value. Use it whenever two independent surfaces own different sub-fields of one setting. Returns the key's stored value after the write, in `value`. */
@@ -2012,7 +2012,7 @@ export interface ServerUserSettingsApi {
   /** `user.settings.validate`: Validates one top-level setting subtree without writing it, reporting each problem with the path it applies to. Scoped to a single top-level key on purpose: validating the whole file would reject an edit whenever an unrelated pre-existing field is malformed, locking the user out of the very tool that could fix it. */
   validate(params: UserSettingsValidateRequest, options?: RpcCallOptions): Promise<UserSettingsValidateResult>;
   /** `user.settings.writeAll`: Replaces the user settings file's entire content in one write. A key absent from `settings` is removed, which is what distinguishes this from `user.settings.set`: that one merges, so it can never clear a key the caller has dropped. For a caller saving the result of a raw edit, a merge would silently resurrect every key the user deleted. Records the same one-time mutation marks a per-key write records, so a setting the user has now chosen explicitly stops being migrated for them. */
-  writeAll(params: UserSettingsWriteAllRequest, options?: RpcCallOptions): Promise<null>;
+  writeAll(params: UserSettingsWriteAllRequest, options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `session` methods of the CLI as calls (`rpc` of a client or session). */
@@ -2077,11 +2077,11 @@ export interface SessionApi {
   /** `session.sendMessages`: Sends zero or more user messages to the session in a single turn and returns their message IDs. All provided messages are appended to the conversation in order, then exactly one agent turn runs over the resulting history. When the list is empty, one turn runs over the existing history with no new user message. Remote-backed (Mission Control) sessions do not support this method and will return an error. */
   sendMessages(params: SessionSendMessagesParams, options?: RpcCallOptions): Promise<SendMessagesResult>;
   /** `session.sendSystemNotification`: Queues or sends an internal system notification to the session according to its passive policy. */
-  sendSystemNotification(params: SessionSendSystemNotificationParams, options?: RpcCallOptions): Promise<null>;
+  sendSystemNotification(params: SessionSendSystemNotificationParams, options?: RpcCallOptions): Promise<void>;
   /** `session.shutdown`: Shuts down the session and persists its final state. Awaits any deferred sessionEnd hooks before resolving so user-supplied hook scripts complete before the runtime tears down. */
-  shutdown(params?: SessionShutdownParams, options?: RpcCallOptions): Promise<null>;
+  shutdown(params?: SessionShutdownParams, options?: RpcCallOptions): Promise<void>;
   /** `session.suspend`: Suspends the session while preserving persisted state for later resume. */
-  suspend(options?: RpcCallOptions): Promise<null>;
+  suspend(options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `session.accounts.*` methods. */
@@ -2102,13 +2102,13 @@ export interface SessionAccountsLoginApi {
   /** `session.accounts.login.begin`: Begin an interactive login flow for a provider kind (dispatch is kind-only) and return its opaque flow id and first step. */
   begin(params: SessionAccountsLoginBeginParams, options?: RpcCallOptions): Promise<AuthLoginBegun>;
   /** `session.accounts.login.cancel`: Cancel an in-flight login flow and release its resources. */
-  cancel(params: SessionAccountsLoginCancelParams, options?: RpcCallOptions): Promise<null>;
+  cancel(params: SessionAccountsLoginCancelParams, options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `session.agent.*` methods. */
 export interface SessionAgentApi {
   /** `session.agent.deselect`: Clears the selected custom agent and returns the session to the default agent. */
-  deselect(options?: RpcCallOptions): Promise<null>;
+  deselect(options?: RpcCallOptions): Promise<void>;
   /** `session.agent.getCurrent`: Gets the currently selected custom agent for the session. */
   getCurrent(options?: RpcCallOptions): Promise<AgentGetCurrentResult>;
   /** `session.agent.list`: Lists agents available to the session. Defaults to custom agents only; pass includeBuiltInAgents to include the effective built-in agents. */
@@ -2118,7 +2118,7 @@ export interface SessionAgentApi {
   /** `session.agent.select`: Selects a custom agent for subsequent turns in the session. */
   select(params: SessionAgentSelectParams, options?: RpcCallOptions): Promise<AgentSelectResult>;
   /** `session.agent.setPrompt`: Sets an in-memory authored prompt override for an available agent. For built-in agents, this replaces only the static base prompt while preserving runtime-owned dynamic prompt composition and behavior. The special `general-purpose` agent is not overrideable. Overrides are not persisted; resumed and forked sessions start without them, so the host must re-apply them. */
-  setPrompt(params: SessionAgentSetPromptParams, options?: RpcCallOptions): Promise<null>;
+  setPrompt(params: SessionAgentSetPromptParams, options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `session.autopilotObjective.*` methods. */
@@ -2132,7 +2132,7 @@ export interface SessionCanvasApi {
   action: SessionCanvasActionApi;
   provider: SessionCanvasProviderApi;
   /** `session.canvas.close`: Closes an open canvas instance. */
-  close(params: SessionCanvasCloseParams, options?: RpcCallOptions): Promise<null>;
+  close(params: SessionCanvasCloseParams, options?: RpcCallOptions): Promise<void>;
   /** `session.canvas.list`: Lists canvases declared for the session. */
   list(options?: RpcCallOptions): Promise<CanvasList>;
   /** `session.canvas.listOpen`: Lists currently open canvas instances for the live session. */
@@ -2150,9 +2150,9 @@ export interface SessionCanvasActionApi {
 /** The `session.canvas.provider.*` methods. */
 export interface SessionCanvasProviderApi {
   /** `session.canvas.provider.register`: Registers an internal canvas provider connection and its contributions. */
-  register(params: SessionCanvasProviderRegisterParams, options?: RpcCallOptions): Promise<null>;
+  register(params: SessionCanvasProviderRegisterParams, options?: RpcCallOptions): Promise<void>;
   /** `session.canvas.provider.unregister`: Unregisters an internal canvas provider connection. */
-  unregister(params: SessionCanvasProviderUnregisterParams, options?: RpcCallOptions): Promise<null>;
+  unregister(params: SessionCanvasProviderUnregisterParams, options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `session.commands.*` methods. */
@@ -2250,17 +2250,17 @@ export interface SessionEventLogApi {
 /** The `session.extensions.*` methods. */
 export interface SessionExtensionsApi {
   /** `session.extensions.disable`: Disables an extension for the session and persists the preference when the session has a settings store. Hosts synchronizing effective membership should use extensions.reconcile instead. */
-  disable(params: SessionExtensionsDisableParams, options?: RpcCallOptions): Promise<null>;
+  disable(params: SessionExtensionsDisableParams, options?: RpcCallOptions): Promise<void>;
   /** `session.extensions.enable`: Enables an extension for the session and persists the preference when the session has a settings store. Hosts synchronizing effective membership should use extensions.reconcile instead. */
-  enable(params: SessionExtensionsEnableParams, options?: RpcCallOptions): Promise<null>;
+  enable(params: SessionExtensionsEnableParams, options?: RpcCallOptions): Promise<void>;
   /** `session.extensions.list`: Lists extensions discovered for the session and their current status. */
   list(options?: RpcCallOptions): Promise<ExtensionList>;
   /** `session.extensions.reconcile`: Host-only reconciliation of authoritative session-effective extension membership and enablement. Refreshes runtime-owned discovery and preferences without persisting settings, installing plugins, or restarting unchanged activations. Returns ExtensionList only after required starts and process/contribution cleanup settle. Takes no caller inventory or overrides. Missing controllers, unready/incomplete discovery, unavailable workspaces, superseded inputs, and lifecycle failures are errors, not empty membership. Independently proven revocations may be applied before an error; retry converges without restarting healthy activations. Error data contains lifecycleChangesApplied and code: extension_reconciliation_host_required, extension_reconciliation_unavailable, extension_reconciliation_not_ready, extension_reconciliation_discovery_failed, extension_reconciliation_workspace_unavailable, extension_reconciliation_superseded, or extension_reconciliation_lifecycle_failed. Mark host reconciliation state applied only on success. On older runtimes, method-not-found must not fall back to global discovery and persistent extension disables. */
   reconcile(options?: RpcCallOptions): Promise<ExtensionList>;
   /** `session.extensions.reload`: Reloads extension definitions and processes for the session. */
-  reload(options?: RpcCallOptions): Promise<null>;
+  reload(options?: RpcCallOptions): Promise<void>;
   /** `session.extensions.sendAttachmentsToMessage`: Push attachments into the next user-message turn from an extension. The host should surface them as composer pills and forward them via the next session.send call. Callable only by extension-owned connections. */
-  sendAttachmentsToMessage(params: SessionExtensionsSendAttachmentsToMessageParams, options?: RpcCallOptions): Promise<null>;
+  sendAttachmentsToMessage(params: SessionExtensionsSendAttachmentsToMessageParams, options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `session.fleet.*` methods. */
@@ -2290,7 +2290,7 @@ export interface SessionGitHubAuthApi {
   /** `session.gitHubAuth.setCredentials`: Updates the session's auth credentials used for outbound model and API requests. */
   setCredentials(params?: SessionGitHubAuthSetCredentialsParams, options?: RpcCallOptions): Promise<SessionSetCredentialsResult>;
   /** `session.gitHubAuth.switchToAuth`: Switches the session to another available authentication. */
-  switchToAuth(params: SessionGitHubAuthSwitchToAuthParams, options?: RpcCallOptions): Promise<null>;
+  switchToAuth(params: SessionGitHubAuthSwitchToAuthParams, options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `session.history.*` methods. */
@@ -2332,7 +2332,7 @@ export interface SessionLimitPredictionApi {
 /** The `session.lsp.*` methods. */
 export interface SessionLspApi {
   /** `session.lsp.initialize`: Loads the merged LSP configuration set for the session's working directory. */
-  initialize(params?: SessionLspInitializeParams, options?: RpcCallOptions): Promise<null>;
+  initialize(params?: SessionLspInitializeParams, options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `session.managedSettings.*` methods. */
@@ -2353,9 +2353,9 @@ export interface SessionMcpApi {
   /** `session.mcp.configureGitHub`: Configures the built-in GitHub MCP server for the session's current auth context. */
   configureGitHub(params: SessionMcpConfigureGitHubParams, options?: RpcCallOptions): Promise<McpConfigureGitHubResult>;
   /** `session.mcp.disable`: Disables an MCP server for the session. */
-  disable(params: SessionMcpDisableParams, options?: RpcCallOptions): Promise<null>;
+  disable(params: SessionMcpDisableParams, options?: RpcCallOptions): Promise<void>;
   /** `session.mcp.enable`: Enables an MCP server for the session. */
-  enable(params: SessionMcpEnableParams, options?: RpcCallOptions): Promise<null>;
+  enable(params: SessionMcpEnableParams, options?: RpcCallOptions): Promise<void>;
   /** `session.mcp.executeSampling`: Runs an MCP sampling inference on behalf of an MCP server. */
   executeSampling(params: SessionMcpExecuteSamplingParams, options?: RpcCallOptions): Promise<McpSamplingExecutionResult>;
   /** `session.mcp.isServerRunning`: Checks whether a named MCP server is currently running on the session's host. */
@@ -2369,25 +2369,25 @@ export interface SessionMcpApi {
   /** `session.mcp.moveLoadingToBackground`: Releases any turns waiting on an in-flight MCP load without cancelling the load, letting the agent proceed while MCP servers finish connecting in the background. No-op when no MCP load is in flight or waiting turns were already released. */
   moveLoadingToBackground(options?: RpcCallOptions): Promise<MoveMcpLoadingToBackgroundResult>;
   /** `session.mcp.registerExternalClient`: Registers a pre-connected external MCP client (e.g. IDE) on the session's host. The caller retains lifecycle ownership of the client and transport. Marked internal because the `client` and `transport` arguments are in-process MCP SDK instances that cannot be serialized across the JSON-RPC boundary; once the CLI moves on top of the SDK, external clients will be expressed as transport configs the runtime can construct itself. */
-  registerExternalClient(params: SessionMcpRegisterExternalClientParams, options?: RpcCallOptions): Promise<null>;
+  registerExternalClient(params: SessionMcpRegisterExternalClientParams, options?: RpcCallOptions): Promise<void>;
   /** `session.mcp.reload`: Reloads MCP server connections for the session. */
-  reload(options?: RpcCallOptions): Promise<null>;
+  reload(options?: RpcCallOptions): Promise<void>;
   /** `session.mcp.reloadWithConfig`: Reloads MCP server connections for the session with an explicit host-provided configuration. */
   reloadWithConfig(params: SessionMcpReloadWithConfigParams, options?: RpcCallOptions): Promise<McpStartServersResult>;
   /** `session.mcp.removeGitHub`: Removes the auto-managed `github` MCP server when present. */
   removeGitHub(options?: RpcCallOptions): Promise<McpRemoveGitHubResult>;
   /** `session.mcp.restartServer`: Restarts an individual MCP server on the live session (stops then starts). Omit `config` for a config-free restart-by-name of an already-configured server; supply `config` to restart with a replacement configuration. Session-scoped and ephemeral: does NOT modify persistent user configuration (`mcp.config.*`). */
-  restartServer(params: SessionMcpRestartServerParams, options?: RpcCallOptions): Promise<null>;
+  restartServer(params: SessionMcpRestartServerParams, options?: RpcCallOptions): Promise<void>;
   /** `session.mcp.setConnectedIdeInfo`: Records the IDE the host is connected to, so the agent's system prompt can name it and its workspace folder. Null or an omitted `ide` clears the recorded value, which is how a host reports that it is disconnected; there is no separate clear method. Both `ideName` and `workspaceFolder` are required together, because half a state cannot be attributed to a project. */
-  setConnectedIdeInfo(params: SessionMcpSetConnectedIdeInfoParams2, options?: RpcCallOptions): Promise<null>;
+  setConnectedIdeInfo(params: SessionMcpSetConnectedIdeInfoParams2, options?: RpcCallOptions): Promise<void>;
   /** `session.mcp.setEnvValueMode`: Sets how environment-variable values supplied to MCP servers are resolved (direct or indirect). */
   setEnvValueMode(params: SessionMcpSetEnvValueModeParams, options?: RpcCallOptions): Promise<McpSetEnvValueModeResult>;
   /** `session.mcp.startServer`: Starts an individual MCP server on the live session. Omit `config` for a config-free start-by-name of an already-configured server (reuses the server's already-registered configuration); supply `config` to start from a caller-supplied configuration. Session-scoped and ephemeral: the server is added to this session's running set only and is reaped when the session ends. Does NOT modify persistent user configuration (`mcp.config.*`), so it does not affect future sessions. The server surfaces through `session.mcp.list` and the `session.mcp_servers_loaded` / `session.mcp_server_status_changed` events like any other server. */
-  startServer(params: SessionMcpStartServerParams, options?: RpcCallOptions): Promise<null>;
+  startServer(params: SessionMcpStartServerParams, options?: RpcCallOptions): Promise<void>;
   /** `session.mcp.stopServer`: Stops an individual MCP server on the session's host. */
-  stopServer(params: SessionMcpStopServerParams, options?: RpcCallOptions): Promise<null>;
+  stopServer(params: SessionMcpStopServerParams, options?: RpcCallOptions): Promise<void>;
   /** `session.mcp.unregisterExternalClient`: Unregisters a previously registered external MCP client by server name. Marked internal as the paired companion of `registerExternalClient`: only in-process callers that registered a client this way can meaningfully unregister it. Disappears alongside `registerExternalClient`: once external clients are described to the runtime as config rather than handed in as instances, lifecycle (including deregistration) is owned entirely by the runtime. */
-  unregisterExternalClient(params: SessionMcpUnregisterExternalClientParams, options?: RpcCallOptions): Promise<null>;
+  unregisterExternalClient(params: SessionMcpUnregisterExternalClientParams, options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `session.mcp.apps.*` methods. */
@@ -2403,7 +2403,7 @@ export interface SessionMcpAppsApi {
   /** `session.mcp.apps.readResource`: Fetch an MCP resource (typically a `ui://` MCP App bundle, per SEP-1865) from a connected server. Requires the `mcp-apps` session capability. */
   readResource(params: SessionMcpAppsReadResourceParams, options?: RpcCallOptions): Promise<McpAppsReadResourceResult>;
   /** `session.mcp.apps.setHostContext`: Replace the host context returned to MCP App guests on `ui/initialize`. Hosts use this to advertise theme, locale, or other metadata to the guest UI. */
-  setHostContext(params: SessionMcpAppsSetHostContextParams, options?: RpcCallOptions): Promise<null>;
+  setHostContext(params: SessionMcpAppsSetHostContextParams, options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `session.mcp.headers.*` methods. */
@@ -2415,11 +2415,11 @@ export interface SessionMcpHeadersApi {
 /** The `session.mcp.oauth.*` methods. */
 export interface SessionMcpOauthApi {
   /** `session.mcp.oauth.authenticationStateChanged`: Notifies the session that MCP OAuth authentication succeeded and updated credentials were persisted, so cached tool definitions can be refreshed. */
-  authenticationStateChanged(params?: SessionMcpOauthAuthenticationStateChangedParams, options?: RpcCallOptions): Promise<null>;
+  authenticationStateChanged(params?: SessionMcpOauthAuthenticationStateChangedParams, options?: RpcCallOptions): Promise<void>;
   /** `session.mcp.oauth.cancelLogin`: Cancels the exact owned OAuth login issued to this original session requester, without clearing shared credentials. */
   cancelLogin(params: SessionMcpOauthCancelLoginParams, options?: RpcCallOptions): Promise<McpOauthCancelLoginResult>;
   /** `session.mcp.oauth.complete`: Completes a runtime-managed MCP OAuth login after the authorization server redirects to a host-managed callback URL. */
-  complete(params: SessionMcpOauthCompleteParams, options?: RpcCallOptions): Promise<null>;
+  complete(params: SessionMcpOauthCompleteParams, options?: RpcCallOptions): Promise<void>;
   /** `session.mcp.oauth.handlePendingRequest`: Resolves a pending MCP OAuth request with a host-provided token, cancellation, or a noninteractive runtime refresh handoff when the request advertises runtimeRefreshSupported. Acceptance resolves the host response, not credential installation, reconnect, or the original tool invocation. */
   handlePendingRequest(params: SessionMcpOauthHandlePendingRequestParams, options?: RpcCallOptions): Promise<McpOauthHandlePendingResult>;
   /** `session.mcp.oauth.login`: Starts OAuth authentication for a remote MCP server. Owned servers require the original one-use prepareLogin handle and exact installation ID; manual servers retain the existing direct login behaviour. */
@@ -2511,7 +2511,7 @@ export interface SessionNameApi {
   /** `session.name.get`: Gets the session's friendly name. */
   get(options?: RpcCallOptions): Promise<NameGetResult>;
   /** `session.name.set`: Sets the session's friendly name. */
-  set(params: SessionNameSetParams, options?: RpcCallOptions): Promise<null>;
+  set(params: SessionNameSetParams, options?: RpcCallOptions): Promise<void>;
   /** `session.name.setAuto`: Persists an auto-generated session summary as the session's name when no user-set name exists. */
   setAuto(params: SessionNameSetAutoParams, options?: RpcCallOptions): Promise<NameSetAutoResult>;
 }
@@ -2591,7 +2591,7 @@ export interface SessionPermissionsUrlsApi {
 /** The `session.plan.*` methods. */
 export interface SessionPlanApi {
   /** `session.plan.delete`: Deletes the session plan file from the workspace. */
-  delete(options?: RpcCallOptions): Promise<null>;
+  delete(options?: RpcCallOptions): Promise<void>;
   /** `session.plan.read`: Reads the session plan file from the workspace. */
   read(options?: RpcCallOptions): Promise<PlanReadResult>;
   /** `session.plan.readSqlTodos`: Reads todo rows from the session SQL database for plan rendering. */
@@ -2599,26 +2599,26 @@ export interface SessionPlanApi {
   /** `session.plan.readSqlTodosWithDependencies`: Reads todo rows AND dependency edges from the session SQL database for structured progress UI. Same defensive behavior as readSqlTodos — returns empty arrays when the database, tables, or columns aren't available. Clients should call this on session start and after every `session.todos_changed` event to refresh structured-UI rendering. */
   readSqlTodosWithDependencies(options?: RpcCallOptions): Promise<PlanReadSqlTodosWithDependenciesResult>;
   /** `session.plan.update`: Writes new content to the session plan file. */
-  update(params: SessionPlanUpdateParams, options?: RpcCallOptions): Promise<null>;
+  update(params: SessionPlanUpdateParams, options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `session.plugins.*` methods. */
 export interface SessionPluginsApi {
   marketplaces: SessionPluginsMarketplacesApi;
   /** `session.plugins.disable`: Disables installed plugins when permitted by the live session's retained managed policy. */
-  disable(params: SessionPluginsDisableParams, options?: RpcCallOptions): Promise<null>;
+  disable(params: SessionPluginsDisableParams, options?: RpcCallOptions): Promise<void>;
   /** `session.plugins.enable`: Enables installed plugins when permitted by the live session's retained managed policy. */
-  enable(params: SessionPluginsEnableParams, options?: RpcCallOptions): Promise<null>;
+  enable(params: SessionPluginsEnableParams, options?: RpcCallOptions): Promise<void>;
   /** `session.plugins.install`: Installs a plugin using the live session's authoritative account, working directory, and retained managed policy. */
   install(params: SessionPluginsInstallParams, options?: RpcCallOptions): Promise<PluginInstallResult>;
   /** `session.plugins.list`: Lists globally installed, live, built-in, and enterprise-managed desired plugins using the live session's authoritative account, working directory, and retained managed policy. */
   list(options?: RpcCallOptions): Promise<PluginList>;
   /** `session.plugins.reload`: Reloads the session's plugin set, refreshing MCP servers, custom agents, hooks, and skills cache so SDK-driven changes via `server.plugins.*` take effect immediately. */
-  reload(params?: SessionPluginsReloadParams, options?: RpcCallOptions): Promise<null>;
+  reload(params?: SessionPluginsReloadParams, options?: RpcCallOptions): Promise<void>;
   /** `session.plugins.retryManaged`: Installs or updates the plugins the session's managed settings require now, without waiting for the next automatic attempt after a failure, then reloads plugins. Reports progress and failures with the same `session.info` and `session.warning` events as automatic preparation. Fails when the runtime does not prepare managed plugins for the session. */
   retryManaged(params?: SessionPluginsRetryManagedParams, options?: RpcCallOptions): Promise<SessionPluginsRetryManagedResult>;
   /** `session.plugins.uninstall`: Uninstalls a plugin when permitted by the live session's retained managed policy. */
-  uninstall(params: SessionPluginsUninstallParams, options?: RpcCallOptions): Promise<null>;
+  uninstall(params: SessionPluginsUninstallParams, options?: RpcCallOptions): Promise<void>;
   /** `session.plugins.update`: Updates an installed plugin using the live session's authoritative account, working directory, and retained managed policy. */
   update(params: SessionPluginsUpdateParams, options?: RpcCallOptions): Promise<PluginUpdateResult>;
 }
@@ -2675,11 +2675,11 @@ export interface SessionQueueApi {
   /** `session.queue.beginDeferredIdleDrain`: Begins a native deferred-idle drain when background work has quiesced. */
   beginDeferredIdleDrain(params: SessionQueueBeginDeferredIdleDrainParams, options?: RpcCallOptions): Promise<QueueBeginDeferredIdleDrainResult>;
   /** `session.queue.clear`: Clears all pending queued items on the local session. */
-  clear(options?: RpcCallOptions): Promise<null>;
+  clear(options?: RpcCallOptions): Promise<void>;
   /** `session.queue.consumeSystemNotifications`: Consumes queued native system notifications matching an internal filter. */
   consumeSystemNotifications(params: SessionQueueConsumeSystemNotificationsParams, options?: RpcCallOptions): Promise<QueueRemoveMostRecentResult>;
   /** `session.queue.deferSessionIdle`: Marks session.idle as deferred by native background work state. */
-  deferSessionIdle(params: SessionQueueDeferSessionIdleParams, options?: RpcCallOptions): Promise<null>;
+  deferSessionIdle(params: SessionQueueDeferSessionIdleParams, options?: RpcCallOptions): Promise<void>;
   /** `session.queue.duplicateAt`: Duplicates an addressable queued item immediately after its source. */
   duplicateAt(params: SessionQueueDuplicateAtParams, options?: RpcCallOptions): Promise<QueueDuplicateAtResult>;
   /** `session.queue.enqueueResumePending`: Enqueues the internal resume-pending wake item when orphan handling needs a follow-up turn. */
@@ -2695,7 +2695,7 @@ export interface SessionQueueApi {
   /** `session.queue.pendingItems`: Returns the local session's pending user-facing queued items and steering messages. */
   pendingItems(options?: RpcCallOptions): Promise<QueuePendingItemsResult>;
   /** `session.queue.process`: Drains the native local-session work queue for in-process session orchestration. */
-  process(options?: RpcCallOptions): Promise<null>;
+  process(options?: RpcCallOptions): Promise<void>;
   /** `session.queue.removeAt`: Removes an addressable queued item by its stable id. */
   removeAt(params: SessionQueueRemoveAtParams, options?: RpcCallOptions): Promise<QueueRemoveAtResult>;
   /** `session.queue.removeMostRecent`: Removes the most recently queued user-facing item (LIFO). */
@@ -2703,7 +2703,7 @@ export interface SessionQueueApi {
   /** `session.queue.sendNow`: Moves an addressable queued message into the live turn's steering lane. */
   sendNow(params: SessionQueueSendNowParams, options?: RpcCallOptions): Promise<QueueSendNowResult>;
   /** `session.queue.setDrainPaused`: Acquires or releases the queued-lane drain pause. */
-  setDrainPaused(params: SessionQueueSetDrainPausedParams, options?: RpcCallOptions): Promise<null>;
+  setDrainPaused(params: SessionQueueSetDrainPausedParams, options?: RpcCallOptions): Promise<void>;
   /** `session.queue.snapshot`: Returns the internal native queue snapshot for in-process session orchestration. */
   snapshot(options?: RpcCallOptions): Promise<QueueSnapshotResult>;
   /** `session.queue.updateText`: Updates the text of an addressable single-message queue item. */
@@ -2725,7 +2725,7 @@ export interface SessionQuotaApi {
 /** The `session.remote.*` methods. */
 export interface SessionRemoteApi {
   /** `session.remote.disable`: Disables remote session export and steering. */
-  disable(options?: RpcCallOptions): Promise<null>;
+  disable(options?: RpcCallOptions): Promise<void>;
   /** `session.remote.enable`: Enables remote session export or steering. */
   enable(params?: SessionRemoteEnableParams, options?: RpcCallOptions): Promise<RemoteEnableResult>;
   /** `session.remote.notifySteerableChanged`: Persists a remote-steerability change emitted by the host as a session event. */
@@ -2757,7 +2757,7 @@ export interface SessionScheduleApi {
   /** `session.schedule.hasSelfPaced`: Reports whether the session has an active self-paced scheduled prompt. */
   hasSelfPaced(options?: RpcCallOptions): Promise<ScheduleHasSelfPacedResult>;
   /** `session.schedule.hydrate`: Hydrates the native schedule registry from persisted session events. */
-  hydrate(options?: RpcCallOptions): Promise<null>;
+  hydrate(options?: RpcCallOptions): Promise<void>;
   /** `session.schedule.list`: Lists the session's currently active scheduled prompts. */
   list(options?: RpcCallOptions): Promise<ScheduleList>;
   /** `session.schedule.rearmSelfPaced`: Re-arms an active self-paced scheduled prompt. */
@@ -2789,11 +2789,11 @@ export interface SessionShellApi {
 /** The `session.skills.*` methods. */
 export interface SessionSkillsApi {
   /** `session.skills.disable`: Disables a skill for the session. */
-  disable(params: SessionSkillsDisableParams, options?: RpcCallOptions): Promise<null>;
+  disable(params: SessionSkillsDisableParams, options?: RpcCallOptions): Promise<void>;
   /** `session.skills.enable`: Enables a skill for the session. */
-  enable(params: SessionSkillsEnableParams, options?: RpcCallOptions): Promise<null>;
+  enable(params: SessionSkillsEnableParams, options?: RpcCallOptions): Promise<void>;
   /** `session.skills.ensureLoaded`: Ensures the session's skill definitions have been loaded from disk. */
-  ensureLoaded(options?: RpcCallOptions): Promise<null>;
+  ensureLoaded(options?: RpcCallOptions): Promise<void>;
   /** `session.skills.getInvoked`: Returns the skills that have been invoked during this session. */
   getInvoked(options?: RpcCallOptions): Promise<SkillsGetInvokedResult>;
   /** `session.skills.list`: Lists skills available to the session. */
@@ -2839,7 +2839,7 @@ export interface SessionTelemetryApi {
   /** `session.telemetry.getEngagementId`: Gets the telemetry engagement ID currently associated with the session, when available. */
   getEngagementId(options?: RpcCallOptions): Promise<SessionTelemetryEngagement>;
   /** `session.telemetry.setFeatureOverrides`: Sets feature override key/value pairs to attach to subsequent telemetry events for the session. */
-  setFeatureOverrides(params: SessionTelemetrySetFeatureOverridesParams, options?: RpcCallOptions): Promise<null>;
+  setFeatureOverrides(params: SessionTelemetrySetFeatureOverridesParams, options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `session.tools.*` methods. */
@@ -2899,7 +2899,7 @@ export interface SessionUsageApi {
   /** `session.usage.getMetrics`: Gets accumulated usage metrics for the session. */
   getMetrics(options?: RpcCallOptions): Promise<UsageGetMetricsResult>;
   /** `session.usage.setCodeChanges`: Internal host-only replacement of absolute code-change totals reported by a relay host. */
-  setCodeChanges(params: SessionUsageSetCodeChangesParams, options?: RpcCallOptions): Promise<null>;
+  setCodeChanges(params: SessionUsageSetCodeChangesParams, options?: RpcCallOptions): Promise<void>;
 }
 
 /** The `session.visibility.*` methods. */
@@ -2956,9 +2956,9 @@ export interface SessionWorkspacesApi {
   /** `session.workspaces.autopilotObjectiveExists`: Checks whether the local session workspace has an autopilot objective state file. */
   autopilotObjectiveExists(options?: RpcCallOptions): Promise<WorkspacesAutopilotObjectiveExistsResult>;
   /** `session.workspaces.createDirectory`: Creates a directory in the session workspace files directory. */
-  createDirectory(params: SessionWorkspacesCreateDirectoryParams, options?: RpcCallOptions): Promise<null>;
+  createDirectory(params: SessionWorkspacesCreateDirectoryParams, options?: RpcCallOptions): Promise<void>;
   /** `session.workspaces.createFile`: Creates or overwrites a file in the session workspace files directory. */
-  createFile(params: SessionWorkspacesCreateFileParams, options?: RpcCallOptions): Promise<null>;
+  createFile(params: SessionWorkspacesCreateFileParams, options?: RpcCallOptions): Promise<void>;
   /** `session.workspaces.deleteAutopilotObjective`: Deletes the autopilot objective state file from the local session workspace. */
   deleteAutopilotObjective(options?: RpcCallOptions): Promise<WorkspacesDeleteAutopilotObjectiveResult>;
   /** `session.workspaces.diff`: Computes a diff for the session workspace. Never rejects for a busy session: a `session`-mode diff that cannot read the session's file-change captures falls back to an unstaged git diff with `isFallback: true` and reports why in `unavailableReason`. */
@@ -2978,9 +2978,9 @@ export interface SessionWorkspacesApi {
   /** `session.workspaces.readFile`: Reads a file from the session workspace files directory. */
   readFile(params: SessionWorkspacesReadFileParams, options?: RpcCallOptions): Promise<WorkspacesReadFileResult>;
   /** `session.workspaces.removePath`: Removes a file or directory from the session workspace files directory. */
-  removePath(params: SessionWorkspacesRemovePathParams, options?: RpcCallOptions): Promise<null>;
+  removePath(params: SessionWorkspacesRemovePathParams, options?: RpcCallOptions): Promise<void>;
   /** `session.workspaces.renamePath`: Renames a file or directory within the session workspace files directory. */
-  renamePath(params: SessionWorkspacesRenamePathParams, options?: RpcCallOptions): Promise<null>;
+  renamePath(params: SessionWorkspacesRenamePathParams, options?: RpcCallOptions): Promise<void>;
   /** `session.workspaces.saveLargePaste`: Saves pasted content as a UTF-8 file in the session workspace. */
   saveLargePaste(params: SessionWorkspacesSaveLargePasteParams, options?: RpcCallOptions): Promise<WorkspacesSaveLargePasteResult>;
   /** `session.workspaces.statFile`: Returns metadata for a file or directory in the session workspace files directory. */
