@@ -9,10 +9,20 @@
 //! Mapping, in short: objects with properties become structs (fields the
 //! schema does not require become `Option`s), string enumerations become
 //! enums with an `Unknown(String)` variant so a value a later CLI adds still
-//! parses, `T | null` becomes `Option<T>`, and whatever is too loose to type
-//! well (unions of objects, opaque JSON, schemas without a type) stays a
+//! parses, `T | null` becomes `Option<T>`. In the API schema a union of
+//! objects told apart by a string constant (`type`, `kind`, ...) becomes an
+//! enum on it with an `Unknown(Value)` variant; whatever is too loose to
+//! type well (other unions, opaque JSON, schemas without a type) stays a
 //! `serde_json::Value`. Properties are emitted in name order, so the output
 //! does not depend on how the JSON parser orders object keys.
+//!
+//! Besides the types: every method a client calls becomes a typed call,
+//! grouped as the CLI names it (`ServerApi`/`SessionApi` over
+//! `copilot_host::rpc::RpcCaller` in Rust; `client.rpc`/`session.rpc` in
+//! the npm package, a list of names and one builder in `src/generated/rpc.js`
+//! with the types in the d.ts). The RPC types derive serde only in the
+//! direction they cross the wire, and the few every build needs (model
+//! list, attachments, model and agent selection) go to `rpc_core.rs`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
