@@ -1251,6 +1251,12 @@ mod rpc {
         pub directions: Directions,
     }
 
+    /// Fields the CLI answers with `null` where its schema says an object
+    /// (seen on the wire): typed as nullable, so the answer still reads.
+    /// `session.agent.getCurrent` without a custom agent selected answers
+    /// `{"agent": null}`, as the schema's own description says.
+    pub(crate) const WIRE_NULLABLE: &[(&str, &str)] = &[("AgentGetCurrentResult", "agent")];
+
     /// The namespaces generated: methods the client calls (`server`,
     /// `session`) and requests the CLI sends the client (`clientSession`,
     /// `clientGlobal`).
@@ -1307,6 +1313,16 @@ mod rpc {
                     notification: m.get("notification") == Some(&Value::Bool(true)),
                 });
             }
+        }
+        for (name, field) in WIRE_NULLABLE {
+            let Some(Def::Struct { fields, .. }) = model.defs.get_mut(*name) else {
+                return Err(format!("WIRE_NULLABLE: no struct {name}"));
+            };
+            let f = fields
+                .iter_mut()
+                .find(|f| f.wire == *field)
+                .ok_or_else(|| format!("WIRE_NULLABLE: {name} has no {field}"))?;
+            f.ty = nullable_of(f.ty.clone());
         }
         model.box_cycles();
         if let Some(name) = model.dangling() {

@@ -145,11 +145,13 @@ fn a_custom_agent_selected_through_the_typed_call_gives_the_model_its_prompt() {
     let listed = session.rpc().agent().list(rpc::SessionAgentListParams::default()).expect("agent.list");
     assert!(listed.agents.iter().any(|a| a.name == "reviewer"), "{listed:?}");
 
+    let none = session.rpc().agent().get_current().expect("agent.getCurrent without an agent");
+    assert_eq!(none.agent, None, "no custom agent yet");
     session.send_and_wait("before", TURN).expect("turn without the agent");
     let selected = session.rpc().agent().select(rpc::SessionAgentSelectParams { name: "reviewer".into() });
     assert_eq!(selected.expect("agent.select").agent.name, "reviewer");
     let current = session.rpc().agent().get_current().expect("agent.getCurrent");
-    assert_eq!(current.agent.name, "reviewer");
+    assert_eq!(current.agent.map(|a| a.name).as_deref(), Some("reviewer"));
     session.send_and_wait("after", TURN).expect("turn with the agent");
 
     let requests = f.model.requests_for(session.id());

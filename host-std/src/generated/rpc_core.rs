@@ -128,8 +128,8 @@ string_enum! {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct AgentGetCurrentResult {
     /// Currently selected custom agent, or null if using the default agent
-    #[serde(rename = "agent")]
-    pub agent: AgentInfo,
+    #[serde(rename = "agent", default)]
+    pub agent: Option<AgentInfo>,
 }
 
 /// Agent metadata, including identifiers, display details, source, tools, model, models, reasoning effort, MCP servers, skills, and file path.

@@ -133,6 +133,7 @@ test("a custom agent selected through session.rpc.agent.select gives the model i
     JSON.stringify(listed),
   );
 
+  assert.equal((await session.rpc.agent.getCurrent()).agent, null, "no custom agent yet");
   await session.sendAndWait("before", { timeoutMs: 90_000 });
   assert.equal((await session.rpc.agent.select({ name: "reviewer" })).agent.name, "reviewer");
   assert.equal((await session.rpc.agent.getCurrent()).agent.name, "reviewer");

@@ -3183,7 +3183,7 @@ export type AgentDiscoveryPathScope = "user" | "project";
 /** The currently selected custom agent, or null when using the default agent. */
 export interface AgentGetCurrentResult {
   /** Currently selected custom agent, or null if using the default agent */
-  agent: AgentInfo;
+  agent: AgentInfo | null;
 }
 
 /** Agent metadata, including identifiers, display details, source, tools, model, models, reasoning effort, MCP servers, skills, and file path. */
