@@ -9,10 +9,20 @@
 //! Mapping, in short: objects with properties become structs (fields the
 //! schema does not require become `Option`s), string enumerations become
 //! enums with an `Unknown(String)` variant so a value a later CLI adds still
-//! parses, `T | null` becomes `Option<T>`, and whatever is too loose to type
-//! well (unions of objects, opaque JSON, schemas without a type) stays a
+//! parses, `T | null` becomes `Option<T>`. In the API schema a union of
+//! objects told apart by a string constant (`type`, `kind`, ...) becomes an
+//! enum on it with an `Unknown(Value)` variant; whatever is too loose to
+//! type well (other unions, opaque JSON, schemas without a type) stays a
 //! `serde_json::Value`. Properties are emitted in name order, so the output
 //! does not depend on how the JSON parser orders object keys.
+//!
+//! Besides the types: every method a client calls becomes a typed call,
+//! grouped as the CLI names it (`ServerApi`/`SessionApi` over
+//! `copilot_host::rpc::RpcCaller` in Rust; `client.rpc`/`session.rpc` in
+//! the npm package, a list of names and one builder in `src/generated/rpc.js`
+//! with the types in the d.ts). The RPC types derive serde only in the
+//! direction they cross the wire, and the few every build needs (model
+//! list, attachments, model and agent selection) go to `rpc_core.rs`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -40,14 +50,20 @@ pub struct Output {
 /// Counts of what was generated, for the report the binary prints.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counts {
-    /// Session event types with a typed variant.
+    /// Session event types of the schema (each has a typed variant).
     pub event_types: usize,
+    /// Event types seen on the wire but not in the schema, with a variant
+    /// whose data is JSON.
+    pub observed_event_types: usize,
     /// Types generated for the events (structs and enums).
     pub event_type_defs: usize,
     /// RPC methods with typed params and result, per namespace.
     pub methods: BTreeMap<String, usize>,
     /// Types generated for the RPC methods.
     pub rpc_type_defs: usize,
+    /// Methods with a typed call (on a client: `server`; on a session:
+    /// `session`), in Rust and in the npm package alike.
+    pub calls: BTreeMap<String, usize>,
 }
 
 /// Reads the two schemas under `root` and returns every generated file.
@@ -63,19 +79,25 @@ pub fn generate(root: &Path) -> Result<(Vec<Output>, Counts), String> {
     let mut counts = Counts::default();
 
     let events = events::build(&events_schema)?;
-    counts.event_types = events.variants.len();
+    counts.event_types = events.variants.len() - events::OBSERVED.len();
+    counts.observed_event_types = events::OBSERVED.len();
     counts.event_type_defs = events.model.defs.len();
     let rpc = rpc::build(&api_schema)?;
     for m in &rpc.methods {
         *counts.methods.entry(m.namespace.clone()).or_default() += 1;
     }
     counts.rpc_type_defs = rpc.model.defs.len();
+    for ns in ["server", "session"] {
+        counts.calls.insert(ns.to_owned(), rpc::call_count(&rpc::tree(&rpc, ns)?));
+    }
 
     let outputs = vec![
         Output { path: "host-std/src/generated/events.rs".into(), text: events::rust(&events) },
-        Output { path: "host-std/src/generated/rpc.rs".into(), text: rpc::rust(&rpc) },
+        Output { path: "host-std/src/generated/rpc_core.rs".into(), text: rpc::rust_core(&rpc) },
+        Output { path: "host-std/src/generated/rpc.rs".into(), text: rpc::rust(&rpc)? },
         Output { path: "wasm/npm/types/generated/events.d.ts".into(), text: events::typescript(&events) },
-        Output { path: "wasm/npm/types/generated/rpc.d.ts".into(), text: rpc::typescript(&rpc) },
+        Output { path: "wasm/npm/types/generated/rpc.d.ts".into(), text: rpc::typescript(&rpc)? },
+        Output { path: "wasm/npm/src/generated/rpc.js".into(), text: rpc::js_calls(&rpc) },
     ];
     Ok((outputs, counts))
 }
@@ -112,8 +134,32 @@ struct Field {
 
 #[derive(Debug, Clone)]
 enum Def {
-    Struct { doc: String, fields: Vec<Field> },
-    Enum { doc: String, values: Vec<(String, String, String)> },
+    Struct {
+        doc: String,
+        fields: Vec<Field>,
+    },
+    Enum {
+        doc: String,
+        values: Vec<(String, String, String)>,
+    },
+    /// Objects told apart by a string constant in `tag`; each variant's
+    /// struct has every field but the tag.
+    Union {
+        doc: String,
+        tag: String,
+        variants: Vec<Variant>,
+    },
+}
+
+/// One member of a [`Def::Union`].
+#[derive(Debug, Clone)]
+struct Variant {
+    /// The tag's value.
+    wire: String,
+    ident: String,
+    /// The struct of the member's other fields.
+    ty: String,
+    doc: String,
 }
 
 #[derive(Default)]
@@ -125,6 +171,9 @@ struct Model<'s> {
     resolved: HashMap<String, Ty>,
     /// Names taken by definitions or by inline types.
     taken: BTreeSet<String>,
+    /// Whether tagged unions get a type ([`Def::Union`]); otherwise they
+    /// stay JSON.
+    unions: bool,
 }
 
 fn description(schema: &Value) -> String {
@@ -168,7 +217,7 @@ impl<'s> Model<'s> {
         let name = pascal(key);
         // Named before its contents are read, so a type that refers to
         // itself resolves.
-        if names_a_type(schema) {
+        if names_a_type(schema, self.unions) {
             self.resolved.insert(key.to_owned(), Ty::Named(name.clone()));
         }
         let ty = self.resolve_as(schema, &name, true)?;
@@ -190,11 +239,18 @@ impl<'s> Model<'s> {
             return self.resolve_ref(r);
         }
         if let Some(any) = obj.get("anyOf").and_then(Value::as_array) {
-            let non_null: Vec<&Value> = any.iter().filter(|a| !is_null_schema(a)).collect();
-            let nullable = non_null.len() < any.len();
+            // `{"not": {}}` matches nothing: a member that says "absent"
+            // (optional params), not a type.
+            let non_null: Vec<&Value> = any.iter().filter(|a| !is_null_schema(a) && !is_never_schema(a)).collect();
+            let nullable = any.iter().any(is_null_schema);
             return Ok(match (non_null.as_slice(), nullable) {
                 ([one], true) => nullable_of(self.resolve_as(one, name, is_definition)?),
                 ([one], false) => self.resolve_as(one, name, is_definition)?,
+                (members, _) if self.unions => match self.tagged_union(members, schema, name, is_definition)? {
+                    Some(ty) if nullable => nullable_of(ty),
+                    Some(ty) => ty,
+                    None => Ty::Value,
+                },
                 _ => Ty::Value,
             });
         }
@@ -272,34 +328,7 @@ impl<'s> Model<'s> {
             "object" => match obj.get("properties").and_then(Value::as_object) {
                 Some(props) if !props.is_empty() => {
                     let name = if is_definition { name.to_owned() } else { self.fresh(name) };
-                    // Reserved first, so nested inline types do not take it.
-                    self.defs.insert(name.clone(), Def::Struct { doc: String::new(), fields: Vec::new() });
-                    let required: BTreeSet<&str> = obj
-                        .get("required")
-                        .and_then(Value::as_array)
-                        .map(|r| r.iter().filter_map(Value::as_str).collect())
-                        .unwrap_or_default();
-                    let mut keys: Vec<&String> = props.keys().collect();
-                    keys.sort();
-                    let mut idents = BTreeSet::new();
-                    let mut fields = Vec::new();
-                    for key in keys {
-                        let prop = &props[key];
-                        let ty = self.resolve(prop, &format!("{name}{}", pascal(key)))?;
-                        let mut ident = field_ident(key);
-                        while !idents.insert(ident.clone()) {
-                            ident.push('_');
-                        }
-                        fields.push(Field {
-                            wire: key.clone(),
-                            ident,
-                            ty,
-                            required: required.contains(key.as_str()),
-                            doc: description(prop),
-                            boxed: false,
-                        });
-                    }
-                    self.defs.insert(name.clone(), Def::Struct { doc: description(schema), fields });
+                    self.object(obj, props, schema, &name, None)?;
                     Ty::Named(name)
                 }
                 _ => match obj.get("additionalProperties") {
@@ -318,6 +347,143 @@ impl<'s> Model<'s> {
         })
     }
 
+    /// Generates the struct `name` of an object's properties, all but
+    /// `skip` (a union's tag, which the union writes).
+    fn object(
+        &mut self,
+        obj: &'s Map<String, Value>,
+        props: &'s Map<String, Value>,
+        schema: &'s Value,
+        name: &str,
+        skip: Option<&str>,
+    ) -> Result<(), String> {
+        // Reserved first, so nested inline types do not take it.
+        self.defs.insert(name.to_owned(), Def::Struct { doc: String::new(), fields: Vec::new() });
+        let required: BTreeSet<&str> = obj
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let mut keys: Vec<&String> = props.keys().filter(|k| Some(k.as_str()) != skip).collect();
+        keys.sort();
+        let mut idents = BTreeSet::new();
+        let mut fields = Vec::new();
+        for key in keys {
+            let prop = &props[key];
+            let ty = self.resolve(prop, &format!("{name}{}", pascal(key)))?;
+            let mut ident = field_ident(key);
+            while !idents.insert(ident.clone()) {
+                ident.push('_');
+            }
+            fields.push(Field {
+                wire: key.clone(),
+                ident,
+                ty,
+                required: required.contains(key.as_str()),
+                doc: description(prop),
+                boxed: false,
+            });
+        }
+        self.defs.insert(name.to_owned(), Def::Struct { doc: description(schema), fields });
+        Ok(())
+    }
+
+    /// A union of objects that all carry one property with a string
+    /// constant (`type`, `kind`, ...) becomes a [`Def::Union`] on it;
+    /// `None` for any other union (it stays JSON).
+    fn tagged_union(
+        &mut self,
+        members: &[&'s Value],
+        schema: &'s Value,
+        name: &str,
+        is_definition: bool,
+    ) -> Result<Option<Ty>, String> {
+        // Each member, its definition key (for a `$ref`) and its constants.
+        let mut found = Vec::new();
+        for member in members {
+            let (key, target) = match member.get("$ref").and_then(Value::as_str) {
+                Some(r) => {
+                    let Some(key) = r.strip_prefix("#/definitions/") else { return Ok(None) };
+                    match self.definitions.and_then(|d| d.get(key)) {
+                        Some(t) => (Some(key), t),
+                        None => return Ok(None),
+                    }
+                }
+                None => (None, *member),
+            };
+            let Some(obj) = target.as_object() else { return Ok(None) };
+            let Some(props) = obj.get("properties").and_then(Value::as_object) else { return Ok(None) };
+            if obj.get("type").and_then(Value::as_str) != Some("object") {
+                return Ok(None);
+            }
+            let consts: BTreeMap<&str, &str> =
+                props.iter().filter_map(|(k, v)| Some((k.as_str(), v.get("const")?.as_str()?))).collect();
+            found.push((key, target, obj, props, consts, description(member)));
+        }
+        // The tag: a constant every member has, with a different value in
+        // each (`type` or `kind` first when there is a choice).
+        let mut candidates: Vec<&str> = found.first().map(|f| f.4.keys().copied().collect()).unwrap_or_default();
+        candidates.sort_by_key(|k| (!matches!(*k, "type" | "kind"), *k));
+        let tag = candidates.into_iter().find(|tag| {
+            let values: Option<BTreeSet<&str>> = found.iter().map(|f| f.4.get(tag).copied()).collect();
+            values.is_some_and(|v| v.len() == found.len())
+        });
+        let Some(tag) = tag else { return Ok(None) };
+        let union = if is_definition { name.to_owned() } else { self.fresh(name) };
+        self.defs.insert(union.clone(), Def::Union { doc: String::new(), tag: String::new(), variants: Vec::new() });
+        let mut variants = Vec::new();
+        let mut idents = BTreeSet::new();
+        for (key, target, obj, props, consts, doc) in found {
+            let wire = consts[tag].to_owned();
+            let mut ident = variant_ident(&wire);
+            while !idents.insert(ident.clone()) || ident == "Unknown" {
+                ident.push('_');
+            }
+            let ty = match key {
+                Some(key) => match self.resolved.get(key) {
+                    // Already generated with its tag as a field: the union
+                    // overwrites it with the same value.
+                    Some(Ty::Named(n)) => n.clone(),
+                    Some(_) => return Ok(None),
+                    None => {
+                        let n = pascal(key);
+                        self.resolved.insert(key.to_owned(), Ty::Named(n.clone()));
+                        self.object(obj, props, target, &n, Some(tag))?;
+                        n
+                    }
+                },
+                None => {
+                    let n = self.fresh(&format!("{union}{ident}"));
+                    self.object(obj, props, target, &n, Some(tag))?;
+                    n
+                }
+            };
+            let doc = if doc.is_empty() { description(target) } else { doc };
+            variants.push(Variant { wire, ident, ty, doc });
+        }
+        self.defs.insert(union.clone(), Def::Union { doc: description(schema), tag: tag.to_owned(), variants });
+        Ok(Some(Ty::Named(union)))
+    }
+
+    /// A type named but never generated (see `names_a_type`), if any.
+    fn dangling(&self) -> Option<String> {
+        fn named(ty: &Ty) -> Option<&str> {
+            match ty {
+                Ty::Named(n) => Some(n),
+                Ty::Vec(t) | Ty::Map(t) | Ty::Nullable(t) => named(t),
+                _ => None,
+            }
+        }
+        self.defs.values().find_map(|def| {
+            let refs: Vec<&str> = match def {
+                Def::Struct { fields, .. } => fields.iter().filter_map(|f| named(&f.ty)).collect(),
+                Def::Union { variants, .. } => variants.iter().map(|v| v.ty.as_str()).collect(),
+                Def::Enum { .. } => Vec::new(),
+            };
+            refs.into_iter().find(|n| !self.defs.contains_key(*n)).map(str::to_owned)
+        })
+    }
+
     /// Marks the fields that hold their own struct by value (directly or
     /// through other structs), which Rust must box.
     fn box_cycles(&mut self) {
@@ -327,6 +493,7 @@ impl<'s> Model<'s> {
             .map(|(name, def)| {
                 let targets = match def {
                     Def::Struct { fields, .. } => fields.iter().filter_map(|f| by_value(&f.ty)).collect(),
+                    Def::Union { variants, .. } => variants.iter().map(|v| v.ty.clone()).collect(),
                     Def::Enum { .. } => Vec::new(),
                 };
                 (name.clone(), targets)
@@ -372,8 +539,17 @@ fn by_value(ty: &Ty) -> Option<String> {
     }
 }
 
-fn names_a_type(schema: &Value) -> bool {
-    schema.get("enum").is_some() || schema.get("properties").and_then(Value::as_object).is_some_and(|p| !p.is_empty())
+// Unions are named before their members are read too, so a member that
+// holds its own union resolves; [`Model::dangling`] catches a union that
+// then turned out to stay JSON.
+fn names_a_type(schema: &Value, unions: bool) -> bool {
+    schema.get("enum").is_some()
+        || schema.get("properties").and_then(Value::as_object).is_some_and(|p| !p.is_empty())
+        || (unions && schema.get("anyOf").and_then(Value::as_array).is_some_and(|a| a.len() > 1))
+}
+
+fn is_never_schema(s: &Value) -> bool {
+    s.get("not").is_some_and(|n| n.as_object().is_some_and(Map::is_empty))
 }
 
 fn is_null_schema(s: &Value) -> bool {
@@ -546,8 +722,125 @@ macro_rules! string_enum {
 }
 "#;
 
-fn rust_defs(out: &mut String, model: &Model<'_>, non_exhaustive: bool) {
-    for (name, def) in &model.defs {
+/// Which ways a generated type crosses the wire: written (`ser`: params
+/// the client sends, answers to the CLI's requests) and read (`de`).
+/// Deriving only what is used halves the serde code of the RPC types.
+#[derive(Debug, Clone, Default)]
+struct Directions {
+    ser: BTreeSet<String>,
+    de: BTreeSet<String>,
+    /// `None`: every type both ways.
+    limited: bool,
+}
+
+impl Directions {
+    fn both() -> Self {
+        Directions::default()
+    }
+
+    fn of(&self, name: &str) -> (bool, bool) {
+        if self.limited {
+            (self.ser.contains(name), self.de.contains(name))
+        } else {
+            (true, true)
+        }
+    }
+}
+
+/// The structs that can derive `Default`: every required field has a
+/// default (strings, numbers, lists, maps, JSON, other such structs).
+fn defaultable(model: &Model<'_>) -> BTreeSet<String> {
+    let mut yes: BTreeSet<String> = BTreeSet::new();
+    loop {
+        let before = yes.len();
+        for (name, def) in &model.defs {
+            if let Def::Struct { fields, .. } = def {
+                let ok = fields.iter().all(|f| {
+                    !f.required
+                        || match &f.ty {
+                            Ty::Named(n) => yes.contains(n),
+                            _ => true,
+                        }
+                });
+                if ok {
+                    yes.insert(name.clone());
+                }
+            }
+        }
+        if yes.len() == before {
+            return yes;
+        }
+    }
+}
+
+/// The macros of [`Def::Union`], for the files that have unions.
+const RUST_UNION_MACROS: &str = r#"
+// Objects told apart by a string constant (the tag): one variant per
+// object, and `Unknown` for a tag this version does not know or an object
+// that does not fit its variant, kept whole. The variants' structs leave
+// the tag out; the (de)serializers below read and write it.
+#[allow(unused_macros)]
+macro_rules! tagged_union {
+    ($(#[$attr:meta])* $name:ident { $($(#[$vattr:meta])* $variant:ident($ty:ty),)* }) => {
+        $(#[$attr])*
+        #[derive(Debug, Clone, PartialEq)]
+        #[allow(clippy::large_enum_variant)]
+        pub enum $name {
+            $($(#[$vattr])* $variant($ty),)*
+            /// An object this version does not know (or that does not fit
+            /// its variant), as received.
+            Unknown(Value),
+        }
+    };
+}
+
+#[allow(unused_macros)]
+macro_rules! union_serialize {
+    ($name:ident, $tag:literal { $($variant:ident = $wire:literal),* }) => {
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let (tag, fields) = match self {
+                    $($name::$variant(v) => ($wire, serde_json::to_value(v).map_err(serde::ser::Error::custom)?),)*
+                    $name::Unknown(value) => return value.serialize(serializer),
+                };
+                let mut object = match fields {
+                    Value::Object(object) => object,
+                    _ => serde_json::Map::new(),
+                };
+                object.insert($tag.to_owned(), Value::from(tag));
+                object.serialize(serializer)
+            }
+        }
+    };
+}
+
+#[allow(unused_macros)]
+macro_rules! union_deserialize {
+    ($name:ident, $tag:literal { $($variant:ident = $wire:literal),* }) => {
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let value = Value::deserialize(deserializer)?;
+                let variant = match value.get($tag).and_then(Value::as_str) {
+                    $(Some($wire) => Deserialize::deserialize(&value).map($name::$variant).ok(),)*
+                    _ => None,
+                };
+                Ok(variant.unwrap_or($name::Unknown(value)))
+            }
+        }
+    };
+}
+"#;
+
+fn rust_defs(
+    out: &mut String,
+    model: &Model<'_>,
+    non_exhaustive: bool,
+    dirs: &Directions,
+    only: &dyn Fn(&str) -> bool,
+) {
+    let defaults = defaultable(model);
+    for (name, def) in model.defs.iter().filter(|(name, _)| only(name)) {
+        let (ser, de) = dirs.of(name);
         match def {
             Def::Enum { doc, values } => {
                 let _ = writeln!(out);
@@ -561,10 +854,41 @@ fn rust_defs(out: &mut String, model: &Model<'_>, non_exhaustive: bool) {
                 let _ = writeln!(out, "    }}");
                 let _ = writeln!(out, "}}");
             }
+            Def::Union { doc, tag, variants } => {
+                let _ = writeln!(out);
+                let _ = writeln!(out, "tagged_union! {{");
+                rust_doc(out, "    ", doc, &format!("`{name}`: one of the objects the schema lists, by `{tag}`."));
+                let _ = writeln!(out, "    {name} {{");
+                for v in variants {
+                    rust_doc(out, "        ", &v.doc, &format!("`{tag}: {}`", v.wire));
+                    let _ = writeln!(out, "        {}({}),", v.ident, v.ty);
+                }
+                let _ = writeln!(out, "    }}");
+                let _ = writeln!(out, "}}");
+                let arms: Vec<String> =
+                    variants.iter().map(|v| format!("{} = {}", v.ident, json_str(&v.wire))).collect();
+                for (wanted, mac) in [(ser, "union_serialize"), (de, "union_deserialize")] {
+                    if wanted {
+                        let _ = writeln!(out, "{mac}!({name}, {} {{ {} }});", json_str(tag), arms.join(", "));
+                    }
+                }
+            }
             Def::Struct { doc, fields } => {
                 let _ = writeln!(out);
                 rust_doc(out, "", doc, &format!("`{name}`."));
-                let _ = writeln!(out, "#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]");
+                let mut derives = vec!["Debug", "Clone", "PartialEq"];
+                // Params are built by hand: `..Default::default()` for the
+                // optional fields.
+                if ser && dirs.limited && defaults.contains(name) {
+                    derives.push("Default");
+                }
+                if ser {
+                    derives.push("Serialize");
+                }
+                if de {
+                    derives.push("Deserialize");
+                }
+                let _ = writeln!(out, "#[derive({})]", derives.join(", "));
                 if non_exhaustive {
                     let _ = writeln!(out, "#[non_exhaustive]");
                 }
@@ -640,6 +964,14 @@ fn ts_defs(out: &mut String, model: &Model<'_>) {
                 let union: Vec<String> = values.iter().map(|(w, _, _)| json_str(w)).collect();
                 let _ = writeln!(out, "export type {name} = {};", union.join(" | "));
             }
+            Def::Union { doc, tag, variants } => {
+                ts_doc(out, "", doc);
+                let members: Vec<String> = variants
+                    .iter()
+                    .map(|v| format!("({{ {}: {} }} & {})", ts_key(tag), json_str(&v.wire), v.ty))
+                    .collect();
+                let _ = writeln!(out, "export type {name} =\n  | {};", members.join("\n  | "));
+            }
             Def::Struct { doc, fields } => {
                 ts_doc(out, "", doc);
                 let _ = writeln!(out, "export interface {name} {{");
@@ -677,6 +1009,21 @@ mod events {
         pub doc: String,
         pub request_id: bool,
     }
+
+    /// Event types the CLI sends that its schema does not list (the debug
+    /// events of the model loop, in every real transcript): a variant each,
+    /// with the data as JSON, so no event of a real session is `Other`.
+    pub(crate) const OBSERVED: &[(&str, &str)] = &[
+        ("model.log", "A log line of the model loop."),
+        ("model.message", "A message of a model call."),
+        ("model.messages_snapshot", "The messages sent to the model."),
+        ("model.model_call_started", "A model call started."),
+        ("model.model_call_success", "A model call succeeded, with its usage."),
+        ("model.response", "A model call's response."),
+        ("model.tool_execution", "A tool ran in the model loop."),
+        ("model.turn_ended", "A turn of the model loop ended."),
+        ("model.turn_started", "A turn of the model loop started."),
+    ];
 
     pub(crate) struct Events<'s> {
         pub model: Model<'s>,
@@ -718,7 +1065,18 @@ mod events {
             }
             variants.push(Variant { wire, ident, data, doc, request_id: false });
         }
+        for (wire, doc) in OBSERVED {
+            let ident = pascal(wire);
+            if !seen.insert(ident.clone()) {
+                return Err(format!("{wire} is in the schema now: drop it from OBSERVED"));
+            }
+            let doc = format!("{doc} Seen on the wire, not in the schema: the data stays JSON.");
+            variants.push(Variant { wire: (*wire).to_owned(), ident, data: Ty::Value, doc, request_id: false });
+        }
         model.box_cycles();
+        if let Some(name) = model.dangling() {
+            return Err(format!("the event schema names {name} but it stays JSON"));
+        }
         for v in &mut variants {
             if let Ty::Named(n) = &v.data {
                 if let Some(Def::Struct { fields, .. }) = model.defs.get(n) {
@@ -835,7 +1193,7 @@ mod events {
             );
         }
         out.push_str("            _ => return None,\n        })\n    }\n}\n");
-        rust_defs(&mut out, &e.model, true);
+        rust_defs(&mut out, &e.model, true, &Directions::both(), &|_| true);
         out
     }
 
@@ -890,7 +1248,14 @@ mod rpc {
     pub(crate) struct Rpc<'s> {
         pub model: Model<'s>,
         pub methods: Vec<Method>,
+        pub directions: Directions,
     }
+
+    /// Fields the CLI answers with `null` where its schema says an object
+    /// (seen on the wire): typed as nullable, so the answer still reads.
+    /// `session.agent.getCurrent` without a custom agent selected answers
+    /// `{"agent": null}`, as the schema's own description says.
+    pub(crate) const WIRE_NULLABLE: &[(&str, &str)] = &[("AgentGetCurrentResult", "agent")];
 
     /// The namespaces generated: methods the client calls (`server`,
     /// `session`) and requests the CLI sends the client (`clientSession`,
@@ -914,6 +1279,7 @@ mod rpc {
     pub(crate) fn build(schema: &Value) -> Result<Rpc<'_>, String> {
         let defs = schema.get("definitions").and_then(Value::as_object);
         let mut model = Model::new(defs);
+        model.unions = true;
         let mut methods = Vec::new();
         let mut idents = BTreeSet::new();
         for ns in NAMESPACES {
@@ -926,10 +1292,13 @@ mod rpc {
                 if !idents.insert(ident.clone()) {
                     return Err(format!("two methods give the name {ident}"));
                 }
-                let params = match m.get("params") {
+                let mut params = match m.get("params") {
                     None | Some(Value::Null) => Ty::Unit,
                     Some(p) => model.resolve(p, &format!("{ident}Params"))?,
                 };
+                if *ns == "session" {
+                    params = without_session_id(&mut model, params, &ident);
+                }
                 let result = match m.get("result") {
                     None | Some(Value::Null) => Ty::Unit,
                     Some(r) => model.resolve(r, &format!("{ident}Result"))?,
@@ -945,11 +1314,80 @@ mod rpc {
                 });
             }
         }
+        for (name, field) in WIRE_NULLABLE {
+            let Some(Def::Struct { fields, .. }) = model.defs.get_mut(*name) else {
+                return Err(format!("WIRE_NULLABLE: no struct {name}"));
+            };
+            let f = fields
+                .iter_mut()
+                .find(|f| f.wire == *field)
+                .ok_or_else(|| format!("WIRE_NULLABLE: {name} has no {field}"))?;
+            f.ty = nullable_of(f.ty.clone());
+        }
         model.box_cycles();
-        Ok(Rpc { model, methods })
+        if let Some(name) = model.dangling() {
+            return Err(format!("the API schema names {name} but it stays JSON"));
+        }
+        let directions = directions(&model, &methods);
+        Ok(Rpc { model, methods, directions })
     }
 
-    pub(crate) fn rust(r: &Rpc<'_>) -> String {
+    fn named(ty: &Ty, out: &mut Vec<String>) {
+        match ty {
+            Ty::Named(n) => out.push(n.clone()),
+            Ty::Vec(t) | Ty::Map(t) | Ty::Nullable(t) => named(t, out),
+            _ => {}
+        }
+    }
+
+    /// `roots` and every type inside them.
+    fn closure(model: &Model<'_>, mut stack: Vec<String>) -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        while let Some(n) = stack.pop() {
+            if !seen.insert(n.clone()) {
+                continue;
+            }
+            match model.defs.get(&n) {
+                Some(Def::Struct { fields, .. }) => fields.iter().for_each(|f| named(&f.ty, &mut stack)),
+                Some(Def::Union { variants, .. }) => stack.extend(variants.iter().map(|v| v.ty.clone())),
+                _ => {}
+            }
+        }
+        seen
+    }
+
+    /// A session method's params leave out `sessionId`: the session's own
+    /// id is filled in by the call. Params that had nothing else become `()`.
+    fn without_session_id(model: &mut Model<'_>, params: Ty, ident: &str) -> Ty {
+        let Ty::Named(name) = &params else { return params };
+        // Only the method's own params type, never a shared definition.
+        if *name != format!("{ident}Params") {
+            return params;
+        }
+        let Some(Def::Struct { fields, .. }) = model.defs.get_mut(name) else { return params };
+        fields.retain(|f| f.wire != "sessionId");
+        if fields.is_empty() {
+            model.defs.remove(name);
+            return Ty::Unit;
+        }
+        params
+    }
+
+    /// The types written (params of the client's calls, answers to the
+    /// CLI's requests) and read (results, the CLI's requests), each with
+    /// every type inside it.
+    fn directions(model: &Model<'_>, methods: &[Method]) -> Directions {
+        let (mut written, mut read) = (Vec::new(), Vec::new());
+        for m in methods {
+            let client_calls = m.namespace == "server" || m.namespace == "session";
+            let (sent, received) = if client_calls { (&m.params, &m.result) } else { (&m.result, &m.params) };
+            named(sent, &mut written);
+            named(received, &mut read);
+        }
+        Directions { ser: closure(model, written), de: closure(model, read), limited: true }
+    }
+
+    pub(crate) fn rust(r: &Rpc<'_>) -> Result<String, String> {
         let mut out = header("//");
         out.push_str(
             "//! The JSON-RPC methods of the CLI's API schema, typed: the params and result\n\
@@ -957,15 +1395,17 @@ mod rpc {
              //! [`methods`] that names both through [`RpcMethod`].\n\n",
         );
         out.push_str(RUST_PRELUDE);
+        out.push_str(RUST_UNION_MACROS);
+        out.push_str("\nuse crate::rpc::RpcCaller;\n#[allow(unused_imports)]\nuse super::rpc_core::*;\n");
         out.push_str(
             "\n/// A method of the CLI's API: its wire name and the types of its params and result.\n\
              pub trait RpcMethod {\n    \
              /// The wire name, such as `session.model.switchTo`.\n    \
              const NAME: &'static str;\n    \
-             /// The params (`()` for none).\n    \
-             type Params: Serialize + for<'de> Deserialize<'de>;\n    \
+             /// The params (`()` for none; a session method's leave out `sessionId`).\n    \
+             type Params;\n    \
              /// The result (`()` for none).\n    \
-             type Result: Serialize + for<'de> Deserialize<'de>;\n}\n\n\
+             type Result;\n}\n\n\
              /// One entry of [`METHODS`].\n\
              #[derive(Debug, Clone, Copy, PartialEq, Eq)]\n\
              pub struct MethodInfo {\n    \
@@ -1004,11 +1444,277 @@ mod rpc {
             let _ = writeln!(out, "    }}");
         }
         let _ = writeln!(out, "}}");
-        rust_defs(&mut out, &r.model, false);
+        out.push_str(&rust_calls(r)?);
+        let core = core_types(r);
+        rust_defs(&mut out, &r.model, false, &r.directions, &|name| !core.contains(name));
+        Ok(out)
+    }
+
+    /// The methods whose types every build has (`rpc_core.rs`): the model
+    /// list, a message's attachments, model and agent selection. The rest
+    /// are behind the `rpc-types` feature, a large compile.
+    pub(crate) const CORE_METHODS: &[&str] = &[
+        "models.list",
+        "session.send",
+        "session.model.getCurrent",
+        "session.model.switchTo",
+        "session.agent.list",
+        "session.agent.getCurrent",
+        "session.agent.select",
+        "session.agent.deselect",
+    ];
+
+    fn core_types(r: &Rpc<'_>) -> BTreeSet<String> {
+        let mut roots = Vec::new();
+        for m in r.methods.iter().filter(|m| CORE_METHODS.contains(&m.name.as_str())) {
+            named(&m.params, &mut roots);
+            named(&m.result, &mut roots);
+        }
+        closure(&r.model, roots)
+    }
+
+    /// The types of [`CORE_METHODS`], for every build.
+    pub(crate) fn rust_core(r: &Rpc<'_>) -> String {
+        let mut out = header("//");
+        out.push_str(
+            "//! The types of the CLI's API that every build has: the model list, a\n\
+             //! message's attachments, model and agent selection. The feature `rpc-types`\n\
+             //! adds the rest (`rpc.rs`).\n\n",
+        );
+        out.push_str(RUST_PRELUDE);
+        out.push_str(RUST_UNION_MACROS);
+        let core = core_types(r);
+        rust_defs(&mut out, &r.model, false, &r.directions, &|name| core.contains(name));
         out
     }
 
-    pub(crate) fn typescript(r: &Rpc<'_>) -> String {
+    /// The methods a client calls, as the CLI names them: `models.list` is
+    /// `list` in the group `models`. A session's methods drop `session.`.
+    pub(crate) struct Group {
+        /// The path to this group (empty for the root).
+        pub path: Vec<String>,
+        pub groups: BTreeMap<String, Group>,
+        /// Leaf name and method index.
+        pub calls: Vec<(String, usize)>,
+    }
+
+    pub(crate) fn tree(r: &Rpc<'_>, namespace: &str) -> Result<Group, String> {
+        let mut root = Group { path: Vec::new(), groups: BTreeMap::new(), calls: Vec::new() };
+        for (i, m) in r.methods.iter().enumerate().filter(|(_, m)| m.namespace == namespace) {
+            let name = if namespace == "session" {
+                m.name.strip_prefix("session.").ok_or_else(|| format!("{} is not session.*", m.name))?
+            } else {
+                m.name.as_str()
+            };
+            let mut segments: Vec<&str> = name.split('.').collect();
+            let leaf = segments.pop().ok_or("empty method name")?;
+            let mut group = &mut root;
+            for seg in segments {
+                let mut path = group.path.clone();
+                path.push(seg.to_owned());
+                group = group.groups.entry(seg.to_owned()).or_insert(Group {
+                    path,
+                    groups: BTreeMap::new(),
+                    calls: Vec::new(),
+                });
+            }
+            group.calls.push((leaf.to_owned(), i));
+        }
+        fn check(g: &Group) -> Result<(), String> {
+            if let Some((leaf, _)) = g.calls.iter().find(|(leaf, _)| g.groups.contains_key(leaf)) {
+                return Err(format!("{leaf} in {:?} is both a method and a group", g.path));
+            }
+            g.groups.values().try_for_each(check)
+        }
+        check(&root)?;
+        Ok(root)
+    }
+
+    /// How many methods the call tree of `namespace` holds.
+    pub(crate) fn call_count(g: &Group) -> usize {
+        g.calls.len() + g.groups.values().map(call_count).sum::<usize>()
+    }
+
+    fn api_name(namespace: &str, path: &[String]) -> String {
+        let path: String = path.iter().map(|p| pascal(p)).collect();
+        format!("{}{path}Api", pascal(namespace))
+    }
+
+    fn rust_group(out: &mut String, r: &Rpc<'_>, ns: &str, g: &Group) {
+        let name = api_name(ns, &g.path);
+        let what = if g.path.is_empty() {
+            format!("The `{ns}` methods of the CLI")
+        } else {
+            let prefix = if ns == "session" { "session." } else { "" };
+            format!("The `{prefix}{}.*` methods", g.path.join("."))
+        };
+        let _ = writeln!(out);
+        let _ = writeln!(out, "/// {what}, typed. Each call goes through the caller `C` (a blocking");
+        let _ = writeln!(out, "/// client or session, or an async one), with its deadline and errors.");
+        if ns == "session" {
+            let _ = writeln!(out, "/// The session's id is filled in.");
+        }
+        let _ = writeln!(out, "pub struct {name}<'a, C: ?Sized>(pub(crate) &'a C);");
+        let _ = writeln!(out);
+        let _ = writeln!(out, "impl<C: ?Sized> std::fmt::Debug for {name}<'_, C> {{");
+        let _ = writeln!(out, "    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{");
+        let _ = writeln!(out, "        f.write_str({})", json_str(&name));
+        let _ = writeln!(out, "    }}\n}}\n");
+        let _ = writeln!(out, "impl<'a, C: RpcCaller + ?Sized> {name}<'a, C> {{");
+        let mut first = true;
+        for (seg, sub) in &g.groups {
+            if !first {
+                let _ = writeln!(out);
+            }
+            first = false;
+            let prefix = if ns == "session" { "session." } else { "" };
+            let _ = writeln!(out, "    /// The `{prefix}{}.*` methods.", sub.path.join("."));
+            let _ = writeln!(out, "    pub fn {}(&self) -> {}<'a, C> {{", field_ident(seg), api_name(ns, &sub.path));
+            let _ = writeln!(out, "        {}(self.0)", api_name(ns, &sub.path));
+            let _ = writeln!(out, "    }}");
+        }
+        for (leaf, i) in &g.calls {
+            let m = &r.methods[*i];
+            if !first {
+                let _ = writeln!(out);
+            }
+            first = false;
+            rust_doc(out, "    ", &format!("`{}`: {}", m.name, m.doc), "");
+            // A method without a result answers `{}` or `null`: either is fine.
+            let result = if m.result == Ty::Unit { "serde::de::IgnoredAny".to_owned() } else { rust_ty(&m.result) };
+            let fn_name = field_ident(leaf);
+            if m.params == Ty::Unit {
+                let _ = writeln!(out, "    pub fn {fn_name}(&self) -> C::Call<{result}> {{");
+                let _ = writeln!(out, "        self.0.call::<_, {result}>({}, ())", json_str(&m.name));
+            } else {
+                let _ = writeln!(
+                    out,
+                    "    pub fn {fn_name}(&self, params: {}) -> C::Call<{result}> {{",
+                    rust_ty(&m.params)
+                );
+                let _ = writeln!(out, "        self.0.call::<_, {result}>({}, params)", json_str(&m.name));
+            }
+            let _ = writeln!(out, "    }}");
+        }
+        let _ = writeln!(out, "}}");
+        for sub in g.groups.values() {
+            rust_group(out, r, ns, sub);
+        }
+    }
+
+    /// The typed calls: `ServerApi` and `SessionApi` and their groups.
+    pub(crate) fn rust_calls(r: &Rpc<'_>) -> Result<String, String> {
+        let mut out = String::new();
+        for ns in ["server", "session"] {
+            rust_group(&mut out, r, ns, &tree(r, ns)?);
+        }
+        Ok(out)
+    }
+
+    fn ts_group(out: &mut String, r: &Rpc<'_>, ns: &str, g: &Group) {
+        let name = api_name(ns, &g.path);
+        let _ = writeln!(out);
+        if g.path.is_empty() {
+            let _ = writeln!(out, "/** The `{ns}` methods of the CLI as calls (`rpc` of a client or session). */");
+        } else {
+            let prefix = if ns == "session" { "session." } else { "" };
+            let _ = writeln!(out, "/** The `{prefix}{}.*` methods. */", g.path.join("."));
+        }
+        let _ = writeln!(out, "export interface {name} {{");
+        for (seg, sub) in &g.groups {
+            let _ = writeln!(out, "  {}: {};", ts_key(seg), api_name(ns, &sub.path));
+        }
+        for (leaf, i) in &g.calls {
+            let m = &r.methods[*i];
+            ts_doc(out, "  ", &format!("`{}`: {}", m.name, m.doc));
+            let params = if m.params == Ty::Unit {
+                String::new()
+            } else {
+                // Params whose fields are all optional may be left out.
+                let optional = match &m.params {
+                    Ty::Named(n) => match r.model.defs.get(n) {
+                        Some(Def::Struct { fields, .. }) => fields.iter().all(|f| !f.required),
+                        _ => false,
+                    },
+                    _ => false,
+                };
+                format!("params{}: {}, ", if optional { "?" } else { "" }, ts_ty(&m.params))
+            };
+            let result = if m.result == Ty::Unit { "void".to_owned() } else { ts_ty(&m.result) };
+            let _ = writeln!(out, "  {}({params}options?: RpcCallOptions): Promise<{result}>;", ts_key(leaf));
+        }
+        let _ = writeln!(out, "}}");
+        for sub in g.groups.values() {
+            ts_group(out, r, ns, sub);
+        }
+    }
+
+    /// The d.ts of the typed calls.
+    pub(crate) fn ts_calls(r: &Rpc<'_>) -> Result<String, String> {
+        let mut out = String::from(
+            "\n/** Options of one call. */\nexport interface RpcCallOptions {\n  \
+             /** The call's deadline in milliseconds (default: the client's `requestTimeoutMs`). */\n  \
+             timeoutMs?: number;\n}\n",
+        );
+        for ns in ["server", "session"] {
+            ts_group(&mut out, r, ns, &tree(r, ns)?);
+        }
+        Ok(out)
+    }
+
+    /// The npm package's runtime of the typed calls: the method names, and
+    /// a builder of the nested call objects over one `call(method, params,
+    /// options)` function. Small on purpose: the types are in the d.ts.
+    pub(crate) fn js_calls(r: &Rpc<'_>) -> String {
+        let mut out = header("//");
+        out.push_str(
+            "// The CLI's methods as calls: `client.rpc.models.list()`,\n\
+             // `session.rpc.model.switchTo({ modelId })`. Types: types/generated/rpc.d.ts.\n\n",
+        );
+        for ns in ["server", "session"] {
+            let names: Vec<String> = r
+                .methods
+                .iter()
+                .filter(|m| m.namespace == ns)
+                .map(|m| {
+                    let name = if ns == "session" { &m.name["session.".len()..] } else { &m.name };
+                    // `~`: no params, the call takes only options.
+                    json_str(&format!("{}{name}", if m.params == Ty::Unit { "~" } else { "" }))
+                })
+                .collect();
+            let _ =
+                writeln!(out, "/** The `{ns}` methods{}. */", if ns == "session" { " without `session.`" } else { "" });
+            let _ = writeln!(out, "export const {}_METHODS = [", ns.to_ascii_uppercase());
+            for chunk in names.chunks(4) {
+                let _ = writeln!(out, "  {},", chunk.join(", "));
+            }
+            let _ = writeln!(out, "];\n");
+        }
+        out.push_str(
+            "/**\n * The nested call objects of `names`: `a.b.c` becomes `calls.a.b.c(params,\n \
+             * options)` (`calls.a.b.c(options)` without params), which resolves with\n \
+             * `call(prefix + \"a.b.c\", params ?? {}, options)`.\n \
+             */\n\
+             export function rpcCalls(names, prefix, call) {\n  \
+             const root = {};\n  \
+             for (const entry of names) {\n    \
+             const bare = entry.startsWith(\"~\");\n    \
+             const name = bare ? entry.slice(1) : entry;\n    \
+             const path = name.split(\".\");\n    \
+             const leaf = path.pop();\n    \
+             let group = root;\n    \
+             for (const seg of path) group = group[seg] ??= {};\n    \
+             const method = prefix + name;\n    \
+             group[leaf] = bare\n      \
+             ? (options) => call(method, {}, options)\n      \
+             : (params, options) => call(method, params ?? {}, options);\n  \
+             }\n  \
+             return root;\n}\n",
+        );
+        out
+    }
+
+    pub(crate) fn typescript(r: &Rpc<'_>) -> Result<String, String> {
         let mut out = header("//");
         out.push_str(
             "// The JSON-RPC methods of the CLI's API schema: params and result types, and\n\
@@ -1030,7 +1736,8 @@ mod rpc {
             }
             let _ = writeln!(out, "}}");
         }
+        out.push_str(&ts_calls(r)?);
         ts_defs(&mut out, &r.model);
-        out
+        Ok(out)
     }
 }

@@ -32,8 +32,13 @@ fn main() -> ExitCode {
         println!("{state:9} {} ({} lines)", output.path.display(), output.text.lines().count());
     }
     println!(
-        "event types: {} ({} types); methods: {:?} ({} types)",
-        counts.event_types, counts.event_type_defs, counts.methods, counts.rpc_type_defs
+        "event types: {} + {} seen on the wire ({} types); methods: {:?} ({} types); typed calls: {:?}",
+        counts.event_types,
+        counts.observed_event_types,
+        counts.event_type_defs,
+        counts.methods,
+        counts.rpc_type_defs,
+        counts.calls
     );
     ExitCode::SUCCESS
 }

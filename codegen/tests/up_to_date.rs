@@ -26,5 +26,10 @@ fn committed_files_match_the_schemas() {
     );
     std::fs::remove_dir_all(&scratch).expect("scratch folder removed");
     assert_eq!(counts.event_types, 163, "the CLI 1.0.102 event schema lists 163 event types");
+    assert_eq!(counts.observed_event_types, 9, "nine more `model.*` types are in the real transcripts");
     assert_eq!(counts.methods.values().sum::<usize>(), 619, "the CLI 1.0.102 API schema lists 619 methods");
+    // Every method a client calls has a typed call: 249 on a client, 332 on a session.
+    assert_eq!(counts.calls.get("server"), counts.methods.get("server"));
+    assert_eq!(counts.calls.get("session"), counts.methods.get("session"));
+    assert_eq!(counts.calls.values().sum::<usize>(), 581);
 }

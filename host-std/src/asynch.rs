@@ -323,7 +323,7 @@ impl futures_core::Stream for LifecycleStream {
 
 /// One request in flight. Dropping it before its answer forgets the
 /// request in the engine (and a frame still waiting for room is not sent).
-struct Call {
+pub(crate) struct Call {
     conn: Arc<Connection>,
     slot: Arc<Completion<Reply>>,
     id: Option<RequestId>,
@@ -404,7 +404,12 @@ impl Drop for Call {
     }
 }
 
-fn request<P: Serialize + ?Sized>(conn: &Arc<Connection>, method: &str, params: &P, deadline: Instant) -> Result<Call> {
+pub(crate) fn request<P: Serialize + ?Sized>(
+    conn: &Arc<Connection>,
+    method: &str,
+    params: &P,
+    deadline: Instant,
+) -> Result<Call> {
     Call::start(conn, method, params, Waiter::Reply, deadline)
 }
 

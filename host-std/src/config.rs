@@ -871,7 +871,11 @@ impl SessionConfig {
     pub fn on_rpc<M: crate::rpc::RpcMethod + 'static>(
         self,
         handler: impl Fn(M::Params) -> std::result::Result<M::Result, String> + Send + Sync + 'static,
-    ) -> Self {
+    ) -> Self
+    where
+        M::Params: serde::de::DeserializeOwned,
+        M::Result: serde::Serialize,
+    {
         self.on_request(M::NAME, crate::requests::typed::<M>(handler))
     }
 

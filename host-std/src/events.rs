@@ -142,15 +142,88 @@ impl PermissionCompletedData {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LifecycleEvent {
-    /// `type`: `session.created`, `session.updated`, `session.deleted`,
-    /// `session.foreground`, `session.background`, ...
+    /// `type`: what happened.
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: LifecycleKind,
     /// The session it concerns.
     pub session_id: String,
-    /// `{startTime, modifiedTime, summary?}`, as received.
+    /// What the CLI says about the session (not on `session.deleted`);
+    /// `None` too for metadata that does not fit, so the event still
+    /// arrives.
+    #[serde(default, deserialize_with = "lenient")]
+    pub metadata: Option<LifecycleMetadata>,
+}
+
+/// The `type` of a [`LifecycleEvent`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LifecycleKind {
+    /// `session.created`.
+    Created,
+    /// `session.deleted`.
+    Deleted,
+    /// `session.updated`: its summary or modification time changed.
+    Updated,
+    /// `session.foreground`: a CLI with a terminal UI shows it.
+    Foreground,
+    /// `session.background`: a CLI with a terminal UI no longer shows it.
+    Background,
+    /// A type this version does not know, as received.
+    Other(String),
+}
+
+impl LifecycleKind {
+    /// The wire `type`, such as `session.created`.
+    pub fn as_str(&self) -> &str {
+        match self {
+            LifecycleKind::Created => "session.created",
+            LifecycleKind::Deleted => "session.deleted",
+            LifecycleKind::Updated => "session.updated",
+            LifecycleKind::Foreground => "session.foreground",
+            LifecycleKind::Background => "session.background",
+            LifecycleKind::Other(other) => other,
+        }
+    }
+}
+
+impl From<&str> for LifecycleKind {
+    fn from(value: &str) -> Self {
+        match value {
+            "session.created" => LifecycleKind::Created,
+            "session.deleted" => LifecycleKind::Deleted,
+            "session.updated" => LifecycleKind::Updated,
+            "session.foreground" => LifecycleKind::Foreground,
+            "session.background" => LifecycleKind::Background,
+            other => LifecycleKind::Other(other.to_owned()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for LifecycleKind {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(LifecycleKind::from(&*Cow::<'de, str>::deserialize(deserializer)?))
+    }
+}
+
+/// The `metadata` of a [`LifecycleEvent`].
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct LifecycleMetadata {
+    /// When the session was created (ISO 8601).
     #[serde(default)]
-    pub metadata: Option<Value>,
+    pub start_time: String,
+    /// When the session last changed (ISO 8601).
+    #[serde(default)]
+    pub modified_time: String,
+    /// A summary of the session, once there is one.
+    #[serde(default)]
+    pub summary: Option<String>,
+}
+
+fn lenient<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<LifecycleMetadata>, D::Error> {
+    let value = Value::deserialize(deserializer)?;
+    Ok(LifecycleMetadata::deserialize(&value).ok())
 }
 
 impl LifecycleEvent {
@@ -480,33 +553,33 @@ mod tests {
                 assert_eq!(event.parent_id.as_deref(), raw["parentId"].as_str(), "{name}");
                 assert_eq!(event.ephemeral, raw["ephemeral"].as_bool().unwrap_or(false), "{name}");
                 assert_eq!(event.agent_id.as_deref(), raw["agentId"].as_str(), "{name}");
-                if EVENT_TYPES.contains(&wire_type) {
-                    assert!(
-                        !matches!(event.kind, EventKind::Other { .. }),
-                        "{name}: {wire_type} fell back to Other; its data no longer fits: {}",
-                        raw["data"]
-                    );
-                    typed_seen.insert(wire_type.to_owned());
-                    // The typed data holds every field the CLI sent: written
-                    // back, it is the data received.
-                    let (typed, sent) = typed_data(&event.kind, &raw["data"]);
-                    assert_eq!(typed, sent, "{name}: {wire_type} lost or changed a field");
-                } else {
-                    match &event.kind {
-                        EventKind::Other { event_type, data } => {
-                            assert_eq!(event_type, wire_type);
-                            assert_eq!(data, &raw["data"], "{name}: {wire_type} data must be kept");
-                        }
-                        other => panic!("{name}: {wire_type} parsed as {other:?}"),
-                    }
-                }
+                assert!(EVENT_TYPES.contains(&wire_type), "{name}: {wire_type} has a variant");
+                assert!(
+                    !matches!(event.kind, EventKind::Other { .. }),
+                    "{name}: {wire_type} fell back to Other; its data no longer fits: {}",
+                    raw["data"]
+                );
+                typed_seen.insert(wire_type.to_owned());
+                // The typed data holds every field the CLI sent: written
+                // back, it is the data received.
+                let (typed, sent) = typed_data(&event.kind, &raw["data"]);
+                assert_eq!(typed, sent, "{name}: {wire_type} lost or changed a field");
             }
         }
         assert_eq!(total, 334, "the six transcripts hold 334 session.event notifications");
-        // Guards against the loop passing because nothing typed was seen.
-        // The 31 of the 40 types in the transcripts that the schema lists; the
-        // other nine (`model.*` debug events) stay `Other`, their data kept.
+        // Guards against the loop passing because nothing typed was seen:
+        // the 40 types of the transcripts, 31 of the schema and nine
+        // `model.*` debug events seen on the wire (their data is JSON).
         let expected: BTreeSet<String> = [
+            "model.log",
+            "model.message",
+            "model.messages_snapshot",
+            "model.model_call_started",
+            "model.model_call_success",
+            "model.response",
+            "model.tool_execution",
+            "model.turn_ended",
+            "model.turn_started",
             "assistant.idle",
             "assistant.message",
             "assistant.turn_end",
@@ -689,19 +762,23 @@ mod tests {
                 let raw = event_json(params);
                 let event = LifecycleEvent::from_json(params.get().as_bytes())
                     .unwrap_or_else(|e| panic!("{name}: lifecycle {raw} does not parse: {e}"));
-                assert_eq!(event.kind, raw["type"].as_str().expect("type"));
+                assert_eq!(event.kind.as_str(), raw["type"].as_str().expect("type"));
+                assert!(!matches!(event.kind, LifecycleKind::Other(_)), "{name}: {raw} has a typed kind");
                 assert_eq!(event.session_id, raw["sessionId"].as_str().expect("sessionId"));
-                assert_eq!(event.metadata.as_ref(), raw.get("metadata"));
-                kinds.insert(event.kind);
+                let metadata = event.metadata.as_ref().expect("created and updated carry metadata");
+                assert_eq!(metadata.start_time, raw["metadata"]["startTime"].as_str().expect("startTime"));
+                assert_eq!(metadata.modified_time, raw["metadata"]["modifiedTime"].as_str().expect("modifiedTime"));
+                assert_eq!(metadata.summary.as_deref(), raw["metadata"]["summary"].as_str());
+                kinds.insert(event.kind.as_str().to_owned());
             }
         }
         assert_eq!(kinds, BTreeSet::from(["session.created".to_owned(), "session.updated".to_owned()]));
 
         let first = params_of(transcript("client_tool-stdio"), "session.lifecycle")[0];
         let first = LifecycleEvent::from_json(first.get().as_bytes()).expect("parses");
-        assert_eq!(first.kind, "session.created");
+        assert_eq!(first.kind, LifecycleKind::Created);
         assert_eq!(first.session_id, "287ad97a-462d-456c-8108-7451595136b8");
-        assert_eq!(first.metadata.as_ref().and_then(|m| m["startTime"].as_str()), Some("2026-11-29T15:13:07.696Z"));
+        assert_eq!(first.metadata.as_ref().map(|m| m.start_time.as_str()), Some("2026-11-29T15:13:07.696Z"));
     }
 
     #[test]
@@ -712,6 +789,23 @@ mod tests {
         let deleted = LifecycleEvent::from_json(br#"{"type":"session.deleted","sessionId":"s","extra":1}"#)
             .expect("metadata is optional");
         assert_eq!(deleted.metadata, None);
+        assert_eq!(deleted.kind, LifecycleKind::Deleted);
+    }
+
+    #[test]
+    fn every_lifecycle_kind_is_typed_and_drift_still_arrives() {
+        for kind in
+            ["session.created", "session.deleted", "session.updated", "session.foreground", "session.background"]
+        {
+            let json = format!(r#"{{"type":"{kind}","sessionId":"s"}}"#);
+            let event = LifecycleEvent::from_json(json.as_bytes()).expect("parses");
+            assert!(!matches!(event.kind, LifecycleKind::Other(_)), "{kind} is typed");
+            assert_eq!(event.kind.as_str(), kind);
+        }
+        let drifted = br#"{"type":"session.renamed","sessionId":"s","metadata":{"startTime":5}}"#;
+        let event = LifecycleEvent::from_json(drifted).expect("an unknown type and unfit metadata still parse");
+        assert_eq!(event.kind, LifecycleKind::Other("session.renamed".into()));
+        assert_eq!(event.metadata, None);
     }
 
     #[test]
@@ -916,6 +1010,6 @@ mod tests {
     fn typed_event_types_are_unique() {
         let unique: BTreeSet<_> = EVENT_TYPES.iter().collect();
         assert_eq!(unique.len(), EVENT_TYPES.len());
-        assert_eq!(EVENT_TYPES.len(), 163, "the CLI 1.0.102 schema lists 163 event types");
+        assert_eq!(EVENT_TYPES.len(), 163 + 9, "the CLI 1.0.102 schema's 163 and nine `model.*` seen on the wire");
     }
 }

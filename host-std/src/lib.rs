@@ -54,6 +54,7 @@ mod hooks;
 mod inbox;
 mod pool;
 mod requests;
+pub mod rpc;
 mod session;
 
 pub use cli::{default_install_dir, install_cli, native_binary, resolve_cli, CLI_PACKAGE, CLI_VERSION};
@@ -69,9 +70,7 @@ pub use config::{
 pub use connection::CloseCause;
 pub use copilot_core as core;
 pub use error::{Error, Result};
-pub use events::{EventKind, LifecycleEvent, SessionEvent};
-#[cfg(feature = "rpc-types")]
-pub use generated::rpc;
+pub use events::{EventKind, LifecycleEvent, LifecycleKind, LifecycleMetadata, SessionEvent};
 pub use handlers::{
     approve_all, deny_all, Command, ElicitationHandler, ElicitationResponse, ExitPlanModeHandler, ExitPlanModeRequest,
     ExitPlanModeResponse, McpOAuthHandler, OAuthToken, PermissionDecision, PermissionDecisionContext,

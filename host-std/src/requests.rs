@@ -144,7 +144,11 @@ impl RequestHandlers {
 #[cfg(feature = "rpc-types")]
 pub(crate) fn typed<M: crate::rpc::RpcMethod + 'static>(
     handler: impl Fn(M::Params) -> Result<M::Result, String> + Send + Sync + 'static,
-) -> impl RequestHandler {
+) -> impl RequestHandler
+where
+    M::Params: serde::de::DeserializeOwned,
+    M::Result: serde::Serialize,
+{
     move |request: &IncomingRequest| {
         let params = M::Params::deserialize(&request.params)
             .map_err(|e| format!("the params of {} do not fit its types: {e}", M::NAME))?;

@@ -575,10 +575,10 @@ impl Drop for Subscription {
 pub struct MessageOptions {
     /// The prompt.
     pub prompt: String,
-    /// Attachments, as the CLI's schema describes them (`file`,
-    /// `directory`, `selection`, `blob`). Give files a `displayName`.
+    /// Attachments: files, directories, editor selections, blobs, ...
+    /// ([`Attachment::file`](crate::rpc::Attachment::file) and friends).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub attachments: Vec<Value>,
+    pub attachments: Vec<crate::rpc::Attachment>,
     /// `enqueue` (the default) or `immediate`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,

@@ -253,9 +253,14 @@ impl std::fmt::Debug for ScriptedModel {
 }
 
 impl ScriptedModel {
-    /// The model id to pass in `session.create`: the only one `/models`
-    /// lists. The CLI rejects a model that is not listed.
+    /// The model id to pass in `session.create`: the first of the two
+    /// `/models` lists (the CLI's default). The CLI rejects a model that is
+    /// not listed.
     pub const MODEL: &'static str = "claude-sonnet-4.5";
+
+    /// The other model `/models` lists, to switch to: a model request
+    /// names the model the session has.
+    pub const OTHER_MODEL: &'static str = "claude-haiku-4.5";
 
     /// Starts the server on a free port of `127.0.0.1`.
     pub fn start() -> io::Result<ScriptedModel> {
@@ -574,11 +579,13 @@ fn control(shared: &Shared, request: &Request) -> Answer {
                 .map(|r| {
                     json!({
                         "sessionId": r.session_id,
+                        "model": r.body.get("model"),
                         "streamed": r.streamed,
                         "lastUserText": r.last_user_text(),
                         "toolResults": r.tool_results(),
                         "systemPrompt": r.system_prompt(),
                         "toolNames": r.tool_names(),
+                        "messages": r.messages(),
                     })
                 })
                 .collect();
@@ -626,13 +633,12 @@ fn not_found() -> Answer {
     Answer::Json(404, json!({ "message": "Not Found (scripted model server)" }))
 }
 
-/// `GET /models`: the one model, with the capabilities the CLI checks
+/// `GET /models`: [`ScriptedModel::MODEL`] (the default) and
+/// [`ScriptedModel::OTHER_MODEL`], with the capabilities the CLI checks
 /// (`supported_endpoints` makes it use `/chat/completions`).
 fn models_document() -> Value {
-    let id = ScriptedModel::MODEL;
-    json!({
-        "object": "list",
-        "data": [{
+    let entry = |id: &str, default: bool, context: u64| {
+        json!({
             "id": id,
             "name": id,
             "object": "model",
@@ -640,8 +646,8 @@ fn models_document() -> Value {
             "version": id,
             "preview": false,
             "model_picker_enabled": true,
-            "is_chat_default": true,
-            "is_chat_fallback": true,
+            "is_chat_default": default,
+            "is_chat_fallback": default,
             "policy": { "state": "enabled", "terms": "" },
             "supported_endpoints": ["/chat/completions"],
             "capabilities": {
@@ -650,13 +656,17 @@ fn models_document() -> Value {
                 "object": "model_capabilities",
                 "tokenizer": "o200k_base",
                 "limits": {
-                    "max_context_window_tokens": 128000,
-                    "max_prompt_tokens": 128000,
+                    "max_context_window_tokens": context,
+                    "max_prompt_tokens": context,
                     "max_output_tokens": 16000
                 },
                 "supports": { "streaming": true, "tool_calls": true, "parallel_tool_calls": true, "vision": false }
             }
-        }]
+        })
+    };
+    json!({
+        "object": "list",
+        "data": [entry(ScriptedModel::MODEL, true, 128000), entry(ScriptedModel::OTHER_MODEL, false, 64000)]
     })
 }
 

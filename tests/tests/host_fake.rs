@@ -552,10 +552,8 @@ fn frames_larger_than_the_first_read_buffer_are_delivered() {
     let mut sizes = Vec::new();
     while sizes.len() < 3 {
         let e = events.next_timeout(WAIT).expect("in time").expect("open");
-        if let EventKind::Other { event_type, data } = &e.kind {
-            if event_type == "model.log" {
-                sizes.push(data["text"].as_str().unwrap().len());
-            }
+        if let EventKind::ModelLog(data) = &e.kind {
+            sizes.push(data["text"].as_str().unwrap().len());
         }
     }
     assert_eq!(sizes, [10, 3 << 20, 100], "a 3 MiB event grows the buffer and arrives whole");

@@ -70,7 +70,8 @@ fn session_life_cycle(transport: Transport) {
     assert!(client.delete_session(&id).is_err(), "a second delete reports failure");
     assert!(!client.list_sessions().expect("list").iter().any(|s| s.session_id == id));
 
-    let kinds: Vec<String> = lifecycle.try_iter().filter(|l| l.session_id == id).map(|l| l.kind).collect();
+    let kinds: Vec<String> =
+        lifecycle.try_iter().filter(|l| l.session_id == id).map(|l| l.kind.as_str().to_owned()).collect();
     assert!(
         kinds.contains(&"session.created".to_owned()) && kinds.contains(&"session.deleted".to_owned()),
         "{kinds:?}"

@@ -220,6 +220,15 @@ pub const EVENT_TYPES: &[&str] = &[
     "session.canvas.removed",
     "session.extensions.attachments_pushed",
     "mcp_app.tool_call_complete",
+    "model.log",
+    "model.message",
+    "model.messages_snapshot",
+    "model.model_call_started",
+    "model.model_call_success",
+    "model.response",
+    "model.tool_execution",
+    "model.turn_ended",
+    "model.turn_started",
 ];
 
 /// The `type` of a session event and its `data`, typed for every type the schema of
@@ -554,6 +563,24 @@ pub enum EventKind {
     SessionExtensionsAttachmentsPushed(ExtensionsAttachmentsPushedData),
     /// Session event "mcp_app.tool_call_complete". MCP App view called a tool on a connected MCP server (SEP-1865)
     McpAppToolCallComplete(McpAppToolCallCompleteData),
+    /// A log line of the model loop. Seen on the wire, not in the schema: the data stays JSON.
+    ModelLog(Value),
+    /// A message of a model call. Seen on the wire, not in the schema: the data stays JSON.
+    ModelMessage(Value),
+    /// The messages sent to the model. Seen on the wire, not in the schema: the data stays JSON.
+    ModelMessagesSnapshot(Value),
+    /// A model call started. Seen on the wire, not in the schema: the data stays JSON.
+    ModelModelCallStarted(Value),
+    /// A model call succeeded, with its usage. Seen on the wire, not in the schema: the data stays JSON.
+    ModelModelCallSuccess(Value),
+    /// A model call's response. Seen on the wire, not in the schema: the data stays JSON.
+    ModelResponse(Value),
+    /// A tool ran in the model loop. Seen on the wire, not in the schema: the data stays JSON.
+    ModelToolExecution(Value),
+    /// A turn of the model loop ended. Seen on the wire, not in the schema: the data stays JSON.
+    ModelTurnEnded(Value),
+    /// A turn of the model loop started. Seen on the wire, not in the schema: the data stays JSON.
+    ModelTurnStarted(Value),
     /// Any other type, or a typed one whose data did not fit its struct
     /// (schema drift). Nothing of the event is lost.
     Other {
@@ -731,6 +758,15 @@ impl EventKind {
             EventKind::SessionCanvasRemoved(_) => "session.canvas.removed",
             EventKind::SessionExtensionsAttachmentsPushed(_) => "session.extensions.attachments_pushed",
             EventKind::McpAppToolCallComplete(_) => "mcp_app.tool_call_complete",
+            EventKind::ModelLog(_) => "model.log",
+            EventKind::ModelMessage(_) => "model.message",
+            EventKind::ModelMessagesSnapshot(_) => "model.messages_snapshot",
+            EventKind::ModelModelCallStarted(_) => "model.model_call_started",
+            EventKind::ModelModelCallSuccess(_) => "model.model_call_success",
+            EventKind::ModelResponse(_) => "model.response",
+            EventKind::ModelToolExecution(_) => "model.tool_execution",
+            EventKind::ModelTurnEnded(_) => "model.turn_ended",
+            EventKind::ModelTurnStarted(_) => "model.turn_started",
             EventKind::Other { event_type, .. } => event_type,
         }
     }
@@ -943,6 +979,15 @@ impl EventKind {
             EventKind::SessionCanvasRemoved(d) => serde_json::to_value(d),
             EventKind::SessionExtensionsAttachmentsPushed(d) => serde_json::to_value(d),
             EventKind::McpAppToolCallComplete(d) => serde_json::to_value(d),
+            EventKind::ModelLog(d) => serde_json::to_value(d),
+            EventKind::ModelMessage(d) => serde_json::to_value(d),
+            EventKind::ModelMessagesSnapshot(d) => serde_json::to_value(d),
+            EventKind::ModelModelCallStarted(d) => serde_json::to_value(d),
+            EventKind::ModelModelCallSuccess(d) => serde_json::to_value(d),
+            EventKind::ModelResponse(d) => serde_json::to_value(d),
+            EventKind::ModelToolExecution(d) => serde_json::to_value(d),
+            EventKind::ModelTurnEnded(d) => serde_json::to_value(d),
+            EventKind::ModelTurnStarted(d) => serde_json::to_value(d),
             EventKind::Other { data, .. } => return data.clone(),
         };
         // Serializing these types cannot fail: their maps have string keys.
@@ -1121,6 +1166,15 @@ impl EventKind {
             "session.canvas.removed" => EventKind::SessionCanvasRemoved(serde_json::from_str(data).ok()?),
             "session.extensions.attachments_pushed" => EventKind::SessionExtensionsAttachmentsPushed(serde_json::from_str(data).ok()?),
             "mcp_app.tool_call_complete" => EventKind::McpAppToolCallComplete(serde_json::from_str(data).ok()?),
+            "model.log" => EventKind::ModelLog(serde_json::from_str(data).ok()?),
+            "model.message" => EventKind::ModelMessage(serde_json::from_str(data).ok()?),
+            "model.messages_snapshot" => EventKind::ModelMessagesSnapshot(serde_json::from_str(data).ok()?),
+            "model.model_call_started" => EventKind::ModelModelCallStarted(serde_json::from_str(data).ok()?),
+            "model.model_call_success" => EventKind::ModelModelCallSuccess(serde_json::from_str(data).ok()?),
+            "model.response" => EventKind::ModelResponse(serde_json::from_str(data).ok()?),
+            "model.tool_execution" => EventKind::ModelToolExecution(serde_json::from_str(data).ok()?),
+            "model.turn_ended" => EventKind::ModelTurnEnded(serde_json::from_str(data).ok()?),
+            "model.turn_started" => EventKind::ModelTurnStarted(serde_json::from_str(data).ok()?),
             _ => return None,
         })
     }
@@ -1291,6 +1345,15 @@ impl EventKind {
             "session.canvas.removed" => EventKind::SessionCanvasRemoved(Deserialize::deserialize(data).ok()?),
             "session.extensions.attachments_pushed" => EventKind::SessionExtensionsAttachmentsPushed(Deserialize::deserialize(data).ok()?),
             "mcp_app.tool_call_complete" => EventKind::McpAppToolCallComplete(Deserialize::deserialize(data).ok()?),
+            "model.log" => EventKind::ModelLog(Deserialize::deserialize(data).ok()?),
+            "model.message" => EventKind::ModelMessage(Deserialize::deserialize(data).ok()?),
+            "model.messages_snapshot" => EventKind::ModelMessagesSnapshot(Deserialize::deserialize(data).ok()?),
+            "model.model_call_started" => EventKind::ModelModelCallStarted(Deserialize::deserialize(data).ok()?),
+            "model.model_call_success" => EventKind::ModelModelCallSuccess(Deserialize::deserialize(data).ok()?),
+            "model.response" => EventKind::ModelResponse(Deserialize::deserialize(data).ok()?),
+            "model.tool_execution" => EventKind::ModelToolExecution(Deserialize::deserialize(data).ok()?),
+            "model.turn_ended" => EventKind::ModelTurnEnded(Deserialize::deserialize(data).ok()?),
+            "model.turn_started" => EventKind::ModelTurnStarted(Deserialize::deserialize(data).ok()?),
             _ => return None,
         })
     }

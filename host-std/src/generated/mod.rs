@@ -4,8 +4,12 @@
 
 #[rustfmt::skip]
 pub mod events;
-// Typed params and results of all 619 methods: about four times the
-// build time of the rest of the crate, so it is opt-in.
+// The RPC types every build needs (model list, attachments, model and
+// agent selection).
+#[rustfmt::skip]
+pub mod rpc_core;
+// Typed params, results and calls of all 619 methods: a large compile,
+// so it is opt-in.
 #[cfg(feature = "rpc-types")]
 #[rustfmt::skip]
 pub mod rpc;

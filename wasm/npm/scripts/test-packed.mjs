@@ -64,8 +64,11 @@ run("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", tarball], 
 cpSync(join(pkgDir, "test"), join(project, "test"), { recursive: true });
 cpSync(join(pkgDir, "examples"), join(project, "examples"), { recursive: true });
 
+// `npm run test:packed -- NAME...`: only the test files whose names hold a NAME.
+const only = process.argv.slice(2);
 const files = readdirSync(join(project, "test"))
   .filter((f) => f.endsWith(".test.mjs"))
+  .filter((f) => only.length === 0 || only.some((name) => f.includes(name)))
   .sort()
   .map((f) => join("test", f));
 const tests = spawnSync(process.execPath, ["--test", "--test-concurrency=1", "--test-reporter=spec", ...files], {

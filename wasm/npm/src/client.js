@@ -36,6 +36,7 @@ import { checkHooks, checkRequestHandlers, decideHook, decideRequest, isGenericK
 const SETTLE_ANSWER = 0;
 const SETTLE_REFUSE = 1;
 const SETTLE_DECLINE = 2;
+import { rpcCalls, SERVER_METHODS, SESSION_METHODS } from "./generated/rpc.js";
 
 /** The protocol version this client speaks. */
 export const PROTOCOL_VERSION = 3;
@@ -310,6 +311,7 @@ export class CopilotClient {
   #shutdownGraceMs;
   /** Generic handlers of client-wide requests (those naming no session), by method. */
   #requestHandlers;
+  #rpc;
 
   /** @internal Use the static factories. */
   constructor(
@@ -521,6 +523,19 @@ export class CopilotClient {
   /** Calls any method this client does not wrap; resolves with its result. */
   call(method, params = {}, options) {
     return this._request(method, params, options);
+  }
+
+  /** The CLI's server methods as calls: `client.rpc.models.list()`. */
+  get rpc() {
+    return (this.#rpc ??= rpcCalls(SERVER_METHODS, "", (method, params, options) =>
+      this._request(method, params, options),
+    ));
+  }
+
+  /** `models.list`: the models the CLI offers, with their capabilities. */
+  async listModels(options) {
+    const r = await this._request("models.list", {}, options);
+    return r?.models ?? [];
   }
 
   /**
@@ -1041,6 +1056,7 @@ export class Session {
   #ended = null;
   #active = false;
   #result;
+  #rpc;
 
   /** @internal */
   constructor(client, tag, id, config) {
@@ -1176,6 +1192,13 @@ export class Session {
   /** Calls a session method this client does not wrap; `sessionId` is added. */
   call(method, params = {}, options) {
     return this.#client._request(method, { ...params, sessionId: this.#id }, options);
+  }
+
+  /** The CLI's session methods as calls, `sessionId` added: `session.rpc.model.switchTo({ modelId })`. */
+  get rpc() {
+    return (this.#rpc ??= rpcCalls(SESSION_METHODS, "session.", (method, params, options) =>
+      this.call(method, params, options),
+    ));
   }
 
   /**

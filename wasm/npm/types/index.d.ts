@@ -51,6 +51,7 @@ export declare class ConfigError extends CopilotError {}
 // Every event type and RPC method of the CLI's schemas (generated; `TypedSessionEvent`, `rpc.SessionMethods`, ...).
 export * from "./generated/events.js";
 export * as rpc from "./generated/rpc.js";
+import type * as rpc from "./generated/rpc.js";
 
 /** A session event as the CLI sends it (`params.event` of `session.event`). */
 export interface SessionEvent<T extends string = string, D = Record<string, any>> {
@@ -77,13 +78,29 @@ export interface AssistantMessageData {
   [key: string]: unknown;
 }
 
-/** A `session.lifecycle` notification's params. */
-export interface LifecycleEvent {
-  /** `session.created`, `session.updated`, `session.deleted`, ... */
-  type: string;
-  sessionId: string;
-  metadata?: { startTime?: string; modifiedTime?: string; summary?: string; [key: string]: unknown };
+/** The `type`s of `session.lifecycle` notifications. */
+export type LifecycleEventType =
+  | "session.created"
+  | "session.deleted"
+  | "session.updated"
+  | "session.foreground"
+  | "session.background";
+
+/** What a lifecycle notification says about its session (not on `session.deleted`). */
+export interface LifecycleMetadata {
+  /** When the session was created (ISO 8601). */
+  startTime: string;
+  /** When the session last changed (ISO 8601). */
+  modifiedTime: string;
+  /** A summary of the session, once there is one. */
+  summary?: string;
+  [key: string]: unknown;
 }
+
+/** A `session.lifecycle` notification's params, discriminated on `type`. */
+export type LifecycleEvent =
+  | { type: "session.deleted"; sessionId: string; metadata?: undefined }
+  | { type: Exclude<LifecycleEventType, "session.deleted">; sessionId: string; metadata: LifecycleMetadata };
 
 /** Any other notification from the CLI (`host.event`, ...). */
 export interface Notification {
@@ -703,7 +720,7 @@ export declare const TOOL_FAILED_TEXT: string;
 /** What to send: a prompt, or a prompt with attachments and mode. */
 export type MessageOptions =
   | string
-  | { prompt: string; attachments?: Record<string, unknown>[]; mode?: "enqueue" | "immediate"; [key: string]: unknown };
+  | { prompt: string; attachments?: rpc.Attachment[]; mode?: "enqueue" | "immediate"; [key: string]: unknown };
 
 /** Options of a call: every call has a deadline. */
 export interface CallOptions {
@@ -1080,6 +1097,10 @@ export declare class CopilotClient {
   deleteSession(sessionId: string): Promise<void>;
   /** Calls any method this client does not wrap. */
   call<R = any>(method: string, params?: Record<string, unknown>, options?: CallOptions): Promise<R>;
+  /** The CLI's server methods as typed calls: `client.rpc.models.list()`. */
+  readonly rpc: rpc.ServerApi;
+  /** `models.list`: the models the CLI offers, with their capabilities, limits, policy and billing. */
+  listModels(options?: CallOptions): Promise<rpc.Model[]>;
   /** The core's counters. */
   stats(): ClientStats;
 
@@ -1157,6 +1178,8 @@ export declare class Session implements AsyncIterable<SessionEvent> {
   stats(): { events: number; notKept: number };
   /** Calls a session method this client does not wrap; `sessionId` is added. */
   call<R = any>(method: string, params?: Record<string, unknown>, options?: CallOptions): Promise<R>;
+  /** The CLI's session methods as typed calls, `sessionId` added: `session.rpc.model.switchTo({ modelId })`. */
+  readonly rpc: rpc.SessionApi;
   /**
    * Destroys the session in the CLI; its event delivery then ends. The
    * CLI's answer is awaited for `timeoutMs` at most (default: the client's

@@ -349,6 +349,24 @@ export interface SessionEventDataMap {
   "session.extensions.attachments_pushed": ExtensionsAttachmentsPushedData;
   /** Session event "mcp_app.tool_call_complete". MCP App view called a tool on a connected MCP server (SEP-1865) */
   "mcp_app.tool_call_complete": McpAppToolCallCompleteData;
+  /** A log line of the model loop. Seen on the wire, not in the schema: the data stays JSON. */
+  "model.log": unknown;
+  /** A message of a model call. Seen on the wire, not in the schema: the data stays JSON. */
+  "model.message": unknown;
+  /** The messages sent to the model. Seen on the wire, not in the schema: the data stays JSON. */
+  "model.messages_snapshot": unknown;
+  /** A model call started. Seen on the wire, not in the schema: the data stays JSON. */
+  "model.model_call_started": unknown;
+  /** A model call succeeded, with its usage. Seen on the wire, not in the schema: the data stays JSON. */
+  "model.model_call_success": unknown;
+  /** A model call's response. Seen on the wire, not in the schema: the data stays JSON. */
+  "model.response": unknown;
+  /** A tool ran in the model loop. Seen on the wire, not in the schema: the data stays JSON. */
+  "model.tool_execution": unknown;
+  /** A turn of the model loop ended. Seen on the wire, not in the schema: the data stays JSON. */
+  "model.turn_ended": unknown;
+  /** A turn of the model loop started. Seen on the wire, not in the schema: the data stays JSON. */
+  "model.turn_started": unknown;
 }
 
 /** Every session event type the schema lists. */

@@ -14,7 +14,7 @@ export interface ServerMethods {
   /** Reports whether the supplied identity can create gists. Gists are unavailable on GitHub Enterprise Cloud with data residency, and to Enterprise Managed Users on github.com, so a host that offers gist actions should hide or disable them when this reports no support. */
   "account.getGistSupport": { params: AccountGetGistSupportRequest; result: AccountGetGistSupportResult };
   /** Gets Copilot quota usage for the current or opaquely selected authenticated user. */
-  "account.getQuota": { params: unknown; result: AccountGetQuotaResult };
+  "account.getQuota": { params: AccountGetQuotaRequest; result: AccountGetQuotaResult };
   /** Names the environment variable supplying a classic personal access token, if one is set. A classic token cannot be upgraded in place, so a host that finds one should tell the user which variable to unset rather than starting an interactive sign-in that the variable would override. */
   "account.getTokenEnvVar": { params: void; result: AccountGetTokenEnvVarResult };
   /** Resolves a path on the identity's GitHub host into an absolute URL, so a host can link to settings or documentation on the enterprise instance the user is signed in to rather than to github.com. Falls back to the public host when no identity is supplied. */
@@ -24,7 +24,7 @@ export interface ServerMethods {
   /** Removes user authentication from keychain and persisted state. */
   "account.logout": { params: unknown; result: AccountLogoutResult };
   /** Spawns a managed-server child with the supplied configuration and returns a discriminated-union result. The caller (typically the CLI controller) is responsible for attaching to the spawned child and sending any follow-up prompt. When the controller-local spawn gate is closed the server returns JSON-RPC MethodNotFound. */
-  "agentRegistry.spawn": { params: AgentRegistrySpawnRequest; result: unknown };
+  "agentRegistry.spawn": { params: AgentRegistrySpawnRequest; result: AgentRegistrySpawnResult };
   /** Resolves the model a custom agent asks for against the models actually available, and answers both the model to switch to and the warning a user should see when the agent's preference cannot be met. A custom agent may name several acceptable models in preference order, so the decision is a match rather than a lookup, and an agent whose preference is unavailable is a normal outcome that produces a warning rather than an error. A host must call this rather than pick the first available name itself, because the preference order and the wording of the warning are what keep one installation's agent selection the same as another's. */
   "agents.customAgentInitialModelDecision": { params: AgentsCustomAgentInitialModelDecisionParams; result: AgentsCustomAgentInitialModelDecisionResult };
   /** Discovers custom agents across user, project, plugin, and remote sources. */
@@ -58,15 +58,15 @@ export interface ServerMethods {
   /** Returns progress for an active download owned by this connection, or null after completion. */
   "azureMl.status": { params: AzureMlDownloadIdRequest; result: AzureMlDownloadStatus | null };
   /** Retrieves one generated feed by strategy and key, such as telemetry/popular, optionally filtered by trust tier. Requires catalog-feeds and catalog-search-credential-required, and uses the same authority, credential policy, optional session binding and candidate projection as catalog.search, so available entries are the same inert candidates, with the same installability, handles and display metadata, and install through the same confirmed flows. Entries keep the feed's order; an entry the runtime cannot present is returned as unavailable with a reason rather than failing the feed. No anonymous retry. Read-only: nothing is installed, configured, or persisted. */
-  "catalog.getGeneratedFeed": { params: CatalogGetGeneratedFeedRequest; result: unknown };
+  "catalog.getGeneratedFeed": { params: CatalogGetGeneratedFeedRequest; result: CatalogResourceGeneratedFeedResult };
   /** Retrieves one saved feed by its opaque ID, optionally filtered by trust tier. Requires catalog-feeds and catalog-search-credential-required, and uses the same authority, credential policy, optional session binding and candidate projection as catalog.search, so available entries are the same inert candidates, with the same installability, handles and display metadata, and install through the same confirmed flows. Entries keep the feed's order; an entry the runtime cannot present is returned as unavailable with a reason rather than failing the feed. No anonymous retry. Read-only: nothing is installed, configured, or persisted. */
-  "catalog.getSavedFeed": { params: CatalogGetSavedFeedRequest; result: unknown };
+  "catalog.getSavedFeed": { params: CatalogGetSavedFeedRequest; result: CatalogResourceSavedFeedResult };
   /** Plans installing the resource an Agent Finder materialisation reference pins, without writing files and whatever its kind. The runtime retrieves the descriptor once, only from its fixed Agent Finder authority, verifies it, and plans by its resolution policy: a Skill (`agent-skill@1.0.0`) when the caller requires skill-confirmed-installation, an Agent Plugin (`plugin@1.0.0`) when it requires agent-plugin-confirmed-installation. Any other kind is refused as unsupported-resource. The outcome names the kind; apply a Skill plan with skills.applyInstall and an Agent Plugin plan with plugins.applyInstall. The review shows only verified data. */
-  "catalog.planInstallFromReference": { params: CatalogPlanInstallFromReferenceRequest; result: unknown };
+  "catalog.planInstallFromReference": { params: CatalogPlanInstallFromReferenceRequest; result: CatalogReferenceInstallationResult };
   /** Requests a bounded catalog search. This host-implemented server method is available through SDK/TUI hosts; standalone and C-ABI runtimes whose host does not implement server-method dispatch return JSON-RPC MethodNotFound. A runtime with search available returns inert candidate summaries, each with an opaque single-use handle scoped to this runtime instance; a runtime without it returns the typed search-unavailable result. Public authorities may be searched anonymously, while an authority that requires credentials yields the typed authentication-required result. All returned text, URLs, and package metadata are untrusted external data and can never trigger instructions, tools, or installation. Read-only: nothing is installed, configured, or persisted. */
-  "catalog.search": { params: CatalogSearchRequest; result: unknown };
+  "catalog.search": { params: CatalogSearchRequest; result: CatalogSearchResult };
   /** Terminates one retained catalog selection group. A selected outcome returns the native host a fresh single-use candidate handle plus the original searchId for a later explicit mcp.planInstall call; non-selected outcomes release the group without producing a planning input. Candidate state, cards, URLs, credentials and private identifiers remain inside the runtime. The model-facing catalog_select tool projects the result separately and never exposes the candidate handle or searchId. */
-  "catalog.select": { params: CatalogSelectionRequest; result: unknown };
+  "catalog.select": { params: CatalogSelectionRequest; result: CatalogSelectionResult };
   /** Lists the well-known built-in slash commands that work as the first message in a new session (e.g. /plan, /env), without requiring an active session. Commands that depend on session state, authentication, or a synced session are omitted. */
   "commands.list": { params: void; result: CommandList };
   /** Performs the SDK server connection handshake and validates the optional connection token. Marked internal because this is JSON-RPC transport plumbing invoked automatically by an SDK client's own `connect()` wrapper, not a user-facing method. Stays internal as long as the SDK client owns the handshake; would only become public if the SDK ever exposed the raw schema surface to consumers without a connection wrapper. */
@@ -176,7 +176,7 @@ export interface ServerMethods {
   /** Discovers device-managed settings the way the runtime's own device layer does, and reports the sandbox floor and the load outcome alongside the validated document. This differs from `managedSettings.read` in three ways a policy-enforcing host depends on: a document that validates to an empty object is reported as absent rather than as an empty policy, a discovery error does not suppress a document that still validates, and a failure is reported as a flag rather than only as error text. Hosts that compose the device layer into an effective policy use this, because `managedSettings.read` cannot distinguish "no device policy" from "device policy could not be read" and would silently hand the user's own layer the win. */
   "managedSettings.readDevice": { params: void; result: ManagedSettingsReadDeviceResult };
   /** Resolves the effective enterprise managed settings without a session, from the device channel and, when an account is available, the account's server policy through the same per-account cache sessions use. A cached server policy less than an hour old is used without a fetch; otherwise the policy is fetched, and when the fetch fails a cached policy up to 24 hours old is used instead, unless `forceRemoteSettingsRefresh` requires a live fetch. With no account requested or signed in, it reports device policy only; signing out removes the account's cached policy. It can fetch server policy over the network when the cache is stale, so call it off latency-critical paths such as startup rather than before listing models. The policy helper is not run. `layers` lists each channel's document before merging, and `values` and `meta` carry typed effective values and their lock state for the keys typed so far. */
-  "managedSettings.resolve": { params: unknown; result: ManagedSettingsResolveResult };
+  "managedSettings.resolve": { params: ManagedSettingsResolveRequest; result: ManagedSettingsResolveResult };
   /** Decides what a host must do to its bypass-permissions state after a managed-policy resolution lands, given the state already in force and the account now signed in. A host holds two pieces of state — which layer disabled bypass mode, and for a server-delivered disable, the account it was pinned to — and cannot decide the next step from the new policy alone. Three rules make that so, and each one is a control rather than a preference. A device/MDM disable outranks the account, so a later server answer never lifts it. An unknown policy, which is what a failed fetch or a refusal this build cannot enforce yields, preserves whatever is in force instead of reverting to permissive. And a server disable is lifted only when the account it was pinned to is no longer the signed-in one, which is what makes signing in to an unrestricted account recover without a restart while a reconnect on the same restricted account does not. Hosts call this rather than reimplementing it because getting the pinning backwards either strands a disable on an account that never carried one or drops one that still applies. `setDisabledState` is omitted when the host must leave its stored flag untouched, which is distinct from being told to set it to false. */
   "managedSettings.resolveBypassDisableTransition": { params: ManagedSettingsResolveBypassDisableTransitionParams; result: ManagedSettingsResolveBypassDisableTransitionResult };
   /** Evaluates the device-channel enterprise sign-in pin (MDM plist, registry, or managed-settings file) against a credential, without resolving any server-delivered policy. This is the gate an entry point runs before it branches, and the only one that can refuse a developer's first sign-in: it is local, needs no credential, and a server-delivered pin only ever reaches accounts already inside the organization. It fails closed by construction — a discovery that cannot determine whether a pin exists refuses rather than allows, because a control that fails open under a triggerable condition is not a control. Hosts that also want the server channel should call `managedSettings.resolveStartupPolicy`, which folds both channels into one verdict. */
@@ -192,9 +192,9 @@ export interface ServerMethods {
   /** Validates a candidate managed-settings document the way the runtime validates delivered policy, without applying it. Reports errors that would reject the document, warnings for content the runtime ignores, and the canonical document it would apply. Document text nested more than 64 levels deep is rejected. Performs no I/O. */
   "managedSettings.validate": { params: ManagedSettingsValidateRequest; result: ManagedSettingsValidateResult };
   /** Consumes a retained prepared MCP operation once, revalidates its original authority, requests explicit human consent through installations.confirm on the original connection, then revalidates source and applies the sealed transaction. An uncertain result requires original-operation inspection or recovery, never replay. */
-  "mcp.applyInstall": { params: McpApplyInstallRequest; result: unknown };
+  "mcp.applyInstall": { params: McpApplyInstallRequest; result: McpInstallationResult };
   /** Consumes the original owned-removal plan once and requests fresh exact human confirmation on its original connection. Drift is refused; unrelated manual configuration and shared OAuth credentials are preserved. */
-  "mcp.applyUninstall": { params: McpApplyUninstallRequest; result: unknown };
+  "mcp.applyUninstall": { params: McpApplyUninstallRequest; result: McpInstallationResult };
   /** Adds an MCP server to user configuration. */
   "mcp.config.add": { params: McpConfigAddRequest; result: null };
   /** Disables MCP servers in user configuration for new sessions. */
@@ -212,13 +212,13 @@ export interface ServerMethods {
   /** Discovers MCP servers from user, workspace, plugin, and builtin sources. */
   "mcp.discover": { params: McpDiscoverRequest; result: McpDiscoverResult };
   /** Requests cancellation of a known operation on its original connection, including before apply or confirmation. Already-started effects retain their transaction lease and report an honest terminal or recovery outcome. */
-  "mcp.installations.cancel": { params: McpInstallationOperationRequest; result: unknown };
+  "mcp.installations.cancel": { params: McpInstallationOperationRequest; result: McpInstallationManagementResult };
   /** Reads receipt-owned MCP inventory for the selected account and host without activating servers or reconstructing missing ownership. Configuration ownership does not prove session-specific usability. */
-  "mcp.installations.list": { params: McpInstallationsRequest; result: unknown };
+  "mcp.installations.list": { params: McpInstallationsRequest; result: McpInstallationManagementResult };
   /** Reconciles already-confirmed durable MCP transactions, then inspects owned inventory. Does not replay apply or reconstruct deleted ownership metadata; unresolved or unsafe evidence remains an explicit refusal. */
-  "mcp.installations.recover": { params: McpInstallationsRequest; result: unknown };
+  "mcp.installations.recover": { params: McpInstallationsRequest; result: McpInstallationManagementResult };
   /** Inspects a known operation only on its original connection. Remains available after account or selected-session loss; does not acquire new authority or rebind an operation. */
-  "mcp.installations.status": { params: McpInstallationOperationRequest; result: unknown };
+  "mcp.installations.status": { params: McpInstallationOperationRequest; result: McpInstallationManagementResult };
   /** Lists the MCP servers the runtime supplies itself, so a host that disables the built-ins wholesale suppresses exactly the set the runtime would otherwise add. The names are fixed for a build and depend on no configuration, session or account. */
   "mcp.listBuiltinServerNames": { params: void; result: McpListBuiltinServerNamesResult };
   /** Asks a remote MCP server's authorization server whether it supports Dynamic Client Registration, after a 401 has already established that OAuth is required. A host configuring a remote server interactively needs this to choose between registering a client automatically and asking the user for client credentials. The request travels through the named session's egress policy and sandbox proxy, so a server that session may not reach is refused rather than contacted. */
@@ -230,11 +230,11 @@ export interface ServerMethods {
   /** Reads the static OAuth client a remote MCP server configuration pins, so a host can decide whether to register a client dynamically or reuse the configured one. Omits `clientConfig` when no non-empty `oauthClientId` is configured. The client secret is deliberately never carried here: the runtime loads it from the OAuth secret store at flow time. */
   "mcp.oauth.staticClientConfig": { params: McpOauthStaticClientConfigRequest; result: McpOauthStaticClientConfigResult };
   /** Requests a side-effect-free MCP install plan from a catalog candidate handle or a caller-supplied card. This host-implemented server method is available through SDK/TUI hosts; standalone and C-ABI runtimes whose host does not implement server-method dispatch return JSON-RPC MethodNotFound. A runtime with planning available returns a normalised plan and opaque single-use plan handle; a runtime without it returns the typed planning-unavailable result. A completed plan reports resource identity, provenance, eligible transport choices, the user-scope target, required typed values and secret placeholders, the policy result, the configuration changes installing would make, and whether a reload would be needed. Planning never writes configuration, stores a secret, or reloads MCP servers, so abandoning a plan needs no call and leaves nothing behind. */
-  "mcp.planInstall": { params: McpPlanInstallRequest; result: unknown };
+  "mcp.planInstall": { params: McpPlanInstallRequest; result: McpPlanInstallResult };
   /** Prepares a read-only removal plan for an exact owned receipt under the selected existing session. Returns the original operation ID before confirmation; neither planning nor abandonment changes configuration or shared OAuth credentials. */
-  "mcp.planUninstall": { params: McpPlanUninstallRequest; result: unknown };
+  "mcp.planUninstall": { params: McpPlanUninstallRequest; result: McpInstallationManagementResult };
   /** Consumes a bound catalogue plan and retains one exact fully resolved personal remote MCP operation requiring no supplied values or configured secrets. Returns its runtime operation ID and original expiry before any confirmation, activation, writer initialisation or installation effect. Register the original connection, operation and selected-session binding before calling applyInstall. Missing lower owned admission is unavailable, never a raw-config fallback. */
-  "mcp.prepareInstall": { params: McpPrepareInstallRequest; result: unknown };
+  "mcp.prepareInstall": { params: McpPrepareInstallRequest; result: McpInstallationManagementResult };
   /** Allocates an ID for one cancellable MCP registry search. The ID exists before the search starts, so callers can cancel before it starts. The networking stack supplies the cancellation namespace. The runtime retains at most 1,024 unused IDs. At capacity, another allocation can reclaim an unused ID. Active searches retain their IDs until they finish. */
   "mcp.registry.allocateRequestId": { params: void; result: McpRegistryRequestIdResult };
   /** Abandons the registry search that uses the given request ID. It acts only on IDs from `mcp.registry.allocateRequestId`, so it never cancels another component's request. Answers `canceled: true` when it stops a running search. Answers `canceled: false` for unknown or reclaimed IDs, completed or canceled searches, and unused reservations. It releases an unused reservation, so a later search with that ID is refused. */
@@ -246,9 +246,9 @@ export interface ServerMethods {
   /** Returns the running runtime's complete catalog of well-known built-in model IDs without authentication or network access. */
   "models.getBuiltInCatalog": { params: void; result: BuiltInModelCatalog };
   /** Lists Copilot models available to the authenticated user. */
-  "models.list": { params: unknown; result: ModelList };
+  "models.list": { params: ModelsListRequest; result: ModelList };
   /** Reports the unit of each model's published token prices: AI Credits or nano-AIU. Pair these units with models.list prices by model ID and use identical account-selection options for both calls. When options are omitted, the current account and its model providers are used. */
-  "models.listTokenPriceUnits": { params: unknown; result: ModelTokenPriceUnitList };
+  "models.listTokenPriceUnits": { params: ModelsListTokenPriceUnitsParams; result: ModelTokenPriceUnitList };
   /** Interprets a verbatim managed `permissions` slice into the three policy questions a host asks before granting elevated permissions: whether bypass-permissions mode is forbidden, whether a policy exists that this build could not determine, and whether the layer supplies permission rules the session must enforce. An absent or empty slice means no managed policy applies. The runtime and its permission service share one policy type, so a new managed permission setting is interpreted in exactly one place; a host that reimplements the reading would silently diverge the first time that set grows. Hosts must fail closed on an undetermined policy rather than treating it as permission granted. */
   "permissions.evaluateManagedPolicy": { params: PermissionsEvaluateManagedPolicyParams; result: PermissionsEvaluateManagedPolicyResult };
   /** Reports whether a folder is trusted, reading the persisted trusted-folders list directly rather than through a session. Use this from a host that has no session yet, such as a one-shot command deciding whether to honor a checkout's own settings. It differs from the session-scoped check in two ways that matter: it takes the configuration directory to read the list from, instead of inheriting the session's, and it answers only from the persisted list, so trust a user granted for the lifetime of one session is not visible here. A host that has a session should prefer the session-scoped check, which also covers session-only trust. */
@@ -260,7 +260,7 @@ export interface ServerMethods {
   /** Checks server responsiveness and returns protocol information. */
   "ping": { params: PingRequest; result: PingResult };
   /** Consumes one verified Agent Plugin installation plan, requests explicit human consent through installations.confirm on the original connection, then reacquires and verifies every file and registers the plugin, disabled, exactly as a direct plugin install. The installed plugin is listed, enabled and uninstalled through the existing plugins methods. */
-  "plugins.applyInstall": { params: PluginApplyInstallRequest; result: unknown };
+  "plugins.applyInstall": { params: PluginApplyInstallRequest; result: PluginInstallationResult };
   /** Replaces this server's trusted built-in plugin directories while no sessions are active. */
   "plugins.builtin.set": { params: PluginsBuiltinSetRequest; result: null };
   /** Disables installed plugins for new sessions. */
@@ -278,11 +278,11 @@ export interface ServerMethods {
   /** Lists all registered marketplaces (defaults + user-added). */
   "plugins.marketplaces.list": { params: void; result: MarketplaceListResult };
   /** Re-fetches one or all registered marketplace catalogs. */
-  "plugins.marketplaces.refresh": { params: unknown; result: MarketplaceRefreshResult };
+  "plugins.marketplaces.refresh": { params: PluginsMarketplacesRefreshRequest; result: MarketplaceRefreshResult };
   /** Removes a previously-registered marketplace. When the marketplace has dependent plugins and `force` is not set, the marketplace is left intact and the result lists the dependents so the caller can decide whether to retry with `force=true`. */
   "plugins.marketplaces.remove": { params: PluginsMarketplacesRemoveRequest; result: MarketplaceRemoveResult };
   /** Plans installation of an Agent Plugin search candidate from its verified Agent Finder materialisation without writing files. Only candidates that carry a handle can be planned. The review shows only verified data, and installing leaves the plugin disabled until it is enabled through plugins.enable. */
-  "plugins.planInstall": { params: PluginPlanInstallRequest; result: unknown };
+  "plugins.planInstall": { params: PluginPlanInstallRequest; result: PluginInstallationManagementResult };
   /** Uninstalls an installed plugin. */
   "plugins.uninstall": { params: PluginsUninstallRequest; result: null };
   /** Updates an installed plugin to its latest published version. */
@@ -378,7 +378,7 @@ export interface ServerMethods {
   /** Gets the dynamic-context board entry count associated with a session, when available. Internal: this exists solely so CLI telemetry events (`rem_spawn_gate`, `rem_consolidation_complete`) can pair START / END board counts around the detached rem-agent spawn. "Dynamic context board" is a runtime-internal concept that is not part of the public SDK contract; the long-term plan is to relocate the telemetry emission into the runtime so this method can be deleted entirely. */
   "sessions.getBoardEntryCount": { params: SessionsGetBoardEntryCountRequest; result: SessionsGetBoardEntryCountResult };
   /** Reads client-owned metadata for multiple persisted local sessions without opening them. Results preserve request order and report missing, corrupt, unsupported, or temporarily unavailable sessions independently. */
-  "sessions.getClientMetadata": { params: SessionsGetClientMetadataRequest; result: unknown[] };
+  "sessions.getClientMetadata": { params: SessionsGetClientMetadataRequest; result: SessionsClientMetadataEntry[] };
   /** Computes the absolute path to a session's persisted events.jsonl file. Internal: filesystem paths are only meaningful in-process (CLI and runtime share a filesystem). Currently used by the CLI's contribution-graph feature to read historical events directly. Remote SDK consumers must not depend on this; a proper event-query API would replace it if the contribution graph ever needed to work over the wire. */
   "sessions.getEventFilePath": { params: SessionsGetEventFilePathRequest; result: SessionsGetEventFilePathResult };
   /** Returns the most-relevant prior session for a given working-directory context. */
@@ -392,7 +392,7 @@ export interface ServerMethods {
   /** Returns the on-disk byte size of each session's workspace directory. */
   "sessions.getSizes": { params: void; result: SessionSizes };
   /** Lists sessions, optionally filtered by source and working-directory context. Returned entries are discriminated by `isRemote`: local entries carry only the lightweight `LocalSessionMetadataValue` shape; remote entries carry the full `RemoteSessionMetadataValue` shape (repository, PR number, taskType, etc.). */
-  "sessions.list": { params: unknown; result: SessionList };
+  "sessions.list": { params: SessionsListRequest; result: SessionList };
   /** Lists recent local session IDs that contain user-visible history, omitting housekeeping-only sessions. */
   "sessions.listNonEmptySessionIds": { params: SessionsListNonEmptySessionIdsRequest; result: SessionsListNonEmptySessionIdsResult };
   /** Loads previously-deferred repo-level hooks on the active session, returning queued startup prompts. */
@@ -400,7 +400,7 @@ export interface ServerMethods {
   /** Reads a session's workspace record straight from disk, without opening the session. Resuming by session ID has to know where the session lives before it can connect, so the lookup cannot come from the session-scoped workspace methods, which resolve their location from a live session's context. Returns no record when the file is absent. */
   "sessions.loadWorkspace": { params: SessionsLoadWorkspaceRequest; result: SessionsLoadWorkspaceResult };
   /** Creates or resumes a local session and returns the opened session ID. */
-  "sessions.open": { params: unknown; result: SessionOpenResult };
+  "sessions.open": { params: SessionOpenParams; result: SessionOpenResult };
   /** Deletes sessions older than the given threshold, with optional dry-run and exclusion list. */
   "sessions.pruneOld": { params: SessionsPruneOldRequest; result: SessionPruneResult };
   /** Reads a page of durable events directly from a local session's persisted journal without creating, resuming, or activating the session. The first read pins the currently opened journal generation and its byte-length boundary; opaque cursor continuations remain on that generation across runtime-owned compaction, truncation, and rewrite operations, which replace the live path atomically, and events appended after the boundary are excluded. For cold hydration, await the first successful page before activation and establish lossless live-event buffering before resume; merge subsequent live events by ID, preserving persisted order and letting live payloads win. Continuations are process-local, single-use capabilities bound to the originating session and storage context and must be paged sequentially; concurrent or repeated use of the same cursor expires that duplicate read rather than reading the generation twice. A complete snapshot has cursorStatus 'ok' and hasMore false. Snapshots expire after five idle minutes, with at most eight retained per process and idle-only eviction under pressure; completion and cancelled-worker exit release their handles. No transcript copy is created, but retained handles may keep replaced files' disk blocks alive until release. Pages have a soft 1 MiB serialized event-array budget including resolved binary assets; one oversized event is returned alone to guarantee progress. Working memory also includes a record/lookahead and asset resolution; resolving the first binary reference may scan the full pinned generation to build a bounded offset index. If the snapshot expires, is evicted, is cancelled before a continuation is established, or becomes unreadable after an observable unsupported in-place shortening, the continuation returns cursorStatus 'expired' with an empty terminal page and never falls back to a different generation. A missing or initially unreadable journal is an RPC error. Persisted history excludes ephemeral events and may omit payloads that are reconstructed only for an active session; use the active session event stream for post-resume live events. */
@@ -418,15 +418,15 @@ export interface ServerMethods {
   /** Attaches the runtime-managed remote-control singleton to a session, awaiting initial setup. If remote control is already attached to a different session, the singleton is transferred (preserving the underlying Mission Control connection). Returns the final status. */
   "sessions.startRemoteControl": { params: SessionsStartRemoteControlRequest; result: RemoteControlStatusResult };
   /** Stops the remote-control singleton. When `expectedSessionId` is provided and does not match the singleton's current `attachedSessionId`, the stop is rejected with `stopped: false` and the current status is returned unchanged (unless `force` is set, in which case the singleton is unconditionally torn down). */
-  "sessions.stopRemoteControl": { params: unknown; result: RemoteControlStopResult };
+  "sessions.stopRemoteControl": { params: SessionsStopRemoteControlRequest; result: RemoteControlStopResult };
   /** Atomically rebinds the remote-control singleton to a different session, preserving the underlying Mission Control connection. When `expectedFromSessionId` is provided and does not match the singleton's current `attachedSessionId`, the transfer is rejected with `transferred: false` and the current status is returned unchanged. */
   "sessions.transferRemoteControl": { params: SessionsTransferRemoteControlRequest; result: RemoteControlTransferResult };
   /** Merges fields into a session's workspace record on disk, creating the record when it is absent. The counterpart to `sessions.loadWorkspace`, for the same before-the-session-exists case. It preserves stored workspace-schema fields the request does not supply, does not preserve stored keys outside the workspace schema, and never replaces a stored `fork_count`. */
   "sessions.updateWorkspaceFields": { params: SessionsUpdateWorkspaceFieldsRequest; result: unknown };
   /** Consumes one verified Skill installation plan, requests explicit human consent through installations.confirm on the original connection, then revalidates and installs the Skill disabled. */
-  "skills.applyInstall": { params: SkillApplyInstallRequest; result: unknown };
+  "skills.applyInstall": { params: SkillApplyInstallRequest; result: SkillInstallationResult };
   /** Consumes an owned Skill removal plan, requests explicit human consent through installations.confirm, refuses drift, and removes the exact owned files through quarantine. */
-  "skills.applyUninstall": { params: SkillApplyUninstallRequest; result: unknown };
+  "skills.applyUninstall": { params: SkillApplyUninstallRequest; result: SkillInstallationResult };
   /** Replaces the global list of disabled skills. */
   "skills.config.setDisabledSkills": { params: SkillsConfigSetDisabledSkillsRequest; result: null };
   /** Atomically adds or removes one skill from the disabled list. */
@@ -436,19 +436,19 @@ export interface ServerMethods {
   /** Returns the canonical directories where a client may create skills that the runtime will recognize, including ones that do not exist yet. Project directories become active once created. */
   "skills.getDiscoveryPaths": { params: SkillsGetDiscoveryPathsRequest; result: SkillDiscoveryPathList };
   /** Requests cancellation of a known Skill installation operation before commit. Already-started durable work requires recovery instead of silent replay. */
-  "skills.installations.cancel": { params: SkillInstallationOperationRequest; result: unknown };
+  "skills.installations.cancel": { params: SkillInstallationOperationRequest; result: SkillInstallationManagementResult };
   /** Lists owned verified Agent Finder Skill installations for the selected existing session. Listing is never gated by the Skill-install feature flag. */
-  "skills.installations.list": { params: SkillInstallationsRequest; result: unknown };
+  "skills.installations.list": { params: SkillInstallationsRequest; result: SkillInstallationManagementResult };
   /** Reconciles interrupted owned Skill installation work for the selected existing session, then inspects owned inventory. Recovery is never gated by the Skill-install feature flag. */
-  "skills.installations.recover": { params: SkillInstallationsRequest; result: unknown };
+  "skills.installations.recover": { params: SkillInstallationsRequest; result: SkillInstallationManagementResult };
   /** Atomically persists enablement for one owned Agent Finder Skill and reconciles the selected bound session. Enablement is installation-scoped by receipt identity and is never gated by the Skill-install feature flag. */
-  "skills.installations.setEnabled": { params: SkillSetEnabledRequest; result: unknown };
+  "skills.installations.setEnabled": { params: SkillSetEnabledRequest; result: SkillInstallationManagementResult };
   /** Inspects a known Skill installation operation on its original runtime connection. Status is never gated by the Skill-install feature flag. */
-  "skills.installations.status": { params: SkillInstallationOperationRequest; result: unknown };
+  "skills.installations.status": { params: SkillInstallationOperationRequest; result: SkillInstallationManagementResult };
   /** Plans installation of a verified Agent Finder Skill candidate without writing files. The returned review is safe to present to a user and installing always leaves the Skill disabled until separately enabled. */
-  "skills.planInstall": { params: SkillPlanInstallRequest; result: unknown };
+  "skills.planInstall": { params: SkillPlanInstallRequest; result: SkillInstallationManagementResult };
   /** Prepares a read-only removal plan for an owned verified Agent Finder Skill installation. Uninstall planning is never gated by the Skill-install feature flag. */
-  "skills.planUninstall": { params: SkillPlanUninstallRequest; result: unknown };
+  "skills.planUninstall": { params: SkillPlanUninstallRequest; result: SkillInstallationManagementResult };
   /** Lists built-in tools available for a model. */
   "tools.list": { params: ToolsListRequest; result: ToolList };
   /** Validates one top-level setting subtree and writes just that key to settings.json as a single step. Doing both here closes the race a caller cannot close itself: between a separate preflight read and the write, the file may change. Rewriting only the touched key keeps legacy siblings out of settings.json. Answers a status rather than failing, so a validation problem and a write problem stay distinguishable. */
@@ -510,11 +510,11 @@ export interface SessionMethods {
   /** Aborts the current agent turn. */
   "session.abort": { params: SessionAbortParams; result: AbortResult };
   /** Enumerate a typed accounts collection: the signed-in accounts, or the providers offered for interactive login. */
-  "session.accounts.enumerate": { params: SessionAccountsEnumerateParams; result: unknown };
+  "session.accounts.enumerate": { params: SessionAccountsEnumerateParams; result: AuthEnumerateValue };
   /** Read one typed accounts datum: the active account, a neutral status summary, or the last authentication errors. */
-  "session.accounts.get": { params: SessionAccountsGetParams; result: unknown };
+  "session.accounts.get": { params: SessionAccountsGetParams; result: AuthReadValue };
   /** Advance an in-flight login flow, optionally fulfilling an input-required step, and return the next step. */
-  "session.accounts.login.advance": { params: SessionAccountsLoginAdvanceParams; result: unknown };
+  "session.accounts.login.advance": { params: SessionAccountsLoginAdvanceParams; result: AuthLoginStep };
   /** Begin an interactive login flow for a provider kind (dispatch is kind-only) and return its opaque flow id and first step. */
   "session.accounts.login.begin": { params: SessionAccountsLoginBeginParams; result: AuthLoginBegun };
   /** Cancel an in-flight login flow and release its resources. */
@@ -522,29 +522,29 @@ export interface SessionMethods {
   /** Apply one non-interactive accounts mutation: switch the active account, log an account out, or set credentials from a token. */
   "session.accounts.set": { params: SessionAccountsSetParams; result: AuthWriteResult };
   /** Clears the selected custom agent and returns the session to the default agent. */
-  "session.agent.deselect": { params: SessionAgentDeselectParams; result: null };
+  "session.agent.deselect": { params: void; result: null };
   /** Gets the currently selected custom agent for the session. */
-  "session.agent.getCurrent": { params: SessionAgentGetCurrentParams; result: AgentGetCurrentResult };
+  "session.agent.getCurrent": { params: void; result: AgentGetCurrentResult };
   /** Lists agents available to the session. Defaults to custom agents only; pass includeBuiltInAgents to include the effective built-in agents. */
-  "session.agent.list": { params: unknown; result: AgentList };
+  "session.agent.list": { params: SessionAgentListParams; result: AgentList };
   /** Reloads custom agent definitions and returns the refreshed list. */
-  "session.agent.reload": { params: SessionAgentReloadParams; result: AgentReloadResult };
+  "session.agent.reload": { params: void; result: AgentReloadResult };
   /** Selects a custom agent for subsequent turns in the session. */
   "session.agent.select": { params: SessionAgentSelectParams; result: AgentSelectResult };
   /** Sets an in-memory authored prompt override for an available agent. For built-in agents, this replaces only the static base prompt while preserving runtime-owned dynamic prompt composition and behavior. The special `general-purpose` agent is not overrideable. Overrides are not persisted; resumed and forked sessions start without them, so the host must re-apply them. */
   "session.agent.setPrompt": { params: SessionAgentSetPromptParams; result: null };
   /** Reads the current canonical autopilot objective state for this session. */
-  "session.autopilotObjective.getState": { params: SessionAutopilotObjectiveGetStateParams; result: AutopilotObjectiveGetStateResult };
+  "session.autopilotObjective.getState": { params: void; result: AutopilotObjectiveGetStateResult };
   /** Cancels every running background agent (task-registry subagents plus sidekick agents) without interrupting the main agent loop. Promoted attached shells are left running. */
-  "session.cancelAllBackgroundAgents": { params: SessionCancelAllBackgroundAgentsParams; result: number };
+  "session.cancelAllBackgroundAgents": { params: void; result: number };
   /** Invokes an action on an open canvas instance. */
   "session.canvas.action.invoke": { params: SessionCanvasActionInvokeParams; result: CanvasActionInvokeResult };
   /** Closes an open canvas instance. */
   "session.canvas.close": { params: SessionCanvasCloseParams; result: null };
   /** Lists canvases declared for the session. */
-  "session.canvas.list": { params: SessionCanvasListParams; result: CanvasList };
+  "session.canvas.list": { params: void; result: CanvasList };
   /** Lists currently open canvas instances for the live session. */
-  "session.canvas.listOpen": { params: SessionCanvasListOpenParams; result: CanvasListOpenResult };
+  "session.canvas.listOpen": { params: void; result: CanvasListOpenResult };
   /** Opens or focuses a canvas instance. */
   "session.canvas.open": { params: SessionCanvasOpenParams; result: OpenCanvasInstance };
   /** Registers an internal canvas provider connection and its contributions. */
@@ -560,27 +560,27 @@ export interface SessionMethods {
   /** Reports completion of a pending client-handled slash command. */
   "session.commands.handlePendingCommand": { params: SessionCommandsHandlePendingCommandParams; result: CommandsHandlePendingCommandResult };
   /** Invokes a slash command in the session. */
-  "session.commands.invoke": { params: SessionCommandsInvokeParams; result: unknown };
+  "session.commands.invoke": { params: SessionCommandsInvokeParams; result: SlashCommandInvocationResult };
   /** Lists slash commands available in the session. */
-  "session.commands.list": { params: unknown; result: CommandList };
+  "session.commands.list": { params: SessionCommandsListParams; result: CommandList };
   /** Reports whether the host actually executed a queued command and whether to continue processing. */
   "session.commands.respondToQueuedCommand": { params: SessionCommandsRespondToQueuedCommandParams; result: CommandsRespondToQueuedCommandResult };
   /** Gets the characters that should trigger host-driven completions for the session. Empty disables host-driven completions (e.g. local sessions, or a relay host that does not advertise them). */
-  "session.completions.getTriggerCharacters": { params: SessionCompletionsGetTriggerCharactersParams; result: CompletionsGetTriggerCharactersResult };
+  "session.completions.getTriggerCharacters": { params: void; result: CompletionsGetTriggerCharactersResult };
   /** Requests host-driven completion items for the current composer input. Returns an empty list when the host has no items or does not support completions. */
   "session.completions.request": { params: SessionCompletionsRequestParams; result: CompletionsRequestResult };
   /** Initiates an idempotent Connector connection request without opening a browser. Returns connected when the service is immediately authoritative, consent_required with a validated URL, or pending with an opaque continuation ID. */
-  "session.connectors.connect": { params: SessionConnectorsConnectParams; result: unknown };
+  "session.connectors.connect": { params: SessionConnectorsConnectParams; result: ConnectorConnectResult };
   /** Continues a pending Connector connection with caller-supplied attempt, interval, and deadline bounds. The runtime never opens the returned consent URL. */
-  "session.connectors.continueConnection": { params: SessionConnectorsContinueConnectionParams; result: unknown };
+  "session.connectors.continueConnection": { params: SessionConnectorsContinueConnectionParams; result: ConnectorConnectResult };
   /** Disconnects one Connector for the pinned opaque account selection, refreshes the authoritative catalog, and removes its session-owned MCP projection. */
   "session.connectors.disconnect": { params: SessionConnectorsDisconnectParams; result: ConnectorDisconnectResult };
   /** Returns the session account selection, or null. */
-  "session.connectors.getAccount": { params: SessionConnectorsGetAccountParams; result: ConnectorSessionAccount | null };
+  "session.connectors.getAccount": { params: void; result: ConnectorSessionAccount | null };
   /** Returns feature availability and bounded polling limits for the EXPERIMENTAL session connector API. This method never performs a Connector service request. */
-  "session.connectors.getCapabilities": { params: SessionConnectorsGetCapabilitiesParams; result: ConnectorCapabilities };
+  "session.connectors.getCapabilities": { params: void; result: ConnectorCapabilities };
   /** Returns authoritative session Connector state from current availability, pinned account selection, cached catalog, and live MCP projection without performing a Connector service request. */
-  "session.connectors.getStatus": { params: SessionConnectorsGetStatusParams; result: ConnectorStatus };
+  "session.connectors.getStatus": { params: void; result: ConnectorStatus };
   /** Returns the cached Connector catalog for the pinned opaque account selection, fetching it only when this session has no cached catalog. */
   "session.connectors.list": { params: SessionConnectorsListParams; result: ConnectorCatalogResult };
   /** Reconciles the authoritative cached or freshly requested Connector catalog into the session Connector MCP projection and returns live status. */
@@ -588,15 +588,15 @@ export interface SessionMethods {
   /** Reconciles the authoritative Connector catalog into the session MCP projection during startup with a bounded deadline and fail-closed cleanup. */
   "session.connectors.reconcileForStartup": { params: SessionConnectorsReconcileForStartupParams; result: ConnectorStatus };
   /** Re-initiates an idempotent Connector connection request without browser or UI effects, with the same typed outcomes as connect. */
-  "session.connectors.reconnect": { params: SessionConnectorsReconnectParams; result: unknown };
+  "session.connectors.reconnect": { params: SessionConnectorsReconnectParams; result: ConnectorConnectResult };
   /** Refreshes and validates the Connector catalog for the pinned opaque account selection. */
   "session.connectors.refresh": { params: SessionConnectorsRefreshParams; result: ConnectorCatalogResult };
   /** Removes the runtime-owned Connector MCP projection without changing service-side connections. */
-  "session.connectors.withdrawProjection": { params: SessionConnectorsWithdrawProjectionParams; result: ConnectorStatus };
+  "session.connectors.withdrawProjection": { params: void; result: ConnectorStatus };
   /** Checks local file system absolute paths within the session working directory against its content-exclusion policy. Results preserve input order. Unsupported paths/filesystems and unavailable policy evaluation return available false, and callers must treat every requested path as excluded. */
   "session.contentExclusion.checkPaths": { params: SessionContentExclusionCheckPathsParams; result: ContentExclusionCheckPathsResult };
   /** For local sessions, reconciles repository context and discovered instructions, plugins, skills, agents, hooks, MCP servers, and extensions after files appear or change under the working directory. Independent component failures are returned in outcomes and errors; a rejected call can have partially applied earlier steps. Remote sessions must reload on their agent host instead. The model-facing context is rebuilt on the next turn. */
-  "session.customizations.reload": { params: SessionCustomizationsReloadParams; result: CustomizationsReloadResult };
+  "session.customizations.reload": { params: void; result: CustomizationsReloadResult };
   /** Collects a session debug log bundle into a local archive or staging directory. Logs are redacted by default; redaction can be configured per caller-provided diagnostic entry. The runtime includes session-owned logs by default and accepts caller-provided diagnostic entries so host applications can add their own files without changing this API shape. */
   "session.debug.collectLogs": { params: SessionDebugCollectLogsParams; result: DebugCollectLogsResult };
   /** Patches configured session diagnostic sources without restarting their producers. Setting a source level to off clears its retained diagnostics and invalidates cursors selecting that source. */
@@ -610,79 +610,79 @@ export interface SessionMethods {
   /** Releases a consumer's previously-registered interest in an event type. */
   "session.eventLog.releaseInterest": { params: SessionEventLogReleaseInterestParams; result: EventLogReleaseInterestResult };
   /** Returns a snapshot of the current tail cursor without consuming events. */
-  "session.eventLog.tail": { params: SessionEventLogTailParams; result: EventLogTailResult };
+  "session.eventLog.tail": { params: void; result: EventLogTailResult };
   /** Disables an extension for the session and persists the preference when the session has a settings store. Hosts synchronizing effective membership should use extensions.reconcile instead. */
   "session.extensions.disable": { params: SessionExtensionsDisableParams; result: null };
   /** Enables an extension for the session and persists the preference when the session has a settings store. Hosts synchronizing effective membership should use extensions.reconcile instead. */
   "session.extensions.enable": { params: SessionExtensionsEnableParams; result: null };
   /** Lists extensions discovered for the session and their current status. */
-  "session.extensions.list": { params: SessionExtensionsListParams; result: ExtensionList };
+  "session.extensions.list": { params: void; result: ExtensionList };
   /** Host-only reconciliation of authoritative session-effective extension membership and enablement. Refreshes runtime-owned discovery and preferences without persisting settings, installing plugins, or restarting unchanged activations. Returns ExtensionList only after required starts and process/contribution cleanup settle. Takes no caller inventory or overrides. Missing controllers, unready/incomplete discovery, unavailable workspaces, superseded inputs, and lifecycle failures are errors, not empty membership. Independently proven revocations may be applied before an error; retry converges without restarting healthy activations. Error data contains lifecycleChangesApplied and code: extension_reconciliation_host_required, extension_reconciliation_unavailable, extension_reconciliation_not_ready, extension_reconciliation_discovery_failed, extension_reconciliation_workspace_unavailable, extension_reconciliation_superseded, or extension_reconciliation_lifecycle_failed. Mark host reconciliation state applied only on success. On older runtimes, method-not-found must not fall back to global discovery and persistent extension disables. */
-  "session.extensions.reconcile": { params: SessionExtensionsReconcileParams; result: ExtensionList };
+  "session.extensions.reconcile": { params: void; result: ExtensionList };
   /** Reloads extension definitions and processes for the session. */
-  "session.extensions.reload": { params: SessionExtensionsReloadParams; result: null };
+  "session.extensions.reload": { params: void; result: null };
   /** Push attachments into the next user-message turn from an extension. The host should surface them as composer pills and forward them via the next session.send call. Callable only by extension-owned connections. */
   "session.extensions.sendAttachmentsToMessage": { params: SessionExtensionsSendAttachmentsToMessageParams; result: null };
   /** Starts fleet mode by submitting the fleet orchestration prompt to the session. */
   "session.fleet.start": { params: SessionFleetStartParams; result: FleetStartResult };
   /** Gets all authentication accounts available to the internal session host. */
-  "session.gitHubAuth.getAllAuthAvailable": { params: SessionGitHubAuthGetAllAuthAvailableParams; result: SessionAuthStatus[] };
+  "session.gitHubAuth.getAllAuthAvailable": { params: void; result: SessionAuthStatus[] };
   /** Gets the current authentication information for internal session hosts. */
-  "session.gitHubAuth.getCurrentAuthInfo": { params: SessionGitHubAuthGetCurrentAuthInfoParams; result: AuthIdentity | null };
+  "session.gitHubAuth.getCurrentAuthInfo": { params: void; result: AuthIdentity | null };
   /** Gets authentication status and account metadata for the session. */
-  "session.gitHubAuth.getStatus": { params: SessionGitHubAuthGetStatusParams; result: SessionAuthStatus };
+  "session.gitHubAuth.getStatus": { params: void; result: SessionAuthStatus };
   /** Gets validation errors from the most recent authentication attempt. */
-  "session.gitHubAuth.lastAuthErrors": { params: SessionGitHubAuthLastAuthErrorsParams; result: AuthValidationError[] };
+  "session.gitHubAuth.lastAuthErrors": { params: void; result: AuthValidationError[] };
   /** Logs in a GitHub user through the internal session host. */
-  "session.gitHubAuth.login": { params: SessionGitHubAuthLoginParams; result: unknown };
+  "session.gitHubAuth.login": { params: SessionGitHubAuthLoginParams; result: AuthInfo };
   /** Logs out the session's current GitHub authentication. */
-  "session.gitHubAuth.logout": { params: SessionGitHubAuthLogoutParams; result: boolean };
+  "session.gitHubAuth.logout": { params: void; result: boolean };
   /** Logs out a specific GitHub authentication. */
   "session.gitHubAuth.logoutUser": { params: SessionGitHubAuthLogoutUserParams; result: boolean };
   /** Refreshes Copilot account metadata for the current authentication. */
-  "session.gitHubAuth.refreshCopilotUser": { params: SessionGitHubAuthRefreshCopilotUserParams; result: AuthIdentity | null };
+  "session.gitHubAuth.refreshCopilotUser": { params: void; result: AuthIdentity | null };
   /** Updates the session's auth credentials used for outbound model and API requests. */
   "session.gitHubAuth.setCredentials": { params: SessionGitHubAuthSetCredentialsParams; result: SessionSetCredentialsResult };
   /** Switches the session to another available authentication. */
   "session.gitHubAuth.switchToAuth": { params: SessionGitHubAuthSwitchToAuthParams; result: null };
   /** Aborts any in-progress manual compaction on a local session. */
-  "session.history.abortManualCompaction": { params: SessionHistoryAbortManualCompactionParams; result: HistoryAbortManualCompactionResult };
+  "session.history.abortManualCompaction": { params: void; result: HistoryAbortManualCompactionResult };
   /** Cancels any in-progress background compaction on a local session. */
-  "session.history.cancelBackgroundCompaction": { params: SessionHistoryCancelBackgroundCompactionParams; result: HistoryCancelBackgroundCompactionResult };
+  "session.history.cancelBackgroundCompaction": { params: void; result: HistoryCancelBackgroundCompactionResult };
   /** Clears the session's conversation history, keeping only system and developer messages, and seeds the fresh context window with a first user message. Must be called from inside a tool handler: the clear has to drop the results of the tool calls its wipe orphans, and it rejects when no tool call is in flight. */
   "session.history.clearContext": { params: SessionHistoryClearContextParams; result: HistoryClearContextResult };
   /** Compacts the session history to reduce context usage. */
-  "session.history.compact": { params: unknown; result: HistoryCompactResult };
+  "session.history.compact": { params: SessionHistoryCompactParams; result: HistoryCompactResult };
   /** Lists the user turns that the session can rewind to. Never rejects for a busy session: rewind reads need the session's file-change captures to be settled, so a session that still holds active work answers with `unavailableReason: "session-busy"` and no points, which the caller can retry. */
-  "session.history.listRewindPoints": { params: SessionHistoryListRewindPointsParams; result: HistoryListRewindPointsResult };
+  "session.history.listRewindPoints": { params: void; result: HistoryListRewindPointsResult };
   /** Previews the files that a conversation-and-files rewind would restore. */
   "session.history.previewRewind": { params: SessionHistoryPreviewRewindParams; result: HistoryPreviewRewindResult };
   /** Rewinds the session conversation, optionally restoring files changed by the discarded turns. Not crash-atomic: file restore and conversation truncation are separate stores, applied in that order, so a process crash between them can leave the workspace rewound while the conversation still contains the discarded turns. There is no recovery journal; re-running the same rewind is the recovery path for a crash before truncation lands, since file restore is idempotent (already-restored files are reported as skipped) and truncation is re-derived from the still-retained boundary event. After truncation lands that boundary no longer exists, so the same request is rejected; the only stage that can still be outstanding is snapshot pruning, whose failure leaves orphan snapshots the capture store tolerates. The reverse inconsistency cannot occur, because truncation is never applied before file restore succeeds. */
   "session.history.rewind": { params: SessionHistoryRewindParams; result: HistoryRewindResult };
   /** Produces a markdown summary of the session's conversation context for hand-off scenarios. */
-  "session.history.summarizeForHandoff": { params: SessionHistorySummarizeForHandoffParams; result: HistorySummarizeForHandoffResult };
+  "session.history.summarizeForHandoff": { params: void; result: HistorySummarizeForHandoffResult };
   /** Truncates persisted session history to a specific event. */
   "session.history.truncate": { params: SessionHistoryTruncateParams; result: HistoryTruncateResult };
   /** Gets instruction sources loaded for the session. */
-  "session.instructions.getSources": { params: SessionInstructionsGetSourcesParams; result: InstructionsGetSourcesResult };
+  "session.instructions.getSources": { params: void; result: InstructionsGetSourcesResult };
   /** For local sessions, invalidates instruction discovery and the model-facing prompt, then returns freshly discovered sources. The updated prompt takes effect on the next turn. Remote sessions must reload on their agent host instead. */
-  "session.instructions.reload": { params: SessionInstructionsReloadParams; result: InstructionsGetSourcesResult };
+  "session.instructions.reload": { params: void; result: InstructionsGetSourcesResult };
   /** Interrupts the current main agent turn while leaving running background work (subagents, sidekicks, and promoted attached shells) alive. No-op when the main loop is not processing. */
   "session.interruptMainTurn": { params: SessionInterruptMainTurnParams; result: InterruptMainTurnResult };
   /** Predicts an AI-credit session limit for the session's resolved model. Returns an unavailable result instead of falling back when the current model is unresolved auto. */
-  "session.limitPrediction.predict": { params: unknown; result: unknown };
+  "session.limitPrediction.predict": { params: SessionLimitPredictionPredictParams; result: SessionLimitPredictionResult };
   /** Emits a user-visible session log event. */
   "session.log": { params: SessionLogParams; result: LogResult };
   /** Loads the merged LSP configuration set for the session's working directory. */
   "session.lsp.initialize": { params: SessionLspInitializeParams; result: null };
   /** Waits for the live session's in-flight managed-settings application, then returns the retained effective snapshot used by runtime enforcement and by `session.managed_settings_resolved`. It does not perform another account, device, or server resolution, and rejects when resolution has not produced a snapshot. */
-  "session.managedSettings.get": { params: SessionManagedSettingsGetParams; result: ManagedSettingsResolvedData };
+  "session.managedSettings.get": { params: void; result: ManagedSettingsResolvedData };
   /** Call an MCP tool from an MCP App view (SEP-1865). Enforces the visibility check that prevents an app iframe from invoking model-only tools. Returns the standard MCP `CallToolResult`. */
   "session.mcp.apps.callTool": { params: SessionMcpAppsCallToolParams; result: unknown };
   /** Diagnose MCP Apps wiring for a specific MCP server. Reports the session capability, feature-flag state, advertised extension, and how many tools have `_meta.ui` populated. */
   "session.mcp.apps.diagnose": { params: SessionMcpAppsDiagnoseParams; result: McpAppsDiagnoseResult };
   /** Read the current host context advertised to MCP App guests. */
-  "session.mcp.apps.getHostContext": { params: SessionMcpAppsGetHostContextParams; result: McpAppsHostContext };
+  "session.mcp.apps.getHostContext": { params: void; result: McpAppsHostContext };
   /** List tools that an MCP App view is allowed to call (SEP-1865 visibility filter). Returns tools whose `_meta.ui.visibility` is unset (default `["model","app"]`) or includes `"app"`. */
   "session.mcp.apps.listTools": { params: SessionMcpAppsListToolsParams; result: McpAppsListToolsResult };
   /** Fetch an MCP resource (typically a `ui://` MCP App bundle, per SEP-1865) from a connected server. Requires the `mcp-apps` session capability. */
@@ -704,13 +704,13 @@ export interface SessionMethods {
   /** Checks whether a named MCP server is currently running on the session's host. */
   "session.mcp.isServerRunning": { params: SessionMcpIsServerRunningParams; result: McpIsServerRunningResult };
   /** Lists materialized MCP servers and their connection status. Cache misses may start and wait for MCP servers. */
-  "session.mcp.list": { params: SessionMcpListParams; result: McpServerList };
+  "session.mcp.list": { params: void; result: McpServerList };
   /** Lists effective MCP configuration without starting, restarting, authenticating, or waiting for servers. An optional live observation is from an already materialized matching server; this is not a readiness guarantee. */
-  "session.mcp.listConfigured": { params: SessionMcpListConfiguredParams; result: McpConfiguredServerList };
+  "session.mcp.listConfigured": { params: void; result: McpConfiguredServerList };
   /** Lists the tools exposed by a connected MCP server on this session's host. This performs a live `tools/list` request. Tool UI metadata is returned independently of whether MCP Apps rendering is enabled for the session. */
   "session.mcp.listTools": { params: SessionMcpListToolsParams; result: McpListToolsResult };
   /** Releases any turns waiting on an in-flight MCP load without cancelling the load, letting the agent proceed while MCP servers finish connecting in the background. No-op when no MCP load is in flight or waiting turns were already released. */
-  "session.mcp.moveLoadingToBackground": { params: SessionMcpMoveLoadingToBackgroundParams; result: MoveMcpLoadingToBackgroundResult };
+  "session.mcp.moveLoadingToBackground": { params: void; result: MoveMcpLoadingToBackgroundResult };
   /** Notifies the session that MCP OAuth authentication succeeded and updated credentials were persisted, so cached tool definitions can be refreshed. */
   "session.mcp.oauth.authenticationStateChanged": { params: SessionMcpOauthAuthenticationStateChangedParams; result: null };
   /** Cancels the exact owned OAuth login issued to this original session requester, without clearing shared credentials. */
@@ -724,7 +724,7 @@ export interface SessionMethods {
   /** Prepares an inert, expiring owned OAuth login bound to the original session requester and exact installation. Does not activate, connect, read credentials or open a browser. */
   "session.mcp.oauth.prepareLogin": { params: SessionMcpOauthPrepareLoginParams; result: McpOauthPrepareLoginResult };
   /** Passively probes a configured remote MCP server to classify whether OAuth is required or a cached/override token is accepted. Does not start OAuth, emit pending OAuth requests, or mutate MCP connection state. */
-  "session.mcp.oauth.probe": { params: SessionMcpOauthProbeParams; result: unknown };
+  "session.mcp.oauth.probe": { params: SessionMcpOauthProbeParams; result: McpOauthProbeResult };
   /** Responds to a pending MCP OAuth authorization request by its request id. */
   "session.mcp.oauth.respond": { params: SessionMcpOauthRespondParams; result: McpOauthRespondResult };
   /** Get a prompt's messages from a connected MCP server (proxies MCP `prompts/get`). Content is preserved as opaque JSON. Does not send messages to the model, execute tools, or fetch referenced resources. */
@@ -734,11 +734,11 @@ export interface SessionMethods {
   /** Registers a pre-connected external MCP client (e.g. IDE) on the session's host. The caller retains lifecycle ownership of the client and transport. Marked internal because the `client` and `transport` arguments are in-process MCP SDK instances that cannot be serialized across the JSON-RPC boundary; once the CLI moves on top of the SDK, external clients will be expressed as transport configs the runtime can construct itself. */
   "session.mcp.registerExternalClient": { params: SessionMcpRegisterExternalClientParams; result: null };
   /** Reloads MCP server connections for the session. */
-  "session.mcp.reload": { params: SessionMcpReloadParams; result: null };
+  "session.mcp.reload": { params: void; result: null };
   /** Reloads MCP server connections for the session with an explicit host-provided configuration. */
   "session.mcp.reloadWithConfig": { params: SessionMcpReloadWithConfigParams; result: McpStartServersResult };
   /** Removes the auto-managed `github` MCP server when present. */
-  "session.mcp.removeGitHub": { params: SessionMcpRemoveGitHubParams; result: McpRemoveGitHubResult };
+  "session.mcp.removeGitHub": { params: void; result: McpRemoveGitHubResult };
   /** Enumerate one page of resources a connected MCP server exposes (proxies MCP `resources/list`). Pass `cursor` to continue from a prior result's `nextCursor`. */
   "session.mcp.resources.list": { params: SessionMcpResourcesListParams; result: McpResourcesListResult };
   /** Enumerate one page of resource templates a connected MCP server exposes (proxies MCP `resources/templates/list`). Pass `cursor` to continue from a prior result's `nextCursor`. */
@@ -758,17 +758,17 @@ export interface SessionMethods {
   /** Unregisters a previously registered external MCP client by server name. Marked internal as the paired companion of `registerExternalClient`: only in-process callers that registered a client this way can meaningfully unregister it. Disappears alongside `registerExternalClient`: once external clients are described to the runtime as config rather than handed in as instances, lifecycle (including deregistration) is owned entirely by the runtime. */
   "session.mcp.unregisterExternalClient": { params: SessionMcpUnregisterExternalClientParams; result: null };
   /** Returns a snapshot of activity flags for the session. */
-  "session.metadata.activity": { params: SessionMetadataActivityParams; result: SessionActivity };
+  "session.metadata.activity": { params: void; result: SessionActivity };
   /** Returns the token breakdown for the session's current context window for a given model. */
   "session.metadata.contextInfo": { params: SessionMetadataContextInfoParams; result: MetadataContextInfoResult };
   /** Returns the client-owned string metadata persisted with this local session. The metadata is not included in model context, events, telemetry, snapshots, or remote exports. */
-  "session.metadata.getClientMetadata": { params: SessionMetadataGetClientMetadataParams; result: Record<string, string> };
+  "session.metadata.getClientMetadata": { params: void; result: Record<string, string> };
   /** Returns the experimental per-source attribution breakdown of the session's current context window as a flat list of entries (skills, subagents, MCP servers, built-in tools, plugin rollups, system/tool-definition costs, with nesting via parentId), plus the successful compaction count. The heaviest individual messages are available separately via `metadata.getContextHeaviestMessages`. Returns null until the session has initialized its system prompt and tool metadata. */
-  "session.metadata.getContextAttribution": { params: SessionMetadataGetContextAttributionParams; result: MetadataContextAttributionResult };
+  "session.metadata.getContextAttribution": { params: void; result: MetadataContextAttributionResult };
   /** Returns the largest individual messages currently in the session's context window, most-expensive first. Companion to `metadata.getContextAttribution`. Returns an empty list until the session has initialized. */
   "session.metadata.getContextHeaviestMessages": { params: SessionMetadataGetContextHeaviestMessagesParams; result: MetadataContextHeaviestMessagesResult };
   /** Reports whether the local session is currently processing user/agent messages. */
-  "session.metadata.isProcessing": { params: SessionMetadataIsProcessingParams; result: MetadataIsProcessingResult };
+  "session.metadata.isProcessing": { params: void; result: MetadataIsProcessingResult };
   /** Re-tokenizes the session's existing messages against a model and returns aggregate token totals. */
   "session.metadata.recomputeContextTokens": { params: SessionMetadataRecomputeContextTokensParams; result: MetadataRecomputeContextTokensResult };
   /** Records a working-directory/git context change and emits a `session.context_changed` event. For a local session, a report whose `cwd` diverges from the session's current working directory is ignored (the call still succeeds but records nothing and emits no event): a local session's working directory is authoritative and is moved via `metadata.setWorkingDirectory` (or an SDK `session.resume` that supplies a `workingDirectory`), not by this method. */
@@ -776,11 +776,11 @@ export interface SessionMethods {
   /** Updates the session's working directory. For local sessions the target is validated first (an absolute path that exists on disk) and the permission primary directory is re-based; a rejected validation fails the call before any session state changes. */
   "session.metadata.setWorkingDirectory": { params: SessionMetadataSetWorkingDirectoryParams; result: MetadataSetWorkingDirectoryResult };
   /** Returns a snapshot of the session's identifying metadata, mode, agent, and remote info. */
-  "session.metadata.snapshot": { params: SessionMetadataSnapshotParams; result: SessionMetadataSnapshot };
+  "session.metadata.snapshot": { params: void; result: SessionMetadataSnapshot };
   /** Atomically patches the client-owned string metadata persisted with this local session and returns the committed bag. */
   "session.metadata.updateClientMetadata": { params: SessionMetadataUpdateClientMetadataParams; result: Record<string, string> };
   /** Gets the current agent interaction mode. */
-  "session.mode.get": { params: SessionModeGetParams; result: SessionMode };
+  "session.mode.get": { params: void; result: SessionMode };
   /** Sets the current agent interaction mode. */
   "session.mode.set": { params: SessionModeSetParams; result: ModeSetResult };
   /** Resolves and applies organization-managed and repository model overlays. */
@@ -788,11 +788,11 @@ export interface SessionMethods {
   /** Clears an unchanged startup model/provider seed before default-model resolution. Never clears a resumed or user-selected model. */
   "session.model.clearStartupSeed": { params: SessionModelClearStartupSeedParams; result: ModelClearStartupSeedResult };
   /** Gets the session's authoritative model snapshot, including the committed Auto preference and any newer unclaimed Auto preference waiting for a future user turn. */
-  "session.model.getCurrent": { params: SessionModelGetCurrentParams; result: CurrentModel };
+  "session.model.getCurrent": { params: void; result: CurrentModel };
   /** Computes whether the session's current model shows reasoning summaries and how a host should present them: the default Ctrl+T visibility, reasoning headers, the hidden-summaries hint, and whether a persisted `showReasoning` setting is redundant. The runtime folds in the session's model catalog, selection and reasoning-summaries experiment assignment; the host supplies only its own persisted setting and current visibility. This method reads the session's resolved model catalog rather than resolving it, so call `session.model.list` first on a session that has not listed models or run a turn; until then the result is `ready: false`. A session that resolves models without a Copilot catalog, that is a BYOK registry or an alternate provider, never caches one and stays `ready: false`. */
   "session.model.getReasoningSummaries": { params: SessionModelGetReasoningSummariesParams; result: ModelGetReasoningSummariesResult };
   /** Lists models available to this session using its own auth and integration context. Connected hosts (CLI TUI, GitHub App) should call this through the session client so remote sessions return the remote CLI's available models rather than the caller's. */
-  "session.model.list": { params: unknown; result: SessionModelList };
+  "session.model.list": { params: SessionModelListParams; result: SessionModelList };
   /** Replaces or clears the host-supplied model allowlist for a running session. */
   "session.model.setAllowedModels": { params: SessionModelSetAllowedModelsParams; result: ModelSetAllowedModelsResult };
   /** Updates the session's reasoning effort without changing the selected model. */
@@ -802,7 +802,7 @@ export interface SessionMethods {
   /** Switches the session to a model and optional reasoning configuration. */
   "session.model.switchTo": { params: SessionModelSwitchToParams; result: ModelSwitchToResult };
   /** Gets the session's friendly name. */
-  "session.name.get": { params: SessionNameGetParams; result: NameGetResult };
+  "session.name.get": { params: void; result: NameGetResult };
   /** Sets the session's friendly name. */
   "session.name.set": { params: SessionNameSetParams; result: null };
   /** Persists an auto-generated session summary as the session's name when no user-set name exists. */
@@ -816,7 +816,7 @@ export interface SessionMethods {
   /** Reports whether a folder is trusted according to the user's folder trust state. */
   "session.permissions.folderTrust.isTrusted": { params: SessionPermissionsFolderTrustIsTrustedParams; result: FolderTrustCheckResult };
   /** Returns the current permission mode for the session. */
-  "session.permissions.getMode": { params: SessionPermissionsGetModeParams; result: PermissionsGetModeResult };
+  "session.permissions.getMode": { params: void; result: PermissionsGetModeResult };
   /** Provides a decision for a pending tool permission request. */
   "session.permissions.handlePendingPermissionRequest": { params: SessionPermissionsHandlePendingPermissionRequestParams; result: PermissionRequestResult };
   /** Persists a tool approval for a permission location and applies its rules to this session's live permission service. */
@@ -836,11 +836,11 @@ export interface SessionMethods {
   /** Reports whether a path falls within the session's workspace (primary) directory. */
   "session.permissions.paths.isPathWithinWorkspace": { params: SessionPermissionsPathsIsPathWithinWorkspaceParams; result: PermissionPathsWorkspaceCheckResult };
   /** Returns the session's recursive directory grants, exact session-approved paths, and primary working directory. */
-  "session.permissions.paths.list": { params: SessionPermissionsPathsListParams; result: PermissionPathsList };
+  "session.permissions.paths.list": { params: void; result: PermissionPathsList };
   /** Updates the session's primary working directory used by the permission policy. */
   "session.permissions.paths.updatePrimary": { params: SessionPermissionsPathsUpdatePrimaryParams; result: PermissionsPathsUpdatePrimaryResult };
   /** Reconstructs the set of pending tool permission requests from the session's event history. */
-  "session.permissions.pendingRequests": { params: SessionPermissionsPendingRequestsParams; result: PendingPermissionRequestList };
+  "session.permissions.pendingRequests": { params: void; result: PendingPermissionRequestList };
   /** Clears session-scoped tool approvals and, for full resets, exact session-approved paths. */
   "session.permissions.resetSessionApprovals": { params: SessionPermissionsResetSessionApprovalsParams; result: PermissionsResetSessionApprovalsResult };
   /** Enables or disables automatic approval of tool permission requests for the session. */
@@ -852,13 +852,13 @@ export interface SessionMethods {
   /** Toggles the runtime's URL-permission policy between unrestricted and restricted modes. */
   "session.permissions.urls.setUnrestrictedMode": { params: SessionPermissionsUrlsSetUnrestrictedModeParams; result: PermissionsUrlsSetUnrestrictedModeResult };
   /** Deletes the session plan file from the workspace. */
-  "session.plan.delete": { params: SessionPlanDeleteParams; result: null };
+  "session.plan.delete": { params: void; result: null };
   /** Reads the session plan file from the workspace. */
-  "session.plan.read": { params: SessionPlanReadParams; result: PlanReadResult };
+  "session.plan.read": { params: void; result: PlanReadResult };
   /** Reads todo rows from the session SQL database for plan rendering. */
-  "session.plan.readSqlTodos": { params: SessionPlanReadSqlTodosParams; result: PlanReadSqlTodosResult };
+  "session.plan.readSqlTodos": { params: void; result: PlanReadSqlTodosResult };
   /** Reads todo rows AND dependency edges from the session SQL database for structured progress UI. Same defensive behavior as readSqlTodos — returns empty arrays when the database, tables, or columns aren't available. Clients should call this on session start and after every `session.todos_changed` event to refresh structured-UI rendering. */
-  "session.plan.readSqlTodosWithDependencies": { params: SessionPlanReadSqlTodosWithDependenciesParams; result: PlanReadSqlTodosWithDependenciesResult };
+  "session.plan.readSqlTodosWithDependencies": { params: void; result: PlanReadSqlTodosWithDependenciesResult };
   /** Writes new content to the session plan file. */
   "session.plan.update": { params: SessionPlanUpdateParams; result: null };
   /** Disables installed plugins when permitted by the live session's retained managed policy. */
@@ -868,21 +868,21 @@ export interface SessionMethods {
   /** Installs a plugin using the live session's authoritative account, working directory, and retained managed policy. */
   "session.plugins.install": { params: SessionPluginsInstallParams; result: PluginInstallResult };
   /** Lists globally installed, live, built-in, and enterprise-managed desired plugins using the live session's authoritative account, working directory, and retained managed policy. */
-  "session.plugins.list": { params: SessionPluginsListParams; result: PluginList };
+  "session.plugins.list": { params: void; result: PluginList };
   /** Adds a marketplace when permitted by the live session's retained managed policy. */
   "session.plugins.marketplaces.add": { params: SessionPluginsMarketplacesAddParams; result: MarketplaceAddResult };
   /** Browses a marketplace resolved through the live session's working directory and retained managed policy. */
   "session.plugins.marketplaces.browse": { params: SessionPluginsMarketplacesBrowseParams; result: MarketplaceBrowseResult };
   /** Lists registered and enterprise-managed desired marketplaces using the live session's retained policy. */
-  "session.plugins.marketplaces.list": { params: SessionPluginsMarketplacesListParams; result: MarketplaceListResult };
+  "session.plugins.marketplaces.list": { params: void; result: MarketplaceListResult };
   /** Refreshes marketplaces resolved through the live session's working directory and retained managed policy. */
-  "session.plugins.marketplaces.refresh": { params: unknown; result: MarketplaceRefreshResult };
+  "session.plugins.marketplaces.refresh": { params: SessionPluginsMarketplacesRefreshParams; result: MarketplaceRefreshResult };
   /** Removes a marketplace when permitted by the live session's retained managed policy. */
   "session.plugins.marketplaces.remove": { params: SessionPluginsMarketplacesRemoveParams; result: MarketplaceRemoveResult };
   /** Reloads the session's plugin set, refreshing MCP servers, custom agents, hooks, and skills cache so SDK-driven changes via `server.plugins.*` take effect immediately. */
-  "session.plugins.reload": { params: unknown; result: null };
+  "session.plugins.reload": { params: SessionPluginsReloadParams; result: null };
   /** Installs or updates the plugins the session's managed settings require now, without waiting for the next automatic attempt after a failure, then reloads plugins. Reports progress and failures with the same `session.info` and `session.warning` events as automatic preparation. Fails when the runtime does not prepare managed plugins for the session. */
-  "session.plugins.retryManaged": { params: unknown; result: SessionPluginsRetryManagedResult };
+  "session.plugins.retryManaged": { params: SessionPluginsRetryManagedParams; result: SessionPluginsRetryManagedResult };
   /** Uninstalls a plugin when permitted by the live session's retained managed policy. */
   "session.plugins.uninstall": { params: SessionPluginsUninstallParams; result: null };
   /** Updates an installed plugin using the live session's authoritative account, working directory, and retained managed policy. */
@@ -890,7 +890,7 @@ export interface SessionMethods {
   /** Adds BYOK providers and/or models to the session's registry at runtime, extending the additive registry built from the session's `providers`/`models` options. Both fields are optional, so a call may add providers only, models only, or both. Within a single call providers are registered before models, so a model may reference a provider added in the same call; across calls a model may reference any provider already registered (from session creation or a prior add). A model whose referenced provider is not registered by the end of the call is rejected. Newly added models become selectable via `model.list` / `model.switchTo` and are inherited by sub-agents spawned afterwards. */
   "session.provider.add": { params: SessionProviderAddParams; result: ProviderAddResult };
   /** Returns the provider endpoint and credentials the session is currently configured to talk to, so the caller can make inference calls directly against the same backend the session uses. */
-  "session.provider.getEndpoint": { params: unknown; result: ProviderEndpoint };
+  "session.provider.getEndpoint": { params: SessionProviderGetEndpointParams; result: ProviderEndpoint };
   /** Atomically updates the session's BYOK provider and model registry by applying the supplied snapshot, replacing existing entries, updating models, or removing entries absent from the snapshot. */
   "session.provider.sync": { params: SessionProviderSyncParams; result: ProviderSyncResult };
   /** Withdraws named host-managed models from the session's BYOK registry, leaving every other entry untouched. The scoped counterpart to `provider.sync`: a snapshot can only describe entries the caller knows about, so using it to remove one model silently withdraws rows registered by another source, such as a plugin calling `provider.add` at runtime. Naming what to remove leaves unrelated entries alone. Selection ids that are not registered are ignored, so withdrawal is idempotent. A provider is removed only when one of the withdrawn models was the last entry referencing it; a provider that simply has no models, which is the normal state while its rows are supplied by catalog discovery, is left in place. */
@@ -898,7 +898,7 @@ export interface SessionMethods {
   /** Discovers reachable instances using an adapter from this session's effective provider catalog and provider-specific discovery input. */
   "session.providers.discover": { params: SessionProvidersDiscoverParams; result: ModelProviderDiscoverResult };
   /** Returns adapter definitions and supported operations in this session's effective provider catalog, without running discovery. Does not list provider instances or select inference models. */
-  "session.providers.getCatalog": { params: SessionProvidersGetCatalogParams; result: ModelProviderAdapterCatalog };
+  "session.providers.getCatalog": { params: void; result: ModelProviderAdapterCatalog };
   /** Gets current health and version information for a discovered model-provider instance. */
   "session.providers.getStatus": { params: SessionProvidersGetStatusParams; result: ModelProviderStatus };
   /** Lists models installed or otherwise available from a discovered model-provider instance. */
@@ -910,7 +910,7 @@ export interface SessionMethods {
   /** Begins a native deferred-idle drain when background work has quiesced. */
   "session.queue.beginDeferredIdleDrain": { params: SessionQueueBeginDeferredIdleDrainParams; result: QueueBeginDeferredIdleDrainResult };
   /** Clears all pending queued items on the local session. */
-  "session.queue.clear": { params: SessionQueueClearParams; result: null };
+  "session.queue.clear": { params: void; result: null };
   /** Consumes queued native system notifications matching an internal filter. */
   "session.queue.consumeSystemNotifications": { params: SessionQueueConsumeSystemNotificationsParams; result: QueueRemoveMostRecentResult };
   /** Marks session.idle as deferred by native background work state. */
@@ -918,41 +918,41 @@ export interface SessionMethods {
   /** Duplicates an addressable queued item immediately after its source. */
   "session.queue.duplicateAt": { params: SessionQueueDuplicateAtParams; result: QueueDuplicateAtResult };
   /** Enqueues the internal resume-pending wake item when orphan handling needs a follow-up turn. */
-  "session.queue.enqueueResumePending": { params: SessionQueueEnqueueResumePendingParams; result: QueueEnqueueResumePendingResult };
+  "session.queue.enqueueResumePending": { params: void; result: QueueEnqueueResumePendingResult };
   /** Finishes a native deferred-idle drain and reports whether to drain queue work or emit idle. */
   "session.queue.finishDeferredIdleDrain": { params: SessionQueueFinishDeferredIdleDrainParams; result: QueueFinishDeferredIdleDrainResult };
   /** Reports whether the local session has native queued work pending. */
-  "session.queue.hasPending": { params: SessionQueueHasPendingParams; result: QueueHasPendingResult };
+  "session.queue.hasPending": { params: void; result: QueueHasPendingResult };
   /** Inserts a new queued message at a public visible position. */
   "session.queue.insertAt": { params: SessionQueueInsertAtParams; result: QueueInsertAtResult };
   /** Moves an addressable queued item to a public visible position. */
   "session.queue.moveItem": { params: SessionQueueMoveItemParams; result: QueueMoveItemResult };
   /** Returns the local session's pending user-facing queued items and steering messages. */
-  "session.queue.pendingItems": { params: SessionQueuePendingItemsParams; result: QueuePendingItemsResult };
+  "session.queue.pendingItems": { params: void; result: QueuePendingItemsResult };
   /** Drains the native local-session work queue for in-process session orchestration. */
-  "session.queue.process": { params: SessionQueueProcessParams; result: null };
+  "session.queue.process": { params: void; result: null };
   /** Removes an addressable queued item by its stable id. */
   "session.queue.removeAt": { params: SessionQueueRemoveAtParams; result: QueueRemoveAtResult };
   /** Removes the most recently queued user-facing item (LIFO). */
-  "session.queue.removeMostRecent": { params: SessionQueueRemoveMostRecentParams; result: QueueRemoveMostRecentResult };
+  "session.queue.removeMostRecent": { params: void; result: QueueRemoveMostRecentResult };
   /** Moves an addressable queued message into the live turn's steering lane. */
   "session.queue.sendNow": { params: SessionQueueSendNowParams; result: QueueSendNowResult };
   /** Acquires or releases the queued-lane drain pause. */
   "session.queue.setDrainPaused": { params: SessionQueueSetDrainPausedParams; result: null };
   /** Returns the internal native queue snapshot for in-process session orchestration. */
-  "session.queue.snapshot": { params: SessionQueueSnapshotParams; result: QueueSnapshotResult };
+  "session.queue.snapshot": { params: void; result: QueueSnapshotResult };
   /** Updates the text of an addressable single-message queue item. */
   "session.queue.updateText": { params: SessionQueueUpdateTextParams; result: QueueUpdateTextResult };
   /** Atomically withdraws an unchanged user message of a local session: from the queued or steering lane while unconsumed, or from the running turn it started while the model has not answered it and nothing the user sent after it is pending. Withdrawing from the running turn interrupts that turn and removes its events from history. A client retaining the original draft may restore it only when removed is true. */
   "session.queue.withdrawMessage": { params: SessionQueueWithdrawMessageParams; result: QueueWithdrawMessageResult };
   /** Gets the session's current quota and account projection without making a network request. */
-  "session.quota.get": { params: SessionQuotaGetParams; result: SessionQuotaProjection };
+  "session.quota.get": { params: void; result: SessionQuotaProjection };
   /** Refreshes the session's provider model catalog bypassing its cache, folds quota snapshots into session state, and returns the updated projection. Failures leave the last known quota intact. */
-  "session.quota.refresh": { params: SessionQuotaRefreshParams; result: SessionQuotaProjection };
+  "session.quota.refresh": { params: void; result: SessionQuotaProjection };
   /** Returns and clears the session's pending quota warnings. Reading or refreshing quota does not drain warnings. */
-  "session.quota.takeWarnings": { params: SessionQuotaTakeWarningsParams; result: QuotaWarningProjection[] };
+  "session.quota.takeWarnings": { params: void; result: QuotaWarningProjection[] };
   /** Disables remote session export and steering. */
-  "session.remote.disable": { params: SessionRemoteDisableParams; result: null };
+  "session.remote.disable": { params: void; result: null };
   /** Enables remote session export or steering. */
   "session.remote.enable": { params: SessionRemoteEnableParams; result: RemoteEnableResult };
   /** Persists a remote-steerability change emitted by the host as a session event. */
@@ -960,9 +960,9 @@ export interface SessionMethods {
   /** Disables sandboxing for the remainder of the current session and approves the referenced pending sandbox-bypass permission request. The request is rejected unless the exact request is still pending and the effective sandbox policy permits bypass. */
   "session.sandbox.disableForSession": { params: SessionSandboxDisableForSessionParams; result: SandboxDisableForSessionResult };
   /** Lists possible secret-bearing environment variables available to new sandboxed shells that are not already covered by credential masking. Uses local name rules and known-provider host suggestions, never returns secret values, and changes no settings or network permissions. Returns no suggestions while the session is not sandboxed. */
-  "session.sandbox.getCredentialSuggestions": { params: SessionSandboxGetCredentialSuggestionsParams; result: SandboxCredentialSuggestionsResult };
+  "session.sandbox.getCredentialSuggestions": { params: void; result: SandboxCredentialSuggestionsResult };
   /** Returns whether managed policy requires sandbox enforcement and whether an enforcement failure has permanently blocked the session. */
-  "session.sandbox.getEnforcementStatus": { params: SessionSandboxGetEnforcementStatusParams; result: SandboxEnforcementStatus };
+  "session.sandbox.getEnforcementStatus": { params: void; result: SandboxEnforcementStatus };
   /** Adds the path offered by a pending sandbox escalation permission request's sandboxPathGrant to the session's sandbox policy and approves the request, so the blocked operation re-runs inside the sandbox rather than outside it. The request is rejected unless the exact request is still pending, carries a sandboxPathGrant, and the grant still takes effect under the current managed policy. Does not persist the path; hosts that store sandbox settings save it themselves. */
   "session.sandbox.grantPathForRequest": { params: SessionSandboxGrantPathForRequestParams; result: SandboxGrantPathForRequestResult };
   /** Registers a relative-interval scheduled prompt. */
@@ -974,11 +974,11 @@ export interface SessionMethods {
   /** Registers a self-paced scheduled prompt. */
   "session.schedule.addSelfPaced": { params: SessionScheduleAddSelfPacedParams; result: ScheduleAddResult };
   /** Reports whether the session has an active self-paced scheduled prompt. */
-  "session.schedule.hasSelfPaced": { params: SessionScheduleHasSelfPacedParams; result: ScheduleHasSelfPacedResult };
+  "session.schedule.hasSelfPaced": { params: void; result: ScheduleHasSelfPacedResult };
   /** Hydrates the native schedule registry from persisted session events. */
-  "session.schedule.hydrate": { params: SessionScheduleHydrateParams; result: null };
+  "session.schedule.hydrate": { params: void; result: null };
   /** Lists the session's currently active scheduled prompts. */
-  "session.schedule.list": { params: SessionScheduleListParams; result: ScheduleList };
+  "session.schedule.list": { params: void; result: ScheduleList };
   /** Re-arms an active self-paced scheduled prompt. */
   "session.schedule.rearmSelfPaced": { params: SessionScheduleRearmSelfPacedParams; result: ScheduleAddResult };
   /** Removes a scheduled prompt by id. */
@@ -992,7 +992,7 @@ export interface SessionMethods {
   /** Evaluates a named Rust-owned settings predicate without exposing raw feature flags. Internal: the raw feature-flag names and composition are runtime-internal, so this predicate-evaluation helper is kept out of the public SDK surface and is callable in-process only. */
   "session.settings.evaluatePredicate": { params: SessionSettingsEvaluatePredicateParams; result: SessionSettingsEvaluatePredicateResult };
   /** Returns a redacted snapshot of session runtime settings, with secrets and raw feature flags excluded. Internal: the runtime settings shape is a runtime-internal surface and is deliberately kept out of the public SDK, because consumers should not depend on the runtime's internal settings layout. It remains callable in-process and is expected to be reworked as the runtime internals are consolidated. */
-  "session.settings.snapshot": { params: SessionSettingsSnapshotParams; result: SessionSettingsSnapshot };
+  "session.settings.snapshot": { params: void; result: SessionSettingsSnapshot };
   /** Cancels a user-requested shell command by request ID. */
   "session.shell.cancelUserRequested": { params: SessionShellCancelUserRequestedParams; result: CancelUserRequestedShellCommandResult };
   /** Starts a shell command, returning an RPC error if it cannot be spawned. The command runs as the leader of its own process group (POSIX) or in a dedicated job object (Windows), so a forced termination — via "shell.kill", the request timeout, or session disposal — signals that whole group/job rather than only the direct child. Two gaps are worth planning for: a command that exits on its own does not trigger that teardown, and on POSIX a descendant that moves itself into a new session or process group (for example via "setsid") leaves the signalled group, so either can leave a background process running. */
@@ -1008,31 +1008,31 @@ export interface SessionMethods {
   /** Enables a skill for the session. */
   "session.skills.enable": { params: SessionSkillsEnableParams; result: null };
   /** Ensures the session's skill definitions have been loaded from disk. */
-  "session.skills.ensureLoaded": { params: SessionSkillsEnsureLoadedParams; result: null };
+  "session.skills.ensureLoaded": { params: void; result: null };
   /** Returns the skills that have been invoked during this session. */
-  "session.skills.getInvoked": { params: SessionSkillsGetInvokedParams; result: SkillsGetInvokedResult };
+  "session.skills.getInvoked": { params: void; result: SkillsGetInvokedResult };
   /** Lists skills available to the session. */
-  "session.skills.list": { params: SessionSkillsListParams; result: SkillList };
+  "session.skills.list": { params: void; result: SkillList };
   /** Reloads skill definitions for the session. */
-  "session.skills.reload": { params: SessionSkillsReloadParams; result: SkillsLoadDiagnostics };
+  "session.skills.reload": { params: void; result: SkillsLoadDiagnostics };
   /** Suspends the session while preserving persisted state for later resume. */
-  "session.suspend": { params: SessionSuspendParams; result: null };
+  "session.suspend": { params: void; result: null };
   /** Cancels a background task. */
   "session.tasks.cancel": { params: SessionTasksCancelParams; result: TasksCancelResult };
   /** Returns the first sync-waiting task that can currently be promoted to background mode. */
-  "session.tasks.getCurrentPromotable": { params: SessionTasksGetCurrentPromotableParams; result: TasksGetCurrentPromotableResult };
+  "session.tasks.getCurrentPromotable": { params: void; result: TasksGetCurrentPromotableResult };
   /** Returns progress information for a background task by ID. */
   "session.tasks.getProgress": { params: SessionTasksGetProgressParams; result: TasksGetProgressResult };
   /** Lists background tasks tracked by the session. */
-  "session.tasks.list": { params: SessionTasksListParams; result: TaskList };
+  "session.tasks.list": { params: void; result: TaskList };
   /** Atomically promotes the first promotable sync-waiting task to background mode and returns it. */
-  "session.tasks.promoteCurrentToBackground": { params: SessionTasksPromoteCurrentToBackgroundParams; result: TasksPromoteCurrentToBackgroundResult };
+  "session.tasks.promoteCurrentToBackground": { params: void; result: TasksPromoteCurrentToBackgroundResult };
   /** Promotes an eligible synchronously-waited task so it continues running in the background. */
   "session.tasks.promoteToBackground": { params: SessionTasksPromoteToBackgroundParams; result: TasksPromoteToBackgroundResult };
   /** Reads a detached shell task's output after a cursor, optionally waiting for new output or for the shell to finish. */
   "session.tasks.readOutput": { params: SessionTasksReadOutputParams; result: TasksReadOutputResult };
   /** Refreshes metadata for any detached background shells the runtime knows about. */
-  "session.tasks.refresh": { params: SessionTasksRefreshParams; result: unknown };
+  "session.tasks.refresh": { params: void; result: unknown };
   /** Registers a client-owned task, or reclaims an orphaned task belonging to the same extension principal. */
   "session.tasks.register": { params: SessionTasksRegisterParams; result: TasksRegisterResult };
   /** Removes a completed or cancelled background task from tracking. */
@@ -1044,9 +1044,9 @@ export interface SessionMethods {
   /** Publishes generic progress or a terminal outcome for a client-owned task. */
   "session.tasks.update": { params: SessionTasksUpdateParams; result: TasksUpdateResult };
   /** Waits for all in-flight background tasks and any follow-up turns to settle. */
-  "session.tasks.waitForPending": { params: SessionTasksWaitForPendingParams; result: unknown };
+  "session.tasks.waitForPending": { params: void; result: unknown };
   /** Gets the telemetry engagement ID currently associated with the session, when available. */
-  "session.telemetry.getEngagementId": { params: SessionTelemetryGetEngagementIdParams; result: SessionTelemetryEngagement };
+  "session.telemetry.getEngagementId": { params: void; result: SessionTelemetryEngagement };
   /** Sets feature override key/value pairs to attach to subsequent telemetry events for the session. */
   "session.telemetry.setFeatureOverrides": { params: SessionTelemetrySetFeatureOverridesParams; result: null };
   /** Executes one tool from the session's currently offered tool set through the native invocation pipeline. */
@@ -1054,13 +1054,13 @@ export interface SessionMethods {
   /** Returns the Rust-owned built-in tool descriptors used to construct the session's offered tool set. */
   "session.tools.getBuiltinDescriptors": { params: SessionToolsGetBuiltinDescriptorsParams; result: ToolsGetBuiltinDescriptorsResult };
   /** Returns lightweight metadata for the session's currently initialized tools. */
-  "session.tools.getCurrentMetadata": { params: SessionToolsGetCurrentMetadataParams; result: ToolsGetCurrentMetadataResult };
+  "session.tools.getCurrentMetadata": { params: void; result: ToolsGetCurrentMetadataResult };
   /** Provides the result for a pending external tool call. */
   "session.tools.handlePendingToolCall": { params: SessionToolsHandlePendingToolCallParams; result: HandlePendingToolCallResult };
   /** Resolves, builds, and validates the runtime tool list for the session. */
-  "session.tools.initializeAndValidate": { params: SessionToolsInitializeAndValidateParams; result: unknown };
+  "session.tools.initializeAndValidate": { params: void; result: unknown };
   /** Lists the external tool calls of the session and its sub-agents that are still waiting for session.tools.handlePendingToolCall. */
-  "session.tools.listPendingRequests": { params: SessionToolsListPendingRequestsParams; result: PendingExternalToolRequestList };
+  "session.tools.listPendingRequests": { params: void; result: PendingExternalToolRequestList };
   /** Atomically replaces the complete externally implemented tool list supplied by the calling connection. Built-in, MCP/plugin, extension-discovered, subagent, and tools supplied by other connections remain unchanged. */
   "session.tools.set": { params: SessionToolsSetParams; result: unknown };
   /** Projects a completed task_complete tool call into its label-safe session event payload. */
@@ -1090,15 +1090,15 @@ export interface SessionMethods {
   /** Resolves a pending `user_input.requested` event with the user's response. */
   "session.ui.handlePendingUserInput": { params: SessionUiHandlePendingUserInputParams; result: UiHandlePendingResult };
   /** Registers an in-process handler for auto-mode-switch requests so the server bridge skips dispatch. */
-  "session.ui.registerDirectAutoModeSwitchHandler": { params: SessionUiRegisterDirectAutoModeSwitchHandlerParams; result: UiRegisterDirectAutoModeSwitchHandlerResult };
+  "session.ui.registerDirectAutoModeSwitchHandler": { params: void; result: UiRegisterDirectAutoModeSwitchHandlerResult };
   /** Unregisters a previously-registered in-process auto-mode-switch handler by its opaque handle. */
   "session.ui.unregisterDirectAutoModeSwitchHandler": { params: SessionUiUnregisterDirectAutoModeSwitchHandlerParams; result: UiUnregisterDirectAutoModeSwitchHandlerResult };
   /** Gets accumulated usage metrics for the session. */
-  "session.usage.getMetrics": { params: SessionUsageGetMetricsParams; result: UsageGetMetricsResult };
+  "session.usage.getMetrics": { params: void; result: UsageGetMetricsResult };
   /** Internal host-only replacement of absolute code-change totals reported by a relay host. */
   "session.usage.setCodeChanges": { params: SessionUsageSetCodeChangesParams; result: null };
   /** Returns the session's current Mission Control sharing status and shareable GitHub URL. Reflects whether the synced session is visible to repository readers ("repo") or restricted to its creator and collaborators ("unshared"). */
-  "session.visibility.get": { params: SessionVisibilityGetParams; result: VisibilityGetResult };
+  "session.visibility.get": { params: void; result: VisibilityGetResult };
   /** Sets the session's Mission Control sharing status, controlling whether the synced session is visible to repository readers. Returns the effective status and shareable GitHub URL after the change. */
   "session.visibility.set": { params: SessionVisibilitySetParams; result: VisibilitySetResult };
   /** Runs one dynamic-workflow-scoped subagent and returns its result. */
@@ -1134,25 +1134,25 @@ export interface SessionMethods {
   /** Adds a compaction summary checkpoint to the local session workspace. */
   "session.workspaces.addSummary": { params: SessionWorkspacesAddSummaryParams; result: WorkspacesAddSummaryResult };
   /** Checks whether the local session workspace has an autopilot objective state file. */
-  "session.workspaces.autopilotObjectiveExists": { params: SessionWorkspacesAutopilotObjectiveExistsParams; result: WorkspacesAutopilotObjectiveExistsResult };
+  "session.workspaces.autopilotObjectiveExists": { params: void; result: WorkspacesAutopilotObjectiveExistsResult };
   /** Creates a directory in the session workspace files directory. */
   "session.workspaces.createDirectory": { params: SessionWorkspacesCreateDirectoryParams; result: null };
   /** Creates or overwrites a file in the session workspace files directory. */
   "session.workspaces.createFile": { params: SessionWorkspacesCreateFileParams; result: null };
   /** Deletes the autopilot objective state file from the local session workspace. */
-  "session.workspaces.deleteAutopilotObjective": { params: SessionWorkspacesDeleteAutopilotObjectiveParams; result: WorkspacesDeleteAutopilotObjectiveResult };
+  "session.workspaces.deleteAutopilotObjective": { params: void; result: WorkspacesDeleteAutopilotObjectiveResult };
   /** Computes a diff for the session workspace. Never rejects for a busy session: a `session`-mode diff that cannot read the session's file-change captures falls back to an unstaged git diff with `isFallback: true` and reports why in `unavailableReason`. */
   "session.workspaces.diff": { params: SessionWorkspacesDiffParams; result: WorkspaceDiffResult };
   /** Ensures a local session workspace exists and returns it. */
   "session.workspaces.ensure": { params: SessionWorkspacesEnsureParams; result: WorkspacesGetWorkspaceResult };
   /** Gets current workspace metadata for the session. */
-  "session.workspaces.getWorkspace": { params: SessionWorkspacesGetWorkspaceParams; result: WorkspacesGetWorkspaceResult };
+  "session.workspaces.getWorkspace": { params: void; result: WorkspacesGetWorkspaceResult };
   /** Lists workspace checkpoints in chronological order. */
-  "session.workspaces.listCheckpoints": { params: SessionWorkspacesListCheckpointsParams; result: WorkspacesListCheckpointsResult };
+  "session.workspaces.listCheckpoints": { params: void; result: WorkspacesListCheckpointsResult };
   /** Lists files stored in the session workspace files directory. */
-  "session.workspaces.listFiles": { params: SessionWorkspacesListFilesParams; result: WorkspacesListFilesResult };
+  "session.workspaces.listFiles": { params: void; result: WorkspacesListFilesResult };
   /** Reads the autopilot objective state file from the local session workspace. */
-  "session.workspaces.readAutopilotObjective": { params: SessionWorkspacesReadAutopilotObjectiveParams; result: WorkspacesReadAutopilotObjectiveResult };
+  "session.workspaces.readAutopilotObjective": { params: void; result: WorkspacesReadAutopilotObjectiveResult };
   /** Reads the content of a workspace checkpoint by number. */
   "session.workspaces.readCheckpoint": { params: SessionWorkspacesReadCheckpointParams; result: WorkspacesReadCheckpointResult };
   /** Reads a file from the session workspace files directory. */
@@ -1184,11 +1184,11 @@ export interface ClientSessionMethods {
   /** Asks the SDK client to get a bearer token for a BYOK provider whose config set `hasBearerTokenProvider: true`. Session-scoped: the runtime calls it back on the connection that most recently supplied that provider's config for the session (the creating connection, or a resuming connection if the session was resumed — distinct providers may be owned by different connections), passing the provider name, and uses the returned token as the Authorization header for the outbound model request. The runtime does no caching — it calls this once per outbound request; the SDK consumer owns token acquisition, caching, and refresh. */
   "providerToken.getToken": { params: ProviderTokenGetTokenParams; result: ProviderTokenAcquireResult };
   /** Appends content to a file in the client-provided session filesystem, creating parent directories as needed. */
-  "sessionFs.appendFile": { params: SessionFsAppendFileParams; result: unknown };
+  "sessionFs.appendFile": { params: SessionFsAppendFileParams; result: SessionFsError };
   /** Checks whether a path exists in the client-provided session filesystem. */
   "sessionFs.exists": { params: SessionFsExistsParams; result: SessionFsExistsResult };
   /** Creates a directory in the client-provided session filesystem. */
-  "sessionFs.mkdir": { params: SessionFsMkdirParams; result: unknown };
+  "sessionFs.mkdir": { params: SessionFsMkdirParams; result: SessionFsError };
   /** Reads a file from the client-provided session filesystem. */
   "sessionFs.readFile": { params: SessionFsReadFileParams; result: SessionFsReadFileResult };
   /** Reads binary file content from the client-provided session filesystem. */
@@ -1198,9 +1198,9 @@ export interface ClientSessionMethods {
   /** Lists directory entries with type information from the client-provided session filesystem. */
   "sessionFs.readdirWithTypes": { params: SessionFsReaddirWithTypesParams; result: SessionFsReaddirWithTypesResult };
   /** Renames or moves a path in the client-provided session filesystem. */
-  "sessionFs.rename": { params: SessionFsRenameParams; result: unknown };
+  "sessionFs.rename": { params: SessionFsRenameParams; result: SessionFsError };
   /** Removes a file or directory from the client-provided session filesystem. */
-  "sessionFs.rm": { params: SessionFsRmParams; result: unknown };
+  "sessionFs.rm": { params: SessionFsRmParams; result: SessionFsError };
   /** Checks whether the per-session SQLite database already exists, without creating it. */
   "sessionFs.sqliteExists": { params: SessionFsSqliteExistsParams; result: SessionFsSqliteExistsResult };
   /** Executes a SQLite query against the per-session database. Providers apply busy handling for every call. */
@@ -1210,9 +1210,9 @@ export interface ClientSessionMethods {
   /** Gets metadata for a path in the client-provided session filesystem. */
   "sessionFs.stat": { params: SessionFsStatParams; result: SessionFsStatResult };
   /** Writes a file in the client-provided session filesystem. */
-  "sessionFs.writeFile": { params: SessionFsWriteFileParams; result: unknown };
+  "sessionFs.writeFile": { params: SessionFsWriteFileParams; result: SessionFsError };
   /** Writes binary file content to the client-provided session filesystem. */
-  "sessionFs.writeFileBytes": { params: SessionFsWriteFileBytesParams; result: unknown };
+  "sessionFs.writeFileBytes": { params: SessionFsWriteFileBytesParams; result: SessionFsError };
   /** Lists metadata for the skills supplied by this SDK session's provider. Internal transport plumbing behind the public session skill-provider API. */
   "skillProvider.list": { params: SkillProviderListParams; result: SkillProviderListResult };
   /** Reads the current SKILL.md text for one skill supplied by this SDK session's provider. Internal transport plumbing behind the public session skill-provider API. */
@@ -1232,7 +1232,7 @@ export interface ClientGlobalMethods {
   /** Forwards a single GitHub telemetry event to a host connection that opted into telemetry forwarding during the `server.connect` handshake. Opted-in connections receive their runtime host's events across all its sessions, its sessionless events (for example, `server.sendTelemetry`), and explicitly process-wide events. Events owned by another independently embedded runtime host are not forwarded to this connection. */
   "gitHubTelemetry.event": { params: GitHubTelemetryNotification; result: null };
   /** Asks the SDK client to mint a GitHub access token for a session whose configuration supplied a GitHub token provider. The runtime acquires the initial token during bootstrap and refreshes it during expiry preflight when one hour or less remains. */
-  "gitHubToken.getToken": { params: GitHubTokenAcquireRequest; result: unknown };
+  "gitHubToken.getToken": { params: GitHubTokenAcquireRequest; result: GitHubTokenAcquireResult };
   /** Dispatches one SDK callback hook from the runtime to the connection that registered it. Internal transport plumbing: clients opt in through session initialization and the Rust hook processor owns ordering, policy, timeout, and callback routing. */
   "hooks.invoke": { params: HookInvokeRequest; result: HookInvokeResponse };
   /** Reports termination of a connection-owned host listener. */
@@ -1257,6 +1257,1742 @@ export interface ClientGlobalMethods {
   "uiThread.run": { params: UiThreadRunRequest; result: null };
 }
 
+/** Options of one call. */
+export interface RpcCallOptions {
+  /** The call's deadline in milliseconds (default: the client's `requestTimeoutMs`). */
+  timeoutMs?: number;
+}
+
+/** The `server` methods of the CLI as calls (`rpc` of a client or session). */
+export interface ServerApi {
+  account: ServerAccountApi;
+  agentRegistry: ServerAgentRegistryApi;
+  agents: ServerAgentsApi;
+  azureMl: ServerAzureMlApi;
+  catalog: ServerCatalogApi;
+  commands: ServerCommandsApi;
+  connectors: ServerConnectorsApi;
+  contentExclusion: ServerContentExclusionApi;
+  environments: ServerEnvironmentsApi;
+  extensions: ServerExtensionsApi;
+  featureFlags: ServerFeatureFlagsApi;
+  git: ServerGitApi;
+  gitHubOwners: ServerGitHubOwnersApi;
+  gitHubRepository: ServerGitHubRepositoryApi;
+  globalState: ServerGlobalStateApi;
+  hooks: ServerHooksApi;
+  host: ServerHostApi;
+  instructions: ServerInstructionsApi;
+  llmInference: ServerLlmInferenceApi;
+  managedSettings: ServerManagedSettingsApi;
+  mcp: ServerMcpApi;
+  models: ServerModelsApi;
+  permissions: ServerPermissionsApi;
+  persistence: ServerPersistenceApi;
+  plugins: ServerPluginsApi;
+  repo: ServerRepoApi;
+  runtime: ServerRuntimeApi;
+  sandbox: ServerSandboxApi;
+  secrets: ServerSecretsApi;
+  sessionFs: ServerSessionFsApi;
+  sessions: ServerSessionsApi;
+  skills: ServerSkillsApi;
+  tools: ServerToolsApi;
+  user: ServerUserApi;
+  /** `connect`: Performs the SDK server connection handshake and validates the optional connection token. Marked internal because this is JSON-RPC transport plumbing invoked automatically by an SDK client's own `connect()` wrapper, not a user-facing method. Stays internal as long as the SDK client owns the handshake; would only become public if the SDK ever exposed the raw schema surface to consumers without a connection wrapper. */
+  connect(params?: ConnectRequest, options?: RpcCallOptions): Promise<ConnectResult>;
+  /** `ping`: Checks server responsiveness and returns protocol information. */
+  ping(params?: PingRequest, options?: RpcCallOptions): Promise<PingResult>;
+  /** `registerExtensionLaunchProvider`: Registers the calling SDK client as the per-entrypoint extension launch provider. Call before creating any sessions. When omitted, the runtime uses its built-in extension launcher. */
+  registerExtensionLaunchProvider(options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `account.*` methods. */
+export interface ServerAccountApi {
+  /** `account.describeAuthInfo`: Renders the sign-in banner and the one-line account description the runtime uses for an authentication identity. The runtime words these in several places for its own callers, so a host that announces a sign-in or an account switch should render them from here rather than composing its own, which would let the two spellings drift apart. */
+  describeAuthInfo(params: AccountDescribeAuthInfoRequest, options?: RpcCallOptions): Promise<AccountDescribeAuthInfoResult>;
+  /** `account.getAllUsers`: Gets all authenticated users available for account switching. */
+  getAllUsers(options?: RpcCallOptions): Promise<AccountAllUsers[]>;
+  /** `account.getCurrentAuth`: Gets the currently active authentication credentials from the global auth manager. */
+  getCurrentAuth(options?: RpcCallOptions): Promise<AccountGetCurrentAuthResult>;
+  /** `account.getGistSupport`: Reports whether the supplied identity can create gists. Gists are unavailable on GitHub Enterprise Cloud with data residency, and to Enterprise Managed Users on github.com, so a host that offers gist actions should hide or disable them when this reports no support. */
+  getGistSupport(params: AccountGetGistSupportRequest, options?: RpcCallOptions): Promise<AccountGetGistSupportResult>;
+  /** `account.getQuota`: Gets Copilot quota usage for the current or opaquely selected authenticated user. */
+  getQuota(params?: AccountGetQuotaRequest, options?: RpcCallOptions): Promise<AccountGetQuotaResult>;
+  /** `account.getTokenEnvVar`: Names the environment variable supplying a classic personal access token, if one is set. A classic token cannot be upgraded in place, so a host that finds one should tell the user which variable to unset rather than starting an interactive sign-in that the variable would override. */
+  getTokenEnvVar(options?: RpcCallOptions): Promise<AccountGetTokenEnvVarResult>;
+  /** `account.getWebUrl`: Resolves a path on the identity's GitHub host into an absolute URL, so a host can link to settings or documentation on the enterprise instance the user is signed in to rather than to github.com. Falls back to the public host when no identity is supplied. */
+  getWebUrl(params: AccountGetWebUrlRequest, options?: RpcCallOptions): Promise<AccountGetWebUrlResult>;
+  /** `account.login`: Validates and stores authentication credentials. When login is omitted, resolves the authenticated user from the token before persistence. */
+  login(params: AccountLoginRequest, options?: RpcCallOptions): Promise<AccountLoginResult>;
+  /** `account.logout`: Removes user authentication from keychain and persisted state. */
+  logout(params: unknown, options?: RpcCallOptions): Promise<AccountLogoutResult>;
+}
+
+/** The `agentRegistry.*` methods. */
+export interface ServerAgentRegistryApi {
+  /** `agentRegistry.spawn`: Spawns a managed-server child with the supplied configuration and returns a discriminated-union result. The caller (typically the CLI controller) is responsible for attaching to the spawned child and sending any follow-up prompt. When the controller-local spawn gate is closed the server returns JSON-RPC MethodNotFound. */
+  spawn(params: AgentRegistrySpawnRequest, options?: RpcCallOptions): Promise<AgentRegistrySpawnResult>;
+}
+
+/** The `agents.*` methods. */
+export interface ServerAgentsApi {
+  /** `agents.customAgentInitialModelDecision`: Resolves the model a custom agent asks for against the models actually available, and answers both the model to switch to and the warning a user should see when the agent's preference cannot be met. A custom agent may name several acceptable models in preference order, so the decision is a match rather than a lookup, and an agent whose preference is unavailable is a normal outcome that produces a warning rather than an error. A host must call this rather than pick the first available name itself, because the preference order and the wording of the warning are what keep one installation's agent selection the same as another's. */
+  customAgentInitialModelDecision(params: AgentsCustomAgentInitialModelDecisionParams, options?: RpcCallOptions): Promise<AgentsCustomAgentInitialModelDecisionResult>;
+  /** `agents.discover`: Discovers custom agents across user, project, plugin, and remote sources. */
+  discover(params?: AgentsDiscoverRequest, options?: RpcCallOptions): Promise<ServerAgentList>;
+  /** `agents.getAvailableBuiltins`: Lists the shipped agents a client should offer right now, filtered by the feature flags it passes. `getBuiltins` names every agent the runtime knows about; some of those are gated, so a client rendering a picker wants this narrower list together with the description to show beside each name. */
+  getAvailableBuiltins(params?: AgentsGetAvailableBuiltinsRequest, options?: RpcCallOptions): Promise<AgentsGetAvailableBuiltinsResult>;
+  /** `agents.getBuiltinDefinition`: Loads one shipped agent's YAML definition, for a client that needs what the agent declares rather than only its name. `getBuiltins` reports which names have a definition to load: a name outside its `yamlBasedNames` is special-cased in code and has none. The definition crosses as its own JSON rather than as contract-typed fields, because the runtime parses it with the agent schema's tolerant shape and re-typing it here would drop the keys that shape accepts and this one does not. The projected `__nativeCustomAgent` view the runtime derives is included, so a caller reading the declared model and a caller rendering the agent see the same definition. */
+  getBuiltinDefinition(params: AgentsGetBuiltinDefinitionRequest, options?: RpcCallOptions): Promise<AgentsGetBuiltinDefinitionResult>;
+  /** `agents.getBuiltinListingDefinition`: Projects one shipped agent the way a picker lists it, reading only the metadata at the head of the definition file and stopping before the prompt body. `getBuiltinDefinition` answers the whole definition instead, so a client listing every shipped agent should prefer this one: the cost of a listing grows with the number of agents, and the prompt body is the part a listing never shows. The two also differ in shape. This returns the projected custom agent on its own, whereas `getBuiltinDefinition` returns the authored definition with that projection nested under `__nativeCustomAgent`. */
+  getBuiltinListingDefinition(params: AgentsGetBuiltinListingDefinitionRequest, options?: RpcCallOptions): Promise<AgentsGetBuiltinListingDefinitionResult>;
+  /** `agents.getBuiltins`: Lists the agents this runtime ships, by name. A consumer separating shipped agents from ones the user or a plugin authored should compare against these names rather than against `AgentInfo.source`: an authored agent may carry the `builtin` source while not being one of these, and the runtime treats the two as separate questions. `disableableNames` is the subset a user may turn off, which a client needs to decide whether to offer a toggle. `yamlBasedNames` is the subset backed by a shipped YAML definition, which a client needs before asking the runtime to load one. */
+  getBuiltins(options?: RpcCallOptions): Promise<AgentsGetBuiltinsResult>;
+  /** `agents.getDiscoveryPaths`: Returns the canonical directories where a client may create custom agents that the runtime will recognize, including ones that do not exist yet. Project directories become active once created. */
+  getDiscoveryPaths(params?: AgentsGetDiscoveryPathsRequest, options?: RpcCallOptions): Promise<AgentDiscoveryPathList>;
+}
+
+/** The `azureMl.*` methods. */
+export interface ServerAzureMlApi {
+  /** `azureMl.acquireFamily`: Acquires a connection-owned model-family mutation lease across transfer, activation, registration, and cleanup. */
+  acquireFamily(params: AzureMlFamilyRequest, options?: RpcCallOptions): Promise<AzureMlFamilyLeaseResult>;
+  /** `azureMl.cancel`: Cancels a connection-owned download; the download call reports terminal cleanup separately. */
+  cancel(params: AzureMlDownloadIdRequest, options?: RpcCallOptions): Promise<boolean>;
+  /** `azureMl.catalog`: Lists eligible Azure ML local models and redacted warnings before a chat session exists. */
+  catalog(params: AzureMlCatalogRequest, options?: RpcCallOptions): Promise<AzureMlCatalogResult>;
+  /** `azureMl.discard`: Discards an inactive model version under the server-owned Azure ML library. */
+  discard(params: AzureMlDiscardRequest, options?: RpcCallOptions): Promise<unknown>;
+  /** `azureMl.download`: Downloads and verifies a connection-owned model version, returning only after placement and manifest publication. */
+  download(params: AzureMlDownloadRequest, options?: RpcCallOptions): Promise<AzureMlDownloadResult>;
+  /** `azureMl.latest`: Revalidates the newest eligible version of one Azure ML model family. */
+  latest(params: AzureMlLatestRequest, options?: RpcCallOptions): Promise<AzureMlModel>;
+  /** `azureMl.releaseFamily`: Releases a connection-owned family lease after its active download and cleanup operations complete. */
+  releaseFamily(params: AzureMlFamilyReleaseRequest, options?: RpcCallOptions): Promise<unknown>;
+  /** `azureMl.resolve`: Resolves immutable artifact facts without returning signed access URLs. */
+  resolve(params: AzureMlResolveRequest, options?: RpcCallOptions): Promise<AzureMlResolveResult>;
+  /** `azureMl.status`: Returns progress for an active download owned by this connection, or null after completion. */
+  status(params: AzureMlDownloadIdRequest, options?: RpcCallOptions): Promise<AzureMlDownloadStatus | null>;
+}
+
+/** The `catalog.*` methods. */
+export interface ServerCatalogApi {
+  /** `catalog.getGeneratedFeed`: Retrieves one generated feed by strategy and key, such as telemetry/popular, optionally filtered by trust tier. Requires catalog-feeds and catalog-search-credential-required, and uses the same authority, credential policy, optional session binding and candidate projection as catalog.search, so available entries are the same inert candidates, with the same installability, handles and display metadata, and install through the same confirmed flows. Entries keep the feed's order; an entry the runtime cannot present is returned as unavailable with a reason rather than failing the feed. No anonymous retry. Read-only: nothing is installed, configured, or persisted. */
+  getGeneratedFeed(params: CatalogGetGeneratedFeedRequest, options?: RpcCallOptions): Promise<CatalogResourceGeneratedFeedResult>;
+  /** `catalog.getSavedFeed`: Retrieves one saved feed by its opaque ID, optionally filtered by trust tier. Requires catalog-feeds and catalog-search-credential-required, and uses the same authority, credential policy, optional session binding and candidate projection as catalog.search, so available entries are the same inert candidates, with the same installability, handles and display metadata, and install through the same confirmed flows. Entries keep the feed's order; an entry the runtime cannot present is returned as unavailable with a reason rather than failing the feed. No anonymous retry. Read-only: nothing is installed, configured, or persisted. */
+  getSavedFeed(params: CatalogGetSavedFeedRequest, options?: RpcCallOptions): Promise<CatalogResourceSavedFeedResult>;
+  /** `catalog.planInstallFromReference`: Plans installing the resource an Agent Finder materialisation reference pins, without writing files and whatever its kind. The runtime retrieves the descriptor once, only from its fixed Agent Finder authority, verifies it, and plans by its resolution policy: a Skill (`agent-skill@1.0.0`) when the caller requires skill-confirmed-installation, an Agent Plugin (`plugin@1.0.0`) when it requires agent-plugin-confirmed-installation. Any other kind is refused as unsupported-resource. The outcome names the kind; apply a Skill plan with skills.applyInstall and an Agent Plugin plan with plugins.applyInstall. The review shows only verified data. */
+  planInstallFromReference(params: CatalogPlanInstallFromReferenceRequest, options?: RpcCallOptions): Promise<CatalogReferenceInstallationResult>;
+  /** `catalog.search`: Requests a bounded catalog search. This host-implemented server method is available through SDK/TUI hosts; standalone and C-ABI runtimes whose host does not implement server-method dispatch return JSON-RPC MethodNotFound. A runtime with search available returns inert candidate summaries, each with an opaque single-use handle scoped to this runtime instance; a runtime without it returns the typed search-unavailable result. Public authorities may be searched anonymously, while an authority that requires credentials yields the typed authentication-required result. All returned text, URLs, and package metadata are untrusted external data and can never trigger instructions, tools, or installation. Read-only: nothing is installed, configured, or persisted. */
+  search(params: CatalogSearchRequest, options?: RpcCallOptions): Promise<CatalogSearchResult>;
+  /** `catalog.select`: Terminates one retained catalog selection group. A selected outcome returns the native host a fresh single-use candidate handle plus the original searchId for a later explicit mcp.planInstall call; non-selected outcomes release the group without producing a planning input. Candidate state, cards, URLs, credentials and private identifiers remain inside the runtime. The model-facing catalog_select tool projects the result separately and never exposes the candidate handle or searchId. */
+  select(params: CatalogSelectionRequest, options?: RpcCallOptions): Promise<CatalogSelectionResult>;
+}
+
+/** The `commands.*` methods. */
+export interface ServerCommandsApi {
+  /** `commands.list`: Lists the well-known built-in slash commands that work as the first message in a new session (e.g. /plan, /env), without requiring an active session. Commands that depend on session state, authentication, or a synced session are omitted. */
+  list(options?: RpcCallOptions): Promise<CommandList>;
+}
+
+/** The `connectors.*` methods. */
+export interface ServerConnectorsApi {
+  /** `connectors.getAccounts`: Returns eligible accounts. */
+  getAccounts(options?: RpcCallOptions): Promise<ConnectorDiscoveryAccountList>;
+  /** `connectors.getCapabilities`: Returns feature availability. */
+  getCapabilities(options?: RpcCallOptions): Promise<ConnectorDiscoveryCapabilities>;
+  /** `connectors.list`: Lists entries for the selected account. */
+  list(params: ConnectorDiscoveryAccountRequest, options?: RpcCallOptions): Promise<ConnectorDiscoveryCatalogResult>;
+  /** `connectors.refresh`: Refreshes entries for the selected account. */
+  refresh(params: ConnectorDiscoveryAccountRequest, options?: RpcCallOptions): Promise<ConnectorDiscoveryCatalogResult>;
+}
+
+/** The `contentExclusion.*` methods. */
+export interface ServerContentExclusionApi {
+  /** `contentExclusion.validatePolicies`: Validates candidate content-exclusion policies and returns them normalized, without starting a session. This runs the same parser the runtime's own policy enforcement uses, so a host cannot accept a policy set the runtime would later reject, nor reject one it would have honored. Call it when policies arrive from outside the runtime — a command-line flag, a configuration file, a host's own settings — and must be checked before a session exists to apply them to. A malformed document fails with a message prefixed `Invalid JSON: `; a well-formed document that violates the policy schema fails with the offending field paths. */
+  validatePolicies(params: ContentExclusionValidatePoliciesRequest, options?: RpcCallOptions): Promise<ContentExclusionValidatePoliciesResult>;
+}
+
+/** The `environments.*` methods. */
+export interface ServerEnvironmentsApi {
+  /** `environments.delete`: Deletes a user-managed GitHub Mission Control environment. GitHub-managed environments cannot be deleted. Does not stop a running host, which may register again. */
+  delete(params: EnvironmentsDeleteRequest, options?: RpcCallOptions): Promise<unknown>;
+  /** `environments.get`: Gets safe discovery information for a GitHub Mission Control environment without requiring a running host. */
+  get(params: EnvironmentsGetRequest, options?: RpcCallOptions): Promise<EnvironmentsGetResult>;
+  /** `environments.list`: Lists GitHub Mission Control environments visible to the authenticated identity. Does not require a running host and excludes host relay credentials. */
+  list(params?: EnvironmentsListRequest, options?: RpcCallOptions): Promise<EnvironmentsListResult>;
+}
+
+/** The `extensions.*` methods. */
+export interface ServerExtensionsApi {
+  /** `extensions.disable`: Persistently disables extension IDs for future sessions. Active sessions are unchanged; use session.extensions.disable to update them. */
+  disable(params: DiscoveredExtensionsDisableRequest, options?: RpcCallOptions): Promise<void>;
+  /** `extensions.discover`: Discovers user and enabled installed-plugin extensions from persisted Copilot home state, including enablement preferences. Launch-scoped additional plugins are not included. */
+  discover(options?: RpcCallOptions): Promise<DiscoveredExtensions>;
+  /** `extensions.enable`: Persistently enables extension IDs for future sessions. Active sessions are unchanged; use session.extensions.enable to update them. */
+  enable(params: DiscoveredExtensionsEnableRequest, options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `featureFlags.*` methods. */
+export interface ServerFeatureFlagsApi {
+  /** `featureFlags.listMetadata`: Lists every feature flag this runtime declares, with the population each one is declared for, its experimental description, and the online-experiment flag it maps to. This is the static catalog: it describes how each flag is defined, not whether it is on for anyone. Use `featureFlags.resolve` for static values with caller overrides, not active runtime values or experiment assignments. */
+  listMetadata(options?: RpcCallOptions): Promise<FeatureFlagsMetadataResult>;
+  /** `featureFlags.resolve`: Computes static feature flags from the supplied population and overrides without changing runtime state or verifying audience membership. Starts from declared availability, then applies direct feature-flag environment values, user settings, and explicit `flagOverrides`. It does not apply `COPILOT_EXP_*` experiment assignments, authenticated startup gates, or active runtime state. Settings include `enabledFeatureFlags`, the legacy `feature_flags.enabled` list, and supported convenience settings. Supply `baseFlags` to use an existing flag set instead of declared availability. Omit `isStaffGithub` or `isStaffMicrosoft` when membership was never recorded: a legacy staff account then counts as both populations. */
+  resolve(params: FeatureFlagsResolveRequest, options?: RpcCallOptions): Promise<Record<string, boolean>>;
+  /** `featureFlags.resolveStartupGates`: Resolves named gates against this installation's cached online-experiment assignment, for the account the runtime is already authenticated as. Unlike `featureFlags.resolve`, which layers static availability with the populations supplied, this reads the experiment assignment the runtime cached for its own current authentication, so a launch can honor a rollout before any session exists. The account is never taken from the request: naming one would read another account's cached assignments. The cached assignment answers immediately and any network refresh happens behind it, so this call does not wait on the network. Not available to an extension, which cannot carry the user's consent to read their assignment. */
+  resolveStartupGates(params: FeatureFlagsResolveStartupGatesRequest, options?: RpcCallOptions): Promise<Record<string, boolean>>;
+}
+
+/** The `git.*` methods. */
+export interface ServerGitApi {
+  /** `git.currentBranchRemote`: Reads the remote that the branch checked out in a working tree tracks, as `branch.<name>.remote` configures it. Reports `origin` rather than failing whenever there is no tracking configuration to read — on a detached HEAD, on a branch with no upstream, or when git itself fails — because a caller asking which remote to talk to needs an answer it can act on, not an error. Marked internal because it exists to carry a CLI call site off the napi boundary onto the SDK contract; it is migration plumbing, not a surface consumers are meant to depend on. */
+  currentBranchRemote(params: GitCwdRequest, options?: RpcCallOptions): Promise<GitCurrentBranchRemoteResult>;
+  /** `git.reposFromRemotes`: Lists the GitHub repositories a working tree's remotes point at, one entry per distinct repository, so a caller can resolve a base and head repository without parsing remote URLs itself. When several remotes name the same repository, only the first is listed, and the entry keeps that remote name. Remotes pointing at no GitHub host are left out, so an empty list means the tree reaches GitHub through no remote. Failing to read the remotes is reported as an error rather than as an empty list, because the two mean different things to a caller. Marked internal because it exists to carry a CLI call site off the napi boundary onto the SDK contract; it is migration plumbing, not a surface consumers are meant to depend on. */
+  reposFromRemotes(params: GitReposFromRemotesRequest, options?: RpcCallOptions): Promise<GitReposFromRemotesResult>;
+  /** `git.workingDirectoryContext`: Collects the repository context of a working directory in one call: working tree root, repository identifier and host, current branch, and the HEAD and base commits. Every repository field is omitted when the path is not inside a git working tree, and the requested path is echoed back as `cwd`. The answer is the same `SessionWorkingDirectoryContext` that `session.metadata.recordContextChange` accepts, so a caller polling for a context change can forward the result unchanged. Marked internal because it exists to carry a CLI call site off the napi boundary onto the SDK contract; it is migration plumbing, not a surface consumers are meant to depend on. It can become public once an SDK consumer needs to derive session context from a directory itself. */
+  workingDirectoryContext(params: GitCwdRequest, options?: RpcCallOptions): Promise<SessionWorkingDirectoryContext>;
+}
+
+/** The `gitHubOwners.*` methods. */
+export interface ServerGitHubOwnersApi {
+  /** `gitHubOwners.cancel`: Abandons an owner listing started with the given request id. Answers `canceled: true` while a listing with that id is running. Answers `canceled: false` when the id was never registered, was registered but not used, was released after being abandoned, or its listing has ended. Canceling an unused id releases it, and a later `list` with that id is refused. The cancel acts only on owner listings and never reaches another request of the host. */
+  cancel(params: GitHubOwnersCancelRequest, options?: RpcCallOptions): Promise<GitHubOwnersCancelResult>;
+  /** `gitHubOwners.list`: Lists the logins the authenticated user may act as — their own account first, then the organizations they belong to — by asking the GitHub API under the supplied credential. No credential travels in the request: `authInfo` selects one the runtime already holds, and the runtime resolves the token and the GitHub host from it. A failure the caller should render arrives as `message`; one it should raise arrives as `throwError`. */
+  list(params: GitHubOwnersListRequest, options?: RpcCallOptions): Promise<GitHubOwnersListResult>;
+  /** `gitHubOwners.nextRequestId`: Registers a cancellable owner listing and returns its request id. Separate from `gitHubOwners.list` so the id exists before the listing starts: a caller that abandons the listing the moment it begins would otherwise have nothing to name in `gitHubOwners.cancel`. The id serves one listing only. Long-abandoned unused ids can be released by later allocations. */
+  nextRequestId(options?: RpcCallOptions): Promise<GitHubOwnersRequestIdResult>;
+}
+
+/** The `gitHubRepository.*` methods. */
+export interface ServerGitHubRepositoryApi {
+  /** `gitHubRepository.atPath`: Resolves the GitHub repository that owns a working-tree path by reading the selected git remote configured for it, preferring `origin`. Returns a null `repository` when the path is inside a git working tree but that selected remote does not resolve to a GitHub host. Fails when the path is not inside a git working tree at all, so a caller can tell 'not a repository' apart from 'a repository with no GitHub remote'. */
+  atPath(params: GitHubRepositoryAtPathRequest, options?: RpcCallOptions): Promise<GitHubRepositoryAtPathResult>;
+}
+
+/** The `globalState.*` methods. */
+export interface ServerGlobalStateApi {
+  /** `globalState.load`: Reads the host's machine-wide state: which plugins are installed and the one-off flags and timestamps that record what the user has already been shown or migrated. This is the state that outlives a single session and a single workspace, so a host reads it to decide whether to run a first-launch step, offer an onboarding prompt, or skip one it has already completed. The stored credentials are deliberately not part of this result; a caller that needs an authenticated identity asks the account methods for it instead. Reading is non-destructive and every field is optional, because a fresh install has recorded nothing yet. */
+  load(options?: RpcCallOptions): Promise<GlobalStateLoadResult>;
+  /** `globalState.loadForConfigDir`: Reads the host's machine-wide state exactly as `globalState.load` does, but from a caller-supplied configuration directory instead of the one the server resolved for itself. Use this when a consumer scopes a session to its own Copilot home — the SDK's per-session `configDir` override — so the state read matches the directory that session actually uses. An absent or empty `configDir` resolves the server's own home, making this identical to `globalState.load`. The stored credentials are omitted here for the same reason they are omitted from `globalState.load`: a caller that needs an authenticated identity asks the account methods instead, so pointing this at another directory cannot be used to read the credentials kept in it. */
+  loadForConfigDir(params?: GlobalStateLoadForConfigDirRequest, options?: RpcCallOptions): Promise<GlobalStateLoadResult>;
+  /** `globalState.writeKey`: Records one top-level key in the host's machine-wide state, the counterpart to `globalState.load`. A host calls this to remember that it has shown an onboarding step, asked a one-off question, or completed a migration, so the next run can skip it. Only the named key is replaced and the rest of the document is preserved, which lets two writers record different flags without overwriting each other; passing no value removes the key instead. Only the keys a host records itself are writable: `appTipShown`, `askedSetupTerminals`, `autoFeedbackLastPromptedAt`, `firstLaunchAt`, `recentModelIds`, `sandboxCredentialProxyCaDeclined` and `sandboxOnboardingShown`. Every other key is refused, including `installedPlugins`, the stored credentials, `trustedFolders`, the staff flags and the signed-in accounts. Plugin enablement must use the plugin APIs, which apply repository and managed-policy checks. */
+  writeKey(params: GlobalStateWriteKeyRequest, options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `hooks.*` methods. */
+export interface ServerHooksApi {
+  /** `hooks.discover`: Discovers hook actions enabled under server-side discovery settings from user, repository, plugin, and managed-policy sources. */
+  discover(params?: HooksDiscoverRequest, options?: RpcCallOptions): Promise<HooksDiscoverResult>;
+}
+
+/** The `host.*` methods. */
+export interface ServerHostApi {
+  /** `host.createSession`: Requests app-owned materialization over the owning SDK participant. */
+  createSession(params: HostSessionCreateRequest, options?: RpcCallOptions): Promise<HostSessionCreateResult>;
+  /** `host.dispose`: Stops a listener owned by this SDK connection and joins its cleanup without deleting sessions. */
+  dispose(params: HostDisposeRequest, options?: RpcCallOptions): Promise<unknown>;
+  /** `host.getConfiguration`: Returns listener settings only to the supervised hosting participant over its SDK connection. */
+  getConfiguration(params: unknown, options?: RpcCallOptions): Promise<HostConfiguration>;
+  /** `host.getEnvironmentCredentials`: Resolves current authenticated credentials and remote-control policy only for the runtime-owned Mission Control hosting participant. */
+  getEnvironmentCredentials(params: unknown, options?: RpcCallOptions): Promise<HostEnvironmentCredentials>;
+  /** `host.listSessions`: Reads the complete advertised live and dormant session catalog of an existing host owned by this connection. Does not start hosting, subscribe to sessions, or guarantee resumability. */
+  listSessions(params?: HostListSessionsRequest, options?: RpcCallOptions): Promise<HostListSessionsResult>;
+  /** `host.publishSession`: Publishes an attached resident session for this listener's lifetime without copying it. */
+  publishSession(params: HostPublishSessionRequest, options?: RpcCallOptions): Promise<HostPublishSessionResult>;
+  /** `host.ready`: Reports a supervised hosting participant's bound AHP endpoint after its SDK handshake. */
+  ready(params?: HostReadyRequest, options?: RpcCallOptions): Promise<unknown>;
+  /** `host.releaseSession`: Releases app ownership retention after AHP detaches. */
+  releaseSession(params: HostSessionReleaseRequest, options?: RpcCallOptions): Promise<unknown>;
+  /** `host.start`: Starts a connection-owned AHP host with explicit localServer and/or githubEnvironment transports as a supervised SDK participant. */
+  start(params: HostStartRequest, options?: RpcCallOptions): Promise<HostStartResult>;
+  /** `host.unpublishSession`: Withdraws a live or dormant application publication from an owned live host and revokes AHP attachments without deleting local session history, worktrees, or ongoing work. Returns false when already absent; rejects nonapplication publications. */
+  unpublishSession(params: HostUnpublishSessionRequest, options?: RpcCallOptions): Promise<HostUnpublishSessionResult>;
+}
+
+/** The `instructions.*` methods. */
+export interface ServerInstructionsApi {
+  /** `instructions.clearCache`: Drops the runtime's in-memory cache of discovered custom instructions so the next discovery reads them from disk again. A host calls this after it changes instruction files, or after it trusts a folder whose instructions an earlier discovery skipped, so that a session started afterwards sees the current files instead of a cached earlier answer. The call performs no I/O of its own and removes nothing from disk; it only invalidates, so the cost lands on the next discovery. Returns once the cache is clear, which is what lets a caller order a session start after it. Marked internal because it exists to carry a CLI call site off the napi boundary onto the SDK contract; it is migration plumbing, not a surface consumers are meant to depend on. */
+  clearCache(options?: RpcCallOptions): Promise<void>;
+  /** `instructions.discover`: Discovers instruction sources across user, repository, and plugin sources. */
+  discover(params?: InstructionsDiscoverRequest, options?: RpcCallOptions): Promise<ServerInstructionSourceList>;
+  /** `instructions.discoverRepoSources`: Discovers the instruction sources for one caller-named location and returns them in the order the runtime applies them. `discover` answers for a set of project paths and derives the rest of its scope itself; this one instead takes every argument from the caller — the extra directories to scan and whether to descend into nested instruction files — and honors them as given. It also includes instruction directories from trusted repository settings, matching native repository discovery. Use it when the caller knows its own scope and no session exists to derive that scope from, such as a host reporting how many instruction files a directory contributes before any session starts. Marked internal because it exists to carry a CLI call site off the napi boundary onto the SDK contract; it is migration plumbing, not a surface consumers are meant to depend on. */
+  discoverRepoSources(params: InstructionsDiscoverRepoSourcesRequest, options?: RpcCallOptions): Promise<ServerInstructionSourceList>;
+  /** `instructions.getDiscoveryPaths`: Returns the canonical files and directories where a client may create custom instructions that the runtime will recognize, including ones that do not exist yet. Repository targets become active once created. */
+  getDiscoveryPaths(params?: InstructionsGetDiscoveryPathsRequest, options?: RpcCallOptions): Promise<InstructionDiscoveryPathList>;
+  /** `instructions.getInitPrompt`: Returns the prompt the `init` command runs to author repository instructions. A host offering its own initialize action sends this text so the instructions it produces match the ones the CLI produces. The text is fixed for a build and depends on no configuration, session or repository. */
+  getInitPrompt(options?: RpcCallOptions): Promise<InstructionsInitPromptResult>;
+}
+
+/** The `llmInference.*` methods. */
+export interface ServerLlmInferenceApi {
+  /** `llmInference.httpResponseChunk`: Delivers a body byte range (or a terminal transport error) for an in-flight response, correlated by requestId. Set `end` true on the last chunk. When `error` is set the response terminates with a transport-level failure and the runtime raises an APIConnectionError. */
+  httpResponseChunk(params: LlmInferenceHttpResponseChunkRequest, options?: RpcCallOptions): Promise<LlmInferenceHttpResponseChunkResult>;
+  /** `llmInference.httpResponseStart`: Delivers the response head (status + headers) for an in-flight request, correlated by the requestId the runtime supplied in httpRequestStart. Must be called exactly once per request before any httpResponseChunk frames. */
+  httpResponseStart(params: LlmInferenceHttpResponseStartRequest, options?: RpcCallOptions): Promise<LlmInferenceHttpResponseStartResult>;
+  /** `llmInference.setProvider`: Registers an SDK client as the LLM inference callback provider. */
+  setProvider(options?: RpcCallOptions): Promise<LlmInferenceSetProviderResult>;
+}
+
+/** The `managedSettings.*` methods. */
+export interface ServerManagedSettingsApi {
+  permissions: ServerManagedSettingsPermissionsApi;
+  /** `managedSettings.applyControls`: Stamps an effective managed policy's individually-controlled entries onto a user settings document, returning the settings a host should actually act on. The managed layer wins on every plugin spec and marketplace name it names, and leaves everything it does not name as the user wrote it. Hosts use this rather than merging the two documents themselves, because the merge is per entry rather than per document and a whole-document overlay would either discard the user's unmanaged entries or let a user entry outrank a managed one. Omitting the managed layer returns the settings unchanged, which is what an unmanaged host wants. Rejects when either document is present but is not a JSON object rather than treating it as absent, since silently dropping a malformed policy hands the user's layer the win on exactly the entries the policy exists to control. */
+  applyControls(params: ManagedSettingsApplyControlsParams, options?: RpcCallOptions): Promise<ManagedSettingsApplyControlsResult>;
+  /** `managedSettings.clearCache`: Force-refreshes enterprise managed settings for every account: wipes the persistent server-policy cache (the whole `<cacheHome>/managed-settings` directory) and drops this runtime process's in-memory retained server policy. It does not itself fetch policy — the effect is that the next time a session resolves managed settings for an account, that resolution re-fetches the account's org policy from the network instead of serving a cached response. Note that `managedSettings.read` returns only device/MDM settings and never triggers the account server-policy fetch, so a host implementing "sync account policy" should call `managedSettings.resolve` or start a fresh session resolution rather than treat a subsequent `managedSettings.read` as the refreshed org policy. Mirrors the invalidation a sign-out performs, broadened from the one signing-out account to all of them; device/MDM layers describe the machine, not the account, and are left untouched. Rejects if the on-disk cache cannot be removed. */
+  clearCache(options?: RpcCallOptions): Promise<void>;
+  /** `managedSettings.compose`: Merges candidate managed-settings documents for the device, server, and policy-helper channels into the effective settings the runtime would enforce on this host, using the same precedence and composition rules as live resolution, without applying them. Like live resolution, a server's advisory sandbox force-enable is declined on a host that cannot run the sandbox. Does not fetch policy or read policy files, but may perform blocking OS or subprocess probes for sandbox support. Preview documents are limited to 1 MiB and 64 levels of nesting. */
+  compose(params: ManagedSettingsComposeRequest, options?: RpcCallOptions): Promise<ManagedSettingsComposeResult>;
+  /** `managedSettings.ingest`: Resolves managed (enterprise policy) settings for a host from every layer at once: the account's server-delivered policy, the device/MDM layer, and a platform policy helper. Hosts use this instead of fetching and composing the layers themselves, because the per-layer precedence and the fail-closed rules that apply when a layer cannot be confirmed are the runtime's own and must match the policy a session will later enforce. It does not retain or apply anything to process-global policy state, so a host may call it before any session exists — which is the point, since plugin activation and one-shot commands resolve policy before a session is available to carry it. The returned per-layer outcome flags are load-bearing rather than diagnostic: a host must distinguish an unmanaged device from a managed device whose policy could not be confirmed, and apply its fail-closed gates in the second case. Reports its diagnostics in `logMessages` rather than logging them, so a host that runs before a log sink exists still sees them. */
+  ingest(params: ManagedSettingsIngestParams, options?: RpcCallOptions): Promise<ManagedSettingsIngestResult>;
+  /** `managedSettings.loadRemoteControl`: Resolves the managed `remoteControl` policy for an account on its own, for a host deciding whether a remote-control session may start. Composes the same layers as `managedSettings.ingest` and returns only that one key, so a host does not have to know which layer won. An absent policy means the account is unmanaged for this capability and the host may proceed; that default is safe only while absence really does mean "no policy", so a service refusal that says an account policy exists which this client is too old to enforce resolves to an explicit disabled policy instead of to absence. A resolution that cannot be completed is rejected rather than answered as absence, for the same reason. */
+  loadRemoteControl(params: ManagedSettingsLoadRemoteControlParams, options?: RpcCallOptions): Promise<ManagedSettingsLoadRemoteControlResult>;
+  /** `managedSettings.parseClientValue`: Validates the managed settings a client is supplying for a session it is about to open, and returns them reduced to the keys a client is allowed to set. A client-supplied policy is not the same thing as an administrator's: it may only narrow permissions, so this accepts `permissions` and rejects every other key outright rather than ignoring it. Rejecting is the point — a host that silently dropped an unsupported key would report a policy as applied while running without it. Hosts call this before opening the session rather than letting the open fail, so a malformed policy is reported against the request that carried it. The runtime applies the same rule again when the session starts, so this cannot be used to smuggle a wider document past it. An accepted document that sets nothing comes back as an empty object, which is distinct from supplying nothing at all. */
+  parseClientValue(params?: ManagedSettingsParseClientValueParams, options?: RpcCallOptions): Promise<ManagedSettingsParseClientValueResult>;
+  /** `managedSettings.read`: Discovers device-managed settings from production MDM and managed-file sources, validates them against the runtime-owned managed-settings schema, and returns the canonical JSON without requiring a session. `managedSettings.resolve` returns the same device settings together with the account's server policy. */
+  read(options?: RpcCallOptions): Promise<ManagedSettingsReadResult>;
+  /** `managedSettings.readDevice`: Discovers device-managed settings the way the runtime's own device layer does, and reports the sandbox floor and the load outcome alongside the validated document. This differs from `managedSettings.read` in three ways a policy-enforcing host depends on: a document that validates to an empty object is reported as absent rather than as an empty policy, a discovery error does not suppress a document that still validates, and a failure is reported as a flag rather than only as error text. Hosts that compose the device layer into an effective policy use this, because `managedSettings.read` cannot distinguish "no device policy" from "device policy could not be read" and would silently hand the user's own layer the win. */
+  readDevice(options?: RpcCallOptions): Promise<ManagedSettingsReadDeviceResult>;
+  /** `managedSettings.resolve`: Resolves the effective enterprise managed settings without a session, from the device channel and, when an account is available, the account's server policy through the same per-account cache sessions use. A cached server policy less than an hour old is used without a fetch; otherwise the policy is fetched, and when the fetch fails a cached policy up to 24 hours old is used instead, unless `forceRemoteSettingsRefresh` requires a live fetch. With no account requested or signed in, it reports device policy only; signing out removes the account's cached policy. It can fetch server policy over the network when the cache is stale, so call it off latency-critical paths such as startup rather than before listing models. The policy helper is not run. `layers` lists each channel's document before merging, and `values` and `meta` carry typed effective values and their lock state for the keys typed so far. */
+  resolve(params?: ManagedSettingsResolveRequest, options?: RpcCallOptions): Promise<ManagedSettingsResolveResult>;
+  /** `managedSettings.resolveBypassDisableTransition`: Decides what a host must do to its bypass-permissions state after a managed-policy resolution lands, given the state already in force and the account now signed in. A host holds two pieces of state — which layer disabled bypass mode, and for a server-delivered disable, the account it was pinned to — and cannot decide the next step from the new policy alone. Three rules make that so, and each one is a control rather than a preference. A device/MDM disable outranks the account, so a later server answer never lifts it. An unknown policy, which is what a failed fetch or a refusal this build cannot enforce yields, preserves whatever is in force instead of reverting to permissive. And a server disable is lifted only when the account it was pinned to is no longer the signed-in one, which is what makes signing in to an unrestricted account recover without a restart while a reconnect on the same restricted account does not. Hosts call this rather than reimplementing it because getting the pinning backwards either strands a disable on an account that never carried one or drops one that still applies. `setDisabledState` is omitted when the host must leave its stored flag untouched, which is distinct from being told to set it to false. */
+  resolveBypassDisableTransition(params: ManagedSettingsResolveBypassDisableTransitionParams, options?: RpcCallOptions): Promise<ManagedSettingsResolveBypassDisableTransitionResult>;
+  /** `managedSettings.resolveDeviceForceLoginOrgsGate`: Evaluates the device-channel enterprise sign-in pin (MDM plist, registry, or managed-settings file) against a credential, without resolving any server-delivered policy. This is the gate an entry point runs before it branches, and the only one that can refuse a developer's first sign-in: it is local, needs no credential, and a server-delivered pin only ever reaches accounts already inside the organization. It fails closed by construction — a discovery that cannot determine whether a pin exists refuses rather than allows, because a control that fails open under a triggerable condition is not a control. Hosts that also want the server channel should call `managedSettings.resolveStartupPolicy`, which folds both channels into one verdict. */
+  resolveDeviceForceLoginOrgsGate(params: ManagedSettingsResolveDeviceForceLoginOrgsGateParams, options?: RpcCallOptions): Promise<ForceLoginOrgsDecision>;
+  /** `managedSettings.resolveEffectiveValue`: Composes the supplied server, device/MDM, device sandbox floor and policy-helper layers into the single effective managed policy a host should enforce, resolving each key across the layers by the runtime's own precedence rules. Hosts that assemble managed layers themselves use this so their precedence matches the runtime's exactly instead of reimplementing it. The composition is not a pure function of its inputs: an advisory sandbox force-on that arrived over the server channel is declined when this host cannot run a sandbox, so the result reflects the runtime host's capabilities, and the returned settings carry `sandboxAdvisoryFloorDeclined: true` when that happened. Enforced channels (device/MDM and policy helper) are never declined, and a server force-on carrying `failIfUnavailable` is preserved so the session fails loudly instead of quietly running unsandboxed. Rejects when a supplied layer is present but is not a JSON object, rather than treating it as unmanaged, because silently dropping a malformed policy would hand the user's own layer the win on exactly the keys the policy exists to control. */
+  resolveEffectiveValue(params?: ManagedSettingsResolveEffectiveValueParams, options?: RpcCallOptions): Promise<ManagedSettingsResolveEffectiveValueResult>;
+  /** `managedSettings.resolveStartupPolicy`: Resolves the managed (enterprise policy) settings a host must enforce from startup, and judges the account against the enterprise sign-in pin in the same pass. This composes the layers the way `managedSettings.ingest` does and then answers the two questions a host cannot answer for itself: which fail-closed floors apply when a layer could not be confirmed, and whether this credential is allowed to sign in at all. The sign-in verdict is the reason a host must not assemble this itself from `managedSettings.ingest` — a pinned organization is an access control, and a host that composed the layers but skipped the pin would let a developer sign in with a personal or another enterprise's account and escape every control that keys off the signed-in identity. The verdict is computed on every resolution, including one that is not retained, so declining to apply policy never widens access. Set `retainAndApply` to keep the resolved policy as this runtime process's startup policy; leave it false to resolve without side effects. */
+  resolveStartupPolicy(params: ManagedSettingsResolveStartupPolicyParams, options?: RpcCallOptions): Promise<ManagedSettingsResolveStartupPolicyResult>;
+  /** `managedSettings.retainPolicy`: Retains the supplied managed layers as this runtime process's startup policy and re-applies the result to every live session. Hosts that own their own short-lived process policy use this, so a guarded mutation is checked against the policy the host actually fetched. Retaining is a whole-process replacement rather than a merge, so a host that already resolved a good policy must not retain a partial one over it. The failure flags are honest inputs rather than assumptions: reporting a fetch or load that failed keeps the layers already retained, and the interim fail-closed state, instead of clearing them. */
+  retainPolicy(params: ManagedSettingsRetainPolicyParams, options?: RpcCallOptions): Promise<void>;
+  /** `managedSettings.schema`: Returns the managed-settings authoring JSON schema with descriptive `x-composition` annotations aligned with the shared settings-engine vocabulary. These annotations are not a complete runtime composition contract: model, effortLevel, and contextTier remain coupled. Use `managedSettings.compose` for the runtime's effective result. Performs no I/O. */
+  schema(options?: RpcCallOptions): Promise<ManagedSettingsSchemaResult>;
+  /** `managedSettings.validate`: Validates a candidate managed-settings document the way the runtime validates delivered policy, without applying it. Reports errors that would reject the document, warnings for content the runtime ignores, and the canonical document it would apply. Document text nested more than 64 levels deep is rejected. Performs no I/O. */
+  validate(params: ManagedSettingsValidateRequest, options?: RpcCallOptions): Promise<ManagedSettingsValidateResult>;
+}
+
+/** The `managedSettings.permissions.*` methods. */
+export interface ServerManagedSettingsPermissionsApi {
+  /** `managedSettings.permissions.evaluate`: Pure, sessionless evaluation of operations against a supplied permissionsContext. Performs no policy discovery, I/O, prompting, navigation, permission grants, or sandbox changes. Obtain the context from managedSettings.resolve or session.managedSettings.get, or reuse an in-memory context. Results preserve input order and duplicates. Consumers must block deny, obtain approval for ask, and use their normal permission flow for unmanaged. Unknown policy returns failClosed with every operation denied. This is not a substitute for user permissions or other security controls. */
+  evaluate(params: ManagedPermissionsEvaluateRequest, options?: RpcCallOptions): Promise<ManagedPermissionsEvaluateResult>;
+}
+
+/** The `mcp.*` methods. */
+export interface ServerMcpApi {
+  config: ServerMcpConfigApi;
+  installations: ServerMcpInstallationsApi;
+  oauth: ServerMcpOauthApi;
+  registry: ServerMcpRegistryApi;
+  /** `mcp.applyInstall`: Consumes a retained prepared MCP operation once, revalidates its original authority, requests explicit human consent through installations.confirm on the original connection, then revalidates source and applies the sealed transaction. An uncertain result requires original-operation inspection or recovery, never replay. */
+  applyInstall(params: McpApplyInstallRequest, options?: RpcCallOptions): Promise<McpInstallationResult>;
+  /** `mcp.applyUninstall`: Consumes the original owned-removal plan once and requests fresh exact human confirmation on its original connection. Drift is refused; unrelated manual configuration and shared OAuth credentials are preserved. */
+  applyUninstall(params: McpApplyUninstallRequest, options?: RpcCallOptions): Promise<McpInstallationResult>;
+  /** `mcp.discover`: Discovers MCP servers from user, workspace, plugin, and builtin sources. */
+  discover(params?: McpDiscoverRequest, options?: RpcCallOptions): Promise<McpDiscoverResult>;
+  /** `mcp.listBuiltinServerNames`: Lists the MCP servers the runtime supplies itself, so a host that disables the built-ins wholesale suppresses exactly the set the runtime would otherwise add. The names are fixed for a build and depend on no configuration, session or account. */
+  listBuiltinServerNames(options?: RpcCallOptions): Promise<McpListBuiltinServerNamesResult>;
+  /** `mcp.planInstall`: Requests a side-effect-free MCP install plan from a catalog candidate handle or a caller-supplied card. This host-implemented server method is available through SDK/TUI hosts; standalone and C-ABI runtimes whose host does not implement server-method dispatch return JSON-RPC MethodNotFound. A runtime with planning available returns a normalised plan and opaque single-use plan handle; a runtime without it returns the typed planning-unavailable result. A completed plan reports resource identity, provenance, eligible transport choices, the user-scope target, required typed values and secret placeholders, the policy result, the configuration changes installing would make, and whether a reload would be needed. Planning never writes configuration, stores a secret, or reloads MCP servers, so abandoning a plan needs no call and leaves nothing behind. */
+  planInstall(params: McpPlanInstallRequest, options?: RpcCallOptions): Promise<McpPlanInstallResult>;
+  /** `mcp.planUninstall`: Prepares a read-only removal plan for an exact owned receipt under the selected existing session. Returns the original operation ID before confirmation; neither planning nor abandonment changes configuration or shared OAuth credentials. */
+  planUninstall(params: McpPlanUninstallRequest, options?: RpcCallOptions): Promise<McpInstallationManagementResult>;
+  /** `mcp.prepareInstall`: Consumes a bound catalogue plan and retains one exact fully resolved personal remote MCP operation requiring no supplied values or configured secrets. Returns its runtime operation ID and original expiry before any confirmation, activation, writer initialisation or installation effect. Register the original connection, operation and selected-session binding before calling applyInstall. Missing lower owned admission is unavailable, never a raw-config fallback. */
+  prepareInstall(params: McpPrepareInstallRequest, options?: RpcCallOptions): Promise<McpInstallationManagementResult>;
+  /** `mcp.shouldExcludeGitHubTools`: Reports whether the gh-replaceable GitHub MCP tools may be clipped for a session, which a host feeds back as the `excludeGhReplaceableTools` build option. The tools are redundant only when the session can reach a shell *and* the host has the `gh` that would replace them, so both halves are decided here. The shell half runs the platform shell tool through the runtime's own tool-filter matcher, so entry forms like `builtin:bash` and `builtin:*` behave exactly as they do when a session builds its tool catalog. The host half probes for `gh`, and is skipped entirely when the filters already rule the shell out. Host presence alone is not enough: a session restricted to, say, `view` would otherwise lose the built-in issue-read fallback while having no shell to replace it with. The answer describes the host the runtime runs on, so it is never forwarded to a remote engine. */
+  shouldExcludeGitHubTools(params?: McpShouldExcludeGitHubToolsRequest, options?: RpcCallOptions): Promise<McpShouldExcludeGitHubToolsResult>;
+}
+
+/** The `mcp.config.*` methods. */
+export interface ServerMcpConfigApi {
+  /** `mcp.config.add`: Adds an MCP server to user configuration. */
+  add(params: McpConfigAddRequest, options?: RpcCallOptions): Promise<void>;
+  /** `mcp.config.disable`: Disables MCP servers in user configuration for new sessions. */
+  disable(params: McpConfigDisableRequest, options?: RpcCallOptions): Promise<void>;
+  /** `mcp.config.enable`: Enables MCP servers in user configuration for new sessions. */
+  enable(params: McpConfigEnableRequest, options?: RpcCallOptions): Promise<void>;
+  /** `mcp.config.list`: Lists MCP servers from user configuration. */
+  list(options?: RpcCallOptions): Promise<McpConfigList>;
+  /** `mcp.config.reload`: Drops this runtime process's in-memory MCP server-definition cache so the next MCP config read observes disk. */
+  reload(options?: RpcCallOptions): Promise<void>;
+  /** `mcp.config.remove`: Removes an MCP server from user configuration. */
+  remove(params: McpConfigRemoveRequest, options?: RpcCallOptions): Promise<void>;
+  /** `mcp.config.update`: Updates an MCP server in user configuration. */
+  update(params: McpConfigUpdateRequest, options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `mcp.installations.*` methods. */
+export interface ServerMcpInstallationsApi {
+  /** `mcp.installations.cancel`: Requests cancellation of a known operation on its original connection, including before apply or confirmation. Already-started effects retain their transaction lease and report an honest terminal or recovery outcome. */
+  cancel(params: McpInstallationOperationRequest, options?: RpcCallOptions): Promise<McpInstallationManagementResult>;
+  /** `mcp.installations.list`: Reads receipt-owned MCP inventory for the selected account and host without activating servers or reconstructing missing ownership. Configuration ownership does not prove session-specific usability. */
+  list(params: McpInstallationsRequest, options?: RpcCallOptions): Promise<McpInstallationManagementResult>;
+  /** `mcp.installations.recover`: Reconciles already-confirmed durable MCP transactions, then inspects owned inventory. Does not replay apply or reconstruct deleted ownership metadata; unresolved or unsafe evidence remains an explicit refusal. */
+  recover(params: McpInstallationsRequest, options?: RpcCallOptions): Promise<McpInstallationManagementResult>;
+  /** `mcp.installations.status`: Inspects a known operation only on its original connection. Remains available after account or selected-session loss; does not acquire new authority or rebind an operation. */
+  status(params: McpInstallationOperationRequest, options?: RpcCallOptions): Promise<McpInstallationManagementResult>;
+}
+
+/** The `mcp.oauth.*` methods. */
+export interface ServerMcpOauthApi {
+  /** `mcp.oauth.checkDcrSupport`: Asks a remote MCP server's authorization server whether it supports Dynamic Client Registration, after a 401 has already established that OAuth is required. A host configuring a remote server interactively needs this to choose between registering a client automatically and asking the user for client credentials. The request travels through the named session's egress policy and sandbox proxy, so a server that session may not reach is refused rather than contacted. */
+  checkDcrSupport(params: McpOauthCheckDcrSupportRequest, options?: RpcCallOptions): Promise<McpOauthCheckDcrSupportResult>;
+  /** `mcp.oauth.fetchProtectedResourceMetadata`: Reads raw protected-resource metadata after a 401 establishes that OAuth is required. Uses the metadata URL from the server's `WWW-Authenticate` challenge when provided; otherwise, tries conventional metadata endpoints derived from the request URL. A host configuring a remote server interactively needs the unparsed document to classify the challenge before it starts OAuth. The request URL and each metadata URL pass through the named session's egress policy and sandbox proxy. The runtime refuses URLs that the session may not reach. */
+  fetchProtectedResourceMetadata(params: McpOauthFetchProtectedResourceMetadataRequest, options?: RpcCallOptions): Promise<McpOauthFetchProtectedResourceMetadataResult>;
+  /** `mcp.oauth.isMicrosoftAuthorizationServer`: Reports whether an authorization server URL belongs to Microsoft Entra ID. Entra does not support Dynamic Client Registration, so a host that finds no DCR support can still authorize against it with a pre-registered client instead of asking the user for client credentials. */
+  isMicrosoftAuthorizationServer(params: McpOauthIsMicrosoftAuthorizationServerRequest, options?: RpcCallOptions): Promise<McpOauthIsMicrosoftAuthorizationServerResult>;
+  /** `mcp.oauth.staticClientConfig`: Reads the static OAuth client a remote MCP server configuration pins, so a host can decide whether to register a client dynamically or reuse the configured one. Omits `clientConfig` when no non-empty `oauthClientId` is configured. The client secret is deliberately never carried here: the runtime loads it from the OAuth secret store at flow time. */
+  staticClientConfig(params: McpOauthStaticClientConfigRequest, options?: RpcCallOptions): Promise<McpOauthStaticClientConfigResult>;
+}
+
+/** The `mcp.registry.*` methods. */
+export interface ServerMcpRegistryApi {
+  /** `mcp.registry.allocateRequestId`: Allocates an ID for one cancellable MCP registry search. The ID exists before the search starts, so callers can cancel before it starts. The networking stack supplies the cancellation namespace. The runtime retains at most 1,024 unused IDs. At capacity, another allocation can reclaim an unused ID. Active searches retain their IDs until they finish. */
+  allocateRequestId(options?: RpcCallOptions): Promise<McpRegistryRequestIdResult>;
+  /** `mcp.registry.cancel`: Abandons the registry search that uses the given request ID. It acts only on IDs from `mcp.registry.allocateRequestId`, so it never cancels another component's request. Answers `canceled: true` when it stops a running search. Answers `canceled: false` for unknown or reclaimed IDs, completed or canceled searches, and unused reservations. It releases an unused reservation, so a later search with that ID is refused. */
+  cancel(params: McpRegistryCancelRequest, options?: RpcCallOptions): Promise<McpRegistryCancelResult>;
+  /** `mcp.registry.search`: Searches the MCP registry the supplied credential may read, resolving the registry endpoint from policy first. Hosts usually send credential-free `AuthIdentity`; a `token` identity can be resolved only when it embeds a token, while `env` and `gh-cli` identities can use a token embedded in the request first. The runtime follows registry pages, keeps the newest entry per server name, cuts the list to `limit`, and sorts an empty-query result by GitHub stars. Each server object is carried opaquely. */
+  search(params: McpRegistrySearchRequest, options?: RpcCallOptions): Promise<McpRegistrySearchResult>;
+}
+
+/** The `models.*` methods. */
+export interface ServerModelsApi {
+  /** `models.getBuiltInCatalog`: Returns the running runtime's complete catalog of well-known built-in model IDs without authentication or network access. */
+  getBuiltInCatalog(options?: RpcCallOptions): Promise<BuiltInModelCatalog>;
+  /** `models.list`: Lists Copilot models available to the authenticated user. */
+  list(params?: ModelsListRequest, options?: RpcCallOptions): Promise<ModelList>;
+  /** `models.listTokenPriceUnits`: Reports the unit of each model's published token prices: AI Credits or nano-AIU. Pair these units with models.list prices by model ID and use identical account-selection options for both calls. When options are omitted, the current account and its model providers are used. */
+  listTokenPriceUnits(params?: ModelsListTokenPriceUnitsParams, options?: RpcCallOptions): Promise<ModelTokenPriceUnitList>;
+}
+
+/** The `permissions.*` methods. */
+export interface ServerPermissionsApi {
+  folderTrust: ServerPermissionsFolderTrustApi;
+  locations: ServerPermissionsLocationsApi;
+  /** `permissions.evaluateManagedPolicy`: Interprets a verbatim managed `permissions` slice into the three policy questions a host asks before granting elevated permissions: whether bypass-permissions mode is forbidden, whether a policy exists that this build could not determine, and whether the layer supplies permission rules the session must enforce. An absent or empty slice means no managed policy applies. The runtime and its permission service share one policy type, so a new managed permission setting is interpreted in exactly one place; a host that reimplements the reading would silently diverge the first time that set grows. Hosts must fail closed on an undetermined policy rather than treating it as permission granted. */
+  evaluateManagedPolicy(params?: PermissionsEvaluateManagedPolicyParams, options?: RpcCallOptions): Promise<PermissionsEvaluateManagedPolicyResult>;
+}
+
+/** The `permissions.folderTrust.*` methods. */
+export interface ServerPermissionsFolderTrustApi {
+  /** `permissions.folderTrust.checkTrust`: Reports whether a folder is trusted, reading the persisted trusted-folders list directly rather than through a session. Use this from a host that has no session yet, such as a one-shot command deciding whether to honor a checkout's own settings. It differs from the session-scoped check in two ways that matter: it takes the configuration directory to read the list from, instead of inheriting the session's, and it answers only from the persisted list, so trust a user granted for the lifetime of one session is not visible here. A host that has a session should prefer the session-scoped check, which also covers session-only trust. */
+  checkTrust(params: FolderTrustIsTrustedParams, options?: RpcCallOptions): Promise<FolderTrustCheckResult>;
+}
+
+/** The `permissions.locations.*` methods. */
+export interface ServerPermissionsLocationsApi {
+  /** `permissions.locations.cleanupOrphaned`: Drops stored per-location permission grants whose directory no longer exists, and reports which location keys were removed. Runs against the permission store under the runtime's own Copilot home, the same store `session.permissions.locations.resolve` reads. Marked internal because it exists to carry a CLI call site off the napi boundary onto the SDK contract; it is migration plumbing, not a surface consumers are meant to depend on. It can become public once an SDK consumer needs to prune its own permission store. */
+  cleanupOrphaned(options?: RpcCallOptions): Promise<LocationPermissionsCleanupResult>;
+}
+
+/** The `persistence.*` methods. */
+export interface ServerPersistenceApi {
+  /** `persistence.writeRawJsonLocked`: Atomically replaces a JSON file's entire contents while holding the runtime's per-path lock. The lock lives in the runtime process, so a host that writes these files itself takes no part in it and can tear a concurrent runtime write; route the write here instead. Unlike a merging write this never reads or parses the existing file, so a previously corrupted snapshot is replaced wholesale rather than failing every later write. Use it only for callers that always persist a complete snapshot. */
+  writeRawJsonLocked(params: PersistenceWriteRawJsonLockedRequest, options?: RpcCallOptions): Promise<PersistenceWriteRawJsonLockedResult>;
+}
+
+/** The `plugins.*` methods. */
+export interface ServerPluginsApi {
+  builtin: ServerPluginsBuiltinApi;
+  marketplaces: ServerPluginsMarketplacesApi;
+  /** `plugins.applyInstall`: Consumes one verified Agent Plugin installation plan, requests explicit human consent through installations.confirm on the original connection, then reacquires and verifies every file and registers the plugin, disabled, exactly as a direct plugin install. The installed plugin is listed, enabled and uninstalled through the existing plugins methods. */
+  applyInstall(params: PluginApplyInstallRequest, options?: RpcCallOptions): Promise<PluginInstallationResult>;
+  /** `plugins.disable`: Disables installed plugins for new sessions. */
+  disable(params: PluginsDisableRequest, options?: RpcCallOptions): Promise<void>;
+  /** `plugins.enable`: Enables installed plugins for new sessions. */
+  enable(params: PluginsEnableRequest, options?: RpcCallOptions): Promise<void>;
+  /** `plugins.install`: Installs a plugin from a marketplace, GitHub repo, URL, or local path. */
+  install(params: PluginsInstallRequest, options?: RpcCallOptions): Promise<PluginInstallResult>;
+  /** `plugins.list`: Lists plugins installed in user/global state. */
+  list(options?: RpcCallOptions): Promise<PluginListResult>;
+  /** `plugins.planInstall`: Plans installation of an Agent Plugin search candidate from its verified Agent Finder materialisation without writing files. Only candidates that carry a handle can be planned. The review shows only verified data, and installing leaves the plugin disabled until it is enabled through plugins.enable. */
+  planInstall(params: PluginPlanInstallRequest, options?: RpcCallOptions): Promise<PluginInstallationManagementResult>;
+  /** `plugins.uninstall`: Uninstalls an installed plugin. */
+  uninstall(params: PluginsUninstallRequest, options?: RpcCallOptions): Promise<void>;
+  /** `plugins.update`: Updates an installed plugin to its latest published version. */
+  update(params: PluginsUpdateRequest, options?: RpcCallOptions): Promise<PluginUpdateResult>;
+  /** `plugins.updateAll`: Updates every installed plugin to its latest published version. */
+  updateAll(options?: RpcCallOptions): Promise<PluginUpdateAllResult>;
+}
+
+/** The `plugins.builtin.*` methods. */
+export interface ServerPluginsBuiltinApi {
+  /** `plugins.builtin.set`: Replaces this server's trusted built-in plugin directories while no sessions are active. */
+  set(params: PluginsBuiltinSetRequest, options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `plugins.marketplaces.*` methods. */
+export interface ServerPluginsMarketplacesApi {
+  /** `plugins.marketplaces.add`: Registers a new marketplace from a source (owner/repo, URL, or local path). */
+  add(params: PluginsMarketplacesAddRequest, options?: RpcCallOptions): Promise<MarketplaceAddResult>;
+  /** `plugins.marketplaces.browse`: Lists plugins advertised by a registered marketplace. */
+  browse(params: PluginsMarketplacesBrowseRequest, options?: RpcCallOptions): Promise<MarketplaceBrowseResult>;
+  /** `plugins.marketplaces.list`: Lists all registered marketplaces (defaults + user-added). */
+  list(options?: RpcCallOptions): Promise<MarketplaceListResult>;
+  /** `plugins.marketplaces.refresh`: Re-fetches one or all registered marketplace catalogs. */
+  refresh(params?: PluginsMarketplacesRefreshRequest, options?: RpcCallOptions): Promise<MarketplaceRefreshResult>;
+  /** `plugins.marketplaces.remove`: Removes a previously-registered marketplace. When the marketplace has dependent plugins and `force` is not set, the marketplace is left intact and the result lists the dependents so the caller can decide whether to retry with `force=true`. */
+  remove(params: PluginsMarketplacesRemoveRequest, options?: RpcCallOptions): Promise<MarketplaceRemoveResult>;
+}
+
+/** The `repo.*` methods. */
+export interface ServerRepoApi {
+  settings: ServerRepoSettingsApi;
+}
+
+/** The `repo.settings.*` methods. */
+export interface ServerRepoSettingsApi {
+  /** `repo.settings.edit`: Atomically edits one allowed top-level repository setting. Reads the raw file, preserves unrelated keys, applies one scalar or list edit, validates the result and writes under one file lock, so concurrent sibling or list edits are not lost. A malformed or unsafe existing file returns `invalid` without a write; rejected keys, invalid values and I/O errors reject the call. */
+  edit(params: RepoSettingsEditRequest, options?: RpcCallOptions): Promise<SettingsEditResult>;
+  /** `repo.settings.readRaw`: Reads one repository settings file without settings normalization or layering. The existing JSONC parser accepts comments and trailing commas and applies its prototype-safety rules. Missing or blank files return an empty valid config. Invalid files return an empty config with invalid=true; other read failures reject. */
+  readRaw(params: RepoSettingsReadRawRequest, options?: RpcCallOptions): Promise<RepoSettingsReadRawResult>;
+  /** `repo.settings.writeAll`: Replaces the repository-overridable settings in one locked write. Allowed keys present in settings are validated and written; allowed keys absent from settings are removed. Other input keys are ignored, and unknown keys already stored in the file remain unchanged. Invalid values or an invalid existing file reject without a partial write. */
+  writeAll(params: RepoSettingsWriteAllRequest, options?: RpcCallOptions): Promise<void>;
+  /** `repo.settings.writeKey`: Writes or removes one allowed top-level repository setting through the existing validator and file lock. Preserves unrelated stored keys. Invalid keys, values, existing documents, and I/O errors reject without replacing the file. Deletion requires delete=true; otherwise value must be present. */
+  writeKey(params: RepoSettingsWriteKeyRequest, options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `runtime.*` methods. */
+export interface ServerRuntimeApi {
+  /** `runtime.shutdown`: Gracefully shuts down an SDK-owned runtime. The response is sent only after cleanup completes; callers may then terminate the owned runtime process. */
+  shutdown(options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `sandbox.*` methods. */
+export interface ServerSandboxApi {
+  proxyCa: ServerSandboxProxyCaApi;
+  proxySecret: ServerSandboxProxySecretApi;
+  settings: ServerSandboxSettingsApi;
+  /** `sandbox.checkEnforcementCommand`: Whether one slash command stays reachable while sandbox enforcement is unavailable and the session is otherwise blocked. The permitted set is deliberately narrow — commands that only report state, and the few that let the user repair or leave the situation — and it is keyed on the arguments as well as the name, so `/sandbox status` is admitted where `/sandbox enable` is not. A host must ask rather than keep its own list: a command this returns false for is one the runtime would refuse anyway, and a divergent list either strands the user with no way out or admits a command that acts on an unenforced session. */
+  checkEnforcementCommand(params: SandboxEnforcementCommandAllowedParams, options?: RpcCallOptions): Promise<boolean>;
+  /** `sandbox.checkPlatformSupport`: Reports whether this machine can run an OS-level command sandbox at all. A host must ask before it offers sandboxing, because the answer is a property of the machine rather than of any setting: on Linux it depends on bubblewrap being installed, and on Windows on the OS build supporting BaseContainer. Probing it requires spawning a process the first time, so the answer is cached for the life of the runtime. A host that assumes support and enables the sandbox anyway produces a session in which every shell command fails. */
+  checkPlatformSupport(options?: RpcCallOptions): Promise<boolean>;
+  /** `sandbox.checkWindowsHostLoopbackSupport`: Reports whether this Windows host's BaseContainer implementation can reach the host's loopback interface directly, which is what a local-network policy needs to avoid routing through the egress proxy. Like `sandbox.checkPlatformSupport`, the answer is a property of the machine's OS build rather than of any setting, and resolving it the first time spawns a platform probe. A host that offers the direct local-network option on a machine that lacks the capability produces a session whose sandboxed commands cannot reach local services. Always false off Windows. */
+  checkWindowsHostLoopbackSupport(options?: RpcCallOptions): Promise<boolean>;
+  /** `sandbox.filterPickerCandidates`: Checks a batch of `@`-file picker suggestions against a policy prepared by `sandbox.preparePickerPolicy` and returns one allow decision per candidate, positionally aligned with the request. Batched deliberately: each check canonicalizes a path component-by-component through the real filesystem, so one call amortizes that over a single hop rather than dozens while the user types. A directory the policy does not itself allow can still be kept as a waypoint to an allowed subtree. An absent policy keeps every candidate. */
+  filterPickerCandidates(params: SandboxFilterPickerCandidatesParams, options?: RpcCallOptions): Promise<SandboxFilterPickerCandidatesResult>;
+  /** `sandbox.getDocsUrl`: Returns the documentation URL a host should point a user at when it declines or downgrades a sandbox setting. The runtime owns the address so every surface cites the same page and a host does not hard-code a link that later moves. */
+  getDocsUrl(options?: RpcCallOptions): Promise<SandboxDocsUrlResult>;
+  /** `sandbox.getHostSupport`: Reports whether the host running this runtime can run the command sandbox, without starting a session or spawning a sandboxed command. */
+  getHostSupport(options?: RpcCallOptions): Promise<SandboxHostSupport>;
+  /** `sandbox.getUnsupportedMessage`: The explanation a host shows when it refuses an explicit request to turn the sandbox on for a machine that cannot run one. Carries the platform-specific remedy — install bubblewrap, update Windows — and the documentation link, so a host that got `false` from `sandbox.checkPlatformSupport` does not have to compose its own reason and cannot describe the same machine differently from the runtime's own spawn path. */
+  getUnsupportedMessage(options?: RpcCallOptions): Promise<string>;
+  /** `sandbox.getUnsupportedSettingDisabledNotice`: The notice a host shows when a stored `sandbox` setting is being ignored for this session because the machine cannot enforce it. Distinct from `sandbox.getUnsupportedMessage`, which refuses an explicit request: this one reports that a setting the user already saved is inert, states that commands will run unsandboxed, and confirms the stored setting itself is left alone. A host that stays silent here leaves the user believing a sandbox is active. */
+  getUnsupportedSettingDisabledNotice(options?: RpcCallOptions): Promise<string>;
+  /** `sandbox.getUnsupportedStartupNotice`: The warning a host prints at startup when a session asked for a sandbox on a machine that cannot run one. The third of the unsupported notices, and the only one that depends on the policy in force: it names the remedy the reader can actually act on, which is the stored setting for an unmanaged host, an administrator for a managed one, and waiting for the policy to resolve when the sandbox stayed on only because the policy could not be determined. Returns no notice when the machine does support a sandbox, so a host can call it unconditionally on the startup path. A host that composes its own warning tells a managed user to change a setting their policy will overwrite. */
+  getUnsupportedStartupNotice(params?: SandboxUnsupportedStartupNoticeParams, options?: RpcCallOptions): Promise<SandboxUnsupportedStartupNoticeResult>;
+  /** `sandbox.preparePickerPolicy`: Builds the effective filesystem policy one `@`-file picker checks its suggestions against, so Git discovery and grant canonicalization run once for the picker's lifetime instead of on every debounced keystroke. Returns no policy when the sandbox is absent or disabled, which the paired filter reads as "keep every candidate". A host must pair this with `sandbox.filterPickerCandidates` rather than resolve a grant list itself, because the picker's grants are narrower than a file tool's — the same path a built-in tool may read can be one the picker must not offer. */
+  preparePickerPolicy(params: SandboxPreparePickerPolicyParams, options?: RpcCallOptions): Promise<SandboxPreparePickerPolicyResult>;
+  /** `sandbox.resolveFlooredConfig`: Raises a user's sandbox settings to an administrator's managed sandbox floor and returns the result a session should actually run under. The floor can only tighten: an enterprise force-on is reflected even when the user's own `enabled` is false, and a user cannot lower a setting the floor raised. The result is normalized through the declared sandbox shape, so a key reorder or an undeclared passthrough key is not mistaken for a policy change by callers that diff two results. A host must call this rather than merge the two layers itself, because reimplementing the direction of the fold is what turns an administrator's floor into a suggestion. */
+  resolveFlooredConfig(params?: SandboxResolveFlooredConfigParams, options?: RpcCallOptions): Promise<SandboxResolveFlooredConfigResult>;
+  /** `sandbox.resolveForOptional`: The sandbox a single named feature actually launches under, which is not the same as the session's sandbox. A feature is routed out of the sandbox by its own flag — `sandboxMcpServers`, `sandboxLspServers` — so an enabled session can still start one server confined and another free. Returns a disabled sandbox rather than an error when the host has no sandbox slice at all, so an absent config and an opted-out feature read alike at the launch site. A host must ask per feature rather than reuse the session config, because reading only `enabled` confines a server the user opted out of, or reports as sandboxed one that is not. */
+  resolveForOptional(params: SandboxEffectiveForOptionalParams, options?: RpcCallOptions): Promise<SandboxEffectiveForOptionalResult>;
+}
+
+/** The `sandbox.proxyCa.*` methods. */
+export interface ServerSandboxProxyCaApi {
+  /** `sandbox.proxyCa.checkInstallationSupport`: Reports whether this runtime process can offer installing the sandbox credential-proxy certificate authority into OS trust. */
+  checkInstallationSupport(options?: RpcCallOptions): Promise<boolean>;
+  /** `sandbox.proxyCa.checkRelevance`: Reports whether this sandbox configuration uses the credential proxy and can need certificate-authority setup. */
+  checkRelevance(params?: SandboxProxyCaRequest, options?: RpcCallOptions): Promise<boolean>;
+  /** `sandbox.proxyCa.create`: Creates the persistent certificate authority of the sandbox credential proxy if none is stored, without changing OS trust, and returns the path of its public certificate. Keeps an existing certificate authority, even one that must be rotated. Fails where OS trust is unsupported. Trust it with sandbox.proxyCa.trust: the CLI trusts only the hosts in the saved user settings, so it refuses a certificate authority that also covers hosts from sandboxConfig. */
+  create(params?: SandboxProxyCaRequest, options?: RpcCallOptions): Promise<SandboxProxyCaCreateResult>;
+  /** `sandbox.proxyCa.getStatus`: Reports whether the persistent certificate authority of the sandbox credential proxy exists, whether OS trust includes it, and whether it must be rotated. Changes nothing. */
+  getStatus(params?: SandboxProxyCaRequest, options?: RpcCallOptions): Promise<SandboxProxyCaStatus>;
+  /** `sandbox.proxyCa.remove`: Removes the persistent certificate authority of the sandbox credential proxy from OS trust. Keeps the stored certificate authority. Can show an OS authentication prompt. Sandboxed clients that read only OS trust then reject the proxy; clients that read the per-process certificate bundle continue to work. */
+  remove(options?: RpcCallOptions): Promise<SandboxProxyCaStatus>;
+  /** `sandbox.proxyCa.rotate`: Replaces the persistent certificate authority of the sandbox credential proxy with a new one for the current credential hosts. If OS trust included the old one, removes it and trusts the new one, which can show an OS authentication prompt. Running sandboxed tools keep the old certificate authority until they restart. */
+  rotate(params?: SandboxProxyCaRequest, options?: RpcCallOptions): Promise<SandboxProxyCaStatus>;
+  /** `sandbox.proxyCa.trust`: Adds the persistent certificate authority of the sandbox credential proxy to OS trust, so sandboxed clients that read only OS trust accept the proxy. Call create first. Refuses a certificate authority that is not constrained to the current credential hosts. Can show an OS authentication prompt. */
+  trust(params?: SandboxProxyCaRequest, options?: RpcCallOptions): Promise<SandboxProxyCaStatus>;
+}
+
+/** The `sandbox.proxySecret.*` methods. */
+export interface ServerSandboxProxySecretApi {
+  /** `sandbox.proxySecret.delete`: Removes the stored sandbox proxy password from the credential store `sandbox.proxySecret.getLocation` names. Succeeds when no entry exists, so it is safe to call while clearing a proxy password whose origin is unknown. Marked internal because it exists to carry a CLI call site off the napi boundary onto the SDK contract. */
+  delete(options?: RpcCallOptions): Promise<void>;
+  /** `sandbox.proxySecret.get`: Reads the stored sandbox proxy password from the credential store `sandbox.proxySecret.getLocation` names, preferring the OS keychain and falling back to the on-disk store. Reports an absent value rather than failing when no entry exists. Marked internal because it exists to carry a CLI call site off the napi boundary onto the SDK contract. */
+  get(options?: RpcCallOptions): Promise<SandboxProxySecretGetResult>;
+  /** `sandbox.proxySecret.getLocation`: Reports where this runtime keeps the sandbox proxy password: the credential store directory and the entry identifier within it. Both are derived from the configuration directory this runtime was started with, so a host does not resolve them itself. Read this to recognize a `${secret:…}` value in stored sandbox settings as this runtime's own proxy password rather than a reference the user wrote by hand. Marked internal because it exists to carry a CLI call site off the napi boundary onto the SDK contract. */
+  getLocation(options?: RpcCallOptions): Promise<SandboxProxySecretLocation>;
+  /** `sandbox.proxySecret.save`: Stores the sandbox proxy password in the credential store `sandbox.proxySecret.getLocation` names, replacing any existing entry. Reports whether the OS keychain accepted it or it fell back to the on-disk store. Marked internal because it exists to carry a CLI call site off the napi boundary onto the SDK contract. */
+  save(params: SandboxProxySecretSaveRequest, options?: RpcCallOptions): Promise<SandboxProxySecretSaveResult>;
+}
+
+/** The `sandbox.settings.*` methods. */
+export interface ServerSandboxSettingsApi {
+  /** `sandbox.settings.applyDefaults`: Resolves a stored sandbox settings object into the effective one, filling every value the user left unset with its default. Read this to render or reason about the sandbox configuration a session would actually run under, rather than the sparse document the user wrote. */
+  applyDefaults(params: SandboxApplyDefaultsRequest, options?: RpcCallOptions): Promise<unknown>;
+}
+
+/** The `secrets.*` methods. */
+export interface ServerSecretsApi {
+  /** `secrets.addFilterValues`: Registers secret values for redaction in session logs and exports. The SDK calls this to inject dynamically generated secret values (e.g., OIDC tokens). */
+  addFilterValues(params: SecretsAddFilterValuesRequest, options?: RpcCallOptions): Promise<SecretsAddFilterValuesResult>;
+}
+
+/** The `sessionFs.*` methods. */
+export interface ServerSessionFsApi {
+  /** `sessionFs.setProvider`: Registers an SDK client as the session filesystem provider. */
+  setProvider(params: SessionFsSetProviderRequest, options?: RpcCallOptions): Promise<SessionFsSetProviderResult>;
+}
+
+/** The `sessions.*` methods. */
+export interface ServerSessionsApi {
+  /** `sessions.bulkDelete`: Closes, deactivates, and deletes a set of sessions, returning the bytes freed per session. */
+  bulkDelete(params: SessionsBulkDeleteRequest, options?: RpcCallOptions): Promise<SessionBulkDeleteResult>;
+  /** `sessions.checkInUse`: Returns the subset of the supplied session IDs that are currently held by another running process. */
+  checkInUse(params: SessionsCheckInUseRequest, options?: RpcCallOptions): Promise<SessionsCheckInUseResult>;
+  /** `sessions.close`: Closes a session: emits shutdown, flushes pending events, releases the in-use lock, and disposes the active session. */
+  close(params: SessionsCloseRequest, options?: RpcCallOptions): Promise<unknown>;
+  /** `sessions.configureSessionExtensions`: Attaches (or detaches) an in-process ExtensionController delegate for the given session in a local host adapter. Pass `controller: undefined` to detach. Internal because the controller cannot cross the JSON-RPC boundary; the runtime manages its own session extension service. */
+  configureSessionExtensions(params: ConfigureSessionExtensionsParams, options?: RpcCallOptions): Promise<void>;
+  /** `sessions.connect`: Connects to an existing remote session and exposes it as an SDK session. */
+  connect(params: ConnectRemoteSessionParams, options?: RpcCallOptions): Promise<RemoteSessionConnectionResult>;
+  /** `sessions.createWorkspace`: Creates the workspace record for a session that has not been opened yet. A host that hands a session off to another application — writing the record and then launching that application against the session ID — needs the record on disk before any session exists to carry it, which the session-scoped workspace methods cannot do. Replaces any existing record and resets the checkpoint index. When writing to the local filesystem, a stored `fork_count` survives on disk. Returns the record it built, so a surviving stored `fork_count` can differ from the answer. */
+  createWorkspace(params: SessionsCreateWorkspaceRequest, options?: RpcCallOptions): Promise<SessionsCreateWorkspaceResult>;
+  /** `sessions.delete`: Deletes one local session from disk after running the same lifecycle hooks as the session manager. */
+  delete(params: SessionsDeleteRequest, options?: RpcCallOptions): Promise<void>;
+  /** `sessions.enrichMetadata`: Backfills missing summary and context fields on the supplied session metadata records. */
+  enrichMetadata(params: SessionsEnrichMetadataRequest, options?: RpcCallOptions): Promise<SessionEnrichMetadataResult>;
+  /** `sessions.findByPrefix`: Resolves a UUID prefix to a unique session ID, if exactly one session matches. */
+  findByPrefix(params: SessionsFindByPrefixRequest, options?: RpcCallOptions): Promise<SessionsFindByPrefixResult>;
+  /** `sessions.findByTaskId`: Finds the local session bound to a GitHub task ID, if any. */
+  findByTaskId(params: SessionsFindByTaskIdRequest, options?: RpcCallOptions): Promise<SessionsFindByTaskIdResult>;
+  /** `sessions.fork`: Creates a new session by forking persisted history from an existing session. */
+  fork(params: SessionsForkRequest, options?: RpcCallOptions): Promise<SessionsForkResult>;
+  /** `sessions.getBoardEntryCount`: Gets the dynamic-context board entry count associated with a session, when available. Internal: this exists solely so CLI telemetry events (`rem_spawn_gate`, `rem_consolidation_complete`) can pair START / END board counts around the detached rem-agent spawn. "Dynamic context board" is a runtime-internal concept that is not part of the public SDK contract; the long-term plan is to relocate the telemetry emission into the runtime so this method can be deleted entirely. */
+  getBoardEntryCount(params: SessionsGetBoardEntryCountRequest, options?: RpcCallOptions): Promise<SessionsGetBoardEntryCountResult>;
+  /** `sessions.getClientMetadata`: Reads client-owned metadata for multiple persisted local sessions without opening them. Results preserve request order and report missing, corrupt, unsupported, or temporarily unavailable sessions independently. */
+  getClientMetadata(params: SessionsGetClientMetadataRequest, options?: RpcCallOptions): Promise<SessionsClientMetadataEntry[]>;
+  /** `sessions.getEventFilePath`: Computes the absolute path to a session's persisted events.jsonl file. Internal: filesystem paths are only meaningful in-process (CLI and runtime share a filesystem). Currently used by the CLI's contribution-graph feature to read historical events directly. Remote SDK consumers must not depend on this; a proper event-query API would replace it if the contribution graph ever needed to work over the wire. */
+  getEventFilePath(params: SessionsGetEventFilePathRequest, options?: RpcCallOptions): Promise<SessionsGetEventFilePathResult>;
+  /** `sessions.getLastForContext`: Returns the most-relevant prior session for a given working-directory context. */
+  getLastForContext(params?: SessionsGetLastForContextRequest, options?: RpcCallOptions): Promise<SessionsGetLastForContextResult>;
+  /** `sessions.getMetadata`: Reads lightweight persisted metadata for one local session without opening it. */
+  getMetadata(params: SessionsGetMetadataRequest, options?: RpcCallOptions): Promise<SessionsGetMetadataResult>;
+  /** `sessions.getPersistedRemoteSteerable`: Returns a session's persisted remote-steerable flag, if any has been recorded. Internal: this is CLI-specific book-keeping used by `--continue` / `--resume` to inherit the prior session's remote-steerable preference. SDK consumers that want similar behavior should manage their own persistence around start/stop calls rather than relying on this runtime-side flag. */
+  getPersistedRemoteSteerable(params: SessionsGetPersistedRemoteSteerableRequest, options?: RpcCallOptions): Promise<SessionsGetPersistedRemoteSteerableResult>;
+  /** `sessions.getRemoteControlStatus`: Returns the current state of the remote-control singleton, including the attached session id and frontend URL when active. */
+  getRemoteControlStatus(options?: RpcCallOptions): Promise<RemoteControlStatusResult>;
+  /** `sessions.getSizes`: Returns the on-disk byte size of each session's workspace directory. */
+  getSizes(options?: RpcCallOptions): Promise<SessionSizes>;
+  /** `sessions.list`: Lists sessions, optionally filtered by source and working-directory context. Returned entries are discriminated by `isRemote`: local entries carry only the lightweight `LocalSessionMetadataValue` shape; remote entries carry the full `RemoteSessionMetadataValue` shape (repository, PR number, taskType, etc.). */
+  list(params?: SessionsListRequest, options?: RpcCallOptions): Promise<SessionList>;
+  /** `sessions.listNonEmptySessionIds`: Lists recent local session IDs that contain user-visible history, omitting housekeeping-only sessions. */
+  listNonEmptySessionIds(params?: SessionsListNonEmptySessionIdsRequest, options?: RpcCallOptions): Promise<SessionsListNonEmptySessionIdsResult>;
+  /** `sessions.loadDeferredRepoHooks`: Loads previously-deferred repo-level hooks on the active session, returning queued startup prompts. */
+  loadDeferredRepoHooks(params: SessionsLoadDeferredRepoHooksRequest, options?: RpcCallOptions): Promise<SessionLoadDeferredRepoHooksResult>;
+  /** `sessions.loadWorkspace`: Reads a session's workspace record straight from disk, without opening the session. Resuming by session ID has to know where the session lives before it can connect, so the lookup cannot come from the session-scoped workspace methods, which resolve their location from a live session's context. Returns no record when the file is absent. */
+  loadWorkspace(params: SessionsLoadWorkspaceRequest, options?: RpcCallOptions): Promise<SessionsLoadWorkspaceResult>;
+  /** `sessions.open`: Creates or resumes a local session and returns the opened session ID. */
+  open(params: SessionOpenParams, options?: RpcCallOptions): Promise<SessionOpenResult>;
+  /** `sessions.pruneOld`: Deletes sessions older than the given threshold, with optional dry-run and exclusion list. */
+  pruneOld(params: SessionsPruneOldRequest, options?: RpcCallOptions): Promise<SessionPruneResult>;
+  /** `sessions.readPersistedEvents`: Reads a page of durable events directly from a local session's persisted journal without creating, resuming, or activating the session. The first read pins the currently opened journal generation and its byte-length boundary; opaque cursor continuations remain on that generation across runtime-owned compaction, truncation, and rewrite operations, which replace the live path atomically, and events appended after the boundary are excluded. For cold hydration, await the first successful page before activation and establish lossless live-event buffering before resume; merge subsequent live events by ID, preserving persisted order and letting live payloads win. Continuations are process-local, single-use capabilities bound to the originating session and storage context and must be paged sequentially; concurrent or repeated use of the same cursor expires that duplicate read rather than reading the generation twice. A complete snapshot has cursorStatus 'ok' and hasMore false. Snapshots expire after five idle minutes, with at most eight retained per process and idle-only eviction under pressure; completion and cancelled-worker exit release their handles. No transcript copy is created, but retained handles may keep replaced files' disk blocks alive until release. Pages have a soft 1 MiB serialized event-array budget including resolved binary assets; one oversized event is returned alone to guarantee progress. Working memory also includes a record/lookahead and asset resolution; resolving the first binary reference may scan the full pinned generation to build a bounded offset index. If the snapshot expires, is evicted, is cancelled before a continuation is established, or becomes unreadable after an observable unsupported in-place shortening, the continuation returns cursorStatus 'expired' with an empty terminal page and never falls back to a different generation. A missing or initially unreadable journal is an RPC error. Persisted history excludes ephemeral events and may omit payloads that are reconstructed only for an active session; use the active session event stream for post-resume live events. */
+  readPersistedEvents(params: SessionsReadPersistedEventsRequest, options?: RpcCallOptions): Promise<EventsReadResult>;
+  /** `sessions.releaseLock`: Releases the in-use lock held by this process for a session. */
+  releaseLock(params: SessionsReleaseLockRequest, options?: RpcCallOptions): Promise<unknown>;
+  /** `sessions.reloadPluginHooks`: Reloads user, plugin, and (optionally) repo hooks on the active session. */
+  reloadPluginHooks(params: SessionsReloadPluginHooksRequest, options?: RpcCallOptions): Promise<unknown>;
+  /** `sessions.save`: Flushes a session's pending events to disk. */
+  save(params: SessionsSaveRequest, options?: RpcCallOptions): Promise<unknown>;
+  /** `sessions.setAdditionalPlugins`: Replaces the manager-wide additional plugins registered with the session manager. */
+  setAdditionalPlugins(params: SessionsSetAdditionalPluginsRequest, options?: RpcCallOptions): Promise<unknown>;
+  /** `sessions.setRemoteControlSteering`: Patches the steering state of the active remote-control singleton. When remote control is off, this is a no-op and the off status is returned. Today only `enabled: true` is actionable on the underlying exporter; passing `false` is reserved for future use. */
+  setRemoteControlSteering(params: SessionsSetRemoteControlSteeringRequest, options?: RpcCallOptions): Promise<RemoteControlStatusResult>;
+  /** `sessions.startRemoteControl`: Attaches the runtime-managed remote-control singleton to a session, awaiting initial setup. If remote control is already attached to a different session, the singleton is transferred (preserving the underlying Mission Control connection). Returns the final status. */
+  startRemoteControl(params: SessionsStartRemoteControlRequest, options?: RpcCallOptions): Promise<RemoteControlStatusResult>;
+  /** `sessions.stopRemoteControl`: Stops the remote-control singleton. When `expectedSessionId` is provided and does not match the singleton's current `attachedSessionId`, the stop is rejected with `stopped: false` and the current status is returned unchanged (unless `force` is set, in which case the singleton is unconditionally torn down). */
+  stopRemoteControl(params?: SessionsStopRemoteControlRequest, options?: RpcCallOptions): Promise<RemoteControlStopResult>;
+  /** `sessions.transferRemoteControl`: Atomically rebinds the remote-control singleton to a different session, preserving the underlying Mission Control connection. When `expectedFromSessionId` is provided and does not match the singleton's current `attachedSessionId`, the transfer is rejected with `transferred: false` and the current status is returned unchanged. */
+  transferRemoteControl(params: SessionsTransferRemoteControlRequest, options?: RpcCallOptions): Promise<RemoteControlTransferResult>;
+  /** `sessions.updateWorkspaceFields`: Merges fields into a session's workspace record on disk, creating the record when it is absent. The counterpart to `sessions.loadWorkspace`, for the same before-the-session-exists case. It preserves stored workspace-schema fields the request does not supply, does not preserve stored keys outside the workspace schema, and never replaces a stored `fork_count`. */
+  updateWorkspaceFields(params: SessionsUpdateWorkspaceFieldsRequest, options?: RpcCallOptions): Promise<unknown>;
+}
+
+/** The `skills.*` methods. */
+export interface ServerSkillsApi {
+  config: ServerSkillsConfigApi;
+  installations: ServerSkillsInstallationsApi;
+  /** `skills.applyInstall`: Consumes one verified Skill installation plan, requests explicit human consent through installations.confirm on the original connection, then revalidates and installs the Skill disabled. */
+  applyInstall(params: SkillApplyInstallRequest, options?: RpcCallOptions): Promise<SkillInstallationResult>;
+  /** `skills.applyUninstall`: Consumes an owned Skill removal plan, requests explicit human consent through installations.confirm, refuses drift, and removes the exact owned files through quarantine. */
+  applyUninstall(params: SkillApplyUninstallRequest, options?: RpcCallOptions): Promise<SkillInstallationResult>;
+  /** `skills.discover`: Discovers skills across global and project sources. */
+  discover(params?: SkillsDiscoverRequest, options?: RpcCallOptions): Promise<ServerSkillList>;
+  /** `skills.getDiscoveryPaths`: Returns the canonical directories where a client may create skills that the runtime will recognize, including ones that do not exist yet. Project directories become active once created. */
+  getDiscoveryPaths(params?: SkillsGetDiscoveryPathsRequest, options?: RpcCallOptions): Promise<SkillDiscoveryPathList>;
+  /** `skills.planInstall`: Plans installation of a verified Agent Finder Skill candidate without writing files. The returned review is safe to present to a user and installing always leaves the Skill disabled until separately enabled. */
+  planInstall(params: SkillPlanInstallRequest, options?: RpcCallOptions): Promise<SkillInstallationManagementResult>;
+  /** `skills.planUninstall`: Prepares a read-only removal plan for an owned verified Agent Finder Skill installation. Uninstall planning is never gated by the Skill-install feature flag. */
+  planUninstall(params: SkillPlanUninstallRequest, options?: RpcCallOptions): Promise<SkillInstallationManagementResult>;
+}
+
+/** The `skills.config.*` methods. */
+export interface ServerSkillsConfigApi {
+  /** `skills.config.setDisabledSkills`: Replaces the global list of disabled skills. */
+  setDisabledSkills(params: SkillsConfigSetDisabledSkillsRequest, options?: RpcCallOptions): Promise<void>;
+  /** `skills.config.setSkillDisabled`: Atomically adds or removes one skill from the disabled list. */
+  setSkillDisabled(params: SkillsConfigSetSkillDisabledRequest, options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `skills.installations.*` methods. */
+export interface ServerSkillsInstallationsApi {
+  /** `skills.installations.cancel`: Requests cancellation of a known Skill installation operation before commit. Already-started durable work requires recovery instead of silent replay. */
+  cancel(params: SkillInstallationOperationRequest, options?: RpcCallOptions): Promise<SkillInstallationManagementResult>;
+  /** `skills.installations.list`: Lists owned verified Agent Finder Skill installations for the selected existing session. Listing is never gated by the Skill-install feature flag. */
+  list(params: SkillInstallationsRequest, options?: RpcCallOptions): Promise<SkillInstallationManagementResult>;
+  /** `skills.installations.recover`: Reconciles interrupted owned Skill installation work for the selected existing session, then inspects owned inventory. Recovery is never gated by the Skill-install feature flag. */
+  recover(params: SkillInstallationsRequest, options?: RpcCallOptions): Promise<SkillInstallationManagementResult>;
+  /** `skills.installations.setEnabled`: Atomically persists enablement for one owned Agent Finder Skill and reconciles the selected bound session. Enablement is installation-scoped by receipt identity and is never gated by the Skill-install feature flag. */
+  setEnabled(params: SkillSetEnabledRequest, options?: RpcCallOptions): Promise<SkillInstallationManagementResult>;
+  /** `skills.installations.status`: Inspects a known Skill installation operation on its original runtime connection. Status is never gated by the Skill-install feature flag. */
+  status(params: SkillInstallationOperationRequest, options?: RpcCallOptions): Promise<SkillInstallationManagementResult>;
+}
+
+/** The `tools.*` methods. */
+export interface ServerToolsApi {
+  /** `tools.list`: Lists built-in tools available for a model. */
+  list(params?: ToolsListRequest, options?: RpcCallOptions): Promise<ToolList>;
+}
+
+/** The `user.*` methods. */
+export interface ServerUserApi {
+  settings: ServerUserSettingsApi;
+}
+
+/** The `user.settings.*` methods. */
+export interface ServerUserSettingsApi {
+  /** `user.settings.applyTopKey`: Validates one top-level setting subtree and writes just that key to settings.json as a single step. Doing both here closes the race a caller cannot close itself: between a separate preflight read and the write, the file may change. Rewriting only the touched key keeps legacy siblings out of settings.json. Answers a status rather than failing, so a validation problem and a write problem stay distinguishable. */
+  applyTopKey(params: UserSettingsApplyTopKeyRequest, options?: RpcCallOptions): Promise<UserSettingsApplyTopKeyResult>;
+  /** `user.settings.buildRuntime`: Resolves the effective runtime settings for a host that is about to start a session, layering the given overrides over the settings documents, the environment and the platform defaults. A host cannot assemble this itself: the precedence between a user document, a repository document, the managed layers and the environment is the runtime's own rule, and a host that re-implements it drifts from the server it is configuring. The working directory, environment and platform are taken as arguments rather than read from the server process, so a host resolving settings for a directory other than its own gets that directory's answer. Nothing is written; this only computes. */
+  buildRuntime(params: UserSettingsBuildRuntimeRequest, options?: RpcCallOptions): Promise<unknown>;
+  /** `user.settings.diagnoseProblems`: Diagnoses a set of already-loaded settings layers, reporting each key that will not take effect and why. Settings load tolerantly so that one bad key does not stop a session from starting; this method surfaces what was dropped so a caller can report it instead of silently ignoring the user's intent. Takes the layers as given rather than reading them, so a caller can diagnose exactly the content it is showing, including unsaved edits. Never echoes a setting's value, because a value may be a token or another secret. Marked internal because it exists to carry a CLI call site off the native addon, not to serve a consumer-facing need; it becomes public once an SDK consumer needs to inspect settings health itself. */
+  diagnoseProblems(params?: UserSettingsProblemsRequest, options?: RpcCallOptions): Promise<UserSettingsProblemsResult>;
+  /** `user.settings.edit`: Atomically edits one canonical user setting inside its settings-file lock. Reads, canonicalizes touched aliases, applies the edit, validates the resulting top-level setting and writes before releasing the lock. An explicit autoUpdatesChannel set completes the staff migration in the same transaction. Only a malformed existing file returns `invalid`; refused keys, invalid values and I/O errors reject the call. */
+  edit(params: UserSettingsEditRequest, options?: RpcCallOptions): Promise<SettingsEditResult>;
+  /** `user.settings.get`: Lists every known user setting from settings.json, each with its effective value, its default, and whether it is at the default — so settings the user has never set still appear with their default value. Does not include repository- or enterprise-managed overrides that the runtime layers on top at session time. */
+  get(options?: RpcCallOptions): Promise<UserSettingsGetResult>;
+  /** `user.settings.getPath`: Reports the on-disk path of the settings document `user.settings.load` and `user.settings.set` read and write. Resolved the same way those methods resolve it, so a host that shows or opens the settings file names the file the runtime actually uses, including the extensionless legacy `settings` file when that is what is present. */
+  getPath(options?: RpcCallOptions): Promise<UserSettingsPathResult>;
+  /** `user.settings.getPaths`: Resolves the on-disk locations of the settings files this runtime reads, so a consumer can show or open them. The user path is the same file `user.settings.get`, `user.settings.load`, and `user.settings.set` operate on. Supply `repoRoot` to also resolve that repository's checked-in and local settings paths. A path is reported whether or not the file exists. */
+  getPaths(params?: UserSettingsGetPathsRequest, options?: RpcCallOptions): Promise<UserSettingsGetPathsResult>;
+  /** `user.settings.getUnknownKeysWarning`: Reports the top-level keys in the user settings document that the runtime does not recognize, phrased for display to the user. This is a separate question from the warning `user.settings.loadWithWarning` returns: that one describes parts of the document the loader had to ignore to load the rest, whereas an unknown key parses cleanly and is simply not a setting, so a host that surfaces only the load warning silently accepts a misspelled key that will never take effect. Nothing is reported when the document is absent, unreadable, or failed to load, because an unknown-key list derived from a document the runtime could not read would be misleading rather than helpful. Inspection never modifies the document. */
+  getUnknownKeysWarning(params: UserSettingsUnknownKeysWarningRequest, options?: RpcCallOptions): Promise<UserSettingsUnknownKeysWarningResult>;
+  /** `user.settings.listGovernanceKeys`: Lists the top-level user-setting keys by who is allowed to govern them: `repo` keys a repository may override through `.github/copilot/settings.json`, `claudeRepo` keys a repository may override through a Claude-compatible config, and `managed` keys an enterprise policy may fix. The lists are static for a given runtime build and fail closed: a key absent from a list cannot be governed that way. */
+  listGovernanceKeys(options?: RpcCallOptions): Promise<UserSettingsGovernanceKeysResult>;
+  /** `user.settings.loadAndMergeRepo`: Reads a repository's settings and merges them over a supplied user layer in one step, returning the settings a consumer should act on inside that repository. Use this rather than reading the two layers separately: the merge is per setting and collection-aware, so a repository adds to the collections it is allowed to influence without replacing the user's own entries, and a whole-document overlay would get that wrong. Any diagnostic raised while reading the repository layer is returned rather than printed, so the consumer decides how to surface it; the settings that did load are merged regardless. */
+  loadAndMergeRepo(params: UserSettingsLoadAndMergeRepoRequest, options?: RpcCallOptions): Promise<UserSettingsLoadAndMergeRepoResult>;
+  /** `user.settings.loadForConfigDir`: Reads the user's settings document exactly as `user.settings.load` does, but from a caller-supplied configuration directory instead of the one the server resolved for itself. Use this when a consumer scopes a session to its own Copilot home — the SDK's per-session `configDir` override — so the settings read match the directory that session actually uses. An absent or empty `configDir` resolves the server's own home, making this identical to `user.settings.load`. Hook-validation relaxations are deliberately not caller-supplied: they continue to come from the server's environment, so a consumer cannot widen the host's hook policy through this method. */
+  loadForConfigDir(params?: UserSettingsLoadForConfigDirRequest, options?: RpcCallOptions): Promise<unknown>;
+  /** `user.settings.loadForEdit`: Reads settings.json as stored for a caller that is about to edit it. Unlike `user.settings.get`, this returns file values rather than per-key metadata and defaults. Reports `missing` for an absent file and `invalid` when the existing file will not parse. Retired config.json and extensionless files are not read. */
+  loadForEdit(options?: RpcCallOptions): Promise<UserSettingsLoadForEditResult>;
+  /** `user.settings.loadRepo`: Reads a repository's checked-in settings document as stored, normalized, together with any diagnostic raised while reading it. This is the repository half of the layering `user.settings.get` reports: `user.settings.load` reads the user's own document, and this reads the one a repository checks in to govern the keys `user.settings.governanceKeys` lists as repo-governable. A document that fails to parse, or that sets a key a repository may not govern, is reported through `warning` while the settings that did load are still returned, so a consumer surfaces the diagnostic and continues rather than failing the session. When `repoRoot` is the user's home directory the Claude-compatible configuration is skipped, so a home-directory session does not inherit a personal config as repository policy. */
+  loadRepo(params: UserSettingsLoadRepoRequest, options?: RpcCallOptions): Promise<UserSettingsLoadRepoResult>;
+  /** `user.settings.loadWithWarning`: Reads the user's stored settings together with the diagnostic raised while reading them. This is `user.settings.load` plus the reason part of the document was ignored: that one answers the document alone, so a caller cannot tell a clean read from a salvaged one. Read this when the caller is about to write the file back, where accepting a partial parse would discard every value the loader could not read. The settings that did load are still reported alongside the warning, so a consumer may surface it and continue instead of failing. */
+  loadWithWarning(options?: RpcCallOptions): Promise<UserSettingsLoadWithWarningResult>;
+  /** `user.settings.mergeManagedAndUser`: Folds a user settings layer over a managed (enterprise policy) layer and returns the merged settings. The managed layer's governance keys win, `autoTier` resolves through its overridable form, and the two per-entry control maps (`enabledPlugins`, `extraKnownMarketplaces`) union across the layers and are then stamped back from the managed layer, so each entry an administrator declares wins while the user keeps control of the rest. The parameters are named for their layers rather than being a generic base/override pair: nothing about a settings object identifies which layer produced it, so the runtime cannot detect a transposed call, and transposing one resolves the governance keys in the user's favour instead of the administrator's. Supplying only one layer returns it unchanged, and supplying neither returns an empty object. Rejects a managed `autoTier` that is neither a user-configurable tier nor a single-key overridable form, rather than silently dropping it. */
+  mergeManagedAndUser(params?: UserSettingsMergeManagedAndUserParams, options?: RpcCallOptions): Promise<UserSettingsMergeManagedAndUserResult>;
+  /** `user.settings.mergeRepoValue`: Folds a repository's settings layer into the user layer. Each repo-overridable key carries a directional policy chosen so a repository can only add restrictions and never relax the user's own. The two per-entry managed control maps are the exception those directional rules cannot express — a repository may legitimately enable plugins and declare marketplaces — so they are re-stamped afterwards from the runtime's ambient managed policy. That makes the result depend on the runtime process's managed state and not on the arguments alone: a host must call this rather than reimplement the fold, or a repository could relax a restriction the administrator imposed. Rejects when either layer is not a JSON object. */
+  mergeRepoValue(params: UserSettingsMergeRepoValueParams, options?: RpcCallOptions): Promise<UserSettingsMergeRepoValueResult>;
+  /** `user.settings.migrateObsoleteOnDisk`: Runs the one-time cleanup that removes obsolete CLI-owned settings and legacy rubber-duck keys from the user's settings document, and reports what it did. Idempotent and safe to call on every startup: with nothing obsolete left it reports `unchanged` and writes nothing. The cleanup preserves every key it does not recognize, so a setting written by a newer host is never dropped by an older one, and a document that fails to parse is reported `invalid` and left untouched rather than rewritten from a partial read. The cleaned document is not returned: it is written before this replies, so `user.settings.load` reads it authoritatively. A host that surfaces unrecognized keys through `user.settings.unknownKeys` wants this first, because the keys this retires would otherwise be shown to the user as if they were misspelled settings. */
+  migrateObsoleteOnDisk(params?: UserSettingsMigrateObsoleteOnDiskRequest, options?: RpcCallOptions): Promise<UserSettingsMigrateObsoleteOnDiskResult>;
+  /** `user.settings.migrateStaffLogLevelOnce`: Runs the one-time migration that moves a staff account's log level to the current default, and records that it ran. Idempotent and self-gating: it takes a lock over the global-state file and re-reads the completion stamp inside it, so two hosts racing at startup cannot both migrate. Only `refreshed` can have changed the persisted settings, and the settings it returns are the document re-read after the write, so a host should adopt them rather than reloading separately and racing the next writer. */
+  migrateStaffLogLevelOnce(params: UserSettingsMigrateStaffLogLevelOnceRequest, options?: RpcCallOptions): Promise<UserSettingsMigrateStaffLogLevelOnceResult>;
+  /** `user.settings.migrateStaffUpdateChannelOnce`: Runs the one-time migration that moves a staff account's update channel to stable, and records that it ran. Idempotent and self-gating: it takes a lock over the global-state file, re-reads the completion stamp inside it, and returns `current` rather than migrating twice, so two hosts racing at startup cannot both migrate. Only a `migrated` status means the persisted settings changed and the caller should reload them. An account on the experimental channel is deliberately left alone and reported as `excluded-experimental`. */
+  migrateStaffUpdateChannelOnce(params: UserSettingsHostContext, options?: RpcCallOptions): Promise<UserSettingsMigrateStaffUpdateChannelOnceResult>;
+  /** `user.settings.normalize`: Rewrites legacy and snake_case setting names in a settings object to their canonical spelling. A caller editing settings.json must normalize before writing: a legacy key left in place survives the write, is re-normalized on the next load, and silently shadows the canonical value the write just stored. */
+  normalize(params: UserSettingsNormalizeRequest, options?: RpcCallOptions): Promise<UserSettingsNormalizeResult>;
+  /** `user.settings.resetStaffModelSelectionOnce`: Runs the one-time reset that clears a staff account's pinned model selection, and reports the timestamp the host should record. Idempotent and self-gating: the reset is gated on a fixed cutoff, so a caller that passes back the timestamp it recorded gets `didReset: false` rather than a second reset. It applies to staff accounts only; any other account is reported as not reset without the settings document being opened. Only `didReset: true` means the persisted settings changed, and only then are the updated settings returned for the host to adopt. */
+  resetStaffModelSelectionOnce(params: UserSettingsResetStaffModelSelectionOnceRequest, options?: RpcCallOptions): Promise<UserSettingsResetStaffModelSelectionOnceResult>;
+  /** `user.settings.set`: Writes one or more user settings to settings.json, replacing each provided top-level key. A key whose value is null is removed. */
+  set(params: UserSettingsSetRequest, options?: RpcCallOptions): Promise<void>;
+  /** `user.settings.setHookDisabled`: Adds or removes one hook key in the user `disabledHooks` setting, rewriting settings.json in place and leaving every other setting untouched. Reports a typed outcome rather than failing the call, so a host can tell an unparseable settings file apart from a write that could not complete. */
+  setHookDisabled(params: UserSettingsSetHookDisabledRequest, options?: RpcCallOptions): Promise<UserSettingsSetHookDisabledResult>;
+  /** `user.settings.update`: Merges a partial object into one top-level user setting, re-reading the stored value inside this runtime process's settings.json write lock so that concurrent writers in this process to different sub-fields of the same key do not clobber each other. Unlike `user.settings.set`, which replaces a key's whole value with what the caller last read, this keeps sub-fields the caller did not name when both the stored value and supplied value are objects; otherwise the supplied value replaces the stored value. Use it whenever two independent surfaces own different sub-fields of one setting. Returns the key's stored value after the write, in `value`. */
+  update(params: UserSettingsUpdateRequest, options?: RpcCallOptions): Promise<UserSettingsUpdateResult>;
+  /** `user.settings.validate`: Validates one top-level setting subtree without writing it, reporting each problem with the path it applies to. Scoped to a single top-level key on purpose: validating the whole file would reject an edit whenever an unrelated pre-existing field is malformed, locking the user out of the very tool that could fix it. */
+  validate(params: UserSettingsValidateRequest, options?: RpcCallOptions): Promise<UserSettingsValidateResult>;
+  /** `user.settings.writeAll`: Replaces the user settings file's entire content in one write. A key absent from `settings` is removed, which is what distinguishes this from `user.settings.set`: that one merges, so it can never clear a key the caller has dropped. For a caller saving the result of a raw edit, a merge would silently resurrect every key the user deleted. Records the same one-time mutation marks a per-key write records, so a setting the user has now chosen explicitly stops being migrated for them. */
+  writeAll(params: UserSettingsWriteAllRequest, options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `session` methods of the CLI as calls (`rpc` of a client or session). */
+export interface SessionApi {
+  accounts: SessionAccountsApi;
+  agent: SessionAgentApi;
+  autopilotObjective: SessionAutopilotObjectiveApi;
+  canvas: SessionCanvasApi;
+  commands: SessionCommandsApi;
+  completions: SessionCompletionsApi;
+  connectors: SessionConnectorsApi;
+  contentExclusion: SessionContentExclusionApi;
+  customizations: SessionCustomizationsApi;
+  debug: SessionDebugApi;
+  diagnostics: SessionDiagnosticsApi;
+  eventLog: SessionEventLogApi;
+  extensions: SessionExtensionsApi;
+  fleet: SessionFleetApi;
+  gitHubAuth: SessionGitHubAuthApi;
+  history: SessionHistoryApi;
+  instructions: SessionInstructionsApi;
+  limitPrediction: SessionLimitPredictionApi;
+  lsp: SessionLspApi;
+  managedSettings: SessionManagedSettingsApi;
+  mcp: SessionMcpApi;
+  metadata: SessionMetadataApi;
+  mode: SessionModeApi;
+  model: SessionModelApi;
+  name: SessionNameApi;
+  options: SessionOptionsApi;
+  permissions: SessionPermissionsApi;
+  plan: SessionPlanApi;
+  plugins: SessionPluginsApi;
+  provider: SessionProviderApi;
+  providers: SessionProvidersApi;
+  queue: SessionQueueApi;
+  quota: SessionQuotaApi;
+  remote: SessionRemoteApi;
+  sandbox: SessionSandboxApi;
+  schedule: SessionScheduleApi;
+  settings: SessionSettingsApi;
+  shell: SessionShellApi;
+  skills: SessionSkillsApi;
+  tasks: SessionTasksApi;
+  telemetry: SessionTelemetryApi;
+  tools: SessionToolsApi;
+  ui: SessionUiApi;
+  usage: SessionUsageApi;
+  visibility: SessionVisibilityApi;
+  workflow: SessionWorkflowApi;
+  workspaces: SessionWorkspacesApi;
+  /** `session.abort`: Aborts the current agent turn. */
+  abort(params?: SessionAbortParams, options?: RpcCallOptions): Promise<AbortResult>;
+  /** `session.cancelAllBackgroundAgents`: Cancels every running background agent (task-registry subagents plus sidekick agents) without interrupting the main agent loop. Promoted attached shells are left running. */
+  cancelAllBackgroundAgents(options?: RpcCallOptions): Promise<number>;
+  /** `session.interruptMainTurn`: Interrupts the current main agent turn while leaving running background work (subagents, sidekicks, and promoted attached shells) alive. No-op when the main loop is not processing. */
+  interruptMainTurn(params?: SessionInterruptMainTurnParams, options?: RpcCallOptions): Promise<InterruptMainTurnResult>;
+  /** `session.log`: Emits a user-visible session log event. */
+  log(params: SessionLogParams, options?: RpcCallOptions): Promise<LogResult>;
+  /** `session.send`: Sends a user message to the session and returns its message ID. */
+  send(params: SessionSendParams, options?: RpcCallOptions): Promise<SendResult>;
+  /** `session.sendMessages`: Sends zero or more user messages to the session in a single turn and returns their message IDs. All provided messages are appended to the conversation in order, then exactly one agent turn runs over the resulting history. When the list is empty, one turn runs over the existing history with no new user message. Remote-backed (Mission Control) sessions do not support this method and will return an error. */
+  sendMessages(params: SessionSendMessagesParams, options?: RpcCallOptions): Promise<SendMessagesResult>;
+  /** `session.sendSystemNotification`: Queues or sends an internal system notification to the session according to its passive policy. */
+  sendSystemNotification(params: SessionSendSystemNotificationParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.shutdown`: Shuts down the session and persists its final state. Awaits any deferred sessionEnd hooks before resolving so user-supplied hook scripts complete before the runtime tears down. */
+  shutdown(params?: SessionShutdownParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.suspend`: Suspends the session while preserving persisted state for later resume. */
+  suspend(options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `session.accounts.*` methods. */
+export interface SessionAccountsApi {
+  login: SessionAccountsLoginApi;
+  /** `session.accounts.enumerate`: Enumerate a typed accounts collection: the signed-in accounts, or the providers offered for interactive login. */
+  enumerate(params: SessionAccountsEnumerateParams, options?: RpcCallOptions): Promise<AuthEnumerateValue>;
+  /** `session.accounts.get`: Read one typed accounts datum: the active account, a neutral status summary, or the last authentication errors. */
+  get(params: SessionAccountsGetParams, options?: RpcCallOptions): Promise<AuthReadValue>;
+  /** `session.accounts.set`: Apply one non-interactive accounts mutation: switch the active account, log an account out, or set credentials from a token. */
+  set(params: SessionAccountsSetParams, options?: RpcCallOptions): Promise<AuthWriteResult>;
+}
+
+/** The `session.accounts.login.*` methods. */
+export interface SessionAccountsLoginApi {
+  /** `session.accounts.login.advance`: Advance an in-flight login flow, optionally fulfilling an input-required step, and return the next step. */
+  advance(params: SessionAccountsLoginAdvanceParams, options?: RpcCallOptions): Promise<AuthLoginStep>;
+  /** `session.accounts.login.begin`: Begin an interactive login flow for a provider kind (dispatch is kind-only) and return its opaque flow id and first step. */
+  begin(params: SessionAccountsLoginBeginParams, options?: RpcCallOptions): Promise<AuthLoginBegun>;
+  /** `session.accounts.login.cancel`: Cancel an in-flight login flow and release its resources. */
+  cancel(params: SessionAccountsLoginCancelParams, options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `session.agent.*` methods. */
+export interface SessionAgentApi {
+  /** `session.agent.deselect`: Clears the selected custom agent and returns the session to the default agent. */
+  deselect(options?: RpcCallOptions): Promise<void>;
+  /** `session.agent.getCurrent`: Gets the currently selected custom agent for the session. */
+  getCurrent(options?: RpcCallOptions): Promise<AgentGetCurrentResult>;
+  /** `session.agent.list`: Lists agents available to the session. Defaults to custom agents only; pass includeBuiltInAgents to include the effective built-in agents. */
+  list(params?: SessionAgentListParams, options?: RpcCallOptions): Promise<AgentList>;
+  /** `session.agent.reload`: Reloads custom agent definitions and returns the refreshed list. */
+  reload(options?: RpcCallOptions): Promise<AgentReloadResult>;
+  /** `session.agent.select`: Selects a custom agent for subsequent turns in the session. */
+  select(params: SessionAgentSelectParams, options?: RpcCallOptions): Promise<AgentSelectResult>;
+  /** `session.agent.setPrompt`: Sets an in-memory authored prompt override for an available agent. For built-in agents, this replaces only the static base prompt while preserving runtime-owned dynamic prompt composition and behavior. The special `general-purpose` agent is not overrideable. Overrides are not persisted; resumed and forked sessions start without them, so the host must re-apply them. */
+  setPrompt(params: SessionAgentSetPromptParams, options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `session.autopilotObjective.*` methods. */
+export interface SessionAutopilotObjectiveApi {
+  /** `session.autopilotObjective.getState`: Reads the current canonical autopilot objective state for this session. */
+  getState(options?: RpcCallOptions): Promise<AutopilotObjectiveGetStateResult>;
+}
+
+/** The `session.canvas.*` methods. */
+export interface SessionCanvasApi {
+  action: SessionCanvasActionApi;
+  provider: SessionCanvasProviderApi;
+  /** `session.canvas.close`: Closes an open canvas instance. */
+  close(params: SessionCanvasCloseParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.canvas.list`: Lists canvases declared for the session. */
+  list(options?: RpcCallOptions): Promise<CanvasList>;
+  /** `session.canvas.listOpen`: Lists currently open canvas instances for the live session. */
+  listOpen(options?: RpcCallOptions): Promise<CanvasListOpenResult>;
+  /** `session.canvas.open`: Opens or focuses a canvas instance. */
+  open(params: SessionCanvasOpenParams, options?: RpcCallOptions): Promise<OpenCanvasInstance>;
+}
+
+/** The `session.canvas.action.*` methods. */
+export interface SessionCanvasActionApi {
+  /** `session.canvas.action.invoke`: Invokes an action on an open canvas instance. */
+  invoke(params: SessionCanvasActionInvokeParams, options?: RpcCallOptions): Promise<CanvasActionInvokeResult>;
+}
+
+/** The `session.canvas.provider.*` methods. */
+export interface SessionCanvasProviderApi {
+  /** `session.canvas.provider.register`: Registers an internal canvas provider connection and its contributions. */
+  register(params: SessionCanvasProviderRegisterParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.canvas.provider.unregister`: Unregisters an internal canvas provider connection. */
+  unregister(params: SessionCanvasProviderUnregisterParams, options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `session.commands.*` methods. */
+export interface SessionCommandsApi {
+  /** `session.commands.enqueue`: Enqueues a slash command for FIFO processing on the local session. */
+  enqueue(params: SessionCommandsEnqueueParams, options?: RpcCallOptions): Promise<unknown>;
+  /** `session.commands.execute`: Executes a slash command synchronously and returns any error. */
+  execute(params: SessionCommandsExecuteParams, options?: RpcCallOptions): Promise<ExecuteCommandResult>;
+  /** `session.commands.finalizeInvocationEffect`: Finalizes persistence associated with a client-applied slash-command effect. */
+  finalizeInvocationEffect(params: SessionCommandsFinalizeInvocationEffectParams, options?: RpcCallOptions): Promise<CommandsFinalizeInvocationEffectResult>;
+  /** `session.commands.handlePendingCommand`: Reports completion of a pending client-handled slash command. */
+  handlePendingCommand(params: SessionCommandsHandlePendingCommandParams, options?: RpcCallOptions): Promise<CommandsHandlePendingCommandResult>;
+  /** `session.commands.invoke`: Invokes a slash command in the session. */
+  invoke(params: SessionCommandsInvokeParams, options?: RpcCallOptions): Promise<SlashCommandInvocationResult>;
+  /** `session.commands.list`: Lists slash commands available in the session. */
+  list(params?: SessionCommandsListParams, options?: RpcCallOptions): Promise<CommandList>;
+  /** `session.commands.respondToQueuedCommand`: Reports whether the host actually executed a queued command and whether to continue processing. */
+  respondToQueuedCommand(params: SessionCommandsRespondToQueuedCommandParams, options?: RpcCallOptions): Promise<CommandsRespondToQueuedCommandResult>;
+}
+
+/** The `session.completions.*` methods. */
+export interface SessionCompletionsApi {
+  /** `session.completions.getTriggerCharacters`: Gets the characters that should trigger host-driven completions for the session. Empty disables host-driven completions (e.g. local sessions, or a relay host that does not advertise them). */
+  getTriggerCharacters(options?: RpcCallOptions): Promise<CompletionsGetTriggerCharactersResult>;
+  /** `session.completions.request`: Requests host-driven completion items for the current composer input. Returns an empty list when the host has no items or does not support completions. */
+  request(params: SessionCompletionsRequestParams, options?: RpcCallOptions): Promise<CompletionsRequestResult>;
+}
+
+/** The `session.connectors.*` methods. */
+export interface SessionConnectorsApi {
+  /** `session.connectors.connect`: Initiates an idempotent Connector connection request without opening a browser. Returns connected when the service is immediately authoritative, consent_required with a validated URL, or pending with an opaque continuation ID. */
+  connect(params: SessionConnectorsConnectParams, options?: RpcCallOptions): Promise<ConnectorConnectResult>;
+  /** `session.connectors.continueConnection`: Continues a pending Connector connection with caller-supplied attempt, interval, and deadline bounds. The runtime never opens the returned consent URL. */
+  continueConnection(params: SessionConnectorsContinueConnectionParams, options?: RpcCallOptions): Promise<ConnectorConnectResult>;
+  /** `session.connectors.disconnect`: Disconnects one Connector for the pinned opaque account selection, refreshes the authoritative catalog, and removes its session-owned MCP projection. */
+  disconnect(params: SessionConnectorsDisconnectParams, options?: RpcCallOptions): Promise<ConnectorDisconnectResult>;
+  /** `session.connectors.getAccount`: Returns the session account selection, or null. */
+  getAccount(options?: RpcCallOptions): Promise<ConnectorSessionAccount | null>;
+  /** `session.connectors.getCapabilities`: Returns feature availability and bounded polling limits for the EXPERIMENTAL session connector API. This method never performs a Connector service request. */
+  getCapabilities(options?: RpcCallOptions): Promise<ConnectorCapabilities>;
+  /** `session.connectors.getStatus`: Returns authoritative session Connector state from current availability, pinned account selection, cached catalog, and live MCP projection without performing a Connector service request. */
+  getStatus(options?: RpcCallOptions): Promise<ConnectorStatus>;
+  /** `session.connectors.list`: Returns the cached Connector catalog for the pinned opaque account selection, fetching it only when this session has no cached catalog. */
+  list(params: SessionConnectorsListParams, options?: RpcCallOptions): Promise<ConnectorCatalogResult>;
+  /** `session.connectors.reconcile`: Reconciles the authoritative cached or freshly requested Connector catalog into the session Connector MCP projection and returns live status. */
+  reconcile(params: SessionConnectorsReconcileParams, options?: RpcCallOptions): Promise<ConnectorStatus>;
+  /** `session.connectors.reconcileForStartup`: Reconciles the authoritative Connector catalog into the session MCP projection during startup with a bounded deadline and fail-closed cleanup. */
+  reconcileForStartup(params: SessionConnectorsReconcileForStartupParams, options?: RpcCallOptions): Promise<ConnectorStatus>;
+  /** `session.connectors.reconnect`: Re-initiates an idempotent Connector connection request without browser or UI effects, with the same typed outcomes as connect. */
+  reconnect(params: SessionConnectorsReconnectParams, options?: RpcCallOptions): Promise<ConnectorConnectResult>;
+  /** `session.connectors.refresh`: Refreshes and validates the Connector catalog for the pinned opaque account selection. */
+  refresh(params: SessionConnectorsRefreshParams, options?: RpcCallOptions): Promise<ConnectorCatalogResult>;
+  /** `session.connectors.withdrawProjection`: Removes the runtime-owned Connector MCP projection without changing service-side connections. */
+  withdrawProjection(options?: RpcCallOptions): Promise<ConnectorStatus>;
+}
+
+/** The `session.contentExclusion.*` methods. */
+export interface SessionContentExclusionApi {
+  /** `session.contentExclusion.checkPaths`: Checks local file system absolute paths within the session working directory against its content-exclusion policy. Results preserve input order. Unsupported paths/filesystems and unavailable policy evaluation return available false, and callers must treat every requested path as excluded. */
+  checkPaths(params: SessionContentExclusionCheckPathsParams, options?: RpcCallOptions): Promise<ContentExclusionCheckPathsResult>;
+}
+
+/** The `session.customizations.*` methods. */
+export interface SessionCustomizationsApi {
+  /** `session.customizations.reload`: For local sessions, reconciles repository context and discovered instructions, plugins, skills, agents, hooks, MCP servers, and extensions after files appear or change under the working directory. Independent component failures are returned in outcomes and errors; a rejected call can have partially applied earlier steps. Remote sessions must reload on their agent host instead. The model-facing context is rebuilt on the next turn. */
+  reload(options?: RpcCallOptions): Promise<CustomizationsReloadResult>;
+}
+
+/** The `session.debug.*` methods. */
+export interface SessionDebugApi {
+  /** `session.debug.collectLogs`: Collects a session debug log bundle into a local archive or staging directory. Logs are redacted by default; redaction can be configured per caller-provided diagnostic entry. The runtime includes session-owned logs by default and accepts caller-provided diagnostic entries so host applications can add their own files without changing this API shape. */
+  collectLogs(params: SessionDebugCollectLogsParams, options?: RpcCallOptions): Promise<DebugCollectLogsResult>;
+}
+
+/** The `session.diagnostics.*` methods. */
+export interface SessionDiagnosticsApi {
+  /** `session.diagnostics.configure`: Patches configured session diagnostic sources without restarting their producers. Setting a source level to off clears its retained diagnostics and invalidates cursors selecting that source. */
+  configure(params: SessionDiagnosticsConfigureParams, options?: RpcCallOptions): Promise<DiagnosticsConfiguration>;
+  /** `session.diagnostics.read`: Reads a bounded batch of retained session diagnostics for the selected sources. Records are never consumed and each reader advances independently through its opaque cursor. */
+  read(params: SessionDiagnosticsReadParams, options?: RpcCallOptions): Promise<DiagnosticsReadResult>;
+}
+
+/** The `session.eventLog.*` methods. */
+export interface SessionEventLogApi {
+  /** `session.eventLog.read`: Reads a batch of session events from a cursor, optionally waiting for new events. Supports tail-first reads via `direction: backward`. */
+  read(params?: SessionEventLogReadParams, options?: RpcCallOptions): Promise<EventsReadResult>;
+  /** `session.eventLog.registerInterest`: Registers consumer interest in an event type for runtime gating purposes. */
+  registerInterest(params: SessionEventLogRegisterInterestParams, options?: RpcCallOptions): Promise<RegisterEventInterestResult>;
+  /** `session.eventLog.releaseInterest`: Releases a consumer's previously-registered interest in an event type. */
+  releaseInterest(params: SessionEventLogReleaseInterestParams, options?: RpcCallOptions): Promise<EventLogReleaseInterestResult>;
+  /** `session.eventLog.tail`: Returns a snapshot of the current tail cursor without consuming events. */
+  tail(options?: RpcCallOptions): Promise<EventLogTailResult>;
+}
+
+/** The `session.extensions.*` methods. */
+export interface SessionExtensionsApi {
+  /** `session.extensions.disable`: Disables an extension for the session and persists the preference when the session has a settings store. Hosts synchronizing effective membership should use extensions.reconcile instead. */
+  disable(params: SessionExtensionsDisableParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.extensions.enable`: Enables an extension for the session and persists the preference when the session has a settings store. Hosts synchronizing effective membership should use extensions.reconcile instead. */
+  enable(params: SessionExtensionsEnableParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.extensions.list`: Lists extensions discovered for the session and their current status. */
+  list(options?: RpcCallOptions): Promise<ExtensionList>;
+  /** `session.extensions.reconcile`: Host-only reconciliation of authoritative session-effective extension membership and enablement. Refreshes runtime-owned discovery and preferences without persisting settings, installing plugins, or restarting unchanged activations. Returns ExtensionList only after required starts and process/contribution cleanup settle. Takes no caller inventory or overrides. Missing controllers, unready/incomplete discovery, unavailable workspaces, superseded inputs, and lifecycle failures are errors, not empty membership. Independently proven revocations may be applied before an error; retry converges without restarting healthy activations. Error data contains lifecycleChangesApplied and code: extension_reconciliation_host_required, extension_reconciliation_unavailable, extension_reconciliation_not_ready, extension_reconciliation_discovery_failed, extension_reconciliation_workspace_unavailable, extension_reconciliation_superseded, or extension_reconciliation_lifecycle_failed. Mark host reconciliation state applied only on success. On older runtimes, method-not-found must not fall back to global discovery and persistent extension disables. */
+  reconcile(options?: RpcCallOptions): Promise<ExtensionList>;
+  /** `session.extensions.reload`: Reloads extension definitions and processes for the session. */
+  reload(options?: RpcCallOptions): Promise<void>;
+  /** `session.extensions.sendAttachmentsToMessage`: Push attachments into the next user-message turn from an extension. The host should surface them as composer pills and forward them via the next session.send call. Callable only by extension-owned connections. */
+  sendAttachmentsToMessage(params: SessionExtensionsSendAttachmentsToMessageParams, options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `session.fleet.*` methods. */
+export interface SessionFleetApi {
+  /** `session.fleet.start`: Starts fleet mode by submitting the fleet orchestration prompt to the session. */
+  start(params?: SessionFleetStartParams, options?: RpcCallOptions): Promise<FleetStartResult>;
+}
+
+/** The `session.gitHubAuth.*` methods. */
+export interface SessionGitHubAuthApi {
+  /** `session.gitHubAuth.getAllAuthAvailable`: Gets all authentication accounts available to the internal session host. */
+  getAllAuthAvailable(options?: RpcCallOptions): Promise<SessionAuthStatus[]>;
+  /** `session.gitHubAuth.getCurrentAuthInfo`: Gets the current authentication information for internal session hosts. */
+  getCurrentAuthInfo(options?: RpcCallOptions): Promise<AuthIdentity | null>;
+  /** `session.gitHubAuth.getStatus`: Gets authentication status and account metadata for the session. */
+  getStatus(options?: RpcCallOptions): Promise<SessionAuthStatus>;
+  /** `session.gitHubAuth.lastAuthErrors`: Gets validation errors from the most recent authentication attempt. */
+  lastAuthErrors(options?: RpcCallOptions): Promise<AuthValidationError[]>;
+  /** `session.gitHubAuth.login`: Logs in a GitHub user through the internal session host. */
+  login(params: SessionGitHubAuthLoginParams, options?: RpcCallOptions): Promise<AuthInfo>;
+  /** `session.gitHubAuth.logout`: Logs out the session's current GitHub authentication. */
+  logout(options?: RpcCallOptions): Promise<boolean>;
+  /** `session.gitHubAuth.logoutUser`: Logs out a specific GitHub authentication. */
+  logoutUser(params: SessionGitHubAuthLogoutUserParams, options?: RpcCallOptions): Promise<boolean>;
+  /** `session.gitHubAuth.refreshCopilotUser`: Refreshes Copilot account metadata for the current authentication. */
+  refreshCopilotUser(options?: RpcCallOptions): Promise<AuthIdentity | null>;
+  /** `session.gitHubAuth.setCredentials`: Updates the session's auth credentials used for outbound model and API requests. */
+  setCredentials(params?: SessionGitHubAuthSetCredentialsParams, options?: RpcCallOptions): Promise<SessionSetCredentialsResult>;
+  /** `session.gitHubAuth.switchToAuth`: Switches the session to another available authentication. */
+  switchToAuth(params: SessionGitHubAuthSwitchToAuthParams, options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `session.history.*` methods. */
+export interface SessionHistoryApi {
+  /** `session.history.abortManualCompaction`: Aborts any in-progress manual compaction on a local session. */
+  abortManualCompaction(options?: RpcCallOptions): Promise<HistoryAbortManualCompactionResult>;
+  /** `session.history.cancelBackgroundCompaction`: Cancels any in-progress background compaction on a local session. */
+  cancelBackgroundCompaction(options?: RpcCallOptions): Promise<HistoryCancelBackgroundCompactionResult>;
+  /** `session.history.clearContext`: Clears the session's conversation history, keeping only system and developer messages, and seeds the fresh context window with a first user message. Must be called from inside a tool handler: the clear has to drop the results of the tool calls its wipe orphans, and it rejects when no tool call is in flight. */
+  clearContext(params: SessionHistoryClearContextParams, options?: RpcCallOptions): Promise<HistoryClearContextResult>;
+  /** `session.history.compact`: Compacts the session history to reduce context usage. */
+  compact(params?: SessionHistoryCompactParams, options?: RpcCallOptions): Promise<HistoryCompactResult>;
+  /** `session.history.listRewindPoints`: Lists the user turns that the session can rewind to. Never rejects for a busy session: rewind reads need the session's file-change captures to be settled, so a session that still holds active work answers with `unavailableReason: "session-busy"` and no points, which the caller can retry. */
+  listRewindPoints(options?: RpcCallOptions): Promise<HistoryListRewindPointsResult>;
+  /** `session.history.previewRewind`: Previews the files that a conversation-and-files rewind would restore. */
+  previewRewind(params: SessionHistoryPreviewRewindParams, options?: RpcCallOptions): Promise<HistoryPreviewRewindResult>;
+  /** `session.history.rewind`: Rewinds the session conversation, optionally restoring files changed by the discarded turns. Not crash-atomic: file restore and conversation truncation are separate stores, applied in that order, so a process crash between them can leave the workspace rewound while the conversation still contains the discarded turns. There is no recovery journal; re-running the same rewind is the recovery path for a crash before truncation lands, since file restore is idempotent (already-restored files are reported as skipped) and truncation is re-derived from the still-retained boundary event. After truncation lands that boundary no longer exists, so the same request is rejected; the only stage that can still be outstanding is snapshot pruning, whose failure leaves orphan snapshots the capture store tolerates. The reverse inconsistency cannot occur, because truncation is never applied before file restore succeeds. */
+  rewind(params: SessionHistoryRewindParams, options?: RpcCallOptions): Promise<HistoryRewindResult>;
+  /** `session.history.summarizeForHandoff`: Produces a markdown summary of the session's conversation context for hand-off scenarios. */
+  summarizeForHandoff(options?: RpcCallOptions): Promise<HistorySummarizeForHandoffResult>;
+  /** `session.history.truncate`: Truncates persisted session history to a specific event. */
+  truncate(params: SessionHistoryTruncateParams, options?: RpcCallOptions): Promise<HistoryTruncateResult>;
+}
+
+/** The `session.instructions.*` methods. */
+export interface SessionInstructionsApi {
+  /** `session.instructions.getSources`: Gets instruction sources loaded for the session. */
+  getSources(options?: RpcCallOptions): Promise<InstructionsGetSourcesResult>;
+  /** `session.instructions.reload`: For local sessions, invalidates instruction discovery and the model-facing prompt, then returns freshly discovered sources. The updated prompt takes effect on the next turn. Remote sessions must reload on their agent host instead. */
+  reload(options?: RpcCallOptions): Promise<InstructionsGetSourcesResult>;
+}
+
+/** The `session.limitPrediction.*` methods. */
+export interface SessionLimitPredictionApi {
+  /** `session.limitPrediction.predict`: Predicts an AI-credit session limit for the session's resolved model. Returns an unavailable result instead of falling back when the current model is unresolved auto. */
+  predict(params?: SessionLimitPredictionPredictParams, options?: RpcCallOptions): Promise<SessionLimitPredictionResult>;
+}
+
+/** The `session.lsp.*` methods. */
+export interface SessionLspApi {
+  /** `session.lsp.initialize`: Loads the merged LSP configuration set for the session's working directory. */
+  initialize(params?: SessionLspInitializeParams, options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `session.managedSettings.*` methods. */
+export interface SessionManagedSettingsApi {
+  /** `session.managedSettings.get`: Waits for the live session's in-flight managed-settings application, then returns the retained effective snapshot used by runtime enforcement and by `session.managed_settings_resolved`. It does not perform another account, device, or server resolution, and rejects when resolution has not produced a snapshot. */
+  get(options?: RpcCallOptions): Promise<ManagedSettingsResolvedData>;
+}
+
+/** The `session.mcp.*` methods. */
+export interface SessionMcpApi {
+  apps: SessionMcpAppsApi;
+  headers: SessionMcpHeadersApi;
+  oauth: SessionMcpOauthApi;
+  prompts: SessionMcpPromptsApi;
+  resources: SessionMcpResourcesApi;
+  /** `session.mcp.cancelSamplingExecution`: Cancels an in-flight MCP sampling execution by request ID. */
+  cancelSamplingExecution(params: SessionMcpCancelSamplingExecutionParams, options?: RpcCallOptions): Promise<McpCancelSamplingExecutionResult>;
+  /** `session.mcp.configureGitHub`: Configures the built-in GitHub MCP server for the session's current auth context. */
+  configureGitHub(params: SessionMcpConfigureGitHubParams, options?: RpcCallOptions): Promise<McpConfigureGitHubResult>;
+  /** `session.mcp.disable`: Disables an MCP server for the session. */
+  disable(params: SessionMcpDisableParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.mcp.enable`: Enables an MCP server for the session. */
+  enable(params: SessionMcpEnableParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.mcp.executeSampling`: Runs an MCP sampling inference on behalf of an MCP server. */
+  executeSampling(params: SessionMcpExecuteSamplingParams, options?: RpcCallOptions): Promise<McpSamplingExecutionResult>;
+  /** `session.mcp.isServerRunning`: Checks whether a named MCP server is currently running on the session's host. */
+  isServerRunning(params: SessionMcpIsServerRunningParams, options?: RpcCallOptions): Promise<McpIsServerRunningResult>;
+  /** `session.mcp.list`: Lists materialized MCP servers and their connection status. Cache misses may start and wait for MCP servers. */
+  list(options?: RpcCallOptions): Promise<McpServerList>;
+  /** `session.mcp.listConfigured`: Lists effective MCP configuration without starting, restarting, authenticating, or waiting for servers. An optional live observation is from an already materialized matching server; this is not a readiness guarantee. */
+  listConfigured(options?: RpcCallOptions): Promise<McpConfiguredServerList>;
+  /** `session.mcp.listTools`: Lists the tools exposed by a connected MCP server on this session's host. This performs a live `tools/list` request. Tool UI metadata is returned independently of whether MCP Apps rendering is enabled for the session. */
+  listTools(params: SessionMcpListToolsParams, options?: RpcCallOptions): Promise<McpListToolsResult>;
+  /** `session.mcp.moveLoadingToBackground`: Releases any turns waiting on an in-flight MCP load without cancelling the load, letting the agent proceed while MCP servers finish connecting in the background. No-op when no MCP load is in flight or waiting turns were already released. */
+  moveLoadingToBackground(options?: RpcCallOptions): Promise<MoveMcpLoadingToBackgroundResult>;
+  /** `session.mcp.registerExternalClient`: Registers a pre-connected external MCP client (e.g. IDE) on the session's host. The caller retains lifecycle ownership of the client and transport. Marked internal because the `client` and `transport` arguments are in-process MCP SDK instances that cannot be serialized across the JSON-RPC boundary; once the CLI moves on top of the SDK, external clients will be expressed as transport configs the runtime can construct itself. */
+  registerExternalClient(params: SessionMcpRegisterExternalClientParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.mcp.reload`: Reloads MCP server connections for the session. */
+  reload(options?: RpcCallOptions): Promise<void>;
+  /** `session.mcp.reloadWithConfig`: Reloads MCP server connections for the session with an explicit host-provided configuration. */
+  reloadWithConfig(params: SessionMcpReloadWithConfigParams, options?: RpcCallOptions): Promise<McpStartServersResult>;
+  /** `session.mcp.removeGitHub`: Removes the auto-managed `github` MCP server when present. */
+  removeGitHub(options?: RpcCallOptions): Promise<McpRemoveGitHubResult>;
+  /** `session.mcp.restartServer`: Restarts an individual MCP server on the live session (stops then starts). Omit `config` for a config-free restart-by-name of an already-configured server; supply `config` to restart with a replacement configuration. Session-scoped and ephemeral: does NOT modify persistent user configuration (`mcp.config.*`). */
+  restartServer(params: SessionMcpRestartServerParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.mcp.setConnectedIdeInfo`: Records the IDE the host is connected to, so the agent's system prompt can name it and its workspace folder. Null or an omitted `ide` clears the recorded value, which is how a host reports that it is disconnected; there is no separate clear method. Both `ideName` and `workspaceFolder` are required together, because half a state cannot be attributed to a project. */
+  setConnectedIdeInfo(params: SessionMcpSetConnectedIdeInfoParams2, options?: RpcCallOptions): Promise<void>;
+  /** `session.mcp.setEnvValueMode`: Sets how environment-variable values supplied to MCP servers are resolved (direct or indirect). */
+  setEnvValueMode(params: SessionMcpSetEnvValueModeParams, options?: RpcCallOptions): Promise<McpSetEnvValueModeResult>;
+  /** `session.mcp.startServer`: Starts an individual MCP server on the live session. Omit `config` for a config-free start-by-name of an already-configured server (reuses the server's already-registered configuration); supply `config` to start from a caller-supplied configuration. Session-scoped and ephemeral: the server is added to this session's running set only and is reaped when the session ends. Does NOT modify persistent user configuration (`mcp.config.*`), so it does not affect future sessions. The server surfaces through `session.mcp.list` and the `session.mcp_servers_loaded` / `session.mcp_server_status_changed` events like any other server. */
+  startServer(params: SessionMcpStartServerParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.mcp.stopServer`: Stops an individual MCP server on the session's host. */
+  stopServer(params: SessionMcpStopServerParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.mcp.unregisterExternalClient`: Unregisters a previously registered external MCP client by server name. Marked internal as the paired companion of `registerExternalClient`: only in-process callers that registered a client this way can meaningfully unregister it. Disappears alongside `registerExternalClient`: once external clients are described to the runtime as config rather than handed in as instances, lifecycle (including deregistration) is owned entirely by the runtime. */
+  unregisterExternalClient(params: SessionMcpUnregisterExternalClientParams, options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `session.mcp.apps.*` methods. */
+export interface SessionMcpAppsApi {
+  /** `session.mcp.apps.callTool`: Call an MCP tool from an MCP App view (SEP-1865). Enforces the visibility check that prevents an app iframe from invoking model-only tools. Returns the standard MCP `CallToolResult`. */
+  callTool(params: SessionMcpAppsCallToolParams, options?: RpcCallOptions): Promise<unknown>;
+  /** `session.mcp.apps.diagnose`: Diagnose MCP Apps wiring for a specific MCP server. Reports the session capability, feature-flag state, advertised extension, and how many tools have `_meta.ui` populated. */
+  diagnose(params: SessionMcpAppsDiagnoseParams, options?: RpcCallOptions): Promise<McpAppsDiagnoseResult>;
+  /** `session.mcp.apps.getHostContext`: Read the current host context advertised to MCP App guests. */
+  getHostContext(options?: RpcCallOptions): Promise<McpAppsHostContext>;
+  /** `session.mcp.apps.listTools`: List tools that an MCP App view is allowed to call (SEP-1865 visibility filter). Returns tools whose `_meta.ui.visibility` is unset (default `["model","app"]`) or includes `"app"`. */
+  listTools(params: SessionMcpAppsListToolsParams, options?: RpcCallOptions): Promise<McpAppsListToolsResult>;
+  /** `session.mcp.apps.readResource`: Fetch an MCP resource (typically a `ui://` MCP App bundle, per SEP-1865) from a connected server. Requires the `mcp-apps` session capability. */
+  readResource(params: SessionMcpAppsReadResourceParams, options?: RpcCallOptions): Promise<McpAppsReadResourceResult>;
+  /** `session.mcp.apps.setHostContext`: Replace the host context returned to MCP App guests on `ui/initialize`. Hosts use this to advertise theme, locale, or other metadata to the guest UI. */
+  setHostContext(params: SessionMcpAppsSetHostContextParams, options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `session.mcp.headers.*` methods. */
+export interface SessionMcpHeadersApi {
+  /** `session.mcp.headers.handlePendingHeadersRefreshRequest`: Responds to a pending MCP dynamic headers refresh request. Hosts that subscribe to `mcp.headers_refresh_required` use this to provide short-lived per-server headers or to indicate that no dynamic headers are available for this refresh. */
+  handlePendingHeadersRefreshRequest(params: SessionMcpHeadersHandlePendingHeadersRefreshRequestParams, options?: RpcCallOptions): Promise<McpHeadersHandlePendingHeadersRefreshRequestResult>;
+}
+
+/** The `session.mcp.oauth.*` methods. */
+export interface SessionMcpOauthApi {
+  /** `session.mcp.oauth.authenticationStateChanged`: Notifies the session that MCP OAuth authentication succeeded and updated credentials were persisted, so cached tool definitions can be refreshed. */
+  authenticationStateChanged(params?: SessionMcpOauthAuthenticationStateChangedParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.mcp.oauth.cancelLogin`: Cancels the exact owned OAuth login issued to this original session requester, without clearing shared credentials. */
+  cancelLogin(params: SessionMcpOauthCancelLoginParams, options?: RpcCallOptions): Promise<McpOauthCancelLoginResult>;
+  /** `session.mcp.oauth.complete`: Completes a runtime-managed MCP OAuth login after the authorization server redirects to a host-managed callback URL. */
+  complete(params: SessionMcpOauthCompleteParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.mcp.oauth.handlePendingRequest`: Resolves a pending MCP OAuth request with a host-provided token, cancellation, or a noninteractive runtime refresh handoff when the request advertises runtimeRefreshSupported. Acceptance resolves the host response, not credential installation, reconnect, or the original tool invocation. */
+  handlePendingRequest(params: SessionMcpOauthHandlePendingRequestParams, options?: RpcCallOptions): Promise<McpOauthHandlePendingResult>;
+  /** `session.mcp.oauth.login`: Starts OAuth authentication for a remote MCP server. Owned servers require the original one-use prepareLogin handle and exact installation ID; manual servers retain the existing direct login behaviour. */
+  login(params: SessionMcpOauthLoginParams, options?: RpcCallOptions): Promise<McpOauthLoginResult>;
+  /** `session.mcp.oauth.prepareLogin`: Prepares an inert, expiring owned OAuth login bound to the original session requester and exact installation. Does not activate, connect, read credentials or open a browser. */
+  prepareLogin(params: SessionMcpOauthPrepareLoginParams, options?: RpcCallOptions): Promise<McpOauthPrepareLoginResult>;
+  /** `session.mcp.oauth.probe`: Passively probes a configured remote MCP server to classify whether OAuth is required or a cached/override token is accepted. Does not start OAuth, emit pending OAuth requests, or mutate MCP connection state. */
+  probe(params: SessionMcpOauthProbeParams, options?: RpcCallOptions): Promise<McpOauthProbeResult>;
+  /** `session.mcp.oauth.respond`: Responds to a pending MCP OAuth authorization request by its request id. */
+  respond(params: SessionMcpOauthRespondParams, options?: RpcCallOptions): Promise<McpOauthRespondResult>;
+}
+
+/** The `session.mcp.prompts.*` methods. */
+export interface SessionMcpPromptsApi {
+  /** `session.mcp.prompts.get`: Get a prompt's messages from a connected MCP server (proxies MCP `prompts/get`). Content is preserved as opaque JSON. Does not send messages to the model, execute tools, or fetch referenced resources. */
+  get(params: SessionMcpPromptsGetParams, options?: RpcCallOptions): Promise<McpPromptsGetResult>;
+  /** `session.mcp.prompts.list`: Enumerate one page of prompts a connected MCP server exposes (proxies MCP `prompts/list`). Pass `cursor` to continue from a prior result's `nextCursor`. */
+  list(params: SessionMcpPromptsListParams, options?: RpcCallOptions): Promise<McpPromptsListResult>;
+}
+
+/** The `session.mcp.resources.*` methods. */
+export interface SessionMcpResourcesApi {
+  /** `session.mcp.resources.list`: Enumerate one page of resources a connected MCP server exposes (proxies MCP `resources/list`). Pass `cursor` to continue from a prior result's `nextCursor`. */
+  list(params: SessionMcpResourcesListParams, options?: RpcCallOptions): Promise<McpResourcesListResult>;
+  /** `session.mcp.resources.listTemplates`: Enumerate one page of resource templates a connected MCP server exposes (proxies MCP `resources/templates/list`). Pass `cursor` to continue from a prior result's `nextCursor`. */
+  listTemplates(params: SessionMcpResourcesListTemplatesParams, options?: RpcCallOptions): Promise<McpResourcesListTemplatesResult>;
+  /** `session.mcp.resources.read`: Fetch an MCP resource from a connected server by URI (proxies MCP `resources/read`). */
+  read(params: SessionMcpResourcesReadParams, options?: RpcCallOptions): Promise<McpResourcesReadResult>;
+}
+
+/** The `session.metadata.*` methods. */
+export interface SessionMetadataApi {
+  /** `session.metadata.activity`: Returns a snapshot of activity flags for the session. */
+  activity(options?: RpcCallOptions): Promise<SessionActivity>;
+  /** `session.metadata.contextInfo`: Returns the token breakdown for the session's current context window for a given model. */
+  contextInfo(params: SessionMetadataContextInfoParams, options?: RpcCallOptions): Promise<MetadataContextInfoResult>;
+  /** `session.metadata.getClientMetadata`: Returns the client-owned string metadata persisted with this local session. The metadata is not included in model context, events, telemetry, snapshots, or remote exports. */
+  getClientMetadata(options?: RpcCallOptions): Promise<Record<string, string>>;
+  /** `session.metadata.getContextAttribution`: Returns the experimental per-source attribution breakdown of the session's current context window as a flat list of entries (skills, subagents, MCP servers, built-in tools, plugin rollups, system/tool-definition costs, with nesting via parentId), plus the successful compaction count. The heaviest individual messages are available separately via `metadata.getContextHeaviestMessages`. Returns null until the session has initialized its system prompt and tool metadata. */
+  getContextAttribution(options?: RpcCallOptions): Promise<MetadataContextAttributionResult>;
+  /** `session.metadata.getContextHeaviestMessages`: Returns the largest individual messages currently in the session's context window, most-expensive first. Companion to `metadata.getContextAttribution`. Returns an empty list until the session has initialized. */
+  getContextHeaviestMessages(params?: SessionMetadataGetContextHeaviestMessagesParams, options?: RpcCallOptions): Promise<MetadataContextHeaviestMessagesResult>;
+  /** `session.metadata.isProcessing`: Reports whether the local session is currently processing user/agent messages. */
+  isProcessing(options?: RpcCallOptions): Promise<MetadataIsProcessingResult>;
+  /** `session.metadata.recomputeContextTokens`: Re-tokenizes the session's existing messages against a model and returns aggregate token totals. */
+  recomputeContextTokens(params: SessionMetadataRecomputeContextTokensParams, options?: RpcCallOptions): Promise<MetadataRecomputeContextTokensResult>;
+  /** `session.metadata.recordContextChange`: Records a working-directory/git context change and emits a `session.context_changed` event. For a local session, a report whose `cwd` diverges from the session's current working directory is ignored (the call still succeeds but records nothing and emits no event): a local session's working directory is authoritative and is moved via `metadata.setWorkingDirectory` (or an SDK `session.resume` that supplies a `workingDirectory`), not by this method. */
+  recordContextChange(params: SessionMetadataRecordContextChangeParams, options?: RpcCallOptions): Promise<unknown>;
+  /** `session.metadata.setWorkingDirectory`: Updates the session's working directory. For local sessions the target is validated first (an absolute path that exists on disk) and the permission primary directory is re-based; a rejected validation fails the call before any session state changes. */
+  setWorkingDirectory(params: SessionMetadataSetWorkingDirectoryParams, options?: RpcCallOptions): Promise<MetadataSetWorkingDirectoryResult>;
+  /** `session.metadata.snapshot`: Returns a snapshot of the session's identifying metadata, mode, agent, and remote info. */
+  snapshot(options?: RpcCallOptions): Promise<SessionMetadataSnapshot>;
+  /** `session.metadata.updateClientMetadata`: Atomically patches the client-owned string metadata persisted with this local session and returns the committed bag. */
+  updateClientMetadata(params?: SessionMetadataUpdateClientMetadataParams, options?: RpcCallOptions): Promise<Record<string, string>>;
+}
+
+/** The `session.mode.*` methods. */
+export interface SessionModeApi {
+  /** `session.mode.get`: Gets the current agent interaction mode. */
+  get(options?: RpcCallOptions): Promise<SessionMode>;
+  /** `session.mode.set`: Sets the current agent interaction mode. */
+  set(params: SessionModeSetParams, options?: RpcCallOptions): Promise<ModeSetResult>;
+}
+
+/** The `session.model.*` methods. */
+export interface SessionModelApi {
+  /** `session.model.applyStartupOverlay`: Resolves and applies organization-managed and repository model overlays. */
+  applyStartupOverlay(params?: SessionModelApplyStartupOverlayParams, options?: RpcCallOptions): Promise<ModelSwitchToResult>;
+  /** `session.model.clearStartupSeed`: Clears an unchanged startup model/provider seed before default-model resolution. Never clears a resumed or user-selected model. */
+  clearStartupSeed(params: SessionModelClearStartupSeedParams, options?: RpcCallOptions): Promise<ModelClearStartupSeedResult>;
+  /** `session.model.getCurrent`: Gets the session's authoritative model snapshot, including the committed Auto preference and any newer unclaimed Auto preference waiting for a future user turn. */
+  getCurrent(options?: RpcCallOptions): Promise<CurrentModel>;
+  /** `session.model.getReasoningSummaries`: Computes whether the session's current model shows reasoning summaries and how a host should present them: the default Ctrl+T visibility, reasoning headers, the hidden-summaries hint, and whether a persisted `showReasoning` setting is redundant. The runtime folds in the session's model catalog, selection and reasoning-summaries experiment assignment; the host supplies only its own persisted setting and current visibility. This method reads the session's resolved model catalog rather than resolving it, so call `session.model.list` first on a session that has not listed models or run a turn; until then the result is `ready: false`. A session that resolves models without a Copilot catalog, that is a BYOK registry or an alternate provider, never caches one and stays `ready: false`. */
+  getReasoningSummaries(params?: SessionModelGetReasoningSummariesParams, options?: RpcCallOptions): Promise<ModelGetReasoningSummariesResult>;
+  /** `session.model.list`: Lists models available to this session using its own auth and integration context. Connected hosts (CLI TUI, GitHub App) should call this through the session client so remote sessions return the remote CLI's available models rather than the caller's. */
+  list(params?: SessionModelListParams, options?: RpcCallOptions): Promise<SessionModelList>;
+  /** `session.model.setAllowedModels`: Replaces or clears the host-supplied model allowlist for a running session. */
+  setAllowedModels(params?: SessionModelSetAllowedModelsParams, options?: RpcCallOptions): Promise<ModelSetAllowedModelsResult>;
+  /** `session.model.setReasoningEffort`: Updates the session's reasoning effort without changing the selected model. */
+  setReasoningEffort(params: SessionModelSetReasoningEffortParams, options?: RpcCallOptions): Promise<ModelSetReasoningEffortResult>;
+  /** `session.model.switchAutoTier`: Requests an Auto preference change without changing the session's selected model. The latest unclaimed request wins; the runtime commits it only after a later prompt using the `auto` model mints a usable model and token pair. A `pending` response confirms that the request was accepted, not that it committed. Observe eventual success through `session.model_change`, failure through the ephemeral `session.auto_tier_switch_failed` event, or current unclaimed state through `session.model.getCurrent`. */
+  switchAutoTier(params: SessionModelSwitchAutoTierParams, options?: RpcCallOptions): Promise<ModelSwitchAutoTierResult>;
+  /** `session.model.switchTo`: Switches the session to a model and optional reasoning configuration. */
+  switchTo(params: SessionModelSwitchToParams, options?: RpcCallOptions): Promise<ModelSwitchToResult>;
+}
+
+/** The `session.name.*` methods. */
+export interface SessionNameApi {
+  /** `session.name.get`: Gets the session's friendly name. */
+  get(options?: RpcCallOptions): Promise<NameGetResult>;
+  /** `session.name.set`: Sets the session's friendly name. */
+  set(params: SessionNameSetParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.name.setAuto`: Persists an auto-generated session summary as the session's name when no user-set name exists. */
+  setAuto(params: SessionNameSetAutoParams, options?: RpcCallOptions): Promise<NameSetAutoResult>;
+}
+
+/** The `session.options.*` methods. */
+export interface SessionOptionsApi {
+  /** `session.options.update`: Patches the genuinely-mutable subset of session options. */
+  update(params?: SessionOptionsUpdateParams, options?: RpcCallOptions): Promise<SessionUpdateOptionsResult>;
+}
+
+/** The `session.permissions.*` methods. */
+export interface SessionPermissionsApi {
+  folderTrust: SessionPermissionsFolderTrustApi;
+  locations: SessionPermissionsLocationsApi;
+  paths: SessionPermissionsPathsApi;
+  urls: SessionPermissionsUrlsApi;
+  /** `session.permissions.configure`: Replaces selected permission policy fields (rules, paths, URLs, exclusions, allow-all flags) on the session. */
+  configure(params?: SessionPermissionsConfigureParams, options?: RpcCallOptions): Promise<PermissionsConfigureResult>;
+  /** `session.permissions.getMode`: Returns the current permission mode for the session. */
+  getMode(options?: RpcCallOptions): Promise<PermissionsGetModeResult>;
+  /** `session.permissions.handlePendingPermissionRequest`: Provides a decision for a pending tool permission request. */
+  handlePendingPermissionRequest(params: SessionPermissionsHandlePendingPermissionRequestParams, options?: RpcCallOptions): Promise<PermissionRequestResult>;
+  /** `session.permissions.modifyRules`: Adds or removes session-scoped or location-scoped permission rules. */
+  modifyRules(params: SessionPermissionsModifyRulesParams, options?: RpcCallOptions): Promise<PermissionsModifyRulesResult>;
+  /** `session.permissions.notifyPromptShown`: Notifies the runtime that a permission prompt UI has been shown to the user. */
+  notifyPromptShown(params: SessionPermissionsNotifyPromptShownParams, options?: RpcCallOptions): Promise<PermissionsNotifyPromptShownResult>;
+  /** `session.permissions.pendingRequests`: Reconstructs the set of pending tool permission requests from the session's event history. */
+  pendingRequests(options?: RpcCallOptions): Promise<PendingPermissionRequestList>;
+  /** `session.permissions.resetSessionApprovals`: Clears session-scoped tool approvals and, for full resets, exact session-approved paths. */
+  resetSessionApprovals(params?: SessionPermissionsResetSessionApprovalsParams, options?: RpcCallOptions): Promise<PermissionsResetSessionApprovalsResult>;
+  /** `session.permissions.setApproveAll`: Enables or disables automatic approval of tool permission requests for the session. */
+  setApproveAll(params: SessionPermissionsSetApproveAllParams, options?: RpcCallOptions): Promise<PermissionsSetApproveAllResult>;
+  /** `session.permissions.setMode`: Sets the permission mode for the session. `manual` follows the normal approval flow, `assisted` attaches LLM safety recommendations, and `allow-all` automatically approves permission requests. The result returns the authoritative post-mutation mode so callers can update local state without racing the `session.permissions_changed` notification. */
+  setMode(params: SessionPermissionsSetModeParams, options?: RpcCallOptions): Promise<PermissionsSetModeResult>;
+  /** `session.permissions.setRequired`: Sets whether the client wants permission prompts bridged into session events. */
+  setRequired(params: SessionPermissionsSetRequiredParams, options?: RpcCallOptions): Promise<PermissionsSetRequiredResult>;
+}
+
+/** The `session.permissions.folderTrust.*` methods. */
+export interface SessionPermissionsFolderTrustApi {
+  /** `session.permissions.folderTrust.addTrusted`: Adds a folder to the user's trusted folders list. */
+  addTrusted(params: SessionPermissionsFolderTrustAddTrustedParams, options?: RpcCallOptions): Promise<PermissionsFolderTrustAddTrustedResult>;
+  /** `session.permissions.folderTrust.isTrusted`: Reports whether a folder is trusted according to the user's folder trust state. */
+  isTrusted(params: SessionPermissionsFolderTrustIsTrustedParams, options?: RpcCallOptions): Promise<FolderTrustCheckResult>;
+}
+
+/** The `session.permissions.locations.*` methods. */
+export interface SessionPermissionsLocationsApi {
+  /** `session.permissions.locations.addToolApproval`: Persists a tool approval for a permission location and applies its rules to this session's live permission service. */
+  addToolApproval(params: SessionPermissionsLocationsAddToolApprovalParams, options?: RpcCallOptions): Promise<PermissionsLocationsAddToolApprovalResult>;
+  /** `session.permissions.locations.apply`: Applies persisted location-scoped tool approvals and allowed directories for a working directory to this session's permission service. */
+  apply(params: SessionPermissionsLocationsApplyParams, options?: RpcCallOptions): Promise<PermissionLocationApplyResult>;
+  /** `session.permissions.locations.resolve`: Resolves the permission location key and type for a working directory. */
+  resolve(params: SessionPermissionsLocationsResolveParams, options?: RpcCallOptions): Promise<PermissionLocationResolveResult>;
+}
+
+/** The `session.permissions.paths.*` methods. */
+export interface SessionPermissionsPathsApi {
+  /** `session.permissions.paths.add`: Adds a directory to the session's allow-list and activates conventional skill and agent definitions under it. */
+  add(params: SessionPermissionsPathsAddParams, options?: RpcCallOptions): Promise<PermissionsPathsAddResult>;
+  /** `session.permissions.paths.isPathWithinAllowedDirectories`: Reports whether a path falls within any of the session's allowed directories. */
+  isPathWithinAllowedDirectories(params: SessionPermissionsPathsIsPathWithinAllowedDirectoriesParams, options?: RpcCallOptions): Promise<PermissionPathsAllowedCheckResult>;
+  /** `session.permissions.paths.isPathWithinWorkspace`: Reports whether a path falls within the session's workspace (primary) directory. */
+  isPathWithinWorkspace(params: SessionPermissionsPathsIsPathWithinWorkspaceParams, options?: RpcCallOptions): Promise<PermissionPathsWorkspaceCheckResult>;
+  /** `session.permissions.paths.list`: Returns the session's recursive directory grants, exact session-approved paths, and primary working directory. */
+  list(options?: RpcCallOptions): Promise<PermissionPathsList>;
+  /** `session.permissions.paths.updatePrimary`: Updates the session's primary working directory used by the permission policy. */
+  updatePrimary(params: SessionPermissionsPathsUpdatePrimaryParams, options?: RpcCallOptions): Promise<PermissionsPathsUpdatePrimaryResult>;
+}
+
+/** The `session.permissions.urls.*` methods. */
+export interface SessionPermissionsUrlsApi {
+  /** `session.permissions.urls.setUnrestrictedMode`: Toggles the runtime's URL-permission policy between unrestricted and restricted modes. */
+  setUnrestrictedMode(params: SessionPermissionsUrlsSetUnrestrictedModeParams, options?: RpcCallOptions): Promise<PermissionsUrlsSetUnrestrictedModeResult>;
+}
+
+/** The `session.plan.*` methods. */
+export interface SessionPlanApi {
+  /** `session.plan.delete`: Deletes the session plan file from the workspace. */
+  delete(options?: RpcCallOptions): Promise<void>;
+  /** `session.plan.read`: Reads the session plan file from the workspace. */
+  read(options?: RpcCallOptions): Promise<PlanReadResult>;
+  /** `session.plan.readSqlTodos`: Reads todo rows from the session SQL database for plan rendering. */
+  readSqlTodos(options?: RpcCallOptions): Promise<PlanReadSqlTodosResult>;
+  /** `session.plan.readSqlTodosWithDependencies`: Reads todo rows AND dependency edges from the session SQL database for structured progress UI. Same defensive behavior as readSqlTodos — returns empty arrays when the database, tables, or columns aren't available. Clients should call this on session start and after every `session.todos_changed` event to refresh structured-UI rendering. */
+  readSqlTodosWithDependencies(options?: RpcCallOptions): Promise<PlanReadSqlTodosWithDependenciesResult>;
+  /** `session.plan.update`: Writes new content to the session plan file. */
+  update(params: SessionPlanUpdateParams, options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `session.plugins.*` methods. */
+export interface SessionPluginsApi {
+  marketplaces: SessionPluginsMarketplacesApi;
+  /** `session.plugins.disable`: Disables installed plugins when permitted by the live session's retained managed policy. */
+  disable(params: SessionPluginsDisableParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.plugins.enable`: Enables installed plugins when permitted by the live session's retained managed policy. */
+  enable(params: SessionPluginsEnableParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.plugins.install`: Installs a plugin using the live session's authoritative account, working directory, and retained managed policy. */
+  install(params: SessionPluginsInstallParams, options?: RpcCallOptions): Promise<PluginInstallResult>;
+  /** `session.plugins.list`: Lists globally installed, live, built-in, and enterprise-managed desired plugins using the live session's authoritative account, working directory, and retained managed policy. */
+  list(options?: RpcCallOptions): Promise<PluginList>;
+  /** `session.plugins.reload`: Reloads the session's plugin set, refreshing MCP servers, custom agents, hooks, and skills cache so SDK-driven changes via `server.plugins.*` take effect immediately. */
+  reload(params?: SessionPluginsReloadParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.plugins.retryManaged`: Installs or updates the plugins the session's managed settings require now, without waiting for the next automatic attempt after a failure, then reloads plugins. Reports progress and failures with the same `session.info` and `session.warning` events as automatic preparation. Fails when the runtime does not prepare managed plugins for the session. */
+  retryManaged(params?: SessionPluginsRetryManagedParams, options?: RpcCallOptions): Promise<SessionPluginsRetryManagedResult>;
+  /** `session.plugins.uninstall`: Uninstalls a plugin when permitted by the live session's retained managed policy. */
+  uninstall(params: SessionPluginsUninstallParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.plugins.update`: Updates an installed plugin using the live session's authoritative account, working directory, and retained managed policy. */
+  update(params: SessionPluginsUpdateParams, options?: RpcCallOptions): Promise<PluginUpdateResult>;
+}
+
+/** The `session.plugins.marketplaces.*` methods. */
+export interface SessionPluginsMarketplacesApi {
+  /** `session.plugins.marketplaces.add`: Adds a marketplace when permitted by the live session's retained managed policy. */
+  add(params: SessionPluginsMarketplacesAddParams, options?: RpcCallOptions): Promise<MarketplaceAddResult>;
+  /** `session.plugins.marketplaces.browse`: Browses a marketplace resolved through the live session's working directory and retained managed policy. */
+  browse(params: SessionPluginsMarketplacesBrowseParams, options?: RpcCallOptions): Promise<MarketplaceBrowseResult>;
+  /** `session.plugins.marketplaces.list`: Lists registered and enterprise-managed desired marketplaces using the live session's retained policy. */
+  list(options?: RpcCallOptions): Promise<MarketplaceListResult>;
+  /** `session.plugins.marketplaces.refresh`: Refreshes marketplaces resolved through the live session's working directory and retained managed policy. */
+  refresh(params?: SessionPluginsMarketplacesRefreshParams, options?: RpcCallOptions): Promise<MarketplaceRefreshResult>;
+  /** `session.plugins.marketplaces.remove`: Removes a marketplace when permitted by the live session's retained managed policy. */
+  remove(params: SessionPluginsMarketplacesRemoveParams, options?: RpcCallOptions): Promise<MarketplaceRemoveResult>;
+}
+
+/** The `session.provider.*` methods. */
+export interface SessionProviderApi {
+  /** `session.provider.add`: Adds BYOK providers and/or models to the session's registry at runtime, extending the additive registry built from the session's `providers`/`models` options. Both fields are optional, so a call may add providers only, models only, or both. Within a single call providers are registered before models, so a model may reference a provider added in the same call; across calls a model may reference any provider already registered (from session creation or a prior add). A model whose referenced provider is not registered by the end of the call is rejected. Newly added models become selectable via `model.list` / `model.switchTo` and are inherited by sub-agents spawned afterwards. */
+  add(params?: SessionProviderAddParams, options?: RpcCallOptions): Promise<ProviderAddResult>;
+  /** `session.provider.getEndpoint`: Returns the provider endpoint and credentials the session is currently configured to talk to, so the caller can make inference calls directly against the same backend the session uses. */
+  getEndpoint(params?: SessionProviderGetEndpointParams, options?: RpcCallOptions): Promise<ProviderEndpoint>;
+  /** `session.provider.sync`: Atomically updates the session's BYOK provider and model registry by applying the supplied snapshot, replacing existing entries, updating models, or removing entries absent from the snapshot. */
+  sync(params?: SessionProviderSyncParams, options?: RpcCallOptions): Promise<ProviderSyncResult>;
+  /** `session.provider.withdraw`: Withdraws named host-managed models from the session's BYOK registry, leaving every other entry untouched. The scoped counterpart to `provider.sync`: a snapshot can only describe entries the caller knows about, so using it to remove one model silently withdraws rows registered by another source, such as a plugin calling `provider.add` at runtime. Naming what to remove leaves unrelated entries alone. Selection ids that are not registered are ignored, so withdrawal is idempotent. A provider is removed only when one of the withdrawn models was the last entry referencing it; a provider that simply has no models, which is the normal state while its rows are supplied by catalog discovery, is left in place. */
+  withdraw(params: SessionProviderWithdrawParams, options?: RpcCallOptions): Promise<ProviderWithdrawResult>;
+}
+
+/** The `session.providers.*` methods. */
+export interface SessionProvidersApi {
+  models: SessionProvidersModelsApi;
+  /** `session.providers.discover`: Discovers reachable instances using an adapter from this session's effective provider catalog and provider-specific discovery input. */
+  discover(params: SessionProvidersDiscoverParams, options?: RpcCallOptions): Promise<ModelProviderDiscoverResult>;
+  /** `session.providers.getCatalog`: Returns adapter definitions and supported operations in this session's effective provider catalog, without running discovery. Does not list provider instances or select inference models. */
+  getCatalog(options?: RpcCallOptions): Promise<ModelProviderAdapterCatalog>;
+  /** `session.providers.getStatus`: Gets current health and version information for a discovered model-provider instance. */
+  getStatus(params: SessionProvidersGetStatusParams, options?: RpcCallOptions): Promise<ModelProviderStatus>;
+}
+
+/** The `session.providers.models.*` methods. */
+export interface SessionProvidersModelsApi {
+  /** `session.providers.models.list`: Lists models installed or otherwise available from a discovered model-provider instance. */
+  list(params: SessionProvidersModelsListParams, options?: RpcCallOptions): Promise<DiscoveredModelList>;
+  /** `session.providers.models.prepareConfiguration`: Translates a discovered model into the provider and model configuration needed to use it, and reports whether each is already registered in this session. Prepares only: it registers nothing, writes nothing, and performs no provider requests. */
+  prepareConfiguration(params: SessionProvidersModelsPrepareConfigurationParams, options?: RpcCallOptions): Promise<ModelProviderConfigurationPlan>;
+}
+
+/** The `session.queue.*` methods. */
+export interface SessionQueueApi {
+  /** `session.queue.appendSteering`: Atomically appends text and attachments to an unchanged, unconsumed local steering message. Returns updated=false if delivery or withdrawal already claimed the message. */
+  appendSteering(params: SessionQueueAppendSteeringParams, options?: RpcCallOptions): Promise<QueueUpdateTextResult>;
+  /** `session.queue.beginDeferredIdleDrain`: Begins a native deferred-idle drain when background work has quiesced. */
+  beginDeferredIdleDrain(params: SessionQueueBeginDeferredIdleDrainParams, options?: RpcCallOptions): Promise<QueueBeginDeferredIdleDrainResult>;
+  /** `session.queue.clear`: Clears all pending queued items on the local session. */
+  clear(options?: RpcCallOptions): Promise<void>;
+  /** `session.queue.consumeSystemNotifications`: Consumes queued native system notifications matching an internal filter. */
+  consumeSystemNotifications(params: SessionQueueConsumeSystemNotificationsParams, options?: RpcCallOptions): Promise<QueueRemoveMostRecentResult>;
+  /** `session.queue.deferSessionIdle`: Marks session.idle as deferred by native background work state. */
+  deferSessionIdle(params: SessionQueueDeferSessionIdleParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.queue.duplicateAt`: Duplicates an addressable queued item immediately after its source. */
+  duplicateAt(params: SessionQueueDuplicateAtParams, options?: RpcCallOptions): Promise<QueueDuplicateAtResult>;
+  /** `session.queue.enqueueResumePending`: Enqueues the internal resume-pending wake item when orphan handling needs a follow-up turn. */
+  enqueueResumePending(options?: RpcCallOptions): Promise<QueueEnqueueResumePendingResult>;
+  /** `session.queue.finishDeferredIdleDrain`: Finishes a native deferred-idle drain and reports whether to drain queue work or emit idle. */
+  finishDeferredIdleDrain(params: SessionQueueFinishDeferredIdleDrainParams, options?: RpcCallOptions): Promise<QueueFinishDeferredIdleDrainResult>;
+  /** `session.queue.hasPending`: Reports whether the local session has native queued work pending. */
+  hasPending(options?: RpcCallOptions): Promise<QueueHasPendingResult>;
+  /** `session.queue.insertAt`: Inserts a new queued message at a public visible position. */
+  insertAt(params: SessionQueueInsertAtParams, options?: RpcCallOptions): Promise<QueueInsertAtResult>;
+  /** `session.queue.moveItem`: Moves an addressable queued item to a public visible position. */
+  moveItem(params: SessionQueueMoveItemParams, options?: RpcCallOptions): Promise<QueueMoveItemResult>;
+  /** `session.queue.pendingItems`: Returns the local session's pending user-facing queued items and steering messages. */
+  pendingItems(options?: RpcCallOptions): Promise<QueuePendingItemsResult>;
+  /** `session.queue.process`: Drains the native local-session work queue for in-process session orchestration. */
+  process(options?: RpcCallOptions): Promise<void>;
+  /** `session.queue.removeAt`: Removes an addressable queued item by its stable id. */
+  removeAt(params: SessionQueueRemoveAtParams, options?: RpcCallOptions): Promise<QueueRemoveAtResult>;
+  /** `session.queue.removeMostRecent`: Removes the most recently queued user-facing item (LIFO). */
+  removeMostRecent(options?: RpcCallOptions): Promise<QueueRemoveMostRecentResult>;
+  /** `session.queue.sendNow`: Moves an addressable queued message into the live turn's steering lane. */
+  sendNow(params: SessionQueueSendNowParams, options?: RpcCallOptions): Promise<QueueSendNowResult>;
+  /** `session.queue.setDrainPaused`: Acquires or releases the queued-lane drain pause. */
+  setDrainPaused(params: SessionQueueSetDrainPausedParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.queue.snapshot`: Returns the internal native queue snapshot for in-process session orchestration. */
+  snapshot(options?: RpcCallOptions): Promise<QueueSnapshotResult>;
+  /** `session.queue.updateText`: Updates the text of an addressable single-message queue item. */
+  updateText(params: SessionQueueUpdateTextParams, options?: RpcCallOptions): Promise<QueueUpdateTextResult>;
+  /** `session.queue.withdrawMessage`: Atomically withdraws an unchanged user message of a local session: from the queued or steering lane while unconsumed, or from the running turn it started while the model has not answered it and nothing the user sent after it is pending. Withdrawing from the running turn interrupts that turn and removes its events from history. A client retaining the original draft may restore it only when removed is true. */
+  withdrawMessage(params: SessionQueueWithdrawMessageParams, options?: RpcCallOptions): Promise<QueueWithdrawMessageResult>;
+}
+
+/** The `session.quota.*` methods. */
+export interface SessionQuotaApi {
+  /** `session.quota.get`: Gets the session's current quota and account projection without making a network request. */
+  get(options?: RpcCallOptions): Promise<SessionQuotaProjection>;
+  /** `session.quota.refresh`: Refreshes the session's provider model catalog bypassing its cache, folds quota snapshots into session state, and returns the updated projection. Failures leave the last known quota intact. */
+  refresh(options?: RpcCallOptions): Promise<SessionQuotaProjection>;
+  /** `session.quota.takeWarnings`: Returns and clears the session's pending quota warnings. Reading or refreshing quota does not drain warnings. */
+  takeWarnings(options?: RpcCallOptions): Promise<QuotaWarningProjection[]>;
+}
+
+/** The `session.remote.*` methods. */
+export interface SessionRemoteApi {
+  /** `session.remote.disable`: Disables remote session export and steering. */
+  disable(options?: RpcCallOptions): Promise<void>;
+  /** `session.remote.enable`: Enables remote session export or steering. */
+  enable(params?: SessionRemoteEnableParams, options?: RpcCallOptions): Promise<RemoteEnableResult>;
+  /** `session.remote.notifySteerableChanged`: Persists a remote-steerability change emitted by the host as a session event. */
+  notifySteerableChanged(params: SessionRemoteNotifySteerableChangedParams, options?: RpcCallOptions): Promise<unknown>;
+}
+
+/** The `session.sandbox.*` methods. */
+export interface SessionSandboxApi {
+  /** `session.sandbox.disableForSession`: Disables sandboxing for the remainder of the current session and approves the referenced pending sandbox-bypass permission request. The request is rejected unless the exact request is still pending and the effective sandbox policy permits bypass. */
+  disableForSession(params: SessionSandboxDisableForSessionParams, options?: RpcCallOptions): Promise<SandboxDisableForSessionResult>;
+  /** `session.sandbox.getCredentialSuggestions`: Lists possible secret-bearing environment variables available to new sandboxed shells that are not already covered by credential masking. Uses local name rules and known-provider host suggestions, never returns secret values, and changes no settings or network permissions. Returns no suggestions while the session is not sandboxed. */
+  getCredentialSuggestions(options?: RpcCallOptions): Promise<SandboxCredentialSuggestionsResult>;
+  /** `session.sandbox.getEnforcementStatus`: Returns whether managed policy requires sandbox enforcement and whether an enforcement failure has permanently blocked the session. */
+  getEnforcementStatus(options?: RpcCallOptions): Promise<SandboxEnforcementStatus>;
+  /** `session.sandbox.grantPathForRequest`: Adds the path offered by a pending sandbox escalation permission request's sandboxPathGrant to the session's sandbox policy and approves the request, so the blocked operation re-runs inside the sandbox rather than outside it. The request is rejected unless the exact request is still pending, carries a sandboxPathGrant, and the grant still takes effect under the current managed policy. Does not persist the path; hosts that store sandbox settings save it themselves. */
+  grantPathForRequest(params: SessionSandboxGrantPathForRequestParams, options?: RpcCallOptions): Promise<SandboxGrantPathForRequestResult>;
+}
+
+/** The `session.schedule.*` methods. */
+export interface SessionScheduleApi {
+  /** `session.schedule.add`: Registers a relative-interval scheduled prompt. */
+  add(params: SessionScheduleAddParams, options?: RpcCallOptions): Promise<ScheduleAddResult>;
+  /** `session.schedule.addAt`: Registers an absolute-time scheduled prompt. */
+  addAt(params: SessionScheduleAddAtParams, options?: RpcCallOptions): Promise<ScheduleAddResult>;
+  /** `session.schedule.addCron`: Registers a recurring cron scheduled prompt. */
+  addCron(params: SessionScheduleAddCronParams, options?: RpcCallOptions): Promise<ScheduleAddResult>;
+  /** `session.schedule.addSelfPaced`: Registers a self-paced scheduled prompt. */
+  addSelfPaced(params: SessionScheduleAddSelfPacedParams, options?: RpcCallOptions): Promise<ScheduleAddResult>;
+  /** `session.schedule.hasSelfPaced`: Reports whether the session has an active self-paced scheduled prompt. */
+  hasSelfPaced(options?: RpcCallOptions): Promise<ScheduleHasSelfPacedResult>;
+  /** `session.schedule.hydrate`: Hydrates the native schedule registry from persisted session events. */
+  hydrate(options?: RpcCallOptions): Promise<void>;
+  /** `session.schedule.list`: Lists the session's currently active scheduled prompts. */
+  list(options?: RpcCallOptions): Promise<ScheduleList>;
+  /** `session.schedule.rearmSelfPaced`: Re-arms an active self-paced scheduled prompt. */
+  rearmSelfPaced(params: SessionScheduleRearmSelfPacedParams, options?: RpcCallOptions): Promise<ScheduleAddResult>;
+  /** `session.schedule.stop`: Removes a scheduled prompt by id. */
+  stop(params: SessionScheduleStopParams, options?: RpcCallOptions): Promise<ScheduleStopResult>;
+}
+
+/** The `session.settings.*` methods. */
+export interface SessionSettingsApi {
+  /** `session.settings.evaluatePredicate`: Evaluates a named Rust-owned settings predicate without exposing raw feature flags. Internal: the raw feature-flag names and composition are runtime-internal, so this predicate-evaluation helper is kept out of the public SDK surface and is callable in-process only. */
+  evaluatePredicate(params: SessionSettingsEvaluatePredicateParams, options?: RpcCallOptions): Promise<SessionSettingsEvaluatePredicateResult>;
+  /** `session.settings.snapshot`: Returns a redacted snapshot of session runtime settings, with secrets and raw feature flags excluded. Internal: the runtime settings shape is a runtime-internal surface and is deliberately kept out of the public SDK, because consumers should not depend on the runtime's internal settings layout. It remains callable in-process and is expected to be reworked as the runtime internals are consolidated. */
+  snapshot(options?: RpcCallOptions): Promise<SessionSettingsSnapshot>;
+}
+
+/** The `session.shell.*` methods. */
+export interface SessionShellApi {
+  /** `session.shell.cancelUserRequested`: Cancels a user-requested shell command by request ID. */
+  cancelUserRequested(params: SessionShellCancelUserRequestedParams, options?: RpcCallOptions): Promise<CancelUserRequestedShellCommandResult>;
+  /** `session.shell.exec`: Starts a shell command, returning an RPC error if it cannot be spawned. The command runs as the leader of its own process group (POSIX) or in a dedicated job object (Windows), so a forced termination — via "shell.kill", the request timeout, or session disposal — signals that whole group/job rather than only the direct child. Two gaps are worth planning for: a command that exits on its own does not trigger that teardown, and on POSIX a descendant that moves itself into a new session or process group (for example via "setsid") leaves the signalled group, so either can leave a background process running. */
+  exec(params: SessionShellExecParams, options?: RpcCallOptions): Promise<ShellExecResult>;
+  /** `session.shell.executeUserRequested`: Executes a user-requested shell command through the session runtime. */
+  executeUserRequested(params: SessionShellExecuteUserRequestedParams, options?: RpcCallOptions): Promise<UserRequestedShellCommandResult>;
+  /** `session.shell.kill`: Sends a signal to a shell process previously started via "shell.exec". The signal targets the command's whole process group (POSIX) or job object (Windows), so descendants still in that group are signalled too, not just the direct child. On POSIX a descendant that moved itself into a new session or process group (for example via "setsid") is no longer in the signalled group and survives. */
+  kill(params: SessionShellKillParams, options?: RpcCallOptions): Promise<ShellKillResult>;
+}
+
+/** The `session.skills.*` methods. */
+export interface SessionSkillsApi {
+  /** `session.skills.disable`: Disables a skill for the session. */
+  disable(params: SessionSkillsDisableParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.skills.enable`: Enables a skill for the session. */
+  enable(params: SessionSkillsEnableParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.skills.ensureLoaded`: Ensures the session's skill definitions have been loaded from disk. */
+  ensureLoaded(options?: RpcCallOptions): Promise<void>;
+  /** `session.skills.getInvoked`: Returns the skills that have been invoked during this session. */
+  getInvoked(options?: RpcCallOptions): Promise<SkillsGetInvokedResult>;
+  /** `session.skills.list`: Lists skills available to the session. */
+  list(options?: RpcCallOptions): Promise<SkillList>;
+  /** `session.skills.reload`: Reloads skill definitions for the session. */
+  reload(options?: RpcCallOptions): Promise<SkillsLoadDiagnostics>;
+}
+
+/** The `session.tasks.*` methods. */
+export interface SessionTasksApi {
+  /** `session.tasks.cancel`: Cancels a background task. */
+  cancel(params: SessionTasksCancelParams, options?: RpcCallOptions): Promise<TasksCancelResult>;
+  /** `session.tasks.getCurrentPromotable`: Returns the first sync-waiting task that can currently be promoted to background mode. */
+  getCurrentPromotable(options?: RpcCallOptions): Promise<TasksGetCurrentPromotableResult>;
+  /** `session.tasks.getProgress`: Returns progress information for a background task by ID. */
+  getProgress(params: SessionTasksGetProgressParams, options?: RpcCallOptions): Promise<TasksGetProgressResult>;
+  /** `session.tasks.list`: Lists background tasks tracked by the session. */
+  list(options?: RpcCallOptions): Promise<TaskList>;
+  /** `session.tasks.promoteCurrentToBackground`: Atomically promotes the first promotable sync-waiting task to background mode and returns it. */
+  promoteCurrentToBackground(options?: RpcCallOptions): Promise<TasksPromoteCurrentToBackgroundResult>;
+  /** `session.tasks.promoteToBackground`: Promotes an eligible synchronously-waited task so it continues running in the background. */
+  promoteToBackground(params: SessionTasksPromoteToBackgroundParams, options?: RpcCallOptions): Promise<TasksPromoteToBackgroundResult>;
+  /** `session.tasks.readOutput`: Reads a detached shell task's output after a cursor, optionally waiting for new output or for the shell to finish. */
+  readOutput(params: SessionTasksReadOutputParams, options?: RpcCallOptions): Promise<TasksReadOutputResult>;
+  /** `session.tasks.refresh`: Refreshes metadata for any detached background shells the runtime knows about. */
+  refresh(options?: RpcCallOptions): Promise<unknown>;
+  /** `session.tasks.register`: Registers a client-owned task, or reclaims an orphaned task belonging to the same extension principal. */
+  register(params: SessionTasksRegisterParams, options?: RpcCallOptions): Promise<TasksRegisterResult>;
+  /** `session.tasks.remove`: Removes a completed or cancelled background task from tracking. */
+  remove(params: SessionTasksRemoveParams, options?: RpcCallOptions): Promise<TasksRemoveResult>;
+  /** `session.tasks.sendMessage`: Sends a message to a background agent task. */
+  sendMessage(params: SessionTasksSendMessageParams, options?: RpcCallOptions): Promise<TasksSendMessageResult>;
+  /** `session.tasks.startAgent`: Starts a background agent task in the session. */
+  startAgent(params: SessionTasksStartAgentParams, options?: RpcCallOptions): Promise<TasksStartAgentResult>;
+  /** `session.tasks.update`: Publishes generic progress or a terminal outcome for a client-owned task. */
+  update(params: SessionTasksUpdateParams, options?: RpcCallOptions): Promise<TasksUpdateResult>;
+  /** `session.tasks.waitForPending`: Waits for all in-flight background tasks and any follow-up turns to settle. */
+  waitForPending(options?: RpcCallOptions): Promise<unknown>;
+}
+
+/** The `session.telemetry.*` methods. */
+export interface SessionTelemetryApi {
+  /** `session.telemetry.getEngagementId`: Gets the telemetry engagement ID currently associated with the session, when available. */
+  getEngagementId(options?: RpcCallOptions): Promise<SessionTelemetryEngagement>;
+  /** `session.telemetry.setFeatureOverrides`: Sets feature override key/value pairs to attach to subsequent telemetry events for the session. */
+  setFeatureOverrides(params: SessionTelemetrySetFeatureOverridesParams, options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `session.tools.*` methods. */
+export interface SessionToolsApi {
+  /** `session.tools.execute`: Executes one tool from the session's currently offered tool set through the native invocation pipeline. */
+  execute(params: SessionToolsExecuteParams, options?: RpcCallOptions): Promise<unknown>;
+  /** `session.tools.getBuiltinDescriptors`: Returns the Rust-owned built-in tool descriptors used to construct the session's offered tool set. */
+  getBuiltinDescriptors(params?: SessionToolsGetBuiltinDescriptorsParams, options?: RpcCallOptions): Promise<ToolsGetBuiltinDescriptorsResult>;
+  /** `session.tools.getCurrentMetadata`: Returns lightweight metadata for the session's currently initialized tools. */
+  getCurrentMetadata(options?: RpcCallOptions): Promise<ToolsGetCurrentMetadataResult>;
+  /** `session.tools.handlePendingToolCall`: Provides the result for a pending external tool call. */
+  handlePendingToolCall(params: SessionToolsHandlePendingToolCallParams, options?: RpcCallOptions): Promise<HandlePendingToolCallResult>;
+  /** `session.tools.initializeAndValidate`: Resolves, builds, and validates the runtime tool list for the session. */
+  initializeAndValidate(options?: RpcCallOptions): Promise<unknown>;
+  /** `session.tools.listPendingRequests`: Lists the external tool calls of the session and its sub-agents that are still waiting for session.tools.handlePendingToolCall. */
+  listPendingRequests(options?: RpcCallOptions): Promise<PendingExternalToolRequestList>;
+  /** `session.tools.set`: Atomically replaces the complete externally implemented tool list supplied by the calling connection. Built-in, MCP/plugin, extension-discovered, subagent, and tools supplied by other connections remain unchanged. */
+  set(params: SessionToolsSetParams, options?: RpcCallOptions): Promise<unknown>;
+  /** `session.tools.taskCompleteEventData`: Projects a completed task_complete tool call into its label-safe session event payload. */
+  taskCompleteEventData(params: SessionToolsTaskCompleteEventDataParams, options?: RpcCallOptions): Promise<TaskCompleteData>;
+  /** `session.tools.updateSubagentSettings`: Sets the current session's live subagent settings override, which takes precedence over persisted user settings until cleared. Persisted user settings remain the source of truth for future sessions. */
+  updateSubagentSettings(params: SessionToolsUpdateSubagentSettingsParams, options?: RpcCallOptions): Promise<unknown>;
+}
+
+/** The `session.ui.*` methods. */
+export interface SessionUiApi {
+  /** `session.ui.elicitation`: Requests structured input from a UI-capable client. */
+  elicitation(params: SessionUiElicitationParams, options?: RpcCallOptions): Promise<UiElicitationResponse>;
+  /** `session.ui.ephemeralQuery`: Runs a transient no-tools model query against the current conversation context. */
+  ephemeralQuery(params: SessionUiEphemeralQueryParams, options?: RpcCallOptions): Promise<UiEphemeralQueryResult>;
+  /** `session.ui.handleHumanAskUser`: Resolves a pending elicitation request after direct interaction in the trusted in-process client. Only an accepted response to the built-in ask_user tool can become trusted human evidence. */
+  handleHumanAskUser(params: SessionUiHandleHumanAskUserParams, options?: RpcCallOptions): Promise<UiElicitationResult>;
+  /** `session.ui.handleHumanExitPlanMode`: Resolves a pending `exit_plan_mode.requested` event after direct interaction in the trusted in-process client. */
+  handleHumanExitPlanMode(params: SessionUiHandleHumanExitPlanModeParams, options?: RpcCallOptions): Promise<UiHandlePendingResult>;
+  /** `session.ui.handleHumanUserInput`: Resolves a pending `user_input.requested` event after direct interaction in the trusted in-process client. */
+  handleHumanUserInput(params: SessionUiHandleHumanUserInputParams, options?: RpcCallOptions): Promise<UiHandlePendingResult>;
+  /** `session.ui.handlePendingAutoModeSwitch`: Resolves a pending `auto_mode_switch.requested` event with the user's accept/decline decision. */
+  handlePendingAutoModeSwitch(params: SessionUiHandlePendingAutoModeSwitchParams, options?: RpcCallOptions): Promise<UiHandlePendingResult>;
+  /** `session.ui.handlePendingElicitation`: Provides the user response for a pending elicitation request. */
+  handlePendingElicitation(params: SessionUiHandlePendingElicitationParams, options?: RpcCallOptions): Promise<UiElicitationResult>;
+  /** `session.ui.handlePendingExitPlanMode`: Resolves a pending `exit_plan_mode.requested` event with the user's response. */
+  handlePendingExitPlanMode(params: SessionUiHandlePendingExitPlanModeParams, options?: RpcCallOptions): Promise<UiHandlePendingResult>;
+  /** `session.ui.handlePendingSampling`: Resolves a pending `sampling.requested` event with a sampling result, or rejects it. */
+  handlePendingSampling(params: SessionUiHandlePendingSamplingParams, options?: RpcCallOptions): Promise<UiHandlePendingResult>;
+  /** `session.ui.handlePendingSessionLimitsExhausted`: Resolves a pending `session_limits_exhausted.requested` event with the user's selected limit action. */
+  handlePendingSessionLimitsExhausted(params: SessionUiHandlePendingSessionLimitsExhaustedParams, options?: RpcCallOptions): Promise<UiHandlePendingResult>;
+  /** `session.ui.handlePendingUserInput`: Resolves a pending `user_input.requested` event with the user's response. */
+  handlePendingUserInput(params: SessionUiHandlePendingUserInputParams, options?: RpcCallOptions): Promise<UiHandlePendingResult>;
+  /** `session.ui.registerDirectAutoModeSwitchHandler`: Registers an in-process handler for auto-mode-switch requests so the server bridge skips dispatch. */
+  registerDirectAutoModeSwitchHandler(options?: RpcCallOptions): Promise<UiRegisterDirectAutoModeSwitchHandlerResult>;
+  /** `session.ui.unregisterDirectAutoModeSwitchHandler`: Unregisters a previously-registered in-process auto-mode-switch handler by its opaque handle. */
+  unregisterDirectAutoModeSwitchHandler(params: SessionUiUnregisterDirectAutoModeSwitchHandlerParams, options?: RpcCallOptions): Promise<UiUnregisterDirectAutoModeSwitchHandlerResult>;
+}
+
+/** The `session.usage.*` methods. */
+export interface SessionUsageApi {
+  /** `session.usage.getMetrics`: Gets accumulated usage metrics for the session. */
+  getMetrics(options?: RpcCallOptions): Promise<UsageGetMetricsResult>;
+  /** `session.usage.setCodeChanges`: Internal host-only replacement of absolute code-change totals reported by a relay host. */
+  setCodeChanges(params: SessionUsageSetCodeChangesParams, options?: RpcCallOptions): Promise<void>;
+}
+
+/** The `session.visibility.*` methods. */
+export interface SessionVisibilityApi {
+  /** `session.visibility.get`: Returns the session's current Mission Control sharing status and shareable GitHub URL. Reflects whether the synced session is visible to repository readers ("repo") or restricted to its creator and collaborators ("unshared"). */
+  get(options?: RpcCallOptions): Promise<VisibilityGetResult>;
+  /** `session.visibility.set`: Sets the session's Mission Control sharing status, controlling whether the synced session is visible to repository readers. Returns the effective status and shareable GitHub URL after the change. */
+  set(params: SessionVisibilitySetParams, options?: RpcCallOptions): Promise<VisibilitySetResult>;
+}
+
+/** The `session.workflow.*` methods. */
+export interface SessionWorkflowApi {
+  journal: SessionWorkflowJournalApi;
+  /** `session.workflow.agent`: Runs one dynamic-workflow-scoped subagent and returns its result. */
+  agent(params: SessionWorkflowAgentParams, options?: RpcCallOptions): Promise<WorkflowAgentResult>;
+  /** `session.workflow.cancel`: Requests cancellation of a dynamic workflow run and returns its run envelope. */
+  cancel(params: SessionWorkflowCancelParams, options?: RpcCallOptions): Promise<WorkflowRunResult>;
+  /** `session.workflow.getRun`: Gets the current or settled envelope for a dynamic workflow run. */
+  getRun(params: SessionWorkflowGetRunParams, options?: RpcCallOptions): Promise<WorkflowRunResult>;
+  /** `session.workflow.getRunDetail`: Gets durable and live observability detail for one dynamic workflow run. */
+  getRunDetail(params: SessionWorkflowGetRunDetailParams, options?: RpcCallOptions): Promise<WorkflowRunDetail>;
+  /** `session.workflow.getRunProgress`: Pages durable progress for one dynamic workflow run. */
+  getRunProgress(params: SessionWorkflowGetRunProgressParams, options?: RpcCallOptions): Promise<WorkflowProgressPage>;
+  /** `session.workflow.listRuns`: Lists durable dynamic workflow runs for this session in creation order. */
+  listRuns(params?: SessionWorkflowListRunsParams, options?: RpcCallOptions): Promise<WorkflowListRunsResult>;
+  /** `session.workflow.log`: Records a batch of ordered dynamic workflow progress lines. */
+  log(params: SessionWorkflowLogParams, options?: RpcCallOptions): Promise<unknown>;
+  /** `session.workflow.pause`: Pauses a running dynamic workflow and returns its settled run envelope. */
+  pause(params: SessionWorkflowPauseParams, options?: RpcCallOptions): Promise<WorkflowRunResult>;
+  /** `session.workflow.pauseAtCheckpoint`: Atomically pauses an owned dynamic workflow attempt at a durable checkpoint. */
+  pauseAtCheckpoint(params: SessionWorkflowPauseAtCheckpointParams, options?: RpcCallOptions): Promise<WorkflowPauseCheckpointResult>;
+  /** `session.workflow.resume`: Resumes a dynamic workflow run using its persisted name, arguments, journal, and accounting. */
+  resume(params: SessionWorkflowResumeParams, options?: RpcCallOptions): Promise<WorkflowResumeResult>;
+  /** `session.workflow.resumeFromTool`: Internal tool-originated dynamic workflow resume. */
+  resumeFromTool(params: SessionWorkflowResumeFromToolParams, options?: RpcCallOptions): Promise<WorkflowResumeResult>;
+  /** `session.workflow.run`: Runs a registered dynamic workflow by name at the top level. */
+  run(params: SessionWorkflowRunParams, options?: RpcCallOptions): Promise<WorkflowRunResult>;
+  /** `session.workflow.runFromTool`: Internal tool-originated dynamic workflow invocation. */
+  runFromTool(params: SessionWorkflowRunFromToolParams, options?: RpcCallOptions): Promise<WorkflowRunResult>;
+}
+
+/** The `session.workflow.journal.*` methods. */
+export interface SessionWorkflowJournalApi {
+  /** `session.workflow.journal.get`: Reads a memoized dynamic workflow journal entry. */
+  get(params: SessionWorkflowJournalGetParams, options?: RpcCallOptions): Promise<WorkflowJournalGetResult>;
+  /** `session.workflow.journal.put`: Stores a memoized dynamic workflow journal entry. */
+  put(params: SessionWorkflowJournalPutParams, options?: RpcCallOptions): Promise<unknown>;
+}
+
+/** The `session.workspaces.*` methods. */
+export interface SessionWorkspacesApi {
+  /** `session.workspaces.addSummary`: Adds a compaction summary checkpoint to the local session workspace. */
+  addSummary(params: SessionWorkspacesAddSummaryParams, options?: RpcCallOptions): Promise<WorkspacesAddSummaryResult>;
+  /** `session.workspaces.autopilotObjectiveExists`: Checks whether the local session workspace has an autopilot objective state file. */
+  autopilotObjectiveExists(options?: RpcCallOptions): Promise<WorkspacesAutopilotObjectiveExistsResult>;
+  /** `session.workspaces.createDirectory`: Creates a directory in the session workspace files directory. */
+  createDirectory(params: SessionWorkspacesCreateDirectoryParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.workspaces.createFile`: Creates or overwrites a file in the session workspace files directory. */
+  createFile(params: SessionWorkspacesCreateFileParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.workspaces.deleteAutopilotObjective`: Deletes the autopilot objective state file from the local session workspace. */
+  deleteAutopilotObjective(options?: RpcCallOptions): Promise<WorkspacesDeleteAutopilotObjectiveResult>;
+  /** `session.workspaces.diff`: Computes a diff for the session workspace. Never rejects for a busy session: a `session`-mode diff that cannot read the session's file-change captures falls back to an unstaged git diff with `isFallback: true` and reports why in `unavailableReason`. */
+  diff(params: SessionWorkspacesDiffParams, options?: RpcCallOptions): Promise<WorkspaceDiffResult>;
+  /** `session.workspaces.ensure`: Ensures a local session workspace exists and returns it. */
+  ensure(params?: SessionWorkspacesEnsureParams, options?: RpcCallOptions): Promise<WorkspacesGetWorkspaceResult>;
+  /** `session.workspaces.getWorkspace`: Gets current workspace metadata for the session. */
+  getWorkspace(options?: RpcCallOptions): Promise<WorkspacesGetWorkspaceResult>;
+  /** `session.workspaces.listCheckpoints`: Lists workspace checkpoints in chronological order. */
+  listCheckpoints(options?: RpcCallOptions): Promise<WorkspacesListCheckpointsResult>;
+  /** `session.workspaces.listFiles`: Lists files stored in the session workspace files directory. */
+  listFiles(options?: RpcCallOptions): Promise<WorkspacesListFilesResult>;
+  /** `session.workspaces.readAutopilotObjective`: Reads the autopilot objective state file from the local session workspace. */
+  readAutopilotObjective(options?: RpcCallOptions): Promise<WorkspacesReadAutopilotObjectiveResult>;
+  /** `session.workspaces.readCheckpoint`: Reads the content of a workspace checkpoint by number. */
+  readCheckpoint(params: SessionWorkspacesReadCheckpointParams, options?: RpcCallOptions): Promise<WorkspacesReadCheckpointResult>;
+  /** `session.workspaces.readFile`: Reads a file from the session workspace files directory. */
+  readFile(params: SessionWorkspacesReadFileParams, options?: RpcCallOptions): Promise<WorkspacesReadFileResult>;
+  /** `session.workspaces.removePath`: Removes a file or directory from the session workspace files directory. */
+  removePath(params: SessionWorkspacesRemovePathParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.workspaces.renamePath`: Renames a file or directory within the session workspace files directory. */
+  renamePath(params: SessionWorkspacesRenamePathParams, options?: RpcCallOptions): Promise<void>;
+  /** `session.workspaces.saveLargePaste`: Saves pasted content as a UTF-8 file in the session workspace. */
+  saveLargePaste(params: SessionWorkspacesSaveLargePasteParams, options?: RpcCallOptions): Promise<WorkspacesSaveLargePasteResult>;
+  /** `session.workspaces.statFile`: Returns metadata for a file or directory in the session workspace files directory. */
+  statFile(params: SessionWorkspacesStatFileParams, options?: RpcCallOptions): Promise<WorkspacesStatFileResult>;
+  /** `session.workspaces.truncateSummaries`: Truncates local workspace compaction summaries after a rollback. */
+  truncateSummaries(params: SessionWorkspacesTruncateSummariesParams, options?: RpcCallOptions): Promise<WorkspacesGetWorkspaceResult>;
+  /** `session.workspaces.updateMetadata`: Updates workspace metadata for a local session and returns the refreshed workspace. */
+  updateMetadata(params?: SessionWorkspacesUpdateMetadataParams, options?: RpcCallOptions): Promise<WorkspacesGetWorkspaceResult>;
+  /** `session.workspaces.writeAutopilotObjective`: Writes the autopilot objective state file in the local session workspace. */
+  writeAutopilotObjective(params: SessionWorkspacesWriteAutopilotObjectiveParams, options?: RpcCallOptions): Promise<WorkspacesWriteAutopilotObjectiveResult>;
+}
+
 /** Finite reason code describing why the current turn was aborted */
 export type AbortReason = "user_initiated" | "remote_command" | "user_abort" | "autopilot_credit_limit";
 
@@ -1271,11 +3007,19 @@ export interface AbortResult {
 /** Authenticated account entry returned by `account.getAllUsers`. */
 export interface AccountAllUsers {
   /** Authentication information for this user */
-  authInfo: unknown;
+  authInfo: AuthInfo;
   /** Opaque identifier accepted by account and model selection APIs */
   selectionId?: string;
   /** Associated token, if available */
   token?: string;
+}
+
+/** An interactive account whose model provider owns its credentials. It carries no GitHub credential. */
+export interface AccountAuthInfo {
+  /** Host coordinate owned by the account's model provider. */
+  host: string;
+  /** Login identifying the provider-owned account. */
+  login: string;
 }
 
 /** The authentication identity whose shared wording should be rendered. */
@@ -1297,7 +3041,7 @@ export interface AccountGetCurrentAuthResult {
   /** Authentication errors from the last auth attempt, if any */
   authErrors?: string[];
   /** Current authentication information, if authenticated */
-  authInfo?: unknown;
+  authInfo?: AuthInfo;
 }
 
 /** The authentication identity whose gist support should be reported. */
@@ -1314,6 +3058,13 @@ export interface AccountGetGistSupportResult {
   reason?: string;
   /** True when the identity can create gists. */
   supported: boolean;
+}
+
+export interface AccountGetQuotaRequest {
+  /** GitHub token accepted for compatibility with existing SDK clients. When provided, resolves this token instead of using the current account. */
+  gitHubToken?: string;
+  /** Opaque account identifier returned by `account.getAllUsers`. When omitted, the current account is used. */
+  selectionId?: string;
 }
 
 /** Quota usage snapshots for the resolved user, keyed by quota type. */
@@ -1341,6 +3092,9 @@ export interface AccountGetWebUrlResult {
   /** Absolute URL for the requested path. */
   url: string;
 }
+
+/** The provider kind stamped on a signed-in account. */
+export type AccountKind = "githubDotCom" | "proxima" | "entraEmu" | "entra" | "loki";
 
 /** Credentials to validate and store. Omit login to resolve the authenticated user from the token. */
 export interface AccountLoginRequest {
@@ -1384,6 +3138,24 @@ export interface AccountQuotaSnapshot {
   usedRequests: number;
 }
 
+/** One signed-in account in the roster forest. */
+export interface AccountStatus {
+  /** Whether this is the active account. */
+  active: boolean;
+  /** Human-readable credential source used to authenticate this account, such as `gh` or `GITHUB_TOKEN`. */
+  authSource?: string;
+  /** Opaque id of the account this one was derived from (e.g. an EMU account's base Entra identity); absent for a root account. Matches the base identity account's selectionId, forming the derivation edge. */
+  derivedFrom?: string;
+  /** Authentication host URL. */
+  host: string;
+  /** The provider kind of this account. */
+  kind: AccountKind;
+  /** Authenticated login/username. */
+  login: string;
+  /** Opaque selection id used to switch to, or log out, this account. */
+  selectionId: string;
+}
+
 /** Resolved Anthropic adaptive-thinking capability for a model. */
 export type AdaptiveThinkingSupport = "unsupported" | "optional" | "required" | "adaptive_only";
 
@@ -1411,7 +3183,7 @@ export type AgentDiscoveryPathScope = "user" | "project";
 /** The currently selected custom agent, or null when using the default agent. */
 export interface AgentGetCurrentResult {
   /** Currently selected custom agent, or null if using the default agent */
-  agent: AgentInfo;
+  agent: AgentInfo | null;
 }
 
 /** Agent metadata, including identifiers, display details, source, tools, model, models, reasoning effort, MCP servers, skills, and file path. */
@@ -1464,8 +3236,91 @@ export interface AgentList {
 /** Whether configured models are advisory preferences or required constraints */
 export type AgentModelPolicy = "preferred" | "required";
 
+/** Full registry entry for the spawned child. Lets the controller call `handleLiveTargetSelected(entry)` directly without re-reading the registry (avoids a TOCTOU window). */
+export interface AgentRegistryLiveTargetEntry {
+  /** Kind of attention required when status === "attention". Meaningful only when status === "attention". */
+  attentionKind?: AgentRegistryLiveTargetEntryAttentionKind;
+  /** Git branch of the session (when known) */
+  branch?: string;
+  /** Copilot CLI version that wrote the entry */
+  copilotVersion: string;
+  /** Working directory of the session (when known) */
+  cwd?: string;
+  /** Bind host for the entry's JSON-RPC server */
+  host: string;
+  /** Process kind tag for the registry entry */
+  kind: AgentRegistryLiveTargetEntryKind;
+  /** Wall-clock milliseconds since the watcher last observed this entry (heartbeat freshness) */
+  lastSeenMs: number;
+  /** How the most recent turn ended (clean vs aborted). Lets the renderer distinguish done from done_cancelled. */
+  lastTerminalEvent?: AgentRegistryLiveTargetEntryLastTerminalEvent;
+  /** Model identifier currently selected for the session */
+  model?: string;
+  /** Operating-system pid of the process owning this entry */
+  pid: number;
+  /** TCP port the entry's JSON-RPC server is listening on */
+  port: number;
+  /** Registry entry schema version (1 = ui-server, 2 = managed-server) */
+  schemaVersion: number;
+  /** Session ID of the foreground session for this entry */
+  sessionId?: string;
+  /** Friendly session name (when set) */
+  sessionName?: string;
+  /** ISO 8601 timestamp captured at registration */
+  startedAt: string;
+  /** Coarse lifecycle status of the foreground session */
+  status?: AgentRegistryLiveTargetEntryStatus;
+  /** Monotonic per-publisher revision counter incremented on every status update. Lets watchers detect transient flips. */
+  statusRevision?: number;
+  /** Connection token (null when the target is unauthenticated) */
+  token?: string | null;
+}
+
+/** Kind of attention required when status === "attention". Meaningful only when status === "attention". */
+export type AgentRegistryLiveTargetEntryAttentionKind = "error" | "permission" | "exit_plan" | "elicitation" | "user_input";
+
+/** Process kind tag for the registry entry */
+export type AgentRegistryLiveTargetEntryKind = "ui-server" | "managed-server";
+
+/** How the most recent turn ended (clean vs aborted). Lets the renderer distinguish done from done_cancelled. */
+export type AgentRegistryLiveTargetEntryLastTerminalEvent = "turn_end" | "abort";
+
+/** Coarse lifecycle status of the foreground session */
+export type AgentRegistryLiveTargetEntryStatus = "working" | "waiting" | "done" | "attention";
+
+/** Canonical process-log discovery outcome; populated from spawnLiveTarget. */
+export interface AgentRegistryLogCapture {
+  /** Whether a canonical process log was discovered for this managed spawn */
+  enabled: boolean;
+  /** Why no canonical process log could be opened for this managed spawn (set only when enabled is false) */
+  openError?: string;
+  /** Categorized reason no canonical process log could be opened (set only when enabled is false) */
+  openErrorReason?: AgentRegistryLogCaptureOpenErrorReason;
+  /** Absolute path to the managed spawn's process-<timestamp>-<pid>.log file (only set when enabled) */
+  path?: string;
+}
+
+/** Categorized reason no canonical process log could be opened */
+export type AgentRegistryLogCaptureOpenErrorReason = "permission" | "disk_full" | "other";
+
+/** `child_process.spawn` itself failed before the child entered the registry. */
+export interface AgentRegistrySpawnError {
+  /** Underlying errno code (e.g. ENOENT, EACCES) when available */
+  code?: string;
+  /** Human-readable error message */
+  message: string;
+}
+
 /** Permission posture for the new session. 'yolo' requires the controller-local session to currently be in allow-all mode. */
 export type AgentRegistrySpawnPermissionMode = "default" | "yolo";
+
+/** Spawn succeeded but the child did not publish a matching managed-server entry within the timeout. */
+export interface AgentRegistrySpawnRegistryTimeout {
+  /** Process ID of the orphaned child (so the caller can offer 'kill the pid' guidance) */
+  childPid: number;
+  /** Per-spawn log-capture outcome; populated from spawnLiveTarget. */
+  logCapture?: AgentRegistryLogCapture;
+}
 
 /** Inputs to spawn a managed-server child via the controller's spawn delegate. */
 export interface AgentRegistrySpawnRequest {
@@ -1482,6 +3337,41 @@ export interface AgentRegistrySpawnRequest {
   /** Permission posture for the new session. 'yolo' requires the controller-local session to currently be in allow-all mode. */
   permissionMode?: AgentRegistrySpawnPermissionMode;
 }
+
+/** Outcome of an agentRegistry.spawn call. */
+export type AgentRegistrySpawnResult =
+  | ({ kind: "spawned" } & AgentRegistrySpawnSpawned)
+  | ({ kind: "spawn-error" } & AgentRegistrySpawnError)
+  | ({ kind: "registry-timeout" } & AgentRegistrySpawnRegistryTimeout)
+  | ({ kind: "validation-error" } & AgentRegistrySpawnValidationError);
+
+/** Managed-server child was spawned and registered successfully. */
+export interface AgentRegistrySpawnSpawned {
+  /** Full registry entry for the spawned child. Lets the controller call `handleLiveTargetSelected(entry)` directly without re-reading the registry (avoids a TOCTOU window). */
+  entry: AgentRegistryLiveTargetEntry;
+  /** If the delegate attempted to send the initial prompt and failed, the categorized error message. */
+  initialPromptError?: string;
+  /** Whether the delegate already sent the initial prompt. Always omitted in the current wiring: the controller sends the prompt post-attach via the standard LocalRpcSession.send path. */
+  initialPromptSent?: boolean;
+  /** Per-spawn log-capture outcome; populated from spawnLiveTarget. */
+  logCapture?: AgentRegistryLogCapture;
+}
+
+/** Synchronous pre-validation rejected the spawn request. */
+export interface AgentRegistrySpawnValidationError {
+  /** Which parameter field was invalid. Omitted when the rejection is not field-specific. */
+  field?: AgentRegistrySpawnValidationErrorField;
+  /** Human-readable explanation; safe to surface in the UI banner. Never logged to unrestricted telemetry. */
+  message: string;
+  /** Categorized reason for the rejection. Low-cardinality enum so telemetry can aggregate by reason without leaking raw paths or agent/model names. */
+  reason: AgentRegistrySpawnValidationErrorReason;
+}
+
+/** Which parameter field was invalid. Omitted when the rejection is not field-specific. */
+export type AgentRegistrySpawnValidationErrorField = "cwd" | "name" | "agentName" | "model" | "permissionMode";
+
+/** Categorized reason for the rejection. Low-cardinality enum so telemetry can aggregate by reason without leaking raw paths or agent/model names. */
+export type AgentRegistrySpawnValidationErrorReason = "cwd-not-found" | "cwd-not-directory" | "invalid-name" | "unknown-agent" | "unknown-model" | "yolo-not-allowed";
 
 /** Custom agents available to the session after reloading definitions from disk. */
 export interface AgentReloadResult {
@@ -1586,6 +3476,319 @@ export interface AgentsGetDiscoveryPathsRequest {
 /** Whether the accumulated numeric AI-credit subtotal covers the observed calls. */
 export type AiCreditsStatus = "complete" | "partial" | "unavailable";
 
+/** Authentication-info input variant for API-key authentication to a non-GitHub LLM provider, carrying the secret `apiKey` and host. */
+export interface ApiKeyAuthInfo {
+  /** The API key. Treat as a secret. */
+  apiKey: string;
+  /** Snapshot of the authenticated user's Copilot subscription info, if known. Mirrors the GitHub API `/copilot_internal/v2/token` user response shape — the runtime trusts this verbatim and does not re-fetch when set. */
+  copilotUser?: CopilotUserResponse;
+  /** Authentication host. */
+  host: string;
+}
+
+/** A user message attachment — a file, directory, code selection, blob, GitHub-anchored pointer, or extension-supplied context payload */
+export type Attachment =
+  | ({ type: "file" } & AttachmentFile)
+  | ({ type: "directory" } & AttachmentDirectory)
+  | ({ type: "selection" } & AttachmentSelection)
+  | ({ type: "github_reference" } & AttachmentGitHubReference)
+  | ({ type: "github_commit" } & AttachmentGitHubCommit)
+  | ({ type: "github_release" } & AttachmentGitHubRelease)
+  | ({ type: "github_actions_job" } & AttachmentGitHubActionsJob)
+  | ({ type: "github_repository" } & AttachmentGitHubRepository)
+  | ({ type: "github_file_diff" } & AttachmentGitHubFileDiff)
+  | ({ type: "github_tree_comparison" } & AttachmentGitHubTreeComparison)
+  | ({ type: "github_url" } & AttachmentGitHubUrl)
+  | ({ type: "github_file" } & AttachmentGitHubFile)
+  | ({ type: "github_snippet" } & AttachmentGitHubSnippet)
+  | ({ type: "blob" } & AttachmentBlob)
+  | ({ type: "extension_context" } & AttachmentExtensionContext);
+
+/** Blob attachment with inline base64-encoded data */
+export interface AttachmentBlob {
+  /** Internal: content-addressed id of the session.binary_asset event holding this attachment's model-facing bytes (e.g. "sha256:..."). Absent externally. */
+  assetId?: string;
+  /** Internal: decoded byte length of the attachment's model-facing bytes. Absent externally. */
+  byteLength?: number;
+  /** Base64-encoded content. Present on input and for external consumers; replaced by an internal `assetId` reference in persisted events when interned to a content-addressed asset. */
+  data?: string;
+  /** User-facing display name for the attachment */
+  displayName?: string;
+  /** MIME type of the inline data */
+  mimeType: string;
+  /** Internal: why model-facing bytes are absent from persistence. Absent externally. */
+  omittedReason?: OmittedBinaryOmittedReason;
+}
+
+/** Directory attachment */
+export interface AttachmentDirectory {
+  /** User-facing display name for the attachment */
+  displayName: string;
+  /** Absolute directory path */
+  path: string;
+  /** Frozen rendered line this attachment contributed to the <tagged_files> prompt block (e.g. "* /path (12 items)"). Captured at send time so resumed history reproduces the exact text the model saw, independent of later filesystem changes. */
+  taggedFilesEntry?: string;
+}
+
+/** Structured context contributed by an extension. Composer pills displayed in the host are forwarded back through session.send.attachments, then rendered into the model prompt as an <extension_context> XML block. */
+export interface AttachmentExtensionContext {
+  /** Provider-local canvas identifier when the push was bound to a canvas instance */
+  canvasId?: string;
+  /** ISO 8601 timestamp captured by the runtime when the push was accepted */
+  capturedAt: string;
+  /** Owning extension identifier. Runtime-derived from the caller's connection when produced via session.extensions.sendAttachmentsToMessage; preserved verbatim on subsequent transports. */
+  extensionId: string;
+  /** Open canvas instance identifier when the push was bound to a canvas instance */
+  instanceId?: string;
+  /** Caller-supplied JSON payload */
+  payload?: unknown;
+  /** Human-readable composer pill label */
+  title: string;
+}
+
+/** File attachment */
+export interface AttachmentFile {
+  /** Internal: content-addressed id of the session.binary_asset event holding this attachment's model-facing bytes (e.g. "sha256:..."). Absent externally. */
+  assetId?: string;
+  /** Internal: decoded byte length of the attachment's model-facing bytes. Absent externally. */
+  byteLength?: number;
+  /** User-facing display name for the attachment */
+  displayName: string;
+  /** Optional line range to scope the attachment to a specific section of the file */
+  lineRange?: AttachmentFileLineRange;
+  /** Internal: MIME type of the file's model-facing bytes (post-resize for images). Set when the file's bytes are interned to an asset. Absent externally. */
+  mimeType?: string;
+  /** Internal: why model-facing bytes are absent from persistence. Absent externally. */
+  omittedReason?: OmittedBinaryOmittedReason;
+  /** Absolute file path */
+  path: string;
+  /** Frozen rendered line this attachment contributed to the <tagged_files> prompt block (e.g. "* /path (123 lines)"). Captured at send time so resumed history reproduces the exact text the model saw, independent of later filesystem changes. Present only for attachments routed to <tagged_files> (mutually exclusive with assetId, which marks bytes sent natively). */
+  taggedFilesEntry?: string;
+}
+
+/** Optional line range to scope the attachment to a specific section of the file */
+export interface AttachmentFileLineRange {
+  /** End line number (1-based, inclusive) */
+  end: number;
+  /** Start line number (1-based) */
+  start: number;
+}
+
+/** Pointer to a GitHub Actions job. */
+export interface AttachmentGitHubActionsJob {
+  /** Terminal conclusion of the job when finished (e.g., success, failure, cancelled). Absent for in-progress jobs. */
+  conclusion?: string;
+  /** Job id within the workflow run */
+  jobId: number;
+  /** Display name of the job */
+  jobName: string;
+  /** Repository the workflow run belongs to */
+  repo: GitHubRepoRef;
+  /** URL to the job on GitHub */
+  url: string;
+  /** Display name of the workflow the job ran in */
+  workflowName: string;
+}
+
+/** Pointer to a GitHub commit. */
+export interface AttachmentGitHubCommit {
+  /** First line of the commit message */
+  message: string;
+  /** Full commit SHA */
+  oid: string;
+  /** Repository the commit belongs to */
+  repo: GitHubRepoRef;
+  /** URL to the commit on GitHub */
+  url: string;
+}
+
+/** Pointer to a file in a GitHub repository at a specific ref. */
+export interface AttachmentGitHubFile {
+  /** Repository-relative path to the file */
+  path: string;
+  /** Git ref the file is read at (branch, tag, or commit SHA) */
+  ref: string;
+  /** Repository the file lives in */
+  repo: GitHubRepoRef;
+  /** URL to the file on GitHub */
+  url: string;
+}
+
+/** Pointer to a single-file diff. At least one of `head` and `base` must be present. */
+export interface AttachmentGitHubFileDiff {
+  /** File location on the base side of the diff. Absent for additions. */
+  base?: AttachmentGitHubFileDiffSide;
+  /** File location on the head side of the diff. Absent for deletions. */
+  head?: AttachmentGitHubFileDiffSide;
+  /** URL to the diff on GitHub (e.g., a commit, compare, or PR-file URL) */
+  url: string;
+}
+
+/** One side of a file diff (head or base) */
+export interface AttachmentGitHubFileDiffSide {
+  /** Repository-relative path to the file */
+  path: string;
+  /** Git ref (branch, tag, or commit SHA) the file is read at */
+  ref: string;
+  /** Repository the file lives in */
+  repo: GitHubRepoRef;
+}
+
+/** GitHub issue, pull request, or discussion reference */
+export interface AttachmentGitHubReference {
+  /** Issue, pull request, or discussion number */
+  number: number;
+  /** Type of GitHub reference */
+  referenceType: AttachmentGitHubReferenceType;
+  /** Current state of the referenced item (e.g., open, closed, merged) */
+  state: string;
+  /** Title of the referenced item */
+  title: string;
+  /** URL to the referenced item on GitHub */
+  url: string;
+}
+
+/** Type of GitHub reference */
+export type AttachmentGitHubReferenceType = "issue" | "pr" | "discussion";
+
+/** Pointer to a GitHub release. */
+export interface AttachmentGitHubRelease {
+  /** Human-readable release name */
+  name: string;
+  /** Repository the release belongs to */
+  repo: GitHubRepoRef;
+  /** Git tag the release is anchored to */
+  tagName: string;
+  /** URL to the release on GitHub */
+  url: string;
+}
+
+/** Pointer to a GitHub repository. */
+export interface AttachmentGitHubRepository {
+  /** Short description of the repository */
+  description?: string;
+  /** Git ref this attachment is anchored at (branch, tag, or commit). When absent the default branch is implied. */
+  ref?: string;
+  /** Repository pointer */
+  repo: GitHubRepoRef;
+  /** URL to the repository on GitHub */
+  url: string;
+}
+
+/** Pointer to a line range inside a file in a GitHub repository. */
+export interface AttachmentGitHubSnippet {
+  /** Line range the snippet covers */
+  lineRange: AttachmentFileLineRange;
+  /** Repository-relative path to the file */
+  path: string;
+  /** Git ref the file is read at (branch, tag, or commit SHA) */
+  ref: string;
+  /** Repository the file lives in */
+  repo: GitHubRepoRef;
+  /** URL to the snippet on GitHub (with line anchor) */
+  url: string;
+}
+
+/** Pointer to a comparison between two git revisions. */
+export interface AttachmentGitHubTreeComparison {
+  /** Base side of the comparison */
+  base: AttachmentGitHubTreeComparisonSide;
+  /** Head side of the comparison */
+  head: AttachmentGitHubTreeComparisonSide;
+  /** URL to the comparison on GitHub */
+  url: string;
+}
+
+/** One side of a tree comparison (head or base) */
+export interface AttachmentGitHubTreeComparisonSide {
+  /** Repository the revision belongs to */
+  repo: GitHubRepoRef;
+  /** Git revision (branch, tag, or commit SHA) */
+  revision: string;
+}
+
+/** Generic GitHub URL reference. */
+export interface AttachmentGitHubUrl {
+  /** URL to the GitHub resource */
+  url: string;
+}
+
+/** Code selection attachment from an editor */
+export interface AttachmentSelection {
+  /** User-facing display name for the selection */
+  displayName: string;
+  /** Absolute path to the file containing the selection */
+  filePath: string;
+  /** Position range of the selection within the file */
+  selection: AttachmentSelectionDetails;
+  /** The selected text content */
+  text: string;
+}
+
+/** Position range of the selection within the file */
+export interface AttachmentSelectionDetails {
+  /** End position of the selection */
+  end: AttachmentSelectionDetailsEnd;
+  /** Start position of the selection */
+  start: AttachmentSelectionDetailsStart;
+}
+
+/** End position of the selection */
+export interface AttachmentSelectionDetailsEnd {
+  /** End character offset within the line (0-based) */
+  character: number;
+  /** End line number (0-based) */
+  line: number;
+}
+
+/** Start position of the selection */
+export interface AttachmentSelectionDetailsStart {
+  /** Start character offset within the line (0-based) */
+  character: number;
+  /** Start line number (0-based) */
+  line: number;
+}
+
+/** Selects which accounts collection to enumerate. A no-arg selector is the empty-payload variant. */
+export type AuthEnumerateQuery =
+  | ({ kind: "accounts" } & AuthEnumerateQueryAccounts)
+  | ({ kind: "providers" } & AuthEnumerateQueryProviders)
+  | ({ kind: "loginAccounts" } & AuthEnumerateQueryLoginAccounts);
+
+export interface AuthEnumerateQueryAccounts {
+}
+
+export interface AuthEnumerateQueryLoginAccounts {
+  /** The provider whose cached base identities should be listed. */
+  provider: LoginProviderKind;
+}
+
+export interface AuthEnumerateQueryProviders {
+  /** Whether an interactive Entra broker is available on the host; gates Entra availability in the returned list. */
+  brokerAvailable?: boolean;
+}
+
+/** The enumerated collection, keyed by the same selector as the query. */
+export type AuthEnumerateValue =
+  | ({ kind: "accounts" } & AuthEnumerateValueAccounts)
+  | ({ kind: "providers" } & AuthEnumerateValueProviders)
+  | ({ kind: "loginAccounts" } & AuthEnumerateValueLoginAccounts);
+
+export interface AuthEnumerateValueAccounts {
+  /** The signed-in account forest; empty when not logged in. */
+  items: AccountStatus[];
+}
+
+export interface AuthEnumerateValueLoginAccounts {
+  /** Cached base identities reusable by the selected login provider, active first. */
+  items: AuthLoginIdentity[];
+}
+
+export interface AuthEnumerateValueProviders {
+  /** The providers offered for interactive login. */
+  items: ProviderDescriptor[];
+}
+
 /** Credential-free authentication identity safe to expose to hosts and user interfaces. */
 export interface AuthIdentity {
   /** Snapshot of the authenticated user's Copilot subscription info, if known */
@@ -1612,19 +3815,155 @@ export interface AuthIdentityMetadata {
   type: AuthInfoType;
 }
 
+/** Authentication credentials accepted only at native protocol ingress. Runtime outputs use credential-free `AuthIdentity` metadata. */
+export type AuthInfo =
+  | ({ type: "hmac" } & HmacAuthInfo)
+  | ({ type: "env" } & EnvAuthInfo)
+  | ({ type: "token" } & TokenAuthInfo)
+  | ({ type: "token-provider" } & TokenProviderAuthInfo)
+  | ({ type: "copilot-api-token" } & CopilotApiTokenAuthInfo)
+  | ({ type: "user" } & UserAuthInfo)
+  | ({ type: "account" } & AccountAuthInfo)
+  | ({ type: "gh-cli" } & GhCliAuthInfo)
+  | ({ type: "api-key" } & ApiKeyAuthInfo);
+
 /** Authentication type */
 export type AuthInfoType = "hmac" | "env" | "user" | "account" | "gh-cli" | "api-key" | "token" | "token-provider" | "copilot-api-token";
+
+/** A credential-free account choice after sign-in. */
+export interface AuthLoginAccount {
+  /** Host coordinate owned by the selected account's provider. */
+  host: string;
+  /** Provider kind that owns this account choice. */
+  kind: AccountKind;
+  /** Human-readable login for the account choice. */
+  login: string;
+  /** Opaque identifier supplied to the next login step to select this account. */
+  selectionId: string;
+}
 
 /** A started login flow: its opaque id and first step. */
 export interface AuthLoginBegun {
   /** Opaque flow id used to advance or cancel this login. */
   flowId: string;
   /** The first step of the flow. */
-  step: unknown;
+  step: AuthLoginStep;
+}
+
+/** A cached base identity a provider can reuse for login without asking the user to choose an account again. */
+export interface AuthLoginIdentity {
+  /** Opaque provider-owned identity id. Pass it back to accounts.login.begin; consumers must not parse it. */
+  accountId: string;
+  /** Whether this base identity owns the session's active derived account. */
+  active: boolean;
+  /** Human-readable sign-in label owned by the runtime. */
+  label: string;
 }
 
 /** How an interactive provider login should choose its base identity. */
 export type AuthLoginMode = "default" | "selectAccount";
+
+/** Result of an interactive login flow. Pending consent or account selection is not terminal. */
+export interface AuthLoginResultDto {
+  /** Available accounts when sign-in is awaiting account selection, ordered with Microsoft 365 first. */
+  accounts?: AuthLoginAccount[];
+  /** Host that was signed in, when completed. */
+  host?: string;
+  /** Login that was signed in, when completed. */
+  login?: string;
+  /** Current disposition of the login, including pending user decisions. */
+  status: AuthLoginResultStatus;
+}
+
+/** Disposition of a login attempt, including pending user decisions. */
+export type AuthLoginResultStatus = "completed" | "needs-plaintext-consent" | "needs-account-selection" | "declined";
+
+/** One step in an interactive login flow. The consumer acts on the step and calls advance to proceed. Browser-open is encoded as two distinct steps by design: `open-url` is CONSUMER-driven (the provider surfaces the authorize URL and the consumer opens it — github.com/GHEC web), while `needs-interaction` is PROVIDER-driven (the provider opens the browser or broker UI itself and does not surface a URL — Entra). */
+export type AuthLoginStep =
+  | ({ kind: "open-url" } & AuthLoginStepOpenUrl)
+  | ({ kind: "input-required" } & AuthLoginStepInputRequired)
+  | ({ kind: "awaiting" } & AuthLoginStepAwaiting)
+  | ({ kind: "needs-interaction" } & AuthLoginStepNeedsInteraction)
+  | ({ kind: "completed" } & AuthLoginStepCompleted)
+  | ({ kind: "error" } & AuthLoginStepError);
+
+export interface AuthLoginStepAwaiting {
+}
+
+export interface AuthLoginStepCompleted {
+  /** Login result. When status is needs-plaintext-consent or needs-account-selection, advance with the user's decision to continue. */
+  result: AuthLoginResultDto;
+}
+
+export interface AuthLoginStepError {
+  /** Human-readable failure message. */
+  message: string;
+}
+
+export interface AuthLoginStepInputRequired {
+  /** Prompt for the value the provider needs; the consumer supplies it as advance input (e.g. a GitHub Enterprise Cloud host, *.ghe.com). */
+  prompt: string;
+}
+
+export interface AuthLoginStepNeedsInteraction {
+}
+
+export interface AuthLoginStepOpenUrl {
+  /** Authorize URL the consumer should open in a browser (consumer-driven browser-open). */
+  url: string;
+}
+
+/** Selects which typed accounts datum to read. */
+export type AuthReadQuery =
+  | ({ kind: "activeAccount" } & AuthReadQueryActiveAccount)
+  | ({ kind: "status" } & AuthReadQueryStatus)
+  | ({ kind: "lastErrors" } & AuthReadQueryLastErrors);
+
+export interface AuthReadQueryActiveAccount {
+}
+
+export interface AuthReadQueryLastErrors {
+}
+
+export interface AuthReadQueryStatus {
+}
+
+/** The read result, keyed by the same selector as the query. */
+export type AuthReadValue =
+  | ({ kind: "activeAccount" } & AuthReadValueActiveAccount)
+  | ({ kind: "status" } & AuthReadValueStatus)
+  | ({ kind: "lastErrors" } & AuthReadValueLastErrors);
+
+export interface AuthReadValueActiveAccount {
+  /** The active account, or absent when not logged in. */
+  account?: AccountStatus;
+  /** Credential-free identity metadata for the active account, including resolved Copilot user information when available. */
+  authInfo?: AuthIdentity;
+}
+
+export interface AuthReadValueLastErrors {
+  /** Validation errors from the most recent authentication attempt. */
+  errors: AuthValidationError[];
+}
+
+export interface AuthReadValueStatus {
+  /** The neutral authentication status summary. */
+  status: AuthStatusDto;
+}
+
+/** Neutral authentication status summary. */
+export interface AuthStatusDto {
+  /** Number of signed-in accounts in the roster. */
+  accountCount: number;
+  /** Active account host, if authenticated. */
+  activeHost?: string;
+  /** Active account login, if authenticated. */
+  activeLogin?: string;
+  /** Copilot plan tier of the active account, if known. */
+  copilotPlan?: string;
+  /** Whether the session has resolved authentication. */
+  isAuthenticated: boolean;
+}
 
 /** Validation error from an authentication attempt. */
 export interface AuthValidationError {
@@ -1634,12 +3973,37 @@ export interface AuthValidationError {
   message: string;
 }
 
+/** One non-interactive accounts mutation command (the selector is fused with its typed args). */
+export type AuthWrite =
+  | ({ kind: "switchActive" } & AuthWriteSwitchActive)
+  | ({ kind: "logout" } & AuthWriteLogout)
+  | ({ kind: "setCredentials" } & AuthWriteSetCredentials);
+
+export interface AuthWriteLogout {
+  /** Opaque selection id of the account to log out; absent logs out the active account. */
+  selectionId?: string;
+}
+
 /** Result of a non-interactive accounts mutation. */
 export interface AuthWriteResult {
   /** For a logout, whether other signed-in accounts remain. */
   moreUsers?: boolean;
   /** Whether the mutation was applied. */
   ok: boolean;
+}
+
+export interface AuthWriteSetCredentials {
+  /** Authentication host URL. */
+  host: string;
+  /** Login/username for the credential. */
+  login: string;
+  /** GitHub authentication token to install. */
+  token: string;
+}
+
+export interface AuthWriteSwitchActive {
+  /** Opaque selection id of the account to make active. */
+  selectionId: string;
 }
 
 /** Billing information for a server-advertised routing preference. */
@@ -2137,8 +4501,212 @@ export interface CapiSessionOptions {
   enableWebSocketResponses?: boolean;
 }
 
+/** Semantic digest of a strictly parsed and schema-validated JSON MCP card. Both URL-backed and embedded cards are canonicalised with RFC 8785 JSON Canonicalization Scheme, encoded as UTF-8, and hashed with SHA-256. */
+export interface CardDigest {
+  /** Digest algorithm and canonical representation */
+  algorithm: CardDigestAlgorithm;
+  /** SHA-256 digest of the RFC 8785 canonical UTF-8 bytes, encoded as exactly 64 lowercase hexadecimal characters. */
+  value: string;
+}
+
+/** Canonical digest algorithm for a validated MCP card */
+export type CardDigestAlgorithm = "sha256-rfc8785";
+
+/** An inert Agent Plugin catalog result. Its canonical catalog identity, declared version, repository source claim, and explicit compatibility tags are safe to correlate, while its descriptor, URL, raw data, materialisation reference, and installed-plugin state remain runtime-private. A handle is minted only under agent-plugin-confirmed-installation, for a candidate with a complete materialisation reference. */
+export interface CatalogAgentPluginCandidate {
+  /** Category slugs reported by the feed, such as `build` or `review`, without repeats. Values are passed through, so clients must tolerate slugs they do not recognise. Inert untrusted text. Omitted when the feed reports none. */
+  categories?: string[];
+  /** Explicit validated compatibility tags, in canonical order. An empty list means the source declared no recognised compatibility; clients must not infer compatibility from other fields. `canvas-only` requires both `canvas` and `github-copilot`. */
+  compatibilityTags: CatalogAgentPluginCompatibilityTag[];
+  /** Identifiers of the connectors the resource works with, as reported by the feed, without repeats. Inert untrusted text. Omitted when the feed reports none. */
+  connectorIds?: string[];
+  /** Description taken verbatim from the card. Inert untrusted text. */
+  description?: string;
+  /** Display name taken verbatim from the card. Inert untrusted text. */
+  displayName: string;
+  /** Opaque, runtime-instance scoped, TTL-bound, single-use handle for planning this plugin's installation through plugins.planInstall. Present only when the caller requires the agent-plugin-confirmed-installation capability and the candidate carries a complete Agent Finder materialisation reference, which stays runtime-private. Never logged. */
+  handle?: string;
+  /** ISO 8601 timestamp after which the handle is stale and will be rejected. Present exactly when handle is present. */
+  handleExpiresAt?: string;
+  /** HTTPS URL of the resource's icon on raw.githubusercontent.com, as reported by the feed. Untrusted external content: load it without credentials. Omitted when absent or outside the feed's icon host policy. */
+  iconUrl?: string;
+  /** Validated, normalised catalogue resource URN. This identity comes only from the catalog identifier and is never inferred from display text or installed-plugin state. */
+  identity: string;
+  /** How many times the resource has been installed, as reported by the feed. Omitted when the feed reports no count or an invalid one. */
+  installCount?: number;
+  /** Reviewable install plan built only from verified catalogue install data. Present exactly when installability is `installable`; the runtime never derives it from the repository source, display text, or identity. */
+  installPlan?: CatalogAgentPluginInstallPlan;
+  /** Whether this plugin can be installed in the selected session. Present only when the caller requires the agent-plugin-confirmed-installation capability. */
+  installability?: CatalogAgentPluginInstallability;
+  /** Media type naming the plugin's format. */
+  mediaType: CatalogAgentPluginMediaType;
+  /** Where the Agent Plugin catalog reference was observed, without its descriptor, URL, raw data, or content digest. */
+  provenance: CatalogAgentPluginCandidateProvenance;
+  /** Publisher taken verbatim from the card. Inert untrusted text. */
+  publisher?: string;
+  /** Bounded repository provenance declared through the catalog's sourceSet and repoPath metadata. It contains no descriptor URL. Always present, with a path, unless the caller requires agent-plugin-confirmed-installation. Such a caller also receives a repository-root plugin (sourceSet without repoPath) whose source has no path, and a plugin with no usable declaration (neither key, or repoPath alone) and no source; the latter carries a complete materialisation reference and a handle, and the verified descriptor supplies the repository, commit and root when it is planned. Never derived from the catalogue URL. */
+  source?: CatalogPluginRepositorySource;
+  /** Versioned trust metadata observed from the catalog authority. Optional for protocol-3 compatibility and emitted only when the caller also requires the trust-snapshot capability. */
+  trust?: CatalogTrustSnapshot;
+  /** Optional version declared by the catalog source. Omitted rather than guessed when the source supplies no version. */
+  version?: string;
+}
+
+/** Where and when an Agent Plugin catalog reference was observed. Discovery provenance deliberately carries no descriptor URL, raw data, candidate handle, or content digest. */
+export interface CatalogAgentPluginCandidateProvenance {
+  /** Host of the catalog authority that advertised the reference, without path, query, or credentials. Inert untrusted data. */
+  authority: string;
+  /** Media type naming the plugin's format. */
+  mediaType: CatalogAgentPluginMediaType;
+  /** ISO 8601 timestamp at which the runtime observed the catalog reference. This is not a retrieval or validation timestamp. */
+  observedAt: string;
+}
+
+/** Explicit Agent Plugin compatibility declared by exact catalog tags. Clients must not infer these values from display text or other metadata. */
+export type CatalogAgentPluginCompatibilityTag = "canvas" | "canvas-only" | "github-copilot";
+
+/** A kind of component an Agent Plugin contributes */
+export type CatalogAgentPluginComponent = "agent" | "command" | "skill" | "hook" | "mcp-server" | "lsp-server" | "extension" | "canvas";
+
+/** What installing an Agent Plugin would do, for the user to review and confirm. Provisional: the catalogue install data it is built from is not final. */
+export interface CatalogAgentPluginInstallPlan {
+  /** Canvas IDs the plugin contributes. Non-empty exactly when components include `canvas`. */
+  canvasIds: string[];
+  /** Exact full commit ID to install, in lowercase hex. Always present when the plan has a repository source; a plan with a marketplace source carries at least one of version and commit. */
+  commit?: string;
+  /** Components the plugin contributes, in canonical order. Empty only in a materialisation-only plan, where the verified manifests list them in the plugins.planInstall review. */
+  components: CatalogAgentPluginComponent[];
+  /** Connectors the plugin depends on. */
+  connectorDependencies: string[];
+  /** Extension IDs the plugin contributes. Non-empty exactly when components include `extension`. */
+  extensionIds: string[];
+  /** MCP servers the plugin depends on but does not bundle. */
+  mcpDependencies: string[];
+  /** The plugin's name, as named in its marketplace or manifest. Omitted from a materialisation-only plan, whose sources are only `materialization`: the verified manifests supply the name in the plugins.planInstall review. */
+  pluginName?: string;
+  /** Every valid install source, in preference order: materialization, then marketplace, then repository. Each kind appears at most once. */
+  sources: CatalogAgentPluginInstallSource[];
+  /** Exact plugin version to install. A plan with a marketplace source carries at least one of version and commit. */
+  version?: string;
+}
+
+/** One place an Agent Plugin can install from: Agent Finder's materialisation, a marketplace, or a GitHub repository. Each variant carries only its own fields. */
+export type CatalogAgentPluginInstallSource =
+  | ({ kind: "materialization" } & CatalogAgentPluginMaterializationSource)
+  | ({ kind: "marketplace" } & CatalogAgentPluginMarketplaceSource)
+  | ({ kind: "repository" } & CatalogAgentPluginRepositorySource);
+
+/** Typed installability state for an Agent Plugin candidate */
+export type CatalogAgentPluginInstallability = "installable" | "install-data-unavailable" | "feature-disabled" | "not-installable-kind";
+
+/** A plugin marketplace named by verified catalogue install data, installed as `pluginName@name`. */
+export interface CatalogAgentPluginMarketplaceSource {
+  /** Marketplace name. */
+  name: string;
+  /** Canonical lowercase GitHub owner/repository hosting the marketplace. */
+  repository: string;
+}
+
+/** Agent Finder's verified materialisation of the plugin. Present only when the candidate carries a complete materialisation reference; the reference itself stays runtime-private. */
+export interface CatalogAgentPluginMaterializationSource {
+}
+
+/** Media type naming the plugin format of an Agent Plugin candidate. Values other than `application/vnd.github.copilot-plugin` appear only when the caller requires the agent-plugin-formats capability. */
+export type CatalogAgentPluginMediaType = "application/vnd.github.copilot-plugin" | "application/vnd.anthropic.claude-plugin+json" | "application/agent-plugin+json";
+
+/** A GitHub repository holding the plugin, installed directly as `owner/repo[:path]` at the plan's commit, without a marketplace. */
+export interface CatalogAgentPluginRepositorySource {
+  /** Relative POSIX path of the plugin directory in the repository. Omitted when the plugin is at the repository root. */
+  path?: string;
+  /** Canonical lowercase GitHub owner/repository holding the plugin. */
+  repository: string;
+}
+
+/** An inert AI skill catalog result. Verified Skill candidates may be installable only when the runtime reports installability and the selected session is permitted to plan installation. */
+export interface CatalogAiSkillCandidate {
+  /** Category slugs reported by the feed, such as `build` or `review`, without repeats. Values are passed through, so clients must tolerate slugs they do not recognise. Inert untrusted text. Omitted when the feed reports none. */
+  categories?: string[];
+  /** Identifiers of the connectors the resource works with, as reported by the feed, without repeats. Inert untrusted text. Omitted when the feed reports none. */
+  connectorIds?: string[];
+  /** Description taken verbatim from the card. Inert untrusted text. */
+  description?: string;
+  /** Display name taken verbatim from the card. Inert untrusted text. */
+  displayName: string;
+  /** Opaque, runtime-instance scoped, TTL-bound, single-use handle for this candidate. Carries no readable information and is rejected when stale, replayed, or presented to a different runtime instance. Never logged. */
+  handle: string;
+  /** ISO 8601 timestamp after which the handle is stale and will be rejected. */
+  handleExpiresAt: string;
+  /** HTTPS URL of the resource's icon on raw.githubusercontent.com, as reported by the feed. Untrusted external content: load it without credentials. Omitted when absent or outside the feed's icon host policy. */
+  iconUrl?: string;
+  /** How many times the resource has been installed, as reported by the feed. Omitted when the feed reports no count or an invalid one. */
+  installCount?: number;
+  /** Whether this AI skill candidate can be planned for verified installation in the selected session. */
+  installability: CatalogAiSkillInstallability;
+  /** Media type of the underlying AI skill card */
+  mediaType: CatalogAiSkillMediaType;
+  /** Where the catalog reference was observed, without the card itself or any content digest. */
+  provenance: CatalogAiSkillCandidateProvenance;
+  /** Publisher taken verbatim from the card. Inert untrusted text. */
+  publisher?: string;
+  /** Where the card came from: exactly one of a URL or embedded data, encoded as a tagged union so neither both nor neither can be represented. */
+  source: CatalogCandidateSource;
+  /** Versioned trust metadata observed from the catalog authority. Optional for protocol-3 compatibility with runtimes that predate trust snapshots. A trust-capable runtime emits an explicit snapshot even when the authority omitted or malformed its trust field. */
+  trust?: CatalogTrustSnapshot;
+}
+
+/** Where and when an AI skill catalog reference was observed. Discovery provenance deliberately carries no content digest because search does not establish the exact validated content a later plan will bind. */
+export interface CatalogAiSkillCandidateProvenance {
+  /** Host of the catalog authority that advertised the reference, without path, query, or credentials. Inert untrusted data. */
+  authority: string;
+  /** Media type advertised for the referenced AI skill card */
+  mediaType: CatalogAiSkillMediaType;
+  /** ISO 8601 timestamp at which the runtime observed the catalog reference. This is not a retrieval or validation timestamp. */
+  observedAt: string;
+}
+
+/** Typed installability state for an AI skill candidate */
+export type CatalogAiSkillInstallability = "installable" | "feature-disabled" | "materialisation-unavailable" | "policy-forbids" | "not-installable-kind";
+
+/** Canonical AI skill media type */
+export type CatalogAiSkillMediaType = "application/ai-skill";
+
+/** An optional catalog authentication exchange did not establish the caller's identity. Anonymous search remains supported; this refusal is reserved for an operation that cannot continue after the attempted exchange. It is distinct from `policy-rejected` and from a network failure, and the reason identifies the recovery action. */
+export interface CatalogAuthenticationRequiredError {
+  /** Human-readable explanation, safe to surface. Never contains a credential or token, nor a query, URL, handle, or secret. */
+  message: string;
+  /** Why authentication failed. Only an expired credential justifies attempting a silent refresh; an absent or rejected credential requires sign-in. */
+  reason: CatalogAuthenticationRequiredReason;
+}
+
+/** Why the catalog authority did not accept the caller's identity */
+export type CatalogAuthenticationRequiredReason = "no-credential" | "credential-expired" | "credential-rejected";
+
+/** One inert catalog result, represented as an MCP server, discovery-only AI skill, or opt-in Agent Plugin variant so kind, media type, provenance, and available operations cannot contradict each other. */
+export type CatalogCandidate =
+  | ({ kind: "mcp-server" } & CatalogMcpServerCandidate)
+  | ({ kind: "ai-skill" } & CatalogAiSkillCandidate)
+  | ({ kind: "plugin" } & CatalogAgentPluginCandidate);
+
 /** What kind of resource a catalog candidate describes */
 export type CatalogCandidateKind = "mcp-server" | "ai-skill" | "plugin";
+
+/** Where a candidate's card came from. Exactly one of a URL or embedded data: the union has no variant carrying both, and no variant carrying neither, so the rule holds structurally rather than by validation. */
+export type CatalogCandidateSource =
+  | ({ kind: "url" } & CatalogCandidateSourceUrl)
+  | ({ kind: "embedded" } & CatalogCandidateSourceEmbedded);
+
+/** Candidate whose card reference arrived inline. The document and its content-derived properties stay behind the runtime boundary. */
+export interface CatalogCandidateSourceEmbedded {
+}
+
+/** Candidate whose card is retrieved from a URL through the runtime's hardened fetch boundary. */
+export interface CatalogCandidateSourceUrl {
+  /** Card URL as advertised. Inert untrusted data: the runtime retrieves it only through its own hardened boundary, and it is never logged. */
+  url: string;
+}
+
+/** A wire feature a caller can require of the catalog surface, negotiated per request. A grant means the runtime understands the feature's contract, not that the deployment has enabled the operation; typed unavailable results report availability separately. */
+export type CatalogCapability = "mcp-server-card" | "legacy-mcp-server-card" | "ai-skill-discovery" | "agent-plugin-discovery" | "agent-plugin-formats" | "mcp-install-planning" | "multiple-transport-choice" | "catalog-search-pagination" | "trust-snapshot" | "catalog-selection" | "catalog-search-credential-required" | "catalog-search-session-bound" | "mcp-confirmed-remote-installation" | "mcp-configured-remote-installation" | "skill-confirmed-installation" | "agent-plugin-confirmed-installation" | "catalog-reference-installation" | "catalog-feeds" | "catalog-search-categories";
 
 /** The protocol version and capability set a caller requires, supplied on every catalog request so negotiation cannot be skipped by omission. */
 export interface CatalogClientContract {
@@ -2146,6 +4714,58 @@ export interface CatalogClientContract {
   protocolVersion: number;
   /** Wire features the caller requires the runtime to understand. Identifiers are bounded but extensible so a newer caller can negotiate with an older runtime. Requiring an unknown feature yields a typed refusal listing what is understood, never a partial grant. A grant does not promise that a deployment has enabled the operation; typed unavailable results report that separately. */
   requiredCapabilities: string[];
+}
+
+/** An upstream catalog response broke the wire contract. Most importantly, every result must carry exactly one of a URL or embedded data: a result carrying both, or neither, is refused here rather than being guessed at. */
+export interface CatalogContractViolationError {
+  /** Human-readable explanation, safe to surface. Never echoes response content, nor a query, URL, handle, or secret. */
+  message: string;
+  /** Which rule the response broke. */
+  reason: CatalogContractViolationReason;
+}
+
+/** Which wire-contract rule an upstream response broke */
+export type CatalogContractViolationReason = "both-url-and-data" | "neither-url-nor-data" | "duplicate-identity" | "unknown-media-type";
+
+/** An entry whose resource resolves and is presented as the same candidate catalog.search would return. */
+export interface CatalogFeedAvailableEntry {
+  /** The entry's resource, with the same projection, installability, handle and display metadata as a catalog.search candidate. */
+  candidate: CatalogCandidate;
+  /** The entry's resource identifier as saved in the feed. */
+  identifier: string;
+}
+
+/** One feed entry, in its feed position. Only available entries carry a candidate. */
+export type CatalogFeedEntry =
+  | ({ status: "available" } & CatalogFeedAvailableEntry)
+  | ({ status: "unavailable" } & CatalogFeedUnavailableEntry)
+  | ({ status: "filtered" } & CatalogFeedFilteredEntry);
+
+/** An entry whose resource resolves but is not in one of the requested trust tiers. */
+export interface CatalogFeedFilteredEntry {
+  /** The entry's resource identifier as saved in the feed. */
+  identifier: string;
+}
+
+/** An entry that cannot be presented, kept in its position so clients decide how to render it. */
+export interface CatalogFeedUnavailableEntry {
+  /** The entry's resource identifier as saved in the feed. */
+  identifier: string;
+  /** Why the entry cannot be presented. */
+  reason: CatalogFeedUnavailableReason;
+}
+
+/** Why a feed entry cannot be presented */
+export type CatalogFeedUnavailableReason = "not-found" | "unsupported-kind" | "invalid-resource";
+
+/** A generated feed's identity. It has no version; generatedAt is its only freshness signal. */
+export interface CatalogGeneratedFeedDescription {
+  /** When the feed was computed, as reported by the authority. Omitted when the authority reports no valid timestamp. */
+  generatedAt?: string;
+  /** Feed key that was requested. */
+  key: string;
+  /** Generation strategy that was requested. */
+  strategy: string;
 }
 
 /** Retrieves one generated feed, computed on every request, by strategy and key, such as `telemetry` and `popular`. Requires catalog-feeds and catalog-search-credential-required; add catalog-search-session-bound with policySessionId to retain the selected session's authority for installation, exactly as for catalog.search. */
@@ -2162,6 +4782,18 @@ export interface CatalogGetGeneratedFeedRequest {
   trustTiers?: CatalogTrustTier[];
 }
 
+/** A retrieved generated feed. Entries keep the feed's order and are never more than 100. */
+export interface CatalogGetGeneratedFeedSucceeded {
+  /** Feed entries in the feed's order. */
+  entries: CatalogFeedEntry[];
+  /** The feed's own identity and freshness. */
+  feed: CatalogGeneratedFeedDescription;
+  /** Protocol version and capabilities the runtime honoured. */
+  negotiated: CatalogNegotiatedContract;
+  /** Runtime-issued identifier for this retrieval, with the same meaning as a catalog.search searchId, so a plan can be tied to the feed that produced its candidate. Derived from no user, account, device or feed data. */
+  searchId: string;
+}
+
 /** Retrieves one saved feed by its opaque ID. Requires catalog-feeds and catalog-search-credential-required; add catalog-search-session-bound with policySessionId to retain the selected session's authority for installation, exactly as for catalog.search. */
 export interface CatalogGetSavedFeedRequest {
   /** Protocol version and capabilities the caller requires. */
@@ -2173,6 +4805,58 @@ export interface CatalogGetSavedFeedRequest {
   /** Accept only resources currently assessed at one of these trust tiers. Entries whose resource is in another tier, or has none, are returned as filtered in their original position. Omit for an unfiltered feed. */
   trustTiers?: CatalogTrustTier[];
 }
+
+/** A retrieved saved feed. Entries keep the feed's order and are never more than 100. */
+export interface CatalogGetSavedFeedSucceeded {
+  /** Feed entries in the feed's order. */
+  entries: CatalogFeedEntry[];
+  /** The feed's own identity and freshness. */
+  feed: CatalogSavedFeedDescription;
+  /** Protocol version and capabilities the runtime honoured. */
+  negotiated: CatalogNegotiatedContract;
+  /** Runtime-issued identifier for this retrieval, with the same meaning as a catalog.search searchId, so a plan can be tied to the feed that produced its candidate. Derived from no user, account, device or feed data. */
+  searchId: string;
+}
+
+/** A presented handle was not accepted. Handles are runtime-instance scoped, TTL-bound, and single-use, so each way of failing is reported distinctly. */
+export interface CatalogHandleRejectedError {
+  /** Which kind of handle was presented. */
+  handleType: CatalogHandleType;
+  /** Human-readable explanation, safe to surface. Never contains the handle itself, nor a query, URL, or secret. */
+  message: string;
+  /** Why the handle was rejected. */
+  reason: CatalogHandleRejectionReason;
+}
+
+/** Why a presented handle was rejected */
+export type CatalogHandleRejectionReason = "invalid" | "stale" | "replayed" | "foreign" | "wrong-kind" | "search-mismatch";
+
+/** Which kind of opaque handle was presented */
+export type CatalogHandleType = "candidate" | "plan" | "selection";
+
+/** The request was rejected because a bounded field fell outside its permitted range or a required field was unusable. Pagination may also be rejected by the authority after a continuation request; repeat the search without page. */
+export interface CatalogInvalidRequestError {
+  /** Which request field was rejected. */
+  field: CatalogInvalidRequestField;
+  /** Human-readable explanation, safe to surface. Never echoes the offending value, nor a query, URL, handle, or secret. */
+  message: string;
+}
+
+/** Which request field was rejected locally or by the catalog authority */
+export type CatalogInvalidRequestField = "policySessionId" | "query" | "limit" | "kinds" | "contract" | "source" | "card" | "scope" | "page" | "sessionId" | "selectionRef" | "outcome" | "feed" | "trustTiers" | "categories";
+
+/** A card could not be parsed or did not satisfy its declared media type's schema. */
+export interface CatalogMalformedCardError {
+  /** Media type the card was interpreted as, when it declared one this runtime recognises. */
+  mediaType?: CatalogMediaType;
+  /** Human-readable explanation, safe to surface. Never echoes card content, nor a query, URL, handle, or secret. */
+  message: string;
+  /** How the card failed validation. */
+  reason: CatalogMalformedCardReason;
+}
+
+/** How a card failed validation */
+export type CatalogMalformedCardReason = "invalid-json" | "schema-violation" | "unsupported-media-type" | "missing-required-field" | "size-limit-exceeded";
 
 /** An Agent Finder materialisation reference pinning one exact resource revision. It carries no origin or URL: the runtime always builds the descriptor URL on its fixed Agent Finder authority. It carries no display data either; every reviewed field comes from the verified descriptor and Skill files. */
 export interface CatalogMaterializationReference {
@@ -2188,6 +4872,107 @@ export interface CatalogMaterializationReference {
   schemaVersion: string;
 }
 
+/** An inert MCP server catalog result. Every free-text field is untrusted external data and must never be treated as an instruction, and the handle is the only way to refer to the candidate in a later operation. */
+export interface CatalogMcpServerCandidate {
+  /** Category slugs reported by the feed, such as `build` or `review`, without repeats. Values are passed through, so clients must tolerate slugs they do not recognise. Inert untrusted text. Omitted when the feed reports none. */
+  categories?: string[];
+  /** Identifiers of the connectors the resource works with, as reported by the feed, without repeats. Inert untrusted text. Omitted when the feed reports none. */
+  connectorIds?: string[];
+  /** Description taken verbatim from the card. Inert untrusted text. */
+  description?: string;
+  /** Display name taken verbatim from the card. Inert untrusted text. */
+  displayName: string;
+  /** Opaque, runtime-instance scoped, TTL-bound, single-use handle for this candidate. Carries no readable information and is rejected when stale, replayed, or presented to a different runtime instance. Never logged. */
+  handle: string;
+  /** ISO 8601 timestamp after which the handle is stale and will be rejected. */
+  handleExpiresAt: string;
+  /** HTTPS URL of the resource's icon on raw.githubusercontent.com, as reported by the feed. Untrusted external content: load it without credentials. Omitted when absent or outside the feed's icon host policy. */
+  iconUrl?: string;
+  /** How many times the resource has been installed, as reported by the feed. Omitted when the feed reports no count or an invalid one. */
+  installCount?: number;
+  /** Whether this MCP server can be planned for installation, and if policy prevents it. */
+  installability: CatalogMcpServerInstallability;
+  /** JSON MCP media type of the underlying card. */
+  mediaType: McpServerCardMediaType;
+  /** Where the catalog reference was observed, without the card itself or any content digest. */
+  provenance: CatalogMcpServerCandidateProvenance;
+  /** Publisher taken verbatim from the card. Inert untrusted text. */
+  publisher?: string;
+  /** Where the card came from: exactly one of a URL or embedded data, encoded as a tagged union so neither both nor neither can be represented. */
+  source: CatalogCandidateSource;
+  /** Versioned trust metadata observed from the catalog authority. Optional for protocol-3 compatibility with runtimes that predate trust snapshots. A trust-capable runtime emits an explicit snapshot even when the authority omitted or malformed its trust field. */
+  trust?: CatalogTrustSnapshot;
+}
+
+/** Where and when an MCP server catalog reference was observed. Discovery provenance deliberately carries no content digest because search does not establish the exact validated content a later plan will bind. */
+export interface CatalogMcpServerCandidateProvenance {
+  /** Host of the catalog authority that advertised the reference, without path, query, or credentials. Inert untrusted data. */
+  authority: string;
+  /** JSON MCP media type advertised for the referenced card. */
+  mediaType: McpServerCardMediaType;
+  /** ISO 8601 timestamp at which the runtime observed the catalog reference. This is not a retrieval or validation timestamp. */
+  observedAt: string;
+}
+
+/** Whether an MCP server candidate can be planned for installation */
+export type CatalogMcpServerInstallability = "installable" | "not-installable-policy";
+
+/** Media type a catalog card is interpreted as */
+export type CatalogMediaType = "application/mcp-server-card+json" | "application/mcp-server+json" | "application/ai-skill" | "application/vnd.github.copilot-plugin" | "application/vnd.anthropic.claude-plugin+json" | "application/agent-plugin+json";
+
+/** The protocol version and capability set the runtime actually honoured for a successful catalog operation. */
+export interface CatalogNegotiatedContract {
+  /** Wire features the runtime understood for this operation. Includes the five original catalog capabilities and only explicitly requested supported additions, in supported order without duplicates. Capabilities that introduce new success-union variants or operations are therefore included only when explicitly required, preserving older protocol-v3 clients. Always a superset of the caller's required features, because any shortfall is a refusal instead. Operation availability remains a separate typed result. */
+  grantedCapabilities: CatalogCapability[];
+  /** Protocol version of the runtime that served the request. */
+  runtimeProtocolVersion: number;
+}
+
+/** The caller's protocol version or required capabilities cannot be honoured. Returned instead of a partial or ambiguous success. */
+export interface CatalogNegotiationRefusedError {
+  /** Human-readable explanation, safe to surface. Never contains a query, URL, handle, or secret. */
+  message: string;
+  /** Lowest caller protocol version this runtime will serve. */
+  minimumSupportedProtocolVersion: number;
+  /** Whether the version or the capability set was the problem. */
+  reason: CatalogNegotiationRefusedReason;
+  /** Protocol version of the runtime that refused the request. */
+  runtimeProtocolVersion: number;
+  /** Capabilities this runtime can safely advertise to this caller. The complete five-capability protocol-3 legacy set is always present; every capability added after that baseline appears only when the caller required it, so an older closed-enum decoder can still consume a refusal. This list does not imply that every deployment has enabled every operation. */
+  supportedCapabilities: string[];
+  /** The subset of the caller's bounded extensible capability identifiers this runtime cannot honour. */
+  unsupportedCapabilities: string[];
+}
+
+/** Why capability and protocol-version negotiation refused a caller */
+export type CatalogNegotiationRefusedReason = "unsupported-protocol-version" | "unsupported-capability";
+
+/** The runtime could not reach the catalog authority or retrieve a card. Covers being offline as well as transport-level failure. */
+export interface CatalogNetworkFailureError {
+  /** Human-readable explanation, safe to surface. Never contains a query, URL, handle, or secret. */
+  message: string;
+  /** Categorised failure, low cardinality so it can be aggregated without carrying a URL. */
+  reason: CatalogNetworkFailureReason;
+  /** Bounded cooldown in seconds before another catalog request should be attempted, when the authority supplied a numeric Retry-After value or the runtime applied its documented fallback. */
+  retryAfterSeconds?: number;
+  /** HTTP status code, when the failure was a rejected response. */
+  statusCode?: number;
+}
+
+/** Categorised network failure, low cardinality so it can be aggregated without carrying a URL */
+export type CatalogNetworkFailureReason = "offline" | "dns" | "timeout" | "tls" | "connection-refused" | "proxy-authentication-required" | "rate-limited" | "service-unavailable" | "http-status" | "response-too-large" | "redirect-rejected";
+
+/** The candidate is discoverable but cannot be installed. `application/ai-skill` resolves here, because it stays searchable while remaining typed non-installable. */
+export interface CatalogNotInstallableError {
+  /** Human-readable explanation, safe to surface. Never contains a query, URL, handle, or secret. */
+  message: string;
+  /** Why the candidate cannot be installed. */
+  reason: CatalogNotInstallableReason;
+}
+
+/** Why a discoverable candidate cannot be installed */
+export type CatalogNotInstallableReason = "kind-not-installable" | "ai-skill-not-installable" | "policy-forbids";
+
 /** Side-effect-free planning of whatever resource a materialisation reference pins, rather than a search candidate. */
 export interface CatalogPlanInstallFromReferenceRequest {
   /** Required authenticated bound catalogue and catalog-reference-installation capabilities, plus the installation capability of each kind the caller can apply. */
@@ -2198,12 +4983,125 @@ export interface CatalogPlanInstallFromReferenceRequest {
   reference: CatalogMaterializationReference;
 }
 
+/** Syntactically validated GitHub repository provenance declared by catalog metadata. This is a source claim rather than proof that the descriptor URL resolves to the repository. */
+export interface CatalogPluginRepositorySource {
+  /** Case-preserving safe relative POSIX path derived from metadata.repoPath. Absent when the catalog declared sourceSet without repoPath, meaning the plugin is at the repository root; only callers that require agent-plugin-confirmed-installation receive such a source. */
+  path?: string;
+  /** Canonical lowercase owner/repository name derived from metadata.sourceSet. */
+  repository: string;
+}
+
+/** Registry or enterprise policy refused the operation. */
+export interface CatalogPolicyRejectedError {
+  /** Human-readable explanation, safe to surface. Never contains a query, URL, handle, or secret. */
+  message: string;
+  /** Which authority produced the decision. */
+  source: McpPlanPolicySource;
+}
+
+/** Bounded refusal categories for planning from a materialisation reference. */
+export type CatalogReferenceInstallationFailureReason = "feature-disabled" | "invalid-request" | "operation-limit" | "busy" | "confirmation-unavailable" | "policy-context-unavailable" | "policy-blocked" | "invalid-reference" | "descriptor-unavailable" | "descriptor-not-found" | "descriptor-withdrawn" | "descriptor-invalid" | "digest-mismatch" | "unsupported-resource" | "entrypoint-unavailable" | "source-rate-limited" | "no-credential" | "credential-rejected" | "invalid-skill" | "invalid-plugin" | "review-too-large" | "already-installed" | "write-failed";
+
+/** Planning outcome for a materialisation reference. A plan names its kind, so the caller applies it with that kind's apply method. */
+export type CatalogReferenceInstallationOutcome =
+  | ({ kind: "skill-install-planned" } & CatalogReferenceInstallationOutcomeSkillInstallPlanned)
+  | ({ kind: "plugin-install-planned" } & CatalogReferenceInstallationOutcomePluginInstallPlanned)
+  | ({ kind: "refused" } & CatalogReferenceInstallationOutcomeRefused);
+
+/** The reference pins an Agent Plugin. Apply the plan with plugins.applyInstall. */
+export interface CatalogReferenceInstallationOutcomePluginInstallPlanned {
+  /** Prepared Agent Plugin install plan. */
+  plan: PluginInstallPlan;
+}
+
+/** Nothing was planned. */
+export interface CatalogReferenceInstallationOutcomeRefused {
+  /** Bounded refusal reason. */
+  reason: CatalogReferenceInstallationFailureReason;
+  /** Whole seconds GitHub asked the caller to wait, present only with source-rate-limited. */
+  retryAfterSeconds?: number;
+}
+
+/** The reference pins a Skill. Apply the plan with skills.applyInstall. */
+export interface CatalogReferenceInstallationOutcomeSkillInstallPlanned {
+  /** Prepared Skill install plan. */
+  plan: SkillInstallPlan;
+}
+
+/** Planning result for a materialisation reference with the honoured contract, or a typed refusal. */
+export type CatalogReferenceInstallationResult =
+  | ({ kind: "outcome" } & CatalogReferenceInstallationResultOutcome)
+  | ({ kind: "negotiation-refused" } & CatalogNegotiationRefusedError)
+  | ({ kind: "invalid-request" } & CatalogInvalidRequestError)
+  | ({ kind: "network-failure" } & CatalogNetworkFailureError);
+
+export interface CatalogReferenceInstallationResultOutcome {
+  /** Capabilities honoured for this request. */
+  negotiated: CatalogNegotiatedContract;
+  /** Planning outcome. */
+  outcome: CatalogReferenceInstallationOutcome;
+}
+
+/** Outcome of catalog.getGeneratedFeed: the feed with its entries, or one typed refusal. An entry that cannot be presented never fails the feed. */
+export type CatalogResourceGeneratedFeedResult =
+  | ({ kind: "succeeded" } & CatalogGetGeneratedFeedSucceeded)
+  | ({ kind: "negotiation-refused" } & CatalogNegotiationRefusedError)
+  | ({ kind: "invalid-request" } & CatalogInvalidRequestError)
+  | ({ kind: "authentication-required" } & CatalogAuthenticationRequiredError)
+  | ({ kind: "policy-rejected" } & CatalogPolicyRejectedError)
+  | ({ kind: "network-failure" } & CatalogNetworkFailureError)
+  | ({ kind: "unsafe-retrieval" } & CatalogUnsafeRetrievalError)
+  | ({ kind: "malformed-card" } & CatalogMalformedCardError)
+  | ({ kind: "unavailable" } & CatalogUnavailableError);
+
+/** Outcome of catalog.getSavedFeed: the feed with its entries, or one typed refusal. An entry that cannot be presented never fails the feed. */
+export type CatalogResourceSavedFeedResult =
+  | ({ kind: "succeeded" } & CatalogGetSavedFeedSucceeded)
+  | ({ kind: "negotiation-refused" } & CatalogNegotiationRefusedError)
+  | ({ kind: "invalid-request" } & CatalogInvalidRequestError)
+  | ({ kind: "authentication-required" } & CatalogAuthenticationRequiredError)
+  | ({ kind: "policy-rejected" } & CatalogPolicyRejectedError)
+  | ({ kind: "network-failure" } & CatalogNetworkFailureError)
+  | ({ kind: "unsafe-retrieval" } & CatalogUnsafeRetrievalError)
+  | ({ kind: "malformed-card" } & CatalogMalformedCardError)
+  | ({ kind: "unavailable" } & CatalogUnavailableError);
+
+/** A saved feed's identity. Its version changes only when the feed's definition is replaced, not when a referenced resource changes. */
+export interface CatalogSavedFeedDescription {
+  /** Opaque feed ID. */
+  id: string;
+  /** Feed name as saved by its creator. Inert untrusted text. */
+  name: string;
+  /** Version of the saved feed definition. */
+  version: number;
+}
+
 /** An explicit numbered-page request. SDK consumers treat the token as opaque. For bound search, the runtime unwraps an expiring owner-bound reference to the private authority token; only the runtime changes the authority token's targetPage. Legacy unbound navigation keeps its authority-issued token semantics. No snapshot stability is promised. */
 export interface CatalogSearchPage {
   /** Requested one-based page. Must not exceed either the token's signed pageCount or the navigation window ceil(1000 / pageSize). Repeat the search without page to discover newly available pages beyond that signed pageCount. */
   number: number;
   /** Opaque pagination token from an earlier response, owner-bound when session-bound search was requested. Never decode, modify or log it in an SDK consumer. Expired or foreign bound references require a fresh bound search, not a legacy retry. */
   token: string;
+}
+
+/** Authority-reported navigation metadata, returned only to callers requiring catalog-search-pagination and only when a supported token is present. Tokenless first-page and continuation responses omit this object; no counts are inferred from candidates. The opaque token may be retained for previous or numbered navigation even when hasNextPage is false. */
+export interface CatalogSearchPagination {
+  /** One-based page returned by the authority. */
+  currentPage: number;
+  /** Whether the authority token advertises a valid next target within the navigation window. Not inferred from token presence, truncated, or currentPage being less than pageCount. */
+  hasNextPage: boolean;
+  /** Navigation window ceiling ceil(1000 / pageSize), not the number of existing pages. Legal targets must not exceed this ceiling or the token's signed pageCount. */
+  maxPage: number;
+  /** Backend-reported page count, which may exceed maxPage. Present pagination metadata always describes a multi-page result; zero- and single-page responses omit pagination. Navigation targets must also be within the signed pageCount carried by the supplied token. */
+  pageCount: number;
+  /** Page size bound to the search, equal to the effective request limit. */
+  pageSize: number;
+  /** Opaque pagination token. Session-bound search returns an expiring runtime-owned reference retaining the exact private authority token, original search and authority. Legacy unbound search returns the authority token unchanged, without a runtime-created expiry. Only the runtime unwraps tokens or changes targetPage; SDK consumers must not decode, modify or log them. */
+  token: string;
+  /** Backend-reported count for this response, not the number of returned candidates. Its relationship to the full query result set is unknown. */
+  totalCount: number;
+  /** The relationship of totalCount to the complete query result set is unknown; neither exactness nor a lower-bound guarantee is implied. */
+  totalCountRelation: CatalogSearchTotalCountRelation;
 }
 
 /** A bounded catalog search. Both the query length and the result count are capped by the schema so a caller cannot request an unbounded scan. */
@@ -2224,8 +5122,69 @@ export interface CatalogSearchRequest {
   query: string;
 }
 
+/** Outcome of a catalog.search call: either bounded inert candidates, or one typed refusal. Never a partial success. */
+export type CatalogSearchResult =
+  | ({ kind: "succeeded" } & CatalogSearchSucceeded)
+  | ({ kind: "negotiation-refused" } & CatalogNegotiationRefusedError)
+  | ({ kind: "unsupported-kind" } & CatalogUnsupportedKindError)
+  | ({ kind: "invalid-request" } & CatalogInvalidRequestError)
+  | ({ kind: "authentication-required" } & CatalogAuthenticationRequiredError)
+  | ({ kind: "policy-rejected" } & CatalogPolicyRejectedError)
+  | ({ kind: "network-failure" } & CatalogNetworkFailureError)
+  | ({ kind: "unsafe-retrieval" } & CatalogUnsafeRetrievalError)
+  | ({ kind: "malformed-card" } & CatalogMalformedCardError)
+  | ({ kind: "contract-violation" } & CatalogContractViolationError)
+  | ({ kind: "unavailable" } & CatalogUnavailableError);
+
+/** A completed catalog search containing inert candidate summaries. MCP server and AI skill variants carry a single-use handle; the Agent Plugin variant is handleless. */
+export interface CatalogSearchSucceeded {
+  /** Matching candidates, never more than the requested limit. All text is inert untrusted data. */
+  candidates: CatalogCandidate[];
+  /** Protocol version and capabilities the runtime honoured. */
+  negotiated: CatalogNegotiatedContract;
+  /** Navigation metadata for callers explicitly requiring catalog-search-pagination. Omitted when the authority returns no token, including tokenless first-page and continuation responses. Counts are never substituted from candidates.length. */
+  pagination?: CatalogSearchPagination;
+  /** Pseudonymous identifier for this search, issued by the runtime or by the catalog authority it queried and never by the caller, so it cannot be forged or replayed to attribute an install to a search that never happened. Always present on a success, so a result set can be tied to the installs it leads to. It identifies a search rather than a person: it is derived from no user, account, device, or query data, and must never be joined with user identity to re-identify anyone. */
+  searchId: string;
+  /** Legacy indication that the authority returned a page token. Preserved for compatibility; this is not a has-next-page indicator. Use pagination.hasNextPage when pagination metadata is present. */
+  truncated: boolean;
+}
+
+/** Relationship of the backend-reported count to the complete query result set. */
+export type CatalogSearchTotalCountRelation = "unknown";
+
+/** The caller cancelled the selection interaction and the retained search state was released. */
+export interface CatalogSelectionCancelled {
+  /** The search identifier privately bound to the released selection group. */
+  searchId: string;
+}
+
 /** Terminal outcome declared for a retained catalog selection group */
 export type CatalogSelectionDecision = "selected" | "declined" | "cancelled" | "timed-out";
+
+/** The caller explicitly declined every candidate and the retained search state was released. */
+export interface CatalogSelectionDeclined {
+  /** The search identifier privately bound to the released selection group. */
+  searchId: string;
+}
+
+/** The selection reference belongs to another runtime instance or session. */
+export interface CatalogSelectionForeign {
+  /** Human-readable explanation safe to surface. Never contains the presented reference or private candidate state. */
+  message: string;
+}
+
+/** The selection reference was malformed or unknown. */
+export interface CatalogSelectionInvalid {
+  /** Human-readable explanation safe to surface. Never contains the presented reference or private candidate state. */
+  message: string;
+}
+
+/** The selection group was already terminated or its pending host hand-off was already claimed. */
+export interface CatalogSelectionReplayed {
+  /** Human-readable explanation safe to surface. Never contains the presented reference or private candidate state. */
+  message: string;
+}
 
 /** Terminates one retained catalog selection group through an opaque reference previously returned by the model-safe search projection. */
 export interface CatalogSelectionRequest {
@@ -2239,8 +5198,191 @@ export interface CatalogSelectionRequest {
   sessionId: string;
 }
 
+/** Typed outcome of catalog.select. Only the selected host result carries a fresh candidate handle; the model-facing projection removes both that handle and searchId. */
+export type CatalogSelectionResult =
+  | ({ kind: "selected" } & CatalogSelectionSelected)
+  | ({ kind: "declined" } & CatalogSelectionDeclined)
+  | ({ kind: "cancelled" } & CatalogSelectionCancelled)
+  | ({ kind: "timed-out" } & CatalogSelectionTimedOut)
+  | ({ kind: "invalid" } & CatalogSelectionInvalid)
+  | ({ kind: "stale" } & CatalogSelectionStale)
+  | ({ kind: "replayed" } & CatalogSelectionReplayed)
+  | ({ kind: "foreign" } & CatalogSelectionForeign)
+  | ({ kind: "wrong-kind" } & CatalogSelectionWrongKind)
+  | ({ kind: "negotiation-refused" } & CatalogNegotiationRefusedError)
+  | ({ kind: "invalid-request" } & CatalogInvalidRequestError)
+  | ({ kind: "unavailable" } & CatalogUnavailableError);
+
+/** The chosen candidate was transferred into a fresh bounded single-use handle for a later explicit planning request. */
+export interface CatalogSelectionSelected {
+  /** Fresh single-use candidate handle accepted by mcp.planInstall. Returned only to the native host and never included in model-tool output. */
+  candidateHandle: string;
+  /** The exact search identifier privately bound to the selected candidate. */
+  searchId: string;
+}
+
+/** The runtime-enforced selection reference lifetime elapsed before the request arrived. */
+export interface CatalogSelectionStale {
+  /** Human-readable explanation safe to surface. Never contains the presented reference or private candidate state. */
+  message: string;
+}
+
+/** The host declared that its live selection interaction timed out, and the retained search state was released. */
+export interface CatalogSelectionTimedOut {
+  /** The search identifier privately bound to the released selection group. */
+  searchId: string;
+}
+
+/** The presented opaque handle was issued for another catalog operation. */
+export interface CatalogSelectionWrongKind {
+  /** Human-readable explanation safe to surface. Never contains the presented reference or private candidate state. */
+  message: string;
+}
+
+/** Authority-computed exposure eligibility, kept separate from tier. The current tier-only Agent Finder response maps to `unknown`, never to a locally inferred eligibility. */
+export type CatalogTrustEligibility = "default" | "expanded" | "hidden" | "unknown";
+
+/** Where and when the runtime observed the trust metadata. Observation time is not the authority's evaluation time and must not be used to infer staleness. */
+export interface CatalogTrustProvenance {
+  /** ISO 8601 timestamp with a timezone offset at which the runtime observed the search result carrying this trust field. */
+  observedAt: string;
+  /** Bounded authority that supplied the trust field. */
+  source: CatalogTrustSource;
+}
+
+/** A versioned, bounded trust observation carried unchanged with a catalog candidate and its private handle context. Current observations require a recognised T1/T2 tier; every non-current state structurally forbids a tier. Eligibility remains `unknown` while Agent Finder supplies no exposure decision, and states absent from its current wire are never inferred from age, relevance, popularity, or a tier transition. */
+export type CatalogTrustSnapshot =
+  | ({ status: "current" } & CatalogTrustSnapshotCurrent)
+  | ({ status: "absent" } & CatalogTrustSnapshotAbsent)
+  | ({ status: "stale" } & CatalogTrustSnapshotStale)
+  | ({ status: "downgraded" } & CatalogTrustSnapshotDowngraded)
+  | ({ status: "revoked" } & CatalogTrustSnapshotRevoked)
+  | ({ status: "unsupported" } & CatalogTrustSnapshotUnsupported)
+  | ({ status: "malformed" } & CatalogTrustSnapshotMalformed);
+
+/** Discriminator: the authority omitted trust metadata. */
+export interface CatalogTrustSnapshotAbsent {
+  /** Service-computed exposure eligibility. `unknown` is required while Agent Finder returns no explicit eligibility field. */
+  eligibility: CatalogTrustEligibility;
+  /** Bounded source and observation time for this snapshot. This is distinct from evidence used by the authority to calculate trust. */
+  provenance: CatalogTrustProvenance;
+  /** Schema version of this runtime-owned snapshot envelope. */
+  schemaVersion: CatalogTrustSnapshotSchemaVersion;
+}
+
+/** A recognised current Agent Finder T1 or T2 trust tier. */
+export interface CatalogTrustSnapshotCurrent {
+  /** Service-computed exposure eligibility. `unknown` is required while Agent Finder returns no explicit eligibility field. */
+  eligibility: CatalogTrustEligibility;
+  /** Bounded source and observation time for this snapshot. This is distinct from evidence used by the authority to calculate trust. */
+  provenance: CatalogTrustProvenance;
+  /** Schema version of this runtime-owned snapshot envelope. */
+  schemaVersion: CatalogTrustSnapshotSchemaVersion;
+  /** Service-computed T1 or T2 trust tier. */
+  tier: CatalogTrustTier;
+}
+
+/** Discriminator: the authority explicitly reported a downgraded assessment. */
+export interface CatalogTrustSnapshotDowngraded {
+  /** Service-computed exposure eligibility. `unknown` is required while Agent Finder returns no explicit eligibility field. */
+  eligibility: CatalogTrustEligibility;
+  /** Bounded source and observation time for this snapshot. This is distinct from evidence used by the authority to calculate trust. */
+  provenance: CatalogTrustProvenance;
+  /** Schema version of this runtime-owned snapshot envelope. */
+  schemaVersion: CatalogTrustSnapshotSchemaVersion;
+}
+
+/** Discriminator: the trust field was empty, unbounded, or had the wrong JSON type. */
+export interface CatalogTrustSnapshotMalformed {
+  /** Service-computed exposure eligibility. `unknown` is required while Agent Finder returns no explicit eligibility field. */
+  eligibility: CatalogTrustEligibility;
+  /** Bounded source and observation time for this snapshot. This is distinct from evidence used by the authority to calculate trust. */
+  provenance: CatalogTrustProvenance;
+  /** Schema version of this runtime-owned snapshot envelope. */
+  schemaVersion: CatalogTrustSnapshotSchemaVersion;
+}
+
+/** Discriminator: the authority explicitly revoked the assessment. */
+export interface CatalogTrustSnapshotRevoked {
+  /** Service-computed exposure eligibility. `unknown` is required while Agent Finder returns no explicit eligibility field. */
+  eligibility: CatalogTrustEligibility;
+  /** Bounded source and observation time for this snapshot. This is distinct from evidence used by the authority to calculate trust. */
+  provenance: CatalogTrustProvenance;
+  /** Schema version of this runtime-owned snapshot envelope. */
+  schemaVersion: CatalogTrustSnapshotSchemaVersion;
+}
+
+/** Schema version of the catalogue trust snapshot envelope */
+export type CatalogTrustSnapshotSchemaVersion = "v1";
+
+/** Discriminator: the authority explicitly marked the assessment stale. */
+export interface CatalogTrustSnapshotStale {
+  /** Service-computed exposure eligibility. `unknown` is required while Agent Finder returns no explicit eligibility field. */
+  eligibility: CatalogTrustEligibility;
+  /** Bounded source and observation time for this snapshot. This is distinct from evidence used by the authority to calculate trust. */
+  provenance: CatalogTrustProvenance;
+  /** Schema version of this runtime-owned snapshot envelope. */
+  schemaVersion: CatalogTrustSnapshotSchemaVersion;
+}
+
+/** Discriminator: the authority supplied a bounded trust value this runtime does not understand. */
+export interface CatalogTrustSnapshotUnsupported {
+  /** Service-computed exposure eligibility. `unknown` is required while Agent Finder returns no explicit eligibility field. */
+  eligibility: CatalogTrustEligibility;
+  /** Bounded source and observation time for this snapshot. This is distinct from evidence used by the authority to calculate trust. */
+  provenance: CatalogTrustProvenance;
+  /** Schema version of this runtime-owned snapshot envelope. */
+  schemaVersion: CatalogTrustSnapshotSchemaVersion;
+}
+
+/** Bounded authority that supplied a catalogue trust observation */
+export type CatalogTrustSource = "agent-finder";
+
 /** Service-computed trust tier currently emitted by Agent Finder. It is independent of search score, popularity, and client-side ranking. */
 export type CatalogTrustTier = "T1" | "T2";
+
+/** The operation is not available on this runtime. Distinct from a network failure: nothing was attempted. */
+export interface CatalogUnavailableError {
+  /** Human-readable explanation, safe to surface. Never contains a query, URL, handle, or secret. */
+  message: string;
+  /** Why the operation is unavailable. */
+  reason: CatalogUnavailableReason;
+}
+
+/** Why a catalog operation is not available on this runtime */
+export type CatalogUnavailableReason = "search-unavailable" | "planning-unavailable" | "selection-unavailable" | "authority-not-configured" | "disabled-by-policy" | "feed-not-found";
+
+/** No transport this runtime can use is available for the requested server. */
+export interface CatalogUnavailableTransportError {
+  /** Human-readable explanation, safe to surface. Never contains a query, URL, handle, or secret. */
+  message: string;
+  /** Why no transport could be offered. */
+  reason: CatalogUnavailableTransportReason;
+}
+
+/** Why no usable transport could be offered */
+export type CatalogUnavailableTransportReason = "no-eligible-transport" | "transport-not-supported" | "remote-enumeration-unavailable";
+
+/** Retrieval was refused by the runtime's hardened fetch boundary before any request left the process, or before a redirect was followed. */
+export interface CatalogUnsafeRetrievalError {
+  /** Human-readable explanation, safe to surface. Never contains the refused URL, nor a query, handle, or secret. */
+  message: string;
+  /** Which control refused the retrieval, low cardinality so it can be aggregated without carrying a URL. */
+  reason: CatalogUnsafeRetrievalReason;
+}
+
+/** Which hardened-fetch control refused a retrieval */
+export type CatalogUnsafeRetrievalReason = "blocked-scheme" | "credentials-in-url" | "blocked-address" | "redirect-to-blocked-address" | "proxy-rejected" | "host-not-permitted";
+
+/** The request asked for a candidate kind this runtime does not serve. */
+export interface CatalogUnsupportedKindError {
+  /** Human-readable explanation, safe to surface. Never contains a query, URL, handle, or secret. */
+  message: string;
+  /** The kinds from the request that are not supported. */
+  requestedKinds: CatalogCandidateKind[];
+  /** Every candidate kind this runtime can serve. */
+  supportedKinds: CatalogCandidateKind[];
+}
 
 /** Why the runtime requests client-task cancellation. */
 export type ClientTaskCancelReason = "cancel_requested" | "session_shutdown";
@@ -2452,6 +5594,32 @@ export interface ConnectorCatalogResult {
 /** Authoritative service connection state for one Connector. */
 export type ConnectorCatalogStatus = "not_connected" | "pending" | "connected" | "error" | "unknown";
 
+/** Typed result of initiating or continuing a Connector connection. */
+export type ConnectorConnectResult =
+  | ({ kind: "connected" } & ConnectorConnectResultConnected)
+  | ({ kind: "consent_required" } & ConnectorConnectResultConsentRequired)
+  | ({ kind: "pending" } & ConnectorConnectResultPending);
+
+/** The service is connected and the session MCP graph was reconciled. */
+export interface ConnectorConnectResultConnected {
+  /** Fresh authoritative Connector state after MCP reconciliation. */
+  status: ConnectorStatus;
+}
+
+/** Host-owned consent is required before bounded continuation can complete. */
+export interface ConnectorConnectResultConsentRequired {
+  /** Validated HTTPS consent URL. The runtime does not open it. */
+  consentUrl: string;
+  /** Opaque ID accepted by continueConnection. */
+  continuationId: string;
+}
+
+/** The service is still completing the connection without a consent URL. */
+export interface ConnectorConnectResultPending {
+  /** Opaque ID accepted by continueConnection. */
+  continuationId: string;
+}
+
 /** Authoritative result after disconnect and MCP reconciliation. */
 export interface ConnectorDisconnectResult {
   /** Whether the service accepted the idempotent disconnect. */
@@ -2619,6 +5787,14 @@ export interface ContextHeaviestMessage {
 /** Context tier for models that support multiple context-window sizes. */
 export type ContextTier = "default" | "long_context";
 
+/** Authentication-info variant for direct Copilot API token auth sourced from environment variables, with public GitHub host. */
+export interface CopilotApiTokenAuthInfo {
+  /** Snapshot of the authenticated user's Copilot subscription info, if known. Mirrors the GitHub API `/copilot_internal/v2/token` user response shape — the runtime trusts this verbatim and does not re-fetch when set. */
+  copilotUser?: CopilotUserResponse;
+  /** Authentication host (always the public GitHub host). */
+  host: string;
+}
+
 /** Snapshot of the authenticated user's Copilot subscription info, if known. Mirrors the GitHub API `/copilot_internal/v2/token` user response shape — the runtime trusts this verbatim and does not re-fetch when set. */
 export interface CopilotUserResponse {
   /** Copilot access SKU identifier (e.g. `free_limited_copilot`, `copilot_for_business_seat_quota`) used to gate model and feature access. */
@@ -2626,7 +5802,7 @@ export interface CopilotUserResponse {
   /** Opaque analytics tracking identifier for the user, forwarded from the Copilot API. */
   analytics_tracking_id?: string;
   /** Date the Copilot seat was assigned to the user, if applicable. */
-  assigned_date?: unknown;
+  assigned_date?: string | null;
   /** Whether the user is eligible to sign up for the free/limited Copilot tier. */
   can_signup_for_limited?: boolean;
   /** Whether the user is able to upgrade their Copilot plan. */
@@ -2648,7 +5824,7 @@ export interface CopilotUserResponse {
   /** Enterprises that provide the user's Copilot license; malformed entries are normalized to null or ID-less shapes. */
   enterprise_list?: (CopilotUserResponseEnterpriseListItem | null)[] | null;
   /** Whether MCP (Model Context Protocol) support is enabled for the user. */
-  is_mcp_enabled?: unknown;
+  is_mcp_enabled?: boolean | null;
   /** Whether the user is a GitHub/Microsoft staff member. */
   is_staff?: boolean;
   /** Per-category quota allotments for free/limited-tier users, keyed by quota category. */
@@ -2660,7 +5836,7 @@ export interface CopilotUserResponse {
   /** Per-category monthly quota allotments, keyed by quota category. */
   monthly_quotas?: Record<string, number>;
   /** Organizations the user belongs to, each with an optional ID, login, and display name. */
-  organization_list?: unknown;
+  organization_list?: (CopilotUserResponseOrganizationListItem | null)[] | null;
   /** Logins of the organizations the user belongs to. */
   organization_login_list?: string[];
   /** Date the user's usage quota next resets, as a raw string from the Copilot API; see `quota_reset_date_utc` for the UTC-normalized value. */
@@ -2694,6 +5870,15 @@ export interface CopilotUserResponseEndpoints {
 export interface CopilotUserResponseEnterpriseListItem {
   /** JavaScript-safe numeric database ID of the enterprise. */
   id?: number;
+}
+
+export interface CopilotUserResponseOrganizationListItem {
+  /** Numeric database ID of the organization. */
+  id?: number;
+  /** GitHub login of the organization. */
+  login?: string | null;
+  /** Display name of the organization. */
+  name?: string | null;
 }
 
 /** The session's authoritative model snapshot. Auto preference fields are configuration for the virtual `auto` model and do not change the selected model identifier. The context tier reflects `Session.getContextTier()`, restored from the session journal on resume. */
@@ -2770,6 +5955,23 @@ export interface DebugCollectLogsCollectedEntry {
   sizeBytes: number;
   /** Source category for this entry. */
   source: DebugCollectLogsSource;
+}
+
+/** Destination for the session debug bundle. */
+export type DebugCollectLogsDestination =
+  | ({ kind: "archive" } & DebugCollectLogsDestinationArchive)
+  | ({ kind: "directory" } & DebugCollectLogsDestinationDirectory);
+
+export interface DebugCollectLogsDestinationArchive {
+  /** When true, create the archive atomically without overwriting an existing file by appending ` (N)` before the extension as needed. Defaults to false. */
+  noOverwrite?: boolean;
+  /** Absolute or server-relative path for the .tgz archive to create. */
+  outputPath: string;
+}
+
+export interface DebugCollectLogsDestinationDirectory {
+  /** Directory where files should be staged. The directory is created if needed. */
+  outputDirectory: string;
 }
 
 /** A caller-provided server-local file or directory to include in the debug bundle. */
@@ -3032,6 +6234,20 @@ export interface DiscoveredModelList {
   outcome: ModelProviderOperationOutcome;
 }
 
+/** Authentication-info input variant for a token sourced from an environment variable, with host, optional login, token, and env var name. */
+export interface EnvAuthInfo {
+  /** Snapshot of the authenticated user's Copilot subscription info, if known. Mirrors the GitHub API `/copilot_internal/v2/token` user response shape — the runtime trusts this verbatim and does not re-fetch when set. */
+  copilotUser?: CopilotUserResponse;
+  /** Name of the environment variable the token was sourced from. */
+  envVar: string;
+  /** Authentication host (e.g. https://github.com or a GHES host). */
+  host: string;
+  /** User login associated with the token. Undefined for server-to-server tokens (those starting with `ghs_`). */
+  login?: string;
+  /** The token value itself. Treat as a secret. */
+  token: string;
+}
+
 /** Hosting capabilities and session capacity advertised by an environment. */
 export interface EnvironmentCapabilities {
   /** Advertised Agent Host Protocol version. */
@@ -3134,6 +6350,14 @@ export interface Extension {
   status: ExtensionStatus;
 }
 
+/** Slim input shape for extension_context attachments; identity fields are runtime-derived. */
+export interface ExtensionContextPushInput {
+  /** Caller-supplied JSON payload (required, may be null but not undefined) */
+  payload: unknown;
+  /** Human-readable composer pill label */
+  title: string;
+}
+
 /** Opaque integrator-owned process launch profile for one extension entrypoint. */
 export interface ExtensionLaunchProfile {
   /** Opaque integrator-defined arguments passed to the executable. The runtime does not append the extension entrypoint. */
@@ -3190,6 +6414,103 @@ export interface ExternalToolTextResultForLlmBinaryResultsForLlm {
 
 /** Binary result type discriminator. Use "image" for images and "resource" for other binary data. */
 export type ExternalToolTextResultForLlmBinaryResultsForLlmType = "image" | "resource";
+
+/** A content block within a tool result, which may be text, terminal output, image, audio, or a resource */
+export type ExternalToolTextResultForLlmContent =
+  | ({ type: "text" } & ExternalToolTextResultForLlmContentText)
+  | ({ type: "terminal" } & ExternalToolTextResultForLlmContentTerminal)
+  | ({ type: "shell_exit" } & ExternalToolTextResultForLlmContentShellExit)
+  | ({ type: "image" } & ExternalToolTextResultForLlmContentImage)
+  | ({ type: "audio" } & ExternalToolTextResultForLlmContentAudio)
+  | ({ type: "resource_link" } & ExternalToolTextResultForLlmContentResourceLink)
+  | ({ type: "resource" } & ExternalToolTextResultForLlmContentResource);
+
+/** Audio content block with base64-encoded data */
+export interface ExternalToolTextResultForLlmContentAudio {
+  /** Base64-encoded audio data */
+  data: string;
+  /** MIME type of the audio (e.g., audio/wav, audio/mpeg) */
+  mimeType: string;
+}
+
+/** Image content block with base64-encoded data */
+export interface ExternalToolTextResultForLlmContentImage {
+  /** Base64-encoded image data */
+  data: string;
+  /** MIME type of the image (e.g., image/png, image/jpeg) */
+  mimeType: string;
+}
+
+/** Embedded resource content block with inline text or binary data */
+export interface ExternalToolTextResultForLlmContentResource {
+  /** The embedded resource contents, either text or base64-encoded binary */
+  resource: unknown;
+}
+
+/** Resource link content block referencing an external resource */
+export interface ExternalToolTextResultForLlmContentResourceLink {
+  /** Human-readable description of the resource */
+  description?: string;
+  /** Icons associated with this resource */
+  icons?: ExternalToolTextResultForLlmContentResourceLinkIcon[];
+  /** MIME type of the resource content */
+  mimeType?: string;
+  /** Resource name identifier */
+  name: string;
+  /** Size of the resource in bytes */
+  size?: number;
+  /** Human-readable display title for the resource */
+  title?: string;
+  /** URI identifying the resource */
+  uri: string;
+}
+
+/** Icon image for a resource */
+export interface ExternalToolTextResultForLlmContentResourceLinkIcon {
+  /** MIME type of the icon image */
+  mimeType?: string;
+  /** Available icon sizes (e.g., ['16x16', '32x32']) */
+  sizes?: string[];
+  /** URL or path to the icon image */
+  src: string;
+  /** Theme variant this icon is intended for */
+  theme?: ExternalToolTextResultForLlmContentResourceLinkIconTheme;
+}
+
+/** Theme variant this icon is intended for */
+export type ExternalToolTextResultForLlmContentResourceLinkIconTheme = "light" | "dark";
+
+/** Shell command exit metadata with optional output preview */
+export interface ExternalToolTextResultForLlmContentShellExit {
+  /** Working directory where the shell command was executed */
+  cwd?: string;
+  /** Exit code from the completed shell command */
+  exitCode: number;
+  /** Path reported in the shell session's filesystem namespace when shell output exceeded the configured large-output threshold. */
+  outputFilePath?: string;
+  /** Output associated with this shell command, if available. May be partial, truncated, or a preview; not guaranteed to be full output. */
+  outputPreview?: string;
+  /** Whether outputPreview is known to be incomplete or truncated */
+  outputTruncated?: boolean;
+  /** Shell id, as assigned by Copilot runtime */
+  shellId: string;
+}
+
+/** Terminal/shell output content block with optional exit code and working directory */
+export interface ExternalToolTextResultForLlmContentTerminal {
+  /** Working directory where the command was executed */
+  cwd?: string;
+  /** Process exit code, if the command has completed */
+  exitCode?: number;
+  /** Terminal/shell output text */
+  text: string;
+}
+
+/** Plain text content block */
+export interface ExternalToolTextResultForLlmContentText {
+  /** The text content */
+  text: string;
+}
 
 /** The population a feature flag is declared for, before overrides. */
 export type FeatureFlagAvailability = "on" | "team" | "staff-and-experimental" | "staff-or-experimental" | "staff" | "staff-github" | "staff-microsoft" | "experimental" | "off";
@@ -3302,6 +6623,18 @@ export interface ForceLoginOrgsDecision {
   requiredOrgs: string[];
 }
 
+/** Authentication-info input variant for GitHub CLI credentials, carrying host, login, and the `gh auth token` value. */
+export interface GhCliAuthInfo {
+  /** Snapshot of the authenticated user's Copilot subscription info, if known. Mirrors the GitHub API `/copilot_internal/v2/token` user response shape — the runtime trusts this verbatim and does not re-fetch when set. */
+  copilotUser?: CopilotUserResponse;
+  /** Authentication host. */
+  host: string;
+  /** User login as reported by `gh auth status`. */
+  login: string;
+  /** The token returned by `gh auth token`. Treat as a secret. */
+  token: string;
+}
+
 /** The remote the checked-out branch tracks. */
 export interface GitCurrentBranchRemoteResult {
   /** Name of the tracked remote. Reports `origin` whenever the working tree has no tracking configuration to read, including on a detached HEAD, so this is never null and never empty. */
@@ -3382,6 +6715,16 @@ export interface GitHubOwnersListResult {
 export interface GitHubOwnersRequestIdResult {
   /** Request id to pass to `gitHubOwners.list` and, to abandon it, `gitHubOwners.cancel`. */
   requestId: number;
+}
+
+/** Pointer to a GitHub repository. */
+export interface GitHubRepoRef {
+  /** Numeric GitHub repository id */
+  id?: number;
+  /** Repository name (without owner) */
+  name: string;
+  /** Repository owner login (user or organization) */
+  owner: string;
 }
 
 /** Working-tree path whose owning GitHub repository should be resolved. */
@@ -3481,6 +6824,23 @@ export interface GitHubTokenAcquireRequest {
   registrationId: string;
   /** Session receiving the token. Absent only before a cloud session has been assigned its id. */
   sessionId?: string;
+}
+
+/** SDK host response to a GitHub credential request. */
+export type GitHubTokenAcquireResult =
+  | ({ kind: "token" } & GitHubTokenAcquireResultToken)
+  | ({ kind: "cancelled" } & GitHubTokenAcquireResultCancelled);
+
+export interface GitHubTokenAcquireResultCancelled {
+}
+
+export interface GitHubTokenAcquireResultToken {
+  /** GitHub access token acquired by the SDK host. */
+  accessToken: string;
+  /** Remaining token lifetime in seconds when callback execution completes. It must exceed the one-hour preflight refresh threshold. */
+  expiresIn: number;
+  /** OAuth token type. Defaults to bearer when omitted. */
+  tokenType?: string;
 }
 
 /** A GitHub repository one of a working tree's remotes points at. */
@@ -3726,6 +7086,16 @@ export interface HistoryTruncateResult {
   checkpointCleanupFailed?: boolean;
   /** Number of events that were removed */
   eventsRemoved: number;
+}
+
+/** Authentication-info input variant for GitHub-internal HMAC auth, carrying the public GitHub host and HMAC secret. */
+export interface HmacAuthInfo {
+  /** Snapshot of the authenticated user's Copilot subscription info, if known. Mirrors the GitHub API `/copilot_internal/v2/token` user response shape — the runtime trusts this verbatim and does not re-fetch when set. */
+  copilotUser?: CopilotUserResponse;
+  /** HMAC secret used to sign requests. */
+  hmac: string;
+  /** Authentication host. HMAC auth always targets the public GitHub host. */
+  host: string;
 }
 
 /** Runtime-owned wire payload for a server-to-client hook callback invocation. */
@@ -4047,6 +7417,28 @@ export interface ImageToolModelPricing {
 /** Live indexed-search state for this session activation, never inferred from persisted history. */
 export type IndexedSearchState = "disabled" | "starting" | "enabled" | "ready" | "failed";
 
+/** Catalogue identity retained from a bound candidate or plan at installation time. */
+export interface InstallationCatalogueIdentity {
+  /** Catalogue description retained at install planning time. */
+  description?: string;
+  /** Human display name retained from the catalogue candidate. */
+  displayName: string;
+  /** HTTPS URL of the resource's icon on raw.githubusercontent.com, retained from the catalogue candidate. Untrusted external content: load it without credentials. Omitted when the candidate had none. */
+  iconUrl?: string;
+  /** Catalogue item URL when supplied by the authority. */
+  itemUrl?: string;
+  /** Catalogue publisher retained at install planning time. */
+  publisher?: string;
+  /** Authority resource identifier when supplied by the catalogue. */
+  resourceId?: string;
+  /** Catalogue authority/source string that supplied the candidate. */
+  source: string;
+  /** Catalogue trust observation retained at install planning time. */
+  trustAtInstall?: CatalogTrustSnapshot;
+  /** Catalogue version retained at install planning time. */
+  version?: string;
+}
+
 /** One connection-owned, expiring request for a trusted host's explicit user decision. */
 export interface InstallationConfirmationRequest {
   /** Opaque one-use challenge. Return unchanged; never log or persist. */
@@ -4058,7 +7450,7 @@ export interface InstallationConfirmationRequest {
   /** Original engine-resolved selector for a bound operation, never a dispatch default. Bound MCP confirmation always includes it; correlate it with the original pending action. */
   policySessionId?: string;
   /** Resource-specific review to present before collecting the user's decision. */
-  review: unknown;
+  review: InstallationReview;
   /** Opaque commitment to the exact review and inputs. Return unchanged; never log. */
   reviewFingerprint: string;
 }
@@ -4075,6 +7467,27 @@ export interface InstallationConfirmationResponse {
 
 /** Explicit user decisions, never inferred from a permission grant or model response. */
 export type InstallationDecision = "confirm" | "decline" | "cancel";
+
+/** Only resource kinds with an implemented installation engine have a review variant. */
+export type InstallationReview =
+  | ({ resource: "mcp" } & InstallationReviewMcp)
+  | ({ resource: "skill" } & InstallationReviewSkill)
+  | ({ resource: "plugin" } & InstallationReviewPlugin);
+
+export interface InstallationReviewMcp {
+  /** The exact MCP action and its reviewed changes. */
+  review: McpInstallationReview;
+}
+
+export interface InstallationReviewPlugin {
+  /** The exact verified Agent Plugin action and its reviewed files. */
+  review: PluginInstallationReview;
+}
+
+export interface InstallationReviewSkill {
+  /** The exact verified Skill action and its reviewed files. */
+  review: SkillInstallationReview;
+}
 
 /** Installed plugin record from global state, with marketplace, version, install time, enabled state, cache path, and source. */
 export interface InstalledPlugin {
@@ -4408,6 +7821,20 @@ export type LoginProviderKind = "githubDotCom" | "proxima" | "entra";
 
 /** Administrator-configured Fusion preference, independent of execution support. */
 export type ManagedFusionTier = "standard" | "high" | "max" | "unmanaged";
+
+/** Non-secret host-managed HTTP MCP server configuration. The containing map key is the stable managed identity; credentials are supplied dynamically by the host. */
+export interface ManagedMcpServerConfig {
+  /** Human-readable catalog display name. */
+  displayName: string;
+  /** Maximum dynamic-header cache lifetime in milliseconds. */
+  headersRefreshTtlMs?: number;
+  /** Timeout in milliseconds for tool discovery and tool calls. */
+  timeout?: number;
+  /** Tools to include. Defaults to all tools when omitted. */
+  tools?: string[];
+  /** Hosted MCP streamable HTTP endpoint. */
+  url: string;
+}
 
 export interface ManagedPermissionEvaluation {
   /** Original input operation associated with this verdict. */
@@ -4776,6 +8203,17 @@ export interface ManagedSettingsResolveEffectiveValueParams {
 export interface ManagedSettingsResolveEffectiveValueResult {
   /** The composed effective managed settings. Omitted when no layer sets anything, so an unmanaged host locks nothing. Carries `sandboxAdvisoryFloorDeclined: true` when an advisory server force-on was dropped because this host cannot run the sandbox. */
   settingsJson?: unknown;
+}
+
+export interface ManagedSettingsResolveRequest {
+  /** Embedding client identity for server policy requests, as in session creation. Omit for the CLI identity. */
+  clientName?: string;
+  /** GitHub token to resolve instead of the current account. The call fails when the token cannot be resolved. */
+  gitHubToken?: string;
+  /** Opaque account identifier returned by `account.getAllUsers`. When omitted, the current account is used, or device policy only when no account is signed in. */
+  selectionId?: string;
+  /** Working directory used to run an organization policy helper. When omitted, sessionless resolution does not run the helper. */
+  workingDirectory?: string;
 }
 
 /** Effective enterprise managed settings for an account, resolved without a session. */
@@ -5350,6 +8788,27 @@ export interface McpFilteredServer {
   redactedReason?: string;
 }
 
+/** Host response: supply dynamic headers or decline this refresh. */
+export type McpHeadersHandlePendingHeadersRefreshRequest =
+  | ({ kind: "headers" } & McpHeadersHandlePendingHeadersRefreshRequestHeaders)
+  | ({ kind: "none" } & McpHeadersHandlePendingHeadersRefreshRequestNone)
+  | ({ kind: "error" } & McpHeadersHandlePendingHeadersRefreshRequestError);
+
+export interface McpHeadersHandlePendingHeadersRefreshRequestError {
+  /** Host credential broker failure, denial, or revocation reason. */
+  message: string;
+}
+
+export interface McpHeadersHandlePendingHeadersRefreshRequestHeaders {
+  /** Headers to overlay onto the MCP request. Dynamic headers override static config headers but do not replace SDK-managed request headers. */
+  headers: Record<string, string>;
+  /** Optional lifetime in milliseconds for these returned headers. The runtime clamps its configured cache lifetime to this value. */
+  ttlMs?: number;
+}
+
+export interface McpHeadersHandlePendingHeadersRefreshRequestNone {
+}
+
 /** Indicates whether the pending MCP headers refresh response was accepted. */
 export interface McpHeadersHandlePendingHeadersRefreshRequestResult {
   /** Whether the response was accepted. False if the request was unknown, timed out, or already resolved. */
@@ -5374,6 +8833,35 @@ export interface McpHostState {
   pendingConnections: string[];
 }
 
+/** A normalised, inert description of what installing an MCP server would involve. Carries no raw card, no install specification, and no secret value. */
+export interface McpInstallPlan {
+  /** Alternative configuration changes, with exactly one entry for each transportChoices entry in the same order. Only the entry for the subsequently selected transport applies; these are not cumulative writes. Payloads remain behind the runtime boundary. */
+  configurationChanges: McpPlanConfigurationChange[];
+  /** Normalised identity of the server the plan would install. */
+  identity: McpPlanResourceIdentity;
+  /** Opaque, runtime-instance scoped, TTL-bound, single-use handle for this plan. Rejected when stale, replayed, or presented to a different runtime instance. Never logged. */
+  planHandle: string;
+  /** ISO 8601 timestamp after which the plan handle is stale and will be rejected. Abandoning a plan needs no call: an unused handle simply expires, so cancellation before commit is side-effect free. */
+  planHandleExpiresAt: string;
+  /** Outcome of evaluating the server against registry and enterprise policy. */
+  policy: McpPlanPolicyResult;
+  /** Origin and semantic digest of the exact validated JSON MCP card content bound to this plan. */
+  provenance: McpPlanProvenance;
+  /** Identifier of the choice the runtime would pick by default. Omitted when there is no eligible transport, or when the runtime expresses no preference. */
+  recommendedTransportChoiceId?: string;
+  /** Whether applying this plan would require an MCP reload to take effect. Planning itself never reloads. */
+  reloadRequired: boolean;
+  /** True only when every eligible transport choice needs additional values or secrets. False means at least one choice needs no additional configuration, not that every choice is ready. A later apply operation must validate the selected choice's own inputs, secrets and policy after explicit confirmation. */
+  requiresInteractiveConfiguration: boolean;
+  /** Configuration scope and key the plan would write to. */
+  target: McpPlanTarget;
+  /** Every eligible transport, so a host can present an explicit choice. A completed plan always has at least one; when none is eligible, planning returns `CatalogUnavailableTransportError` instead. */
+  transportChoices: McpPlanTransportChoice[];
+}
+
+/** Bounded refusal categories, without echoing handles, credentials or configuration. */
+export type McpInstallationFailureReason = "invalid-request" | "operation-limit" | "cancelled" | "capability-required" | "confirmation-unavailable" | "confirmation-invalid" | "policy-context-unavailable" | "policy-changed" | "policy-denied" | "configuration-changed" | "configuration-modified" | "resource-not-found" | "plan-expired" | "plan-replayed" | "foreign-runtime" | "replan-required" | "source-revalidation-unavailable" | "source-changed" | "source-unavailable" | "registry-unavailable" | "secret-store-unavailable" | "lifecycle-unavailable" | "write-failed";
+
 /** One Registry string-valued configuration entry for the selected transport. */
 export interface McpInstallationInput {
   /** Exact category declared by the selected choice. */
@@ -5384,12 +8872,261 @@ export interface McpInstallationInput {
   value: string;
 }
 
+/** Read-only or recovery management result, never permission to activate or replay. */
+export type McpInstallationManagementOutcome =
+  | ({ kind: "recovery-required" } & McpInstallationManagementOutcomeRecoveryRequired)
+  | ({ kind: "install-prepared" } & McpInstallationManagementOutcomeInstallPrepared)
+  | ({ kind: "listed" } & McpInstallationManagementOutcomeListed)
+  | ({ kind: "recovered" } & McpInstallationManagementOutcomeRecovered)
+  | ({ kind: "uninstall-planned" } & McpInstallationManagementOutcomeUninstallPlanned)
+  | ({ kind: "operation" } & McpInstallationManagementOutcomeOperation)
+  | ({ kind: "refused" } & McpInstallationManagementOutcomeRefused);
+
+export interface McpInstallationManagementOutcomeInstallPrepared {
+  /** Known original operation identity, returned before callback or effects. */
+  operation: McpPreparedInstall;
+}
+
+export interface McpInstallationManagementOutcomeListed {
+  /** Owned receipts visible to the selected account and host. */
+  installations: McpInstallationSummary[];
+}
+
+export interface McpInstallationManagementOutcomeOperation {
+  /** Original-connection operation snapshot. */
+  operation: McpInstallationOperationStatus;
+}
+
+export interface McpInstallationManagementOutcomeRecovered {
+  /** Freshly inspected receipts after successful durable reconciliation. */
+  installations: McpInstallationSummary[];
+}
+
+/** Already-confirmed durable work must be reconciled before new mutations or inventory. */
+export interface McpInstallationManagementOutcomeRecoveryRequired {
+}
+
+export interface McpInstallationManagementOutcomeRefused {
+  /** Specific bounded refusal. */
+  reason: McpInstallationFailureReason;
+}
+
+export interface McpInstallationManagementOutcomeUninstallPlanned {
+  /** Original owned removal plan and operation. */
+  plan: McpUninstallPlan;
+}
+
+/** Management result with contract receipt, or a typed request/negotiation refusal. */
+export type McpInstallationManagementResult =
+  | ({ kind: "outcome" } & McpInstallationManagementResultOutcome)
+  | ({ kind: "negotiation-refused" } & CatalogNegotiationRefusedError)
+  | ({ kind: "invalid-request" } & CatalogInvalidRequestError);
+
+export interface McpInstallationManagementResultOutcome {
+  /** Capabilities actually honoured for this request. */
+  negotiated: CatalogNegotiatedContract;
+  /** Observed management outcome. */
+  outcome: McpInstallationManagementOutcome;
+}
+
 /** Existing-operation control. A new session selector is deliberately not accepted. */
 export interface McpInstallationOperationRequest {
   /** Original installation wire capability; new-work authentication is not reacquired. */
   contract: CatalogClientContract;
   /** Exact runtime-issued operation ID on the original connection. */
   operationId: string;
+}
+
+/** Status snapshot from the original connection, independent of new-work account availability. */
+export type McpInstallationOperationStatus =
+  | ({ phase: "preparing" } & McpInstallationOperationStatusPreparing)
+  | ({ phase: "prepared" } & McpInstallationOperationStatusPrepared)
+  | ({ phase: "awaiting-confirmation" } & McpInstallationOperationStatusAwaitingConfirmation)
+  | ({ phase: "revalidating" } & McpInstallationOperationStatusRevalidating)
+  | ({ phase: "applying" } & McpInstallationOperationStatusApplying)
+  | ({ phase: "completed" } & McpInstallationOperationStatusCompleted);
+
+export interface McpInstallationOperationStatusApplying {
+  /** Whether applying was asked to cancel; already-started effects retain their lease. */
+  cancellationRequested: boolean;
+  /** Original runtime-issued operation identity. */
+  operationId: string;
+}
+
+export interface McpInstallationOperationStatusAwaitingConfirmation {
+  /** Whether the pending human callback was asked to cancel. */
+  cancellationRequested: boolean;
+  /** Original runtime-issued operation identity. */
+  operationId: string;
+}
+
+export interface McpInstallationOperationStatusCompleted {
+  /** Whether cancellation was requested before the terminal result. */
+  cancellationRequested: boolean;
+  /** Original runtime-issued operation identity. */
+  operationId: string;
+  /** Immutable terminal receipt. */
+  outcome: McpInstallationOutcome;
+}
+
+export interface McpInstallationOperationStatusPrepared {
+  /** Whether the inert prepared operation was asked to cancel. */
+  cancellationRequested: boolean;
+  /** Original runtime-issued operation identity. */
+  operationId: string;
+}
+
+export interface McpInstallationOperationStatusPreparing {
+  /** Whether cancellation has been requested, not proof that a write was undone. */
+  cancellationRequested: boolean;
+  /** Original runtime-issued operation identity. */
+  operationId: string;
+}
+
+export interface McpInstallationOperationStatusRevalidating {
+  /** Whether source or authority revalidation was asked to cancel. */
+  cancellationRequested: boolean;
+  /** Original runtime-issued operation identity. */
+  operationId: string;
+}
+
+/** Terminal mutation result. Uncertainty is not approval, rollback or permission to replay. */
+export type McpInstallationOutcome =
+  | ({ kind: "installed" } & McpInstallationOutcomeInstalled)
+  | ({ kind: "uninstalled" } & McpInstallationOutcomeUninstalled)
+  | ({ kind: "rolled-back" } & McpInstallationOutcomeRolledBack)
+  | ({ kind: "recovery-required" } & McpInstallationOutcomeRecoveryRequired)
+  | ({ kind: "declined" } & McpInstallationOutcomeDeclined)
+  | ({ kind: "cancelled" } & McpInstallationOutcomeCancelled)
+  | ({ kind: "refused" } & McpInstallationOutcomeRefused);
+
+export interface McpInstallationOutcomeCancelled {
+  /** Original operation cancelled before a terminal application result. */
+  operationId: string;
+}
+
+export interface McpInstallationOutcomeDeclined {
+  /** Original operation explicitly declined by the user. */
+  operationId: string;
+}
+
+export interface McpInstallationOutcomeInstalled {
+  /** Durable installation succeeded but final transaction cleanup remains. */
+  cleanupPending: boolean;
+  /** Receipt identity produced by the confirmed transaction. */
+  installation: McpInstallationSummary;
+}
+
+/** A write may have completed. Recover and inspect durable state before retrying. */
+export interface McpInstallationOutcomeRecoveryRequired {
+  /** Operation whose durable result must be recovered and inspected. */
+  operationId: string;
+}
+
+export interface McpInstallationOutcomeRefused {
+  /** Present once an operation has been allocated; never a plan handle. */
+  operationId?: string;
+  /** Specific bounded refusal, never a success-shaped fallback. */
+  reason: McpInstallationFailureReason;
+}
+
+/** The durable transaction was aborted or fully compensated. */
+export interface McpInstallationOutcomeRolledBack {
+  /** Original connection-owned operation. */
+  operationId: string;
+  /** Cause of the fully aborted or compensated operation. */
+  reason: McpInstallationFailureReason;
+}
+
+export interface McpInstallationOutcomeUninstalled {
+  /** Durable removal succeeded but final cleanup remains. */
+  cleanupPending: boolean;
+  /** Exact removed receipt identity. */
+  installationId: string;
+  /** Original removal operation. */
+  operationId: string;
+  /** Any grants in the incumbent shared OAuth store remain unowned and retained. */
+  preservedSharedAuthentication: boolean;
+  /** Exact owned input slots removed, excluding shared OAuth credentials. */
+  removedOwnedSecrets: number;
+  /** Whether protected pre-install configuration was restored. */
+  restoredPreviousConfiguration: boolean;
+}
+
+/** Final remote configuration, not a template. The producer refuses external-value expansion before presenting this review. Receipt-owned secrets appear only as `${installation-secret:<id>}` references whose `<id>` matches a reviewed `${secret:<id>}` placeholder; values are never included. */
+export interface McpInstallationRemoteConfiguration {
+  /** Configured headers, excluding separately authorised OAuth tokens. Values may contain owned secret references, never secret values. */
+  headers: Record<string, string>;
+  /** Configured tool selection, not permission to invoke those tools. */
+  tools: string[];
+  /** Transport in the effective persisted remote configuration. */
+  transport: McpPlanRemoteTransport;
+  /** Exact resolved endpoint, without templates or secret placeholders. */
+  url: string;
+}
+
+/** An installation result together with the exact honoured contract, or a negotiation refusal. */
+export type McpInstallationResult =
+  | ({ kind: "outcome" } & McpInstallationResultOutcome)
+  | ({ kind: "negotiation-refused" } & CatalogNegotiationRefusedError)
+  | ({ kind: "invalid-request" } & CatalogInvalidRequestError);
+
+export interface McpInstallationResultOutcome {
+  /** Capabilities actually honoured for this request. */
+  negotiated: CatalogNegotiatedContract;
+  /** Terminal result of the original operation. */
+  outcome: McpInstallationOutcome;
+}
+
+/** Safe MCP review fields. No raw card, retrieval URL, plan handle or secret value. */
+export type McpInstallationReview =
+  | ({ action: "install" } & McpInstallationReviewInstall)
+  | ({ action: "uninstall" } & McpInstallationReviewUninstall);
+
+export interface McpInstallationReviewInstall {
+  /** Catalogue identity retained from the bound candidate when available. */
+  catalogue?: InstallationCatalogueIdentity;
+  /** Original catalogue trust metadata, not a verification claim. */
+  catalogueTrust?: CatalogTrustSnapshot;
+  /** The configuration change for the selected alternative only. */
+  configurationChange: McpPlanConfigurationChange;
+  /** Complete effective remote configuration for final installation review. Earlier private selection reviews and package choices omit this field. The owned remote resource requires it before issuing confirmation. */
+  effectiveConfiguration?: McpInstallationRemoteConfiguration;
+  /** Identity from the retained plan, not caller display text. */
+  identity: McpPlanResourceIdentity;
+  /** Non-secret values supplied for this selected alternative. */
+  inputs: McpInstallationInput[];
+  /** Policy decision bound to this plan. */
+  policy: McpPlanPolicyResult;
+  /** Original source identity and content commitment. */
+  provenance: McpPlanProvenance;
+  /** Explicit reviewed backend selection; no backend is accessed when no secrets are supplied. */
+  secretStorage: McpInstallationSecretStorage;
+  /** Only the selected alternative is applied. */
+  selectedChoice: McpPlanTransportChoice;
+  /** Exact reviewed placeholders supplied separately. Never secret values. */
+  suppliedSecrets: string[];
+  /** Exact reviewed user-scope destination. */
+  target: McpPlanTarget;
+}
+
+export interface McpInstallationReviewUninstall {
+  /** Identity from the installed receipt. */
+  identity: McpPlanResourceIdentity;
+  /** Receipt-owned installation being removed. */
+  installationId: string;
+  /** Exact planner-owned secret slots to remove, excluding shared OAuth grants. */
+  ownedSecretCount: number;
+  /** Current removal policy, independent of permission to activate the server. */
+  policy: McpPlanPolicyResult;
+  /** Shared profile authentication is deliberately retained, not pending cleanup. */
+  preservesSharedAuthentication: boolean;
+  /** Source identity and content commitment retained by the installed receipt. */
+  provenance: McpPlanProvenance;
+  /** Whether uninstall restores a protected pre-install configuration. */
+  restoresPreviousConfiguration: boolean;
+  /** Exact destination, checked for intervening changes before mutation. */
+  target: McpPlanTarget;
 }
 
 /** A request-local value for one exact reviewed placeholder. Never logged or persisted in a plan. */
@@ -5402,6 +9139,27 @@ export interface McpInstallationSecret {
 
 /** Explicit backend selection is part of the final review; failures never switch backends. */
 export type McpInstallationSecretStorage = "keychain" | "private-file";
+
+/** Configuration ownership and setup observations, distinct from tool permissions. */
+export type McpInstallationState = "needs-setup" | "active" | "authentication-required" | "activation-failed" | "configuration-modified" | "recovery-required";
+
+/** Durable configuration ownership is distinct from session-specific usability. */
+export interface McpInstallationSummary {
+  /** Catalogue identity retained from the installed plan when available. */
+  catalogue?: InstallationCatalogueIdentity;
+  /** Exact alternative retained in the installing receipt. */
+  choiceId: string;
+  /** Identity retained from the validated original plan. */
+  identity: McpPlanResourceIdentity;
+  /** Exact durable installation receipt identity. */
+  installationId: string;
+  /** ISO 8601 wall-clock installation time when available. */
+  installedAt?: string;
+  /** Original installing operation, not a fresh management operation. */
+  operationId: string;
+  /** Ownership or setup state, never inferred proof of tool usability. */
+  state: McpInstallationState;
+}
 
 /** New-work inventory or recovery request under an explicitly selected existing session. */
 export interface McpInstallationsRequest {
@@ -5510,12 +9268,70 @@ export interface McpOauthLoginResult {
   status?: McpOwnedOauthLoginStatus;
 }
 
+/** Host response to the pending OAuth request. */
+export type McpOauthPendingRequestResponse =
+  | ({ kind: "token" } & McpOauthPendingRequestResponseToken)
+  | ({ kind: "cancelled" } & McpOauthPendingRequestResponseCancelled)
+  | ({ kind: "runtimeRefresh" } & McpOauthPendingRequestResponseRuntimeRefresh);
+
+export interface McpOauthPendingRequestResponseCancelled {
+}
+
+/** Delegate noninteractive refresh to the original runtime authorization operation. Valid only for a Refresh request advertising runtimeRefreshSupported. */
+export interface McpOauthPendingRequestResponseRuntimeRefresh {
+}
+
+export interface McpOauthPendingRequestResponseToken {
+  /** Access token acquired by the SDK host */
+  accessToken: string;
+  /** Token lifetime in seconds, if known. */
+  expiresIn?: number;
+  /** OAuth token type. Defaults to bearer when omitted. */
+  tokenType?: string;
+}
+
 /** An inert runtime-issued login handle. Preparation alone performs no activation or OAuth work. */
 export interface McpOauthPrepareLoginResult {
   /** Original expiry, not extended by consumption, retries or cancellation. */
   expiresAt: string;
   /** Retain with the original requester and use for one login or cancellation. */
   loginId: string;
+}
+
+/** Why a passive MCP OAuth probe determined authentication is needed. */
+export type McpOauthProbeNeedsAuthReason = "initial" | "refresh" | "upscope";
+
+/** Passive MCP OAuth probe result. `authenticated` means the server accepted the probe request while an OAuth-origin access token was attached; it does not prove the server required or independently validated that token. The probe does not make a second unauthenticated request. Failed is an expected probe-domain outcome; JSON-RPC errors are reserved for API-call failures. */
+export type McpOauthProbeResult =
+  | ({ status: "no-auth-required" } & McpOauthProbeResultNoAuthRequired)
+  | ({ status: "authenticated" } & McpOauthProbeResultAuthenticated)
+  | ({ status: "needs-auth" } & McpOauthProbeResultNeedsAuth)
+  | ({ status: "failed" } & McpOauthProbeResultFailed);
+
+export interface McpOauthProbeResultAuthenticated {
+  /** HTTP response returned by the server. */
+  httpResponse: unknown;
+}
+
+export interface McpOauthProbeResultFailed {
+  /** Human-readable probe failure detail. */
+  error: string;
+  /** HTTP response returned by the server, when the probe reached the server and captured the complete response. */
+  httpResponse?: unknown;
+}
+
+export interface McpOauthProbeResultNeedsAuth {
+  /** HTTP 401 or 403 response returned by the server. */
+  httpResponse: unknown;
+  /** Why authentication is needed. */
+  reason: McpOauthProbeNeedsAuthReason;
+  /** Parsed WWW-Authenticate challenge parameters, when present and parseable. */
+  wwwAuthenticateParams?: unknown;
+}
+
+export interface McpOauthProbeResultNoAuthRequired {
+  /** HTTP response returned by the server. */
+  httpResponse: unknown;
 }
 
 /** Indicates whether the pending MCP OAuth response was accepted. */
@@ -5551,6 +9367,34 @@ export interface McpOauthStaticClientConfigResult {
 /** Outcome of starting the original prepared owned login. */
 export type McpOwnedOauthLoginStatus = "awaiting-browser" | "connected";
 
+/** The configuration-change alternative for the transportChoices entry at the same index. Only the selected alternative is applied; entries are not cumulative. The payload stays behind the runtime boundary. */
+export interface McpPlanConfigurationChange {
+  /** Names of the configuration fields the change would set, without their values. */
+  changedFields: string[];
+  /** Configuration key the change applies to. */
+  configKey: string;
+  /** Whether the change would create a new entry or modify an existing one. */
+  operation: McpPlanConfigurationOperation;
+  /** Scope the change would be written to. */
+  scope: McpPlanScope;
+  /** Secret placeholders the written configuration would reference. The constrained placeholder type cannot carry a literal secret value. */
+  secretReferences: string[];
+}
+
+/** Whether a planned configuration change would create or modify an entry */
+export type McpPlanConfigurationOperation = "add" | "update";
+
+/** Discriminator for an enumerated required value */
+export type McpPlanEnumValueType = "enum";
+
+/** A computed MCP install plan. Nothing has been applied: the plan describes what installing would change, and the plan handle is what a later apply operation would consume. */
+export interface McpPlanInstallPlanned {
+  /** Protocol version and capabilities the runtime honoured. */
+  negotiated: CatalogNegotiatedContract;
+  /** The normalised plan. */
+  plan: McpInstallPlan;
+}
+
 /** A side-effect-free request for an MCP install plan. Computing a plan never writes configuration, stores a secret, or reloads MCP servers. */
 export interface McpPlanInstallRequest {
   /** Protocol version and capabilities the caller requires. */
@@ -5560,11 +9404,195 @@ export interface McpPlanInstallRequest {
   /** Configuration scope the plan targets. Defaults to user scope when omitted. */
   scope?: McpPlanScope;
   /** What to plan: either a candidate handle from a previous search, or a card supplied directly. */
-  source: unknown;
+  source: McpPlanInstallSource;
 }
+
+/** Outcome of an mcp.planInstall call: either a normalised plan, or one typed refusal. Nothing is written in either case. */
+export type McpPlanInstallResult =
+  | ({ kind: "planned" } & McpPlanInstallPlanned)
+  | ({ kind: "negotiation-refused" } & CatalogNegotiationRefusedError)
+  | ({ kind: "handle-rejected" } & CatalogHandleRejectedError)
+  | ({ kind: "invalid-request" } & CatalogInvalidRequestError)
+  | ({ kind: "authentication-required" } & CatalogAuthenticationRequiredError)
+  | ({ kind: "policy-rejected" } & CatalogPolicyRejectedError)
+  | ({ kind: "network-failure" } & CatalogNetworkFailureError)
+  | ({ kind: "unsafe-retrieval" } & CatalogUnsafeRetrievalError)
+  | ({ kind: "malformed-card" } & CatalogMalformedCardError)
+  | ({ kind: "contract-violation" } & CatalogContractViolationError)
+  | ({ kind: "unavailable-transport" } & CatalogUnavailableTransportError)
+  | ({ kind: "not-installable" } & CatalogNotInstallableError)
+  | ({ kind: "unavailable" } & CatalogUnavailableError);
+
+/** What an install plan is computed from: a candidate handle from a previous search, or a card supplied directly. */
+export type McpPlanInstallSource =
+  | ({ kind: "candidate" } & McpPlanInstallSourceCandidate)
+  | ({ kind: "card" } & McpPlanInstallSourceCard);
+
+/** Plan from a candidate returned by a previous catalog search. */
+export interface McpPlanInstallSourceCandidate {
+  /** Single-use candidate handle. Consumed by this call, so a replay of the same handle is rejected. */
+  candidateHandle: string;
+  /** The runtime- or authority-minted `searchId` returned with the search that produced this candidate. Planning verifies the private correlation and atomically consumes a matching candidate before downstream work, including attempts that subsequently fail or report unavailable. A mismatched search does not consume the candidate. It identifies a search rather than a person and must never be joined with user identity to re-identify anyone. */
+  searchId: string;
+}
+
+/** Plan from a card supplied directly by the caller, without a preceding search. */
+export interface McpPlanInstallSourceCard {
+  /** The card to plan from: exactly one of a URL or embedded data. */
+  card: McpServerCardReference;
+}
+
+/** Transport exposed by a locally launched package */
+export type McpPlanPackageTransport = "stdio";
+
+/** What policy decided for a planned server */
+export type McpPlanPolicyDecision = "allowed" | "blocked" | "requires-approval";
+
+/** Outcome of evaluating the planned server against registry and enterprise policy. Evaluation is read-only. */
+export interface McpPlanPolicyResult {
+  /** What policy decided for this server. */
+  decision: McpPlanPolicyDecision;
+  /** Human-readable explanation, safe to surface. Never contains a query, URL, handle, or secret. */
+  reason?: string;
+  /** Which authority produced the decision. */
+  source: McpPlanPolicySource;
+}
+
+/** Which authority produced a policy decision */
+export type McpPlanPolicySource = "none" | "enterprise-allowlist" | "registry-policy" | "local-trust";
+
+/** Provenance of the exact validated JSON MCP card content bound privately to a completed plan and its opaque handle. */
+export interface McpPlanProvenance {
+  /** Authority associated with the validated card, without path, query, or credentials. Inert untrusted data. */
+  authority: string;
+  /** Semantic digest of the exact validated JSON content bound to the plan handle. */
+  cardDigest: CardDigest;
+  /** JSON MCP media type the validated card was interpreted as. */
+  mediaType: McpServerCardMediaType;
+  /** ISO 8601 timestamp at which the runtime completed strict parsing and schema validation of the card content. */
+  validatedAt: string;
+}
+
+/** Transport exposed by a remote endpoint */
+export type McpPlanRemoteTransport = "http" | "streamable-http" | "sse";
+
+/** One non-secret value a transport choice needs, represented as a scalar or enumerated variant so enum values cannot be missing or attached to another type. */
+export type McpPlanRequiredValue =
+  | ({ kind: "scalar" } & McpPlanRequiredValueScalar)
+  | ({ kind: "enum" } & McpPlanRequiredValueEnum);
+
+/** One enumerated non-secret value a transport choice needs before it can be applied. The permitted values are structurally required. */
+export interface McpPlanRequiredValueEnum {
+  /** Where the value is applied when the server is launched. */
+  category: McpPlanValueCategory;
+  /** Default supplied by the card, when the value can be resolved without input. Presence is the authoritative indication that a default exists. Inert untrusted data. */
+  defaultValue?: string;
+  /** Human-readable explanation from the card. Inert untrusted text. */
+  description?: string;
+  /** Non-empty permitted value set. Inert untrusted data. */
+  enumValues: string[];
+  /** Whether the value may be supplied more than once. */
+  isRepeated: boolean;
+  /** Key the value is supplied under. Inert untrusted data. */
+  key: string;
+  /** Whether the value must be present for the plan to be applicable. */
+  required: boolean;
+  /** Human-readable label from the card. Inert untrusted text. */
+  title?: string;
+  /** Discriminator: the value must be one of `enumValues`. */
+  valueType: McpPlanEnumValueType;
+}
+
+/** One non-secret scalar value a transport choice needs before it can be applied. */
+export interface McpPlanRequiredValueScalar {
+  /** Where the value is applied when the server is launched. */
+  category: McpPlanValueCategory;
+  /** Default supplied by the card, when the value can be resolved without input. Presence is the authoritative indication that a default exists. Inert untrusted data. */
+  defaultValue?: string;
+  /** Human-readable explanation from the card. Inert untrusted text. */
+  description?: string;
+  /** Whether the value may be supplied more than once. */
+  isRepeated: boolean;
+  /** Key the value is supplied under. Inert untrusted data. */
+  key: string;
+  /** Whether the value must be present for the plan to be applicable. */
+  required: boolean;
+  /** Human-readable label from the card. Inert untrusted text. */
+  title?: string;
+  /** Scalar type the value must conform to. */
+  valueType: McpPlanScalarValueType;
+}
+
+/** Normalised identity of the MCP server a plan targets, independent of how the card spelled it. */
+export interface McpPlanResourceIdentity {
+  /** Canonical, normalised name of the server, for example `io.github.owner/server`. */
+  canonicalName: string;
+  /** Registry identifier of the server, when it came from a registry. */
+  registryId?: string;
+  /** Local configuration key the server would be recorded under. */
+  serverName: string;
+  /** Version advertised by the card, when it declares one. */
+  version?: string;
+}
+
+/** Scalar type a required value must conform to */
+export type McpPlanScalarValueType = "string" | "number" | "boolean" | "path";
 
 /** Configuration scope an MCP install plan targets */
 export type McpPlanScope = "user";
+
+/** A secret a transport choice needs, referenced by placeholder. No secret value ever appears in a plan, and the placeholder resolves against the keychain only when a plan is applied. */
+export interface McpPlanSecretPlaceholder {
+  /** Key the secret is supplied under. Inert untrusted data. */
+  key: string;
+  /** The runtime-assigned `${secret:<id>}` placeholder written into configuration in place of the value. */
+  placeholder: string;
+  /** Human-readable label from the card. Inert untrusted text. */
+  title?: string;
+}
+
+/** Where a plan would be written. */
+export interface McpPlanTarget {
+  /** Configuration key the server would be recorded under within that scope. */
+  configKey: string;
+  /** Configuration scope the plan targets. */
+  scope: McpPlanScope;
+}
+
+/** One eligible way to run the server, represented as a tagged package or remote variant so package identity and endpoint states cannot contradict the install method. */
+export type McpPlanTransportChoice =
+  | ({ installMethod: "package" } & McpPlanTransportChoicePackage)
+  | ({ installMethod: "remote" } & McpPlanTransportChoiceRemote);
+
+/** An eligible local-package transport choice. Package identity is required and a remote endpoint cannot be represented. */
+export interface McpPlanTransportChoicePackage {
+  /** Stable identifier for this choice within the plan, used to select it when the plan is applied. */
+  choiceId: string;
+  /** Package identifier. Inert untrusted data. */
+  packageIdentifier: string;
+  /** Packaging ecosystem, for example `oci` or `npm`. */
+  packageType: string;
+  /** Typed values this choice requires, excluding secrets. */
+  requiredValues: McpPlanRequiredValue[];
+  /** Secrets this choice requires, referenced by placeholder only. */
+  secretPlaceholders: McpPlanSecretPlaceholder[];
+  /** Local process transport this package choice would use. */
+  transport: McpPlanPackageTransport;
+}
+
+/** An eligible remote-endpoint transport choice. The endpoint is required and package identity cannot be represented. */
+export interface McpPlanTransportChoiceRemote {
+  /** Stable identifier for this choice within the plan, used to select it when the plan is applied. */
+  choiceId: string;
+  /** Endpoint URL. Inert untrusted data. */
+  endpoint: string;
+  /** Typed values this choice requires, excluding secrets. */
+  requiredValues: McpPlanRequiredValue[];
+  /** Secrets this choice requires, referenced by placeholder only. */
+  secretPlaceholders: McpPlanSecretPlaceholder[];
+  /** Endpoint transport this remote choice would use. */
+  transport: McpPlanRemoteTransport;
+}
 
 /** Read-only preparation of one owned removal under fresh selected-session authority. */
 export interface McpPlanUninstallRequest {
@@ -5596,7 +9624,15 @@ export interface McpPrepareInstallRequest {
   /** One entry per declared secret placeholder of the selected choice. Non-empty only when the caller requires `mcp-configured-remote-installation`. */
   secrets: McpInstallationSecret[];
   /** The exact original source, used transiently only after confirmation. */
-  source: unknown;
+  source: McpServerCardReference;
+}
+
+/** Inert, runtime-owned admission. The operation ID is known before confirmation or effects. */
+export interface McpPreparedInstall {
+  /** Original plan expiry in Unix epoch milliseconds; preparation does not extend it. */
+  expiresAtEpochMs: number;
+  /** Original connection-owned operation, known before the first confirmation callback. */
+  operationId: string;
 }
 
 /** An MCP prompt descriptor. Server-provided non-standard fields are exposed under `additionalProperties`. */
@@ -5873,6 +9909,30 @@ export interface McpServer {
   url?: string;
 }
 
+/** An MCP server card supplied inline as an inert document. */
+export interface McpServerCardEmbedded {
+  /** The card document verbatim, treated as inert untrusted bytes. The runtime parses and validates it; the host is not expected to interpret it. Never logged. */
+  data: string;
+  /** Media type the card is expected to conform to. */
+  mediaType: McpServerCardMediaType;
+}
+
+/** JSON MCP card media type accepted for install planning */
+export type McpServerCardMediaType = "application/mcp-server-card+json" | "application/mcp-server+json";
+
+/** A card supplied directly by the caller. Exactly one of a URL or embedded data, encoded structurally so neither both nor neither can be expressed. */
+export type McpServerCardReference =
+  | ({ kind: "url" } & McpServerCardUrl)
+  | ({ kind: "embedded" } & McpServerCardEmbedded);
+
+/** An MCP server card to be retrieved from a URL through the runtime's hardened fetch boundary. */
+export interface McpServerCardUrl {
+  /** Media type the card is expected to conform to. */
+  mediaType: McpServerCardMediaType;
+  /** Card URL. Retrieved only through the runtime's hardened boundary, with scheme, credential, address-range, redirect, timeout, and response-size controls applied. Never logged. */
+  url: string;
+}
+
 /** OAuth grant type to use when authenticating to the remote MCP server. */
 export type McpServerConfigHttpOauthGrantType = "authorization_code" | "client_credentials";
 
@@ -6009,6 +10069,35 @@ export interface McpTools {
   /** Normalized MCP Apps discovery metadata. An empty object indicates that a valid `_meta.ui` block was present without recognized fields. */
   ui?: McpToolUi;
 }
+
+/** Exact inert removal plan. No configuration or credentials have changed. */
+export interface McpUninstallPlan {
+  /** Original wall-clock expiry in milliseconds. Applying never renews it. */
+  expiresAtEpochMs: number;
+  /** Original owned receipt being removed. */
+  installation: McpInstallationSummary;
+  /** The original operation, inspectable and cancellable on this same connection. */
+  operationId: string;
+  /** Exact configured input slots owned by this installation, never shared OAuth tokens. */
+  ownedSecretCount: number;
+  /** One-use original connection and authority-bound plan handle. */
+  planHandle: string;
+  /** Shared authentication is deliberately retained; revocation is a separate action. */
+  preservesSharedAuthentication: boolean;
+  /** Whether removal restores a protected earlier configuration. */
+  restoresPreviousConfiguration: boolean;
+}
+
+/** Memory configuration for this session. */
+export interface MemoryConfiguration {
+  /** Whether memory is enabled for the session. */
+  enabled: boolean;
+  /** Memory injection mode: system-prompt (default) includes memories in the system prompt; user-prompt includes them in user messages. */
+  mode?: MemoryMode;
+}
+
+/** Memory injection mode. Defaults to system-prompt. */
+export type MemoryMode = "system-prompt" | "user-prompt";
 
 /** Per-source attribution breakdown for the session's current context window, or null if uninitialized. */
 export interface MetadataContextAttributionResult {
@@ -6669,6 +10758,20 @@ export interface ModelWarningText {
   dataRetention?: string;
 }
 
+export interface ModelsListRequest {
+  /** GitHub token accepted for compatibility with existing SDK clients. When provided, resolves this token instead of using the current account. */
+  gitHubToken?: string;
+  /** Opaque account identifier returned by `account.getAllUsers`. When omitted, the current account is used. */
+  selectionId?: string;
+}
+
+export interface ModelsListTokenPriceUnitsParams {
+  /** GitHub token accepted for compatibility with existing SDK clients. When provided, resolves this token instead of using the current account. */
+  gitHubToken?: string;
+  /** Opaque account identifier returned by `account.getAllUsers`. When omitted, the current account is used. */
+  selectionId?: string;
+}
+
 /** Result of moving in-flight MCP loading to the background. */
 export interface MoveMcpLoadingToBackgroundResult {
   /** Whether an in-flight MCP load was moved to the background, releasing turns that were waiting on it. False when no MCP load was in flight or the waiting turns had already been released. */
@@ -6712,6 +10815,9 @@ export interface NamedProviderConfig {
   /** Wire API used to communicate with the provider. */
   wireApi?: ProviderConfigWireApi;
 }
+
+/** Why the binary data is absent: it exceeded the inline size limit, or its asset was unavailable */
+export type OmittedBinaryOmittedReason = "too_large" | "asset_unavailable";
 
 /** Open canvas instance snapshot. */
 export interface OpenCanvasInstance {
@@ -6818,6 +10924,239 @@ export interface PendingPermissionRequestList {
   items: PendingPermissionRequest[];
 }
 
+/** The client's response to the pending permission prompt */
+export type PermissionDecision =
+  | ({ kind: "approve-once" } & PermissionDecisionApproveOnce)
+  | ({ kind: "approve-for-session" } & PermissionDecisionApproveForSession)
+  | ({ kind: "approve-read-only-for-session" } & PermissionDecisionApproveReadOnlyForSession)
+  | ({ kind: "approve-for-location" } & PermissionDecisionApproveForLocation)
+  | ({ kind: "approve-permanently" } & PermissionDecisionApprovePermanently)
+  | ({ kind: "reject" } & PermissionDecisionReject)
+  | ({ kind: "user-not-available" } & PermissionDecisionUserNotAvailable)
+  | ({ kind: "approved" } & PermissionDecisionApproved)
+  | ({ kind: "approved-for-session" } & PermissionDecisionApprovedForSession)
+  | ({ kind: "approved-for-location" } & PermissionDecisionApprovedForLocation)
+  | ({ kind: "cancelled" } & PermissionDecisionCancelled)
+  | ({ kind: "denied-by-rules" } & PermissionDecisionDeniedByRules)
+  | ({ kind: "denied-no-approval-rule-and-could-not-request-from-user" } & PermissionDecisionDeniedNoApprovalRuleAndCouldNotRequestFromUser)
+  | ({ kind: "denied-interactively-by-user" } & PermissionDecisionDeniedInteractivelyByUser)
+  | ({ kind: "denied-by-content-exclusion-policy" } & PermissionDecisionDeniedByContentExclusionPolicy)
+  | ({ kind: "denied-by-permission-request-hook" } & PermissionDecisionDeniedByPermissionRequestHook);
+
+/** Permission-decision request variant to approve and persist a permission for a project location, with approval details and location key. */
+export interface PermissionDecisionApproveForLocation {
+  /** Approval to persist for this location */
+  approval: PermissionDecisionApproveForLocationApproval;
+  /** Location key (git root or cwd) to persist the approval to */
+  locationKey: string;
+}
+
+/** Approval to persist for this location */
+export type PermissionDecisionApproveForLocationApproval =
+  | ({ kind: "commands" } & PermissionDecisionApproveForLocationApprovalCommands)
+  | ({ kind: "read" } & PermissionDecisionApproveForLocationApprovalRead)
+  | ({ kind: "write" } & PermissionDecisionApproveForLocationApprovalWrite)
+  | ({ kind: "mcp" } & PermissionDecisionApproveForLocationApprovalMcp)
+  | ({ kind: "mcp-sampling" } & PermissionDecisionApproveForLocationApprovalMcpSampling)
+  | ({ kind: "memory" } & PermissionDecisionApproveForLocationApprovalMemory)
+  | ({ kind: "custom-tool" } & PermissionDecisionApproveForLocationApprovalCustomTool)
+  | ({ kind: "extension-management" } & PermissionDecisionApproveForLocationApprovalExtensionManagement)
+  | ({ kind: "workflow" } & PermissionDecisionApproveForLocationApprovalWorkflow)
+  | ({ kind: "extension-permission-access" } & PermissionDecisionApproveForLocationApprovalExtensionPermissionAccess)
+  | ({ kind: "extension-env-access" } & PermissionDecisionApproveForLocationApprovalExtensionEnvAccess);
+
+/** Location-scoped approval details for specific command identifiers. */
+export interface PermissionDecisionApproveForLocationApprovalCommands {
+  /** Command identifiers covered by this approval. */
+  commandIdentifiers: string[];
+}
+
+/** Location-scoped approval details for a custom tool, keyed by tool name. */
+export interface PermissionDecisionApproveForLocationApprovalCustomTool {
+  /** Custom tool name. */
+  toolName: string;
+}
+
+/** Location-scoped approval details for an extension's access to sensitive environment variables, keyed by extension name and the exact set of variable names. */
+export interface PermissionDecisionApproveForLocationApprovalExtensionEnvAccess {
+  /** Names of the sensitive environment variables this approval covers. Values are never persisted. */
+  environmentVariables: string[];
+  /** Extension name. */
+  extensionName: string;
+}
+
+/** Location-scoped approval details for extension-management operations, optionally narrowed by operation. */
+export interface PermissionDecisionApproveForLocationApprovalExtensionManagement {
+  /** Optional operation identifier; when omitted, the approval covers all extension management operations. */
+  operation?: string;
+}
+
+/** Location-scoped approval details for an extension's permission-gated capability access, keyed by extension name. */
+export interface PermissionDecisionApproveForLocationApprovalExtensionPermissionAccess {
+  /** Extension name. */
+  extensionName: string;
+}
+
+/** Location-scoped approval details for an MCP server tool, or all tools on the server when `toolName` is null. */
+export interface PermissionDecisionApproveForLocationApprovalMcp {
+  /** MCP server name. */
+  serverName: string;
+  /** MCP tool name, or null to cover every tool on the server. */
+  toolName: string | null;
+}
+
+/** Location-scoped approval details for MCP sampling requests from a server. */
+export interface PermissionDecisionApproveForLocationApprovalMcpSampling {
+  /** MCP server name. */
+  serverName: string;
+}
+
+/** Location-scoped approval details for writes to long-term memory. */
+export interface PermissionDecisionApproveForLocationApprovalMemory {
+}
+
+/** Location-scoped approval details for read-only filesystem operations. */
+export interface PermissionDecisionApproveForLocationApprovalRead {
+}
+
+/** Location-scoped workflow approval, optionally narrowed by approval key. */
+export interface PermissionDecisionApproveForLocationApprovalWorkflow {
+  /** Optional workflow operation name or canonical approval key; when omitted, the approval covers all workflow operations. */
+  approvalKey?: string;
+}
+
+/** Location-scoped approval details for filesystem write operations. */
+export interface PermissionDecisionApproveForLocationApprovalWrite {
+}
+
+/** Permission-decision request variant to approve for the rest of the session, with optional tool approval or URL domain. */
+export interface PermissionDecisionApproveForSession {
+  /** Session-scoped approval to remember (tool prompts only; omitted for path/url prompts) */
+  approval?: PermissionDecisionApproveForSessionApproval;
+  /** URL domain to approve for the rest of the session (URL prompts only) */
+  domain?: string;
+}
+
+/** Session-scoped approval to remember (tool prompts only; omitted for path/url prompts) */
+export type PermissionDecisionApproveForSessionApproval =
+  | ({ kind: "commands" } & PermissionDecisionApproveForSessionApprovalCommands)
+  | ({ kind: "read" } & PermissionDecisionApproveForSessionApprovalRead)
+  | ({ kind: "write" } & PermissionDecisionApproveForSessionApprovalWrite)
+  | ({ kind: "mcp" } & PermissionDecisionApproveForSessionApprovalMcp)
+  | ({ kind: "mcp-sampling" } & PermissionDecisionApproveForSessionApprovalMcpSampling)
+  | ({ kind: "memory" } & PermissionDecisionApproveForSessionApprovalMemory)
+  | ({ kind: "custom-tool" } & PermissionDecisionApproveForSessionApprovalCustomTool)
+  | ({ kind: "extension-management" } & PermissionDecisionApproveForSessionApprovalExtensionManagement)
+  | ({ kind: "workflow" } & PermissionDecisionApproveForSessionApprovalWorkflow)
+  | ({ kind: "extension-permission-access" } & PermissionDecisionApproveForSessionApprovalExtensionPermissionAccess)
+  | ({ kind: "extension-env-access" } & PermissionDecisionApproveForSessionApprovalExtensionEnvAccess);
+
+/** Session-scoped approval details for specific command identifiers. */
+export interface PermissionDecisionApproveForSessionApprovalCommands {
+  /** Command identifiers covered by this approval. */
+  commandIdentifiers: string[];
+}
+
+/** Session-scoped approval details for a custom tool, keyed by tool name. */
+export interface PermissionDecisionApproveForSessionApprovalCustomTool {
+  /** Custom tool name. */
+  toolName: string;
+}
+
+/** Session-scoped approval details for an extension's access to sensitive environment variables, keyed by extension name and the exact set of variable names. */
+export interface PermissionDecisionApproveForSessionApprovalExtensionEnvAccess {
+  /** Names of the sensitive environment variables this approval covers. Values are never persisted. */
+  environmentVariables: string[];
+  /** Extension name. */
+  extensionName: string;
+}
+
+/** Session-scoped approval details for extension-management operations, optionally narrowed by operation. */
+export interface PermissionDecisionApproveForSessionApprovalExtensionManagement {
+  /** Optional operation identifier; when omitted, the approval covers all extension management operations. */
+  operation?: string;
+}
+
+/** Session-scoped approval details for an extension's permission-gated capability access, keyed by extension name. */
+export interface PermissionDecisionApproveForSessionApprovalExtensionPermissionAccess {
+  /** Extension name. */
+  extensionName: string;
+}
+
+/** Session-scoped approval details for an MCP server tool, or all tools on the server when `toolName` is null. */
+export interface PermissionDecisionApproveForSessionApprovalMcp {
+  /** MCP server name. */
+  serverName: string;
+  /** MCP tool name, or null to cover every tool on the server. */
+  toolName: string | null;
+}
+
+/** Session-scoped approval details for MCP sampling requests from a server. */
+export interface PermissionDecisionApproveForSessionApprovalMcpSampling {
+  /** MCP server name. */
+  serverName: string;
+}
+
+/** Session-scoped approval details for writes to long-term memory. */
+export interface PermissionDecisionApproveForSessionApprovalMemory {
+}
+
+/** Session-scoped approval details for read-only filesystem operations. */
+export interface PermissionDecisionApproveForSessionApprovalRead {
+}
+
+/** Session-scoped workflow approval, optionally narrowed by approval key. */
+export interface PermissionDecisionApproveForSessionApprovalWorkflow {
+  /** Optional workflow operation name or canonical approval key; when omitted, the approval covers all workflow operations. */
+  approvalKey?: string;
+}
+
+/** Session-scoped approval details for filesystem write operations. */
+export interface PermissionDecisionApproveForSessionApprovalWrite {
+}
+
+/** Permission-decision request variant to approve only the current permission request. */
+export interface PermissionDecisionApproveOnce {
+  /** True only when a host surfaced this request to a user who approved it. */
+  approvedInteractively?: boolean;
+}
+
+/** Permission-decision request variant to permanently approve a URL domain across sessions. */
+export interface PermissionDecisionApprovePermanently {
+  /** URL domain to approve permanently */
+  domain: string;
+}
+
+/** Approve file-tool read access to specific directories for this logical session, including continuation or resume. */
+export interface PermissionDecisionApproveReadOnlyForSession {
+  /** Canonical directories covered by the read-only grant */
+  directories: string[];
+}
+
+/** Permission-decision variant indicating the request was approved. */
+export interface PermissionDecisionApproved {
+}
+
+/** Permission-decision variant indicating approval was persisted for a project location, with approval details and location key. */
+export interface PermissionDecisionApprovedForLocation {
+  /** The approval to persist for this location */
+  approval: UserToolSessionApproval;
+  /** The location key (git root or cwd) to persist the approval to */
+  locationKey: string;
+}
+
+/** Permission-decision variant indicating approval was remembered for the session, with approval details. */
+export interface PermissionDecisionApprovedForSession {
+  /** The approval to add as a session-scoped rule */
+  approval: UserToolSessionApproval;
+}
+
+/** Permission-decision variant indicating the request was cancelled before use, with an optional reason. */
+export interface PermissionDecisionCancelled {
+  /** Optional explanation of why the request was cancelled */
+  reason?: string;
+}
+
 /** Optional informational context describing how and where the permission decision was made. This does not affect permission behavior. */
 export interface PermissionDecisionContext {
   /** Disposition of the permission request as observed by the responding client. */
@@ -6832,14 +11171,58 @@ export interface PermissionDecisionContext {
   userFeedback?: string;
 }
 
+/** Permission-decision variant indicating denial by content-exclusion policy, with path and message. */
+export interface PermissionDecisionDeniedByContentExclusionPolicy {
+  /** Human-readable explanation of why the path was excluded */
+  message: string;
+  /** File path that triggered the exclusion */
+  path: string;
+}
+
+/** Permission-decision variant indicating denial by a permission request hook, with optional message and interrupt flag. */
+export interface PermissionDecisionDeniedByPermissionRequestHook {
+  /** Whether to interrupt the current agent turn */
+  interrupt?: boolean;
+  /** Optional message from the hook explaining the denial */
+  message?: string;
+}
+
+/** Permission-decision variant indicating explicit denial by permission rules, with the matching rules. */
+export interface PermissionDecisionDeniedByRules {
+  /** Rules that denied the request */
+  rules: PermissionRule[];
+}
+
+/** Permission-decision variant indicating the user denied an interactive prompt, with optional feedback and force-reject flag. */
+export interface PermissionDecisionDeniedInteractivelyByUser {
+  /** Optional feedback from the user explaining the denial */
+  feedback?: string;
+  /** Whether to force-reject the current agent turn */
+  forceReject?: boolean;
+}
+
+/** Permission-decision variant indicating no approval rule matched and user confirmation was unavailable. */
+export interface PermissionDecisionDeniedNoApprovalRuleAndCouldNotRequestFromUser {
+}
+
 /** Disposition of a permission request as observed by the responding client. */
 export type PermissionDecisionOutcome = "auto_approved" | "autopilot_denied" | "prompted_user";
+
+/** Permission-decision request variant to reject a pending permission request, with optional feedback. */
+export interface PermissionDecisionReject {
+  /** Optional feedback explaining the rejection */
+  feedback?: string;
+}
 
 /** Controlled reason or actor responsible for a permission response. */
 export type PermissionDecisionSource = "assisted_approval" | "human_response" | "host_policy" | "unattended_fallback" | "authorization_carry_forward";
 
 /** Client surface that submitted a permission response. */
 export type PermissionDecisionSurface = "tui" | "prompt_mode" | "copilot_app" | "acp" | "sdk";
+
+/** Permission-decision variant indicating no user was available to confirm the request. */
+export interface PermissionDecisionUserNotAvailable {
+}
 
 /** Summary of persisted location permissions applied to the session. */
 export interface PermissionLocationApplyResult {
@@ -7065,6 +11448,84 @@ export interface PermissionsGetModeResult {
   mode: PermissionMode;
 }
 
+/** Tool approval to persist and apply */
+export type PermissionsLocationsAddToolApprovalDetails =
+  | ({ kind: "commands" } & PermissionsLocationsAddToolApprovalDetailsCommands)
+  | ({ kind: "read" } & PermissionsLocationsAddToolApprovalDetailsRead)
+  | ({ kind: "write" } & PermissionsLocationsAddToolApprovalDetailsWrite)
+  | ({ kind: "mcp" } & PermissionsLocationsAddToolApprovalDetailsMcp)
+  | ({ kind: "mcp-sampling" } & PermissionsLocationsAddToolApprovalDetailsMcpSampling)
+  | ({ kind: "memory" } & PermissionsLocationsAddToolApprovalDetailsMemory)
+  | ({ kind: "custom-tool" } & PermissionsLocationsAddToolApprovalDetailsCustomTool)
+  | ({ kind: "extension-management" } & PermissionsLocationsAddToolApprovalDetailsExtensionManagement)
+  | ({ kind: "workflow" } & PermissionsLocationsAddToolApprovalDetailsWorkflow)
+  | ({ kind: "extension-permission-access" } & PermissionsLocationsAddToolApprovalDetailsExtensionPermissionAccess)
+  | ({ kind: "extension-env-access" } & PermissionsLocationsAddToolApprovalDetailsExtensionEnvAccess);
+
+/** Location-persisted tool approval details for specific command identifiers. */
+export interface PermissionsLocationsAddToolApprovalDetailsCommands {
+  /** Command identifiers covered by this approval. */
+  commandIdentifiers: string[];
+}
+
+/** Location-persisted tool approval details for a custom tool, keyed by tool name. */
+export interface PermissionsLocationsAddToolApprovalDetailsCustomTool {
+  /** Custom tool name. */
+  toolName: string;
+}
+
+/** Location-persisted tool approval details for an extension's access to sensitive environment variables, keyed by extension name and the exact set of variable names. */
+export interface PermissionsLocationsAddToolApprovalDetailsExtensionEnvAccess {
+  /** Names of the sensitive environment variables this approval covers. Values are never persisted. */
+  environmentVariables: string[];
+  /** Extension name. */
+  extensionName: string;
+}
+
+/** Location-persisted tool approval details for extension-management operations, optionally narrowed by operation. */
+export interface PermissionsLocationsAddToolApprovalDetailsExtensionManagement {
+  /** Optional operation identifier; when omitted, the approval covers all extension management operations. */
+  operation?: string;
+}
+
+/** Location-persisted tool approval details for an extension's permission-gated capability access, keyed by extension name. */
+export interface PermissionsLocationsAddToolApprovalDetailsExtensionPermissionAccess {
+  /** Extension name. */
+  extensionName: string;
+}
+
+/** Location-persisted tool approval details for an MCP server tool, or all tools when `toolName` is null. */
+export interface PermissionsLocationsAddToolApprovalDetailsMcp {
+  /** MCP server name. */
+  serverName: string;
+  /** MCP tool name, or null to cover every tool on the server. */
+  toolName: string | null;
+}
+
+/** Location-persisted tool approval details for MCP sampling requests from a server. */
+export interface PermissionsLocationsAddToolApprovalDetailsMcpSampling {
+  /** MCP server name. */
+  serverName: string;
+}
+
+/** Location-persisted tool approval details for writes to long-term memory. */
+export interface PermissionsLocationsAddToolApprovalDetailsMemory {
+}
+
+/** Location-persisted tool approval details for read-only filesystem operations. */
+export interface PermissionsLocationsAddToolApprovalDetailsRead {
+}
+
+/** Location-persisted workflow approval, optionally narrowed by approval key. */
+export interface PermissionsLocationsAddToolApprovalDetailsWorkflow {
+  /** Optional workflow operation name or canonical approval key; when omitted, the approval covers all workflow operations. */
+  approvalKey?: string;
+}
+
+/** Location-persisted tool approval details for filesystem write operations. */
+export interface PermissionsLocationsAddToolApprovalDetailsWrite {
+}
+
 /** Indicates whether the operation succeeded. */
 export interface PermissionsLocationsAddToolApprovalResult {
   /** Whether the operation succeeded */
@@ -7247,6 +11708,18 @@ export interface PluginApplyInstallRequest {
   policySessionId: string;
 }
 
+/** A computed Agent Plugin install plan. Nothing has been applied. */
+export interface PluginInstallPlan {
+  /** Original wall-clock expiry as an ISO 8601 timestamp. */
+  expiresAt: string;
+  /** Original operation identifier returned before confirmation. */
+  operationId: string;
+  /** One-use plan handle, bound to the original authority. */
+  planHandle: string;
+  /** Safe review to present before applying the plan. */
+  review: PluginInstallationReview;
+}
+
 /** Result of installing a plugin. */
 export interface PluginInstallResult {
   /** Set when the install path is deprecated (e.g. direct repo / URL / local installs). Callers should surface this to end users. */
@@ -7263,6 +11736,194 @@ export interface PluginInstallResult {
 
 /** Where completed plugin content was staged before atomic promotion. */
 export type PluginInstallStagingMode = "external" | "destination_sibling";
+
+/** Bounded refusal categories for verified Agent Plugin installation. */
+export type PluginInstallationFailureReason = "feature-disabled" | "invalid-request" | "confirmation-unavailable" | "confirmation-invalid" | "policy-context-unavailable" | "policy-changed" | "policy-blocked" | "plan-expired" | "plan-replayed" | "foreign-runtime" | "wrong-kind" | "search-mismatch" | "expired" | "invalid-candidate" | "descriptor-unavailable" | "descriptor-not-found" | "descriptor-withdrawn" | "descriptor-invalid" | "digest-mismatch" | "unsupported-resource" | "entrypoint-unavailable" | "invalid-plugin" | "review-too-large" | "payload-unavailable" | "payload-mismatch" | "source-rate-limited" | "no-credential" | "credential-rejected" | "busy" | "already-installed" | "write-failed";
+
+/** One reviewed plugin file. */
+export interface PluginInstallationFileReview {
+  /** SHA-256 digest of the exact file bytes. */
+  digest: string;
+  /** Whether the file is installed with executable permissions. */
+  executable: boolean;
+  /** Declared media type for the file. */
+  mediaType: string;
+  /** Relative file path within the plugin root. */
+  path: string;
+  /** Exact reviewed file size in bytes. */
+  sizeBytes: number;
+}
+
+/** Where a plugin is installed, without an absolute host path. */
+export interface PluginInstallationLocation {
+  /** Safe display label, for example ~/.copilot/installed-plugins/_direct/owner--repo--plugins-work-hub. */
+  displayLabel: string;
+  /** Path relative to the Copilot home, under installed-plugins/_direct like any direct plugin install. */
+  relativePath: string;
+}
+
+/** Management outcome for verified Agent Plugin installation planning. */
+export type PluginInstallationManagementOutcome =
+  | ({ kind: "install-planned" } & PluginInstallationManagementOutcomeInstallPlanned)
+  | ({ kind: "refused" } & PluginInstallationManagementOutcomeRefused);
+
+/** A verified Agent Plugin installation plan was prepared. */
+export interface PluginInstallationManagementOutcomeInstallPlanned {
+  /** Prepared install plan. */
+  plan: PluginInstallPlan;
+}
+
+/** The request was refused without preparing a plan. */
+export interface PluginInstallationManagementOutcomeRefused {
+  /** Bounded refusal reason. */
+  reason: PluginInstallationFailureReason;
+  /** Whole seconds GitHub asked the caller to wait, present only with source-rate-limited. */
+  retryAfterSeconds?: number;
+}
+
+/** Agent Plugin installation planning result with the honoured contract, or a typed refusal. */
+export type PluginInstallationManagementResult =
+  | ({ kind: "outcome" } & PluginInstallationManagementResultOutcome)
+  | ({ kind: "negotiation-refused" } & CatalogNegotiationRefusedError)
+  | ({ kind: "invalid-request" } & CatalogInvalidRequestError)
+  | ({ kind: "network-failure" } & CatalogNetworkFailureError);
+
+export interface PluginInstallationManagementResultOutcome {
+  /** Capabilities honoured for this request. */
+  negotiated: CatalogNegotiatedContract;
+  /** Observed management outcome. */
+  outcome: PluginInstallationManagementOutcome;
+}
+
+/** One MCP server a reviewed plugin declares. */
+export interface PluginInstallationMcpServerReview {
+  /** Host of a remote server's URL. */
+  host?: string;
+  /** Server name as the plugin declares it. */
+  name: string;
+  /** `remote` for an HTTP or SSE server, `local` for a command the plugin runs. */
+  transport: PluginInstallationMcpTransport;
+}
+
+/** How a reviewed plugin's MCP server is reached. */
+export type PluginInstallationMcpTransport = "remote" | "local";
+
+/** Terminal verified Agent Plugin installation result. */
+export type PluginInstallationOutcome =
+  | ({ kind: "installed" } & PluginInstallationOutcomeInstalled)
+  | ({ kind: "declined" } & PluginInstallationOutcomeDeclined)
+  | ({ kind: "cancelled" } & PluginInstallationOutcomeCancelled)
+  | ({ kind: "refused" } & PluginInstallationOutcomeRefused);
+
+/** The confirmation was cancelled before any change. */
+export interface PluginInstallationOutcomeCancelled {
+  /** Original operation identity. */
+  operationId: string;
+}
+
+/** The user declined the confirmation request. */
+export interface PluginInstallationOutcomeDeclined {
+  /** Original operation identity. */
+  operationId: string;
+}
+
+/** The verified plugin was registered disabled. */
+export interface PluginInstallationOutcomeInstalled {
+  /** Installed plugin summary. */
+  installation: PluginInstallationSummary;
+}
+
+/** The operation was refused and nothing was installed. */
+export interface PluginInstallationOutcomeRefused {
+  /** Present once an operation has been allocated. */
+  operationId?: string;
+  /** Bounded refusal reason. */
+  reason: PluginInstallationFailureReason;
+  /** Whole seconds GitHub asked the caller to wait, present only with source-rate-limited. */
+  retryAfterSeconds?: number;
+}
+
+/** Agent Plugin installation result with the honoured contract, or a typed request/negotiation refusal. */
+export type PluginInstallationResult =
+  | ({ kind: "outcome" } & PluginInstallationResultOutcome)
+  | ({ kind: "negotiation-refused" } & CatalogNegotiationRefusedError)
+  | ({ kind: "invalid-request" } & CatalogInvalidRequestError)
+  | ({ kind: "network-failure" } & CatalogNetworkFailureError);
+
+export interface PluginInstallationResultOutcome {
+  /** Capabilities honoured for this request. */
+  negotiated: CatalogNegotiatedContract;
+  /** Terminal operation outcome. */
+  outcome: PluginInstallationOutcome;
+}
+
+/** Review for installing a verified Agent Plugin. */
+export interface PluginInstallationReview {
+  /** Exact reviewed Agent Plugin installation action. */
+  action: string;
+  /** Catalogue identity retained from the bound candidate, or verified data for a reference. */
+  catalogue: InstallationCatalogueIdentity;
+  /** Manifest description when present. */
+  description?: string;
+  /** Reviewed files and digests. */
+  files: PluginInstallationFileReview[];
+  /** Installing never grants immediate use; the plugin is registered disabled. */
+  installsDisabled: boolean;
+  /** Complete verified manifest content. Planning refuses with review-too-large when this exceeds 262144 UTF-8 bytes; it is never truncated. */
+  manifestContent: string;
+  /** Relative path of the verified plugin manifest. */
+  manifestPath: string;
+  /** MCP servers the verified files declare, exactly as an install of these files loads them. Omitted when the plugin declares none. */
+  mcpServers?: PluginInstallationMcpServerReview[];
+  /** Installed plugin name, derived from the verified manifest exactly as a direct install derives it. */
+  name: string;
+  /** Exact verified source identity. */
+  source: PluginInstallationSource;
+  /** Exact install location without an absolute host path. */
+  target: PluginInstallationLocation;
+  /** Total reviewed payload size in bytes. */
+  totalBytes: number;
+  /** Manifest version when present. */
+  version?: string;
+}
+
+/** Source identity retained from Agent Finder and the pinned GitHub descriptor. */
+export interface PluginInstallationSource {
+  /** Digest of the descriptor's bundle manifest. */
+  bundleDigest: string;
+  /** Agent Finder materialisation revision identifier. */
+  catalogRevisionId: string;
+  /** Digest of the canonical materialisation descriptor. */
+  descriptorDigest: string;
+  /** Repository full name, for example owner/name. */
+  repository: string;
+  /** GitHub repository database identifier. */
+  repositoryId: string;
+  /** Agent Finder resource identifier. */
+  resourceId: string;
+  /** Pinned Git commit revision. */
+  revision: string;
+  /** Plugin root within the pinned repository. Empty for the repository root. */
+  root: string;
+}
+
+/** A plugin registered from a verified materialisation. */
+export interface PluginInstallationSummary {
+  /** Catalogue identity retained at install time. */
+  catalogue: InstallationCatalogueIdentity;
+  /** Whether the plugin is enabled for new sessions. Always false after installation. */
+  enabled: boolean;
+  /** ISO 8601 wall-clock installation time. */
+  installedAt: string;
+  /** Installed plugin name, as plugins.list, plugins.enable and plugins.uninstall identify it. */
+  name: string;
+  /** Operation that installed the plugin. */
+  operationId: string;
+  /** Exact retained verified source identity. */
+  source: PluginInstallationSource;
+  /** Install location without an absolute host path. */
+  target: PluginInstallationLocation;
+}
 
 /** Plugins installed for the session, with their enabled state and version metadata. */
 export interface PluginList {
@@ -7362,6 +12023,11 @@ export interface PluginsMarketplacesAddRequest {
 export interface PluginsMarketplacesBrowseRequest {
   /** Marketplace name to browse */
   name: string;
+}
+
+export interface PluginsMarketplacesRefreshRequest {
+  /** Marketplace name to refresh. When omitted, every registered marketplace is refreshed. */
+  name?: string;
 }
 
 /** Name of the marketplace to remove and an optional force flag. */
@@ -7492,6 +12158,16 @@ export type ProviderConfigType = "openai" | "azure" | "anthropic";
 
 /** Wire API format (openai/azure only). Defaults to "completions". */
 export type ProviderConfigWireApi = "completions" | "responses";
+
+/** A provider offered for interactive login. */
+export interface ProviderDescriptor {
+  /** Whether this provider is currently available to sign in with. */
+  available: boolean;
+  /** The neutral provider kind. */
+  kind: LoginProviderKind;
+  /** Human-readable menu label, owned by the runtime so every consumer renders identical text. */
+  label: string;
+}
 
 /** A snapshot of the provider endpoint the session is currently configured to talk to. */
 export interface ProviderEndpoint {
@@ -7704,6 +12380,245 @@ export interface ProviderWithdrawResult {
   withdrawn: string[];
 }
 
+/** Attachment union accepted by push input, covering files, directories, GitHub objects, blobs, snippets, and extension context. */
+export type PushAttachment =
+  | ({ type: "file" } & PushAttachmentFile)
+  | ({ type: "directory" } & PushAttachmentDirectory)
+  | ({ type: "selection" } & PushAttachmentSelection)
+  | ({ type: "github_reference" } & PushAttachmentGitHubReference)
+  | ({ type: "github_commit" } & PushAttachmentGitHubCommit)
+  | ({ type: "github_release" } & PushAttachmentGitHubRelease)
+  | ({ type: "github_actions_job" } & PushAttachmentGitHubActionsJob)
+  | ({ type: "github_repository" } & PushAttachmentGitHubRepository)
+  | ({ type: "github_file_diff" } & PushAttachmentGitHubFileDiff)
+  | ({ type: "github_tree_comparison" } & PushAttachmentGitHubTreeComparison)
+  | ({ type: "github_url" } & PushAttachmentGitHubUrl)
+  | ({ type: "github_file" } & PushAttachmentGitHubFile)
+  | ({ type: "github_snippet" } & PushAttachmentGitHubSnippet)
+  | ({ type: "blob" } & PushAttachmentBlob)
+  | ({ type: "extension_context" } & ExtensionContextPushInput);
+
+/** Blob attachment with inline base64-encoded data */
+export interface PushAttachmentBlob {
+  /** Base64-encoded content */
+  data: string;
+  /** User-facing display name for the attachment */
+  displayName?: string;
+  /** MIME type of the inline data */
+  mimeType: string;
+}
+
+/** Directory attachment */
+export interface PushAttachmentDirectory {
+  /** User-facing display name for the attachment */
+  displayName: string;
+  /** Absolute directory path */
+  path: string;
+}
+
+/** File attachment */
+export interface PushAttachmentFile {
+  /** User-facing display name for the attachment */
+  displayName: string;
+  /** Optional line range to scope the attachment to a specific section of the file */
+  lineRange?: PushAttachmentFileLineRange;
+  /** Absolute file path */
+  path: string;
+}
+
+/** Optional line range to scope the attachment to a specific section of the file */
+export interface PushAttachmentFileLineRange {
+  /** End line number (1-based, inclusive) */
+  end: number;
+  /** Start line number (1-based) */
+  start: number;
+}
+
+/** Pointer to a GitHub Actions job. */
+export interface PushAttachmentGitHubActionsJob {
+  /** Terminal conclusion of the job when finished (e.g., success, failure, cancelled). Absent for in-progress jobs. */
+  conclusion?: string;
+  /** Job id within the workflow run */
+  jobId: number;
+  /** Display name of the job */
+  jobName: string;
+  /** Repository the workflow run belongs to */
+  repo: PushGitHubRepoRef;
+  /** URL to the job on GitHub */
+  url: string;
+  /** Display name of the workflow the job ran in */
+  workflowName: string;
+}
+
+/** Pointer to a GitHub commit. */
+export interface PushAttachmentGitHubCommit {
+  /** First line of the commit message */
+  message: string;
+  /** Full commit SHA */
+  oid: string;
+  /** Repository the commit belongs to */
+  repo: PushGitHubRepoRef;
+  /** URL to the commit on GitHub */
+  url: string;
+}
+
+/** Pointer to a file in a GitHub repository at a specific ref. */
+export interface PushAttachmentGitHubFile {
+  /** Repository-relative path to the file */
+  path: string;
+  /** Git ref the file is read at (branch, tag, or commit SHA) */
+  ref: string;
+  /** Repository the file lives in */
+  repo: PushGitHubRepoRef;
+  /** URL to the file on GitHub */
+  url: string;
+}
+
+/** Pointer to a single-file diff. At least one of `head` and `base` must be present. */
+export interface PushAttachmentGitHubFileDiff {
+  /** File location on the base side of the diff. Absent for additions. */
+  base?: PushAttachmentGitHubFileDiffSide;
+  /** File location on the head side of the diff. Absent for deletions. */
+  head?: PushAttachmentGitHubFileDiffSide;
+  /** URL to the diff on GitHub (e.g., a commit, compare, or PR-file URL) */
+  url: string;
+}
+
+/** One side of a file diff (head or base) */
+export interface PushAttachmentGitHubFileDiffSide {
+  /** Repository-relative path to the file */
+  path: string;
+  /** Git ref (branch, tag, or commit SHA) the file is read at */
+  ref: string;
+  /** Repository the file lives in */
+  repo: PushGitHubRepoRef;
+}
+
+/** GitHub issue, pull request, or discussion reference */
+export interface PushAttachmentGitHubReference {
+  /** Issue, pull request, or discussion number */
+  number: number;
+  /** Type of GitHub reference */
+  referenceType: PushAttachmentGitHubReferenceType;
+  /** Current state of the referenced item (e.g., open, closed, merged) */
+  state: string;
+  /** Title of the referenced item */
+  title: string;
+  /** URL to the referenced item on GitHub */
+  url: string;
+}
+
+/** Type of GitHub reference */
+export type PushAttachmentGitHubReferenceType = "issue" | "pr" | "discussion";
+
+/** Pointer to a GitHub release. */
+export interface PushAttachmentGitHubRelease {
+  /** Human-readable release name */
+  name: string;
+  /** Repository the release belongs to */
+  repo: PushGitHubRepoRef;
+  /** Git tag the release is anchored to */
+  tagName: string;
+  /** URL to the release on GitHub */
+  url: string;
+}
+
+/** Pointer to a GitHub repository. */
+export interface PushAttachmentGitHubRepository {
+  /** Short description of the repository */
+  description?: string;
+  /** Git ref this attachment is anchored at (branch, tag, or commit). When absent the default branch is implied. */
+  ref?: string;
+  /** Repository pointer */
+  repo: PushGitHubRepoRef;
+  /** URL to the repository on GitHub */
+  url: string;
+}
+
+/** Pointer to a line range inside a file in a GitHub repository. */
+export interface PushAttachmentGitHubSnippet {
+  /** Line range the snippet covers */
+  lineRange: PushAttachmentFileLineRange;
+  /** Repository-relative path to the file */
+  path: string;
+  /** Git ref the file is read at (branch, tag, or commit SHA) */
+  ref: string;
+  /** Repository the file lives in */
+  repo: PushGitHubRepoRef;
+  /** URL to the snippet on GitHub (with line anchor) */
+  url: string;
+}
+
+/** Pointer to a comparison between two git revisions. */
+export interface PushAttachmentGitHubTreeComparison {
+  /** Base side of the comparison */
+  base: PushAttachmentGitHubTreeComparisonSide;
+  /** Head side of the comparison */
+  head: PushAttachmentGitHubTreeComparisonSide;
+  /** URL to the comparison on GitHub */
+  url: string;
+}
+
+/** One side of a tree comparison (head or base) */
+export interface PushAttachmentGitHubTreeComparisonSide {
+  /** Repository the revision belongs to */
+  repo: PushGitHubRepoRef;
+  /** Git revision (branch, tag, or commit SHA) */
+  revision: string;
+}
+
+/** Generic GitHub URL reference. */
+export interface PushAttachmentGitHubUrl {
+  /** URL to the GitHub resource */
+  url: string;
+}
+
+/** Code selection attachment from an editor */
+export interface PushAttachmentSelection {
+  /** User-facing display name for the selection */
+  displayName: string;
+  /** Absolute path to the file containing the selection */
+  filePath: string;
+  /** Position range of the selection within the file */
+  selection: PushAttachmentSelectionDetails;
+  /** The selected text content */
+  text: string;
+}
+
+/** Position range of the selection within the file */
+export interface PushAttachmentSelectionDetails {
+  /** End position of the selection */
+  end: PushAttachmentSelectionDetailsEnd;
+  /** Start position of the selection */
+  start: PushAttachmentSelectionDetailsStart;
+}
+
+/** End position of the selection */
+export interface PushAttachmentSelectionDetailsEnd {
+  /** End character offset within the line (0-based) */
+  character: number;
+  /** End line number (0-based) */
+  line: number;
+}
+
+/** Start position of the selection */
+export interface PushAttachmentSelectionDetailsStart {
+  /** Start character offset within the line (0-based) */
+  character: number;
+  /** Start line number (0-based) */
+  line: number;
+}
+
+/** Pointer to a GitHub repository. */
+export interface PushGitHubRepoRef {
+  /** Numeric GitHub repository id */
+  id?: number;
+  /** Repository name (without owner) */
+  name: string;
+  /** Repository owner login (user or organization) */
+  owner: string;
+}
+
 /** Whether a deferred-idle drain should run. */
 export interface QueueBeginDeferredIdleDrainResult {
   /** True when the host should run finishDeferredIdleDrain asynchronously. */
@@ -7747,7 +12662,7 @@ export interface QueueInsertMessage {
   /** Optional explicit agent mode. When omitted, the session's current mode is assigned. */
   agentMode?: SendAgentMode;
   /** Optional attachments for the message. */
-  attachments?: unknown[];
+  attachments?: Attachment[];
   /** Whether the message is billable. */
   billable?: boolean;
   /** Accepted for internal SendOptions compatibility but ignored; delivery is derived from current session activity. */
@@ -7872,6 +12787,9 @@ export interface RegisterEventInterestResult {
   handle: string;
 }
 
+/** What the user must do to recover from a failure, named as an action rather than as one client's affordance. The runtime cannot know which affordance a client offers — a slash command, a settings pane, a link — so the accompanying message stays host-agnostic and each client renders its own copy from this value. Absent when the runtime knows of no action the user can take. */
+export type RemediationAction = "sign_in" | "switch_account" | "show_account" | "review_sandbox_policy" | "allow_sandbox_outbound" | "rewind_conversation";
+
 /** Configuration for the runtime-managed remote-control singleton. */
 export interface RemoteControlConfig {
   /** Reattach to an existing MC session without creating a new one. */
@@ -7896,16 +12814,55 @@ export interface RemoteControlConfigExistingMcSession {
   mcTaskId: string;
 }
 
+/** State of the runtime-managed remote-control singleton. */
+export type RemoteControlStatus =
+  | ({ state: "off" } & RemoteControlStatusOff)
+  | ({ state: "connecting" } & RemoteControlStatusConnecting)
+  | ({ state: "active" } & RemoteControlStatusActive)
+  | ({ state: "error" } & RemoteControlStatusError);
+
+/** Remote control is connected to a local session. */
+export interface RemoteControlStatusActive {
+  /** Session id remote control is pointed at. */
+  attachedSessionId: string;
+  /** True while a read-only/session-sync export is deferred, awaiting the first `user.message` before its MC session exists. Marked internal: this field is excluded from the public SDK surface and is populated only on the CLI in-process path. */
+  awaitingFirstMessage?: boolean;
+  /** MC frontend URL for this session, when known. */
+  frontendUrl?: string;
+  /** Whether the MC session may steer this session. */
+  isSteerable: boolean;
+  /** In-process prompt-manager handle (CLI-only optimization). Marked internal: this field is excluded from the public SDK surface. Retained as an optional compatibility field; native remote control does not populate or consume it. */
+  promptManager?: unknown;
+}
+
+/** Remote control is in the middle of initial setup. */
+export interface RemoteControlStatusConnecting {
+  /** Session id the connection is attaching to. */
+  attachedSessionId: string;
+}
+
+/** The last setup attempt failed. The singleton is otherwise off. */
+export interface RemoteControlStatusError {
+  /** Session id the failing setup attempt targeted, when known. */
+  attachedSessionId?: string;
+  /** Human-readable error message from the last setup attempt. */
+  error: string;
+}
+
+/** Remote control is not connected. */
+export interface RemoteControlStatusOff {
+}
+
 /** Wrapper for the singleton's current status. */
 export interface RemoteControlStatusResult {
   /** State of the runtime-managed remote-control singleton. */
-  status: unknown;
+  status: RemoteControlStatus;
 }
 
 /** Outcome of a stopRemoteControl call. */
 export interface RemoteControlStopResult {
   /** State of the runtime-managed remote-control singleton. */
-  status: unknown;
+  status: RemoteControlStatus;
   /** Whether the singleton was actually torn down by this call. */
   stopped: boolean;
 }
@@ -7913,7 +12870,7 @@ export interface RemoteControlStopResult {
 /** Outcome of a transferRemoteControl call. */
 export interface RemoteControlTransferResult {
   /** State of the runtime-managed remote-control singleton. */
-  status: unknown;
+  status: RemoteControlStatus;
   /** Whether the rebinding actually happened. */
   transferred: boolean;
 }
@@ -7988,6 +12945,16 @@ export interface RemoteSessionMetadataValue {
 
 /** Per-session remote mode. "off" disables remote, "export" exports session events to GitHub without enabling remote steering, "on" enables both export and remote steering. */
 export type RemoteSessionMode = "off" | "export" | "on";
+
+/** Repository context for the remote session. */
+export interface RemoteSessionRepository {
+  /** Optional branch associated with the remote session. */
+  branch?: string;
+  /** Repository name. */
+  name: string;
+  /** Repository owner or organization login. */
+  owner: string;
+}
 
 /** One atomic edit of an allowed top-level repository setting. */
 export interface RepoSettingsEditRequest {
@@ -8363,6 +13330,9 @@ export interface SandboxResolveFlooredConfigResult {
   sandboxJson: unknown;
 }
 
+/** A session-scoped sandbox transition applied while handling a slash command */
+export type SandboxSessionChange = "disabled" | "restored";
+
 /** The managed sandbox policy in force, which selects which remedy the notice offers. */
 export interface SandboxUnsupportedStartupNoticeParams {
   /** True when the sandbox stayed on only because the managed policy could not be determined. Distinguishes a policy that positively enforces the sandbox from one that merely failed to resolve, which is the difference between telling the user to contact an administrator and telling them to wait. Defaults to false. */
@@ -8445,7 +13415,7 @@ export type SendAgentMode = "interactive" | "plan" | "autopilot" | "shell";
 /** A single user message to append to the session as part of a `session.sendMessages` turn */
 export interface SendMessageItem {
   /** Optional attachments (files, directories, selections, blobs, GitHub references) to include with this message */
-  attachments?: unknown[];
+  attachments?: Attachment[];
   /** If false, this message will not trigger a Premium Request Unit charge. User messages default to billable. */
   billable?: boolean;
   /** If provided, this is shown in the timeline instead of `prompt` */
@@ -8519,24 +13489,18 @@ export interface ServerSkillList {
 export interface SessionAbortParams {
   /** Finite reason code describing why the current turn was aborted */
   reason?: AbortReason;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Enumerate request carrying the typed collection query. */
 export interface SessionAccountsEnumerateParams {
   /** Which typed accounts collection to enumerate. */
-  query: unknown;
-  /** Target session identifier */
-  sessionId: string;
+  query: AuthEnumerateQuery;
 }
 
 /** Read request carrying the typed datum query. */
 export interface SessionAccountsGetParams {
   /** Which typed accounts datum to read. */
-  query: unknown;
-  /** Target session identifier */
-  sessionId: string;
+  query: AuthReadQuery;
 }
 
 /** Advance an in-flight login flow, optionally fulfilling an input-required step. */
@@ -8545,8 +13509,6 @@ export interface SessionAccountsLoginAdvanceParams {
   flowId: string;
   /** Neutral input fulfilling a preceding input-required step (e.g. a GHEC host); ignored otherwise. */
   input?: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Begin an interactive login flow for a provider kind, optionally reusing a cached base identity or explicitly requesting provider account selection. */
@@ -8557,24 +13519,18 @@ export interface SessionAccountsLoginBeginParams {
   kind: LoginProviderKind;
   /** Neutral identity-selection intent. Omitted is equivalent to default. */
   mode?: AuthLoginMode;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Cancel an in-flight login flow. */
 export interface SessionAccountsLoginCancelParams {
   /** Opaque flow id from begin. */
   flowId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Mutation request carrying the typed write command. */
 export interface SessionAccountsSetParams {
   /** The non-interactive mutation command to apply. */
-  command: unknown;
-  /** Target session identifier */
-  sessionId: string;
+  command: AuthWrite;
 }
 
 /** Current activity flags for the session. */
@@ -8585,30 +13541,17 @@ export interface SessionActivity {
   hasActiveWork: boolean;
 }
 
-/** Identifies the target session. */
-export interface SessionAgentDeselectParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionAgentGetCurrentParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionAgentReloadParams {
-  /** Target session identifier */
-  sessionId: string;
+export interface SessionAgentListParams {
+  /** When true, request the session's configured built-in agents alongside custom agents. Listing applies feature, context, inclusion, exclusion, and user-disabled-agent policy, but does not evaluate transient invocation requirements such as model availability. Built-in metadata may be omitted when the session cannot project it, such as a relay session. */
+  includeBuiltInAgents?: boolean;
+  /** When true, request authored base prompt text on each AgentInfo. Prompt text may be omitted when unavailable, such as for agents projected through a relay session. */
+  includePrompt?: boolean;
 }
 
 /** Name of the custom agent to select for subsequent turns. */
 export interface SessionAgentSelectParams {
   /** Name of the custom agent to select */
   name: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** An in-memory authored prompt override for an available agent. */
@@ -8617,8 +13560,6 @@ export interface SessionAgentSetPromptParams {
   id: string;
   /** Replacement authored prompt. Empty text is valid. */
   prompt: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Authentication status and account metadata for the session. */
@@ -8637,22 +13578,10 @@ export interface SessionAuthStatus {
   statusMessage?: string;
 }
 
-/** Identifies the target session. */
-export interface SessionAutopilotObjectiveGetStateParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
 /** Map of sessionId -> bytes freed by removing the session's workspace directory. */
 export interface SessionBulkDeleteResult {
   /** Map of sessionId -> bytes freed by removing the session's workspace directory. Sessions whose deletion failed are omitted from this map (failures are logged on the server but not surfaced per-id; check the map for absent IDs to detect them). */
   freedBytes: Record<string, number>;
-}
-
-/** Identifies the target session. */
-export interface SessionCancelAllBackgroundAgentsParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Canvas action invocation parameters. */
@@ -8663,28 +13592,12 @@ export interface SessionCanvasActionInvokeParams {
   input?: unknown;
   /** Open canvas instance identifier */
   instanceId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Canvas close parameters. */
 export interface SessionCanvasCloseParams {
   /** Open canvas instance identifier */
   instanceId: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionCanvasListOpenParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionCanvasListParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Canvas open parameters. */
@@ -8697,8 +13610,6 @@ export interface SessionCanvasOpenParams {
   input?: unknown;
   /** Caller-supplied stable instance identifier */
   instanceId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Internal canvas provider registration parameters. */
@@ -8709,16 +13620,12 @@ export interface SessionCanvasProviderRegisterParams {
   connectionId: string;
   /** Provider metadata supplied by the host */
   info: unknown;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Internal canvas provider unregistration parameters. */
 export interface SessionCanvasProviderUnregisterParams {
   /** Connection identifier to unregister */
   connectionId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Session capability enabled for this session */
@@ -8730,8 +13637,6 @@ export interface SessionCommandsEnqueueParams {
   command: string;
   /** Optional user-facing text for the queue row. The command string is shown when omitted. */
   displayText?: string | null;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Slash command name and argument string to execute synchronously. */
@@ -8740,8 +13645,6 @@ export interface SessionCommandsExecuteParams {
   args: string;
   /** Name of the slash command to invoke (without the leading '/'). */
   commandName: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** The pending slash-command invocation effect to finalize, plus whether the host applied or cancelled it. */
@@ -8750,8 +13653,6 @@ export interface SessionCommandsFinalizeInvocationEffectParams {
   effect: unknown;
   /** Whether the host applied or cancelled the pending invocation effect. */
   outcome: CommandsInvocationEffectOutcome;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Pending command request ID and an optional error if the client handler failed. */
@@ -8760,8 +13661,6 @@ export interface SessionCommandsHandlePendingCommandParams {
   error?: string;
   /** Request ID from the command invocation event */
   requestId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Slash command name and optional raw input string to invoke. */
@@ -8772,8 +13671,15 @@ export interface SessionCommandsInvokeParams {
   name: string;
   /** Optional client surface that initiated the invocation */
   origin?: CommandsInvocationOrigin;
-  /** Target session identifier */
-  sessionId: string;
+}
+
+export interface SessionCommandsListParams {
+  /** Include runtime built-in commands */
+  includeBuiltins?: boolean;
+  /** Include commands registered by protocol clients, including SDK clients and extensions */
+  includeClientCommands?: boolean;
+  /** Include enabled user-invocable skills and commands */
+  includeSkills?: boolean;
 }
 
 /** Queued-command request ID and the result indicating whether the host executed it (and whether to stop processing further queued commands). */
@@ -8782,8 +13688,6 @@ export interface SessionCommandsRespondToQueuedCommandParams {
   requestId: string;
   /** Result of the queued command execution. */
   result: unknown;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** A single host-driven completion. Accepting an item replaces `[rangeStart, rangeEnd)` (UTF-16 code units) in the composer with `insertText`; when the range is absent, the active token around the cursor is replaced. */
@@ -8800,18 +13704,10 @@ export interface SessionCompletionItem {
   rangeStart?: number;
 }
 
-/** Identifies the target session. */
-export interface SessionCompletionsGetTriggerCharactersParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
 /** Request host-driven completions for the current composer input. */
 export interface SessionCompletionsRequestParams {
   /** Cursor offset within `text`, in UTF-16 code units. */
   offset: number;
-  /** Target session identifier */
-  sessionId: string;
   /** The full composed composer input. */
   text: string;
 }
@@ -8830,8 +13726,6 @@ export interface SessionConnectorsConnectParams {
   accountId: string;
   /** Canonical Connector name from the current catalog. */
   connectorName: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Explicitly bounded continuation of a pending Connector connection. */
@@ -8844,8 +13738,6 @@ export interface SessionConnectorsContinueConnectionParams {
   maxAttempts: number;
   /** Delay in milliseconds between attempts. Must not exceed the capability limit. */
   pollIntervalMs: number;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Selects one Connector and the pinned host-owned account used for its service and MCP authorization. */
@@ -8854,42 +13746,18 @@ export interface SessionConnectorsDisconnectParams {
   accountId: string;
   /** Canonical Connector name from the current catalog. */
   connectorName: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionConnectorsGetAccountParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionConnectorsGetCapabilitiesParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionConnectorsGetStatusParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Pins a Connector operation to one host-owned GitHub account through its opaque selection ID. Provider tokens are never accepted. */
 export interface SessionConnectorsListParams {
   /** Opaque account selection ID previously returned by an account discovery API. */
   accountId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Pins a Connector operation to one host-owned GitHub account through its opaque selection ID. Provider tokens are never accepted. */
 export interface SessionConnectorsReconcileForStartupParams {
   /** Opaque account selection ID previously returned by an account discovery API. */
   accountId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Requests authoritative Connector-to-MCP reconciliation for the pinned account. */
@@ -8900,8 +13768,6 @@ export interface SessionConnectorsReconcileParams {
   forceConnectorName?: string;
   /** When true, refresh the catalog before reconciling. A disabled Connector API performs no service request. */
   refreshCatalog?: boolean;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Selects one Connector and the pinned host-owned account used for its service and MCP authorization. */
@@ -8910,30 +13776,18 @@ export interface SessionConnectorsReconnectParams {
   accountId: string;
   /** Canonical Connector name from the current catalog. */
   connectorName: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Pins a Connector operation to one host-owned GitHub account through its opaque selection ID. Provider tokens are never accepted. */
 export interface SessionConnectorsRefreshParams {
   /** Opaque account selection ID previously returned by an account discovery API. */
   accountId: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionConnectorsWithdrawProjectionParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Local file system absolute paths within the session working directory to check against its content-exclusion policy. */
 export interface SessionContentExclusionCheckPathsParams {
   /** Local file system absolute paths within the session working directory to check. Results are returned in the same order, including duplicates. */
   paths: string[];
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Pre-resolved working-directory context for session startup. */
@@ -9044,28 +13898,18 @@ export interface SessionContextInfo {
   totalTokens: number;
 }
 
-/** Identifies the target session. */
-export interface SessionCustomizationsReloadParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
 /** Options for collecting a session debug bundle with configurable redaction. */
 export interface SessionDebugCollectLogsParams {
   /** Caller-provided server-local files or directories to include in addition to the runtime's built-in session diagnostics. This lets host applications add their own diagnostics without changing the API shape. */
   additionalEntries?: DebugCollectLogsEntry[];
   /** Where the bundle should be written. Use `archive` to produce a .tgz, or `directory` to stage files for caller-managed upload/post-processing. */
-  destination: unknown;
+  destination: DebugCollectLogsDestination;
   /** Which built-in session diagnostics to include. Omitted fields default to true. */
   include?: DebugCollectLogsInclude;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Patch session diagnostic thresholds for explicitly supplied sources. */
 export interface SessionDiagnosticsConfigureParams {
-  /** Target session identifier */
-  sessionId: string;
   /** Sources to configure. At least one supported source must be supplied. */
   sources: DiagnosticSourcesConfiguration;
 }
@@ -9076,8 +13920,6 @@ export interface SessionDiagnosticsReadParams {
   cursor?: string;
   /** Maximum number of records to return, from 1 through 500. Omit for 100. */
   max?: number;
-  /** Target session identifier */
-  sessionId: string;
   /** Nonempty selection of sources to read. Each source may be listed once. */
   sources: DiagnosticSource[];
   /** Maximum time in milliseconds to wait for a new record, from 0 through 30000. */
@@ -9104,8 +13946,6 @@ export interface SessionEventLogReadParams {
   includeEphemeral?: boolean;
   /** Maximum number of events to return in this batch (1–1000, default 200). */
   max?: number;
-  /** Target session identifier */
-  sessionId: string;
   /** Either '*' to receive all event types, or a non-empty list of event types to receive */
   types?: unknown;
   /** Milliseconds to wait for new events when the cursor is at the tail of history. 0 (default) returns immediately even if no events are available. Capped at 30000ms. Ephemeral events that arrive during the wait are delivered in this batch but are NOT replayable on a subsequent read (use a non-zero waitMs in your next call to capture future ephemerals as they happen). This applies to forward reads only: a backward read always returns immediately and ignores `waitMs`, because backward paging covers persisted history only while new events append at the tail (the opposite end from a backward page), so no blocking or ephemeral delivery can occur. */
@@ -9116,78 +13956,42 @@ export interface SessionEventLogReadParams {
 export interface SessionEventLogRegisterInterestParams {
   /** The event type the consumer wants the runtime to treat as 'observed' for behavior-switching gating. Some runtime code paths inspect whether any consumer is interested in a specific event type and choose a different implementation accordingly (e.g. `mcp.oauth_required`: when interest is registered the runtime delegates interactive OAuth token acquisition to the consumer via `mcp.oauth_required` events; when no interest is registered the runtime still attempts non-interactive reconnect from cached or refreshable tokens, and only marks the server `needs-auth` if usable credentials are unavailable — it does not open a browser or start interactive OAuth without a consumer). SDK clients that long-poll events do NOT automatically appear as listeners to these gating checks — they must explicitly call `registerInterest` for each event type they want the runtime to count as having a consumer. Multiple registrations for the same event type from the same or different consumers are tracked independently and must each be released. See: `mcp.oauth_required`, `sampling.requested`, `auto_mode_switch.requested`, `session_limits_exhausted.requested`, `user_input.requested`, `elicitation.requested`, `command.queued`, `exit_plan_mode.requested`. */
   eventType: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Opaque handle previously returned by `registerInterest` to release. */
 export interface SessionEventLogReleaseInterestParams {
   /** Handle returned by a previous `registerInterest` call. Idempotent: releasing an unknown or already-released handle is a no-op (returns success). When the last outstanding handle for an event type is released, the runtime reverts to its 'no consumer' code path for that event type. */
   handle: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionEventLogTailParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Source-qualified extension identifier to disable for the session. */
 export interface SessionExtensionsDisableParams {
   /** Source-qualified extension ID to disable */
   id: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Source-qualified extension identifier to enable for the session. */
 export interface SessionExtensionsEnableParams {
   /** Source-qualified extension ID to enable */
   id: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionExtensionsListParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionExtensionsReconcileParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionExtensionsReloadParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for session.extensions.sendAttachmentsToMessage. */
 export interface SessionExtensionsSendAttachmentsToMessageParams {
   /** Attachments to push into the next user-message turn. extension_context entries take the slim shape; standard variants take their full AttachmentSchema shape. */
-  attachments: unknown[];
+  attachments: PushAttachment[];
   /** Optional canvas instance binding the push for provenance. When supplied, the runtime resolves the canvas, verifies it is owned by the calling extension, and stamps canvasId/instanceId onto each extension_context entry. When omitted, no resolution runs and those fields stay unset on the attachment. */
   instanceId?: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for starting fleet orchestration: an optional user prompt combined with the fleet instructions, plus the send options forwarded to the resulting turn. */
 export interface SessionFleetStartParams {
   /** Optional attachments (files, directories, selections, blobs, GitHub references) to include with the fleet request */
-  attachments?: unknown[];
+  attachments?: Attachment[];
   /** If false, this request will not trigger a Premium Request Unit charge. User requests default to billable. */
   billable?: boolean;
   /** Optional user prompt to combine with fleet instructions */
   prompt?: string;
-  /** Target session identifier */
-  sessionId: string;
   /** If true, await completion of the agentic loop for this fleet request before returning. Defaults to false. */
   wait?: boolean;
 }
@@ -9495,30 +14299,6 @@ export interface SessionFsWriteFileParams {
   sessionId: string;
 }
 
-/** Identifies the target session. */
-export interface SessionGitHubAuthGetAllAuthAvailableParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionGitHubAuthGetCurrentAuthInfoParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionGitHubAuthGetStatusParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionGitHubAuthLastAuthErrorsParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
 /** Internal GitHub login parameters. */
 export interface SessionGitHubAuthLoginParams {
   /** GitHub host URL */
@@ -9527,82 +14307,52 @@ export interface SessionGitHubAuthLoginParams {
   login: string;
   /** Whether to persist the token after login */
   persist?: boolean;
-  /** Target session identifier */
-  sessionId: string;
   /** GitHub authentication token */
   token: string;
-}
-
-/** Identifies the target session. */
-export interface SessionGitHubAuthLogoutParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters identifying a GitHub authentication to log out. */
 export interface SessionGitHubAuthLogoutUserParams {
   /** Authentication information to log out */
-  authInfo: unknown;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionGitHubAuthRefreshCopilotUserParams {
-  /** Target session identifier */
-  sessionId: string;
+  authInfo: AuthInfo;
 }
 
 /** New auth credentials to install on the session. Omit to leave credentials unchanged. */
 export interface SessionGitHubAuthSetCredentialsParams {
   /** The new auth credentials to install on the session. When omitted or `undefined`, the call is a no-op and the session's existing credentials are preserved. The runtime installs the supplied value immediately for outbound model/API requests. When the credential carries a raw token (`token`, `env`, or `gh-cli`) but no `copilotUser`, the runtime additionally re-resolves `copilotUser` server-side (best-effort, asynchronously, after the synchronous install) so plan/quota/billing metadata regains fidelity; on resolution failure the verbatim credential remains installed. It does NOT otherwise validate the credential. Several variants carry secret material; treat this method's params as containing secrets at rest and in transit. */
-  credentials?: unknown;
-  /** Target session identifier */
-  sessionId: string;
+  credentials?: SettableAuthInfo;
 }
 
 /** Parameters for switching the session's active authentication. */
 export interface SessionGitHubAuthSwitchToAuthParams {
   /** Authentication information to activate */
-  authInfo: unknown;
-  /** Target session identifier */
-  sessionId: string;
+  authInfo: AuthInfo;
   /** Optional token paired with the authentication information */
   token?: string;
-}
-
-/** Identifies the target session. */
-export interface SessionHistoryAbortManualCompactionParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionHistoryCancelBackgroundCompactionParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for clearing the conversation and seeding the window that replaces it. */
 export interface SessionHistoryClearContextParams {
   /** First user message of the fresh context window. Required: a cleared window holding only system and developer messages is not a conversation a model can answer, so every clear seeds the window it creates. Delivered by the enclosing turn driver once the agentic loop exits, which is why the call must be made from inside a tool handler. */
   prompt: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
-/** Identifies the target session. */
-export interface SessionHistoryListRewindPointsParams {
-  /** Target session identifier */
-  sessionId: string;
+export interface SessionHistoryCompactParams {
+  /** Optional user-provided instructions to focus the compaction summary */
+  customInstructions?: string;
+  /** Context window token limit this compaction is targeting, recorded as the `tokenLimit` on the persisted `session.compaction_start` / `session.compaction_complete` events. Set it when the compaction targets a window other than the compacting model's own, e.g. switching to a model with a smaller context window: the compaction still runs on the current model, so the limit that motivated it would otherwise be lost. When absent, the events record the compacting model's own resolved limit. Attribution metadata only - it does not change how much the compaction removes. */
+  tokenLimit?: number;
+  /** What initiated this compaction request, recorded as the `trigger` on the persisted `session.compaction_start` / `session.compaction_complete` events. When absent, the compaction is persisted without trigger attribution (initiator unknown). */
+  trigger?: SessionHistoryCompactParamsTrigger;
 }
+
+/** What initiated this compaction request, recorded as the `trigger` on the persisted `session.compaction_start` / `session.compaction_complete` events. When absent, the compaction is persisted without trigger attribution (initiator unknown). */
+export type SessionHistoryCompactParamsTrigger = "manual" | "model_switch";
 
 /** Event boundary to preview for conversation-and-files rewind. */
 export interface SessionHistoryPreviewRewindParams {
   /** ID of the user.message event that begins the discarded suffix. */
   eventId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Boundary and mode for rewinding session history. */
@@ -9611,22 +14361,12 @@ export interface SessionHistoryRewindParams {
   eventId: string;
   /** Whether to rewind only conversation history or also restore captured files. */
   mode: HistoryRewindMode;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionHistorySummarizeForHandoffParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Identifier of the event to truncate to; this event and all later events are removed. */
 export interface SessionHistoryTruncateParams {
   /** Event ID to truncate to. This event and all events after it are removed from the session. */
   eventId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Installed plugin record for a session, with marketplace, version, install time, enabled state, cache path, and source. */
@@ -9651,25 +14391,83 @@ export interface SessionInstalledPlugin {
   version?: string;
 }
 
-/** Identifies the target session. */
-export interface SessionInstructionsGetSourcesParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionInstructionsReloadParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
 /** Parameters for interrupting the main agent turn. */
 export interface SessionInterruptMainTurnParams {
   /** When true, the user's queued prompts are preserved and run as the next turn once the interrupted turn unwinds; when false (the default), the queue is cleared like a plain abort. */
   flushQueued?: boolean;
-  /** Target session identifier */
-  sessionId: string;
 }
+
+/** Baseline data provenance for a prediction. */
+export interface SessionLimitPredictionBaselineData {
+  /** End of the baseline data slice. */
+  windowEnd: string;
+  /** Start of the baseline data slice. */
+  windowStart: string;
+}
+
+/** Client population used for the prediction baseline. */
+export type SessionLimitPredictionClientType = "cli-interactive" | "cli-prompt";
+
+/** Explainable AI-credit session-limit prediction. */
+export interface SessionLimitPredictionDetails {
+  /** Baseline data provenance. */
+  baselineData: SessionLimitPredictionBaselineData;
+  /** Client population used for the prediction. */
+  clientType: SessionLimitPredictionClientType;
+  /** Resolved model family when known. */
+  family?: string;
+  /** Model identifier used for lookup. */
+  modelId: string;
+  /** Recommended maximum AI credits for this session. */
+  recommendedCap: number;
+  /** Tier chosen as the recommended cap. */
+  recommendedTier: SessionLimitPredictionTier;
+  /** Baseline fallback level used to create the prediction. */
+  source: SessionLimitPredictionSource;
+  /** Key matched at the source level, such as a model id, family id, or `global`. */
+  sourceKey: string;
+  /** Ordered usage tiers and their AI-credit caps. */
+  tiers: SessionLimitPredictionTierOption[];
+}
+
+export interface SessionLimitPredictionPredictParams {
+  /** Client type to size for. Defaults to `cli-interactive`. */
+  clientType?: SessionLimitPredictionClientType;
+  /** Optional model identifier override. If omitted, the session's current model is used. */
+  modelId?: string;
+}
+
+/** Prediction result. Available results include prediction details; unavailable results include an explicit reason. */
+export type SessionLimitPredictionResult =
+  | ({ kind: "available" } & SessionLimitPredictionResultAvailable)
+  | ({ kind: "unavailable" } & SessionLimitPredictionResultUnavailable);
+
+export interface SessionLimitPredictionResultAvailable {
+  /** Predicted session limit details. */
+  prediction: SessionLimitPredictionDetails;
+}
+
+export interface SessionLimitPredictionResultUnavailable {
+  /** Reason no prediction is available. */
+  reason: SessionLimitPredictionUnavailableReason;
+}
+
+/** Baseline fallback level used to create the prediction. */
+export type SessionLimitPredictionSource = "model" | "family" | "global";
+
+/** Semantic usage tier used for a recommended cap or additional headroom. */
+export type SessionLimitPredictionTier = "recommended" | "additional_headroom" | "generous_headroom" | "maximum_headroom";
+
+/** Semantic usage tier and its AI-credit cap. */
+export interface SessionLimitPredictionTierOption {
+  /** AI-credit cap for this tier. */
+  cap: number;
+  /** Semantic usage tier. */
+  tier: SessionLimitPredictionTier;
+}
+
+/** Reason a prediction could not be computed. */
+export type SessionLimitPredictionUnavailableReason = "auto_unresolved" | "no_model";
 
 /** Optional session limits. */
 export interface SessionLimitsConfig {
@@ -9681,6 +14479,18 @@ export interface SessionLimitsConfig {
 export interface SessionList {
   /** Sessions ordered most-recently-modified first. Discriminated by `isRemote`. */
   sessions: unknown[];
+}
+
+/** Optional filter applied to the returned sessions */
+export interface SessionListFilter {
+  /** Match sessions whose context.branch equals this value */
+  branch?: string;
+  /** Match sessions whose context.cwd equals this value */
+  cwd?: string;
+  /** Match sessions whose context.gitRoot equals this value */
+  gitRoot?: string;
+  /** Match sessions whose context.repository equals this value */
+  repository?: string;
 }
 
 /** Queued repo-level startup prompts and the total hook command count after loading. */
@@ -9702,8 +14512,6 @@ export interface SessionLogParams {
   level?: SessionLogLevel;
   /** Human-readable message */
   message: string;
-  /** Target session identifier */
-  sessionId: string;
   /** Optional actionable tip displayed alongside the message. Only honored on `level: "info"`. */
   tip?: string;
   /** Domain category for this log entry (e.g., "mcp", "subscription", "policy", "model"). Maps to `infoType`/`warningType`/`errorType` on the emitted event. Defaults to "notification". */
@@ -9718,16 +14526,30 @@ export interface SessionLspInitializeParams {
   force?: boolean;
   /** Git root used as the boundary when traversing for project-level LSP configs (supports monorepos). */
   gitRoot?: string;
-  /** Target session identifier */
-  sessionId: string;
   /** Working directory used to load project-level LSP configs. Defaults to the session working directory when omitted. */
   workingDirectory?: string;
 }
 
-/** Identifies the target session. */
-export interface SessionManagedSettingsGetParams {
-  /** Target session identifier */
-  sessionId: string;
+/** Enterprise permission policy expressed with the runtime's managed permission-rule syntax. */
+export interface SessionManagedPermissions {
+  /** Permission rules that allow matching operations unless another managed source, deny, or ask rule restricts them. */
+  allow?: string[];
+  /** Permission rules that require explicit human approval. */
+  ask?: string[];
+  /** Permission rules that block matching operations. Deny has highest precedence. */
+  deny?: string[];
+  /** When true, prevents Assisted Permissions from being activated. An actively Assisted session falls back to Manual Approval while the policy is in force. Omit the key or set it to false to impose no restriction. */
+  disableAssistedPermissionsMode?: boolean;
+  /** When set to `disable`, prevents bypass/allow-all permission modes. Advisory auto-approval remains available because normal prompt paths stay active. Any other value is accepted rather than failing the session, but is enforced as `disable`: the key is only present to restrict something, so a mode this runtime cannot interpret fails closed to the most restrictive one it knows. Omit the key entirely to impose no restriction. */
+  disableBypassPermissionsMode?: string;
+  /** Closed-world host boundary expressed as `Domain(hostname)`, `Domain(IP)`, or `Domain(*.example.com)` rules. Schemes, ports, paths, queries, and fragments are rejected because every network request must be enforceable at host-level egress. Multiple managed sources intersect their lists; an empty list denies all hosts. */
+  limitTo?: string[];
+}
+
+/** Managed settings an SDK host may inject at session startup. Only permissions are accepted in this initial contract. */
+export interface SessionManagedSettings {
+  /** Managed permission policy injected by the SDK host. */
+  permissions?: SessionManagedPermissions;
 }
 
 /** MCP server, tool name, and arguments to invoke from an MCP App view. */
@@ -9738,8 +14560,6 @@ export interface SessionMcpAppsCallToolParams {
   originServerName: string;
   /** MCP server hosting the tool */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
   /** MCP tool name */
   toolName: string;
 }
@@ -9748,14 +14568,6 @@ export interface SessionMcpAppsCallToolParams {
 export interface SessionMcpAppsDiagnoseParams {
   /** MCP server to probe */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionMcpAppsGetHostContextParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** MCP server to list app-callable tools for. */
@@ -9764,16 +14576,12 @@ export interface SessionMcpAppsListToolsParams {
   originServerName: string;
   /** MCP server hosting the app */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** MCP server and resource URI to fetch. */
 export interface SessionMcpAppsReadResourceParams {
   /** Name of the MCP server hosting the resource */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
   /** Resource URI (typically ui://...) */
   uri: string;
 }
@@ -9782,24 +14590,18 @@ export interface SessionMcpAppsReadResourceParams {
 export interface SessionMcpAppsSetHostContextParams {
   /** Host context advertised to MCP App guests */
   context: McpAppsSetHostContextDetails;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** The requestId previously passed to executeSampling that should be cancelled. */
 export interface SessionMcpCancelSamplingExecutionParams {
   /** The requestId previously passed to executeSampling that should be cancelled */
   requestId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Credential-free authentication identity used to configure GitHub MCP. */
 export interface SessionMcpConfigureGitHubParams {
   /** Opaque runtime auth info for GitHub MCP configuration. Marked internal: an in-process runtime shape (configureGitHubMcp is a no-op over the wire). */
   authInfo: unknown;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Name of the MCP server to disable for the session. */
@@ -9808,8 +14610,6 @@ export interface SessionMcpDisableParams {
   expectedInstallationId?: string;
   /** Name of the MCP server to disable */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Name of the MCP server to enable for the session. */
@@ -9818,8 +14618,6 @@ export interface SessionMcpEnableParams {
   expectedInstallationId?: string;
   /** Name of the MCP server to enable */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Identifiers and raw MCP CreateMessageRequest params used to run a sampling inference. */
@@ -9832,8 +14630,6 @@ export interface SessionMcpExecuteSamplingParams {
   requestId: string;
   /** Name of the MCP server that initiated the sampling request */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** MCP headers refresh request id and the host response. */
@@ -9841,43 +14637,19 @@ export interface SessionMcpHeadersHandlePendingHeadersRefreshRequestParams {
   /** Headers refresh request identifier from mcp.headers_refresh_required */
   requestId: string;
   /** Host response: supply dynamic headers or decline this refresh. */
-  result: unknown;
-  /** Target session identifier */
-  sessionId: string;
+  result: McpHeadersHandlePendingHeadersRefreshRequest;
 }
 
 /** Server name to check running status for. */
 export interface SessionMcpIsServerRunningParams {
   /** Name of the MCP server to check */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionMcpListConfiguredParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionMcpListParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Server name whose tool list should be returned. */
 export interface SessionMcpListToolsParams {
   /** Name of the connected MCP server whose tools to list. */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionMcpMoveLoadingToBackgroundParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Identifies the MCP server whose persisted OAuth credentials were updated. */
@@ -9886,8 +14658,6 @@ export interface SessionMcpOauthAuthenticationStateChangedParams {
   refreshSessionToken?: boolean;
   /** Name of the MCP server whose OAuth credentials were updated. Omit only when the host cannot identify the server. */
   serverName?: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Targets only the original prepared/applying owned login on this exact session requester. */
@@ -9896,8 +14666,6 @@ export interface SessionMcpOauthCancelLoginParams {
   expectedInstallationId: string;
   /** Runtime-issued login handle known before the effectful login request begins. */
   loginId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Host-delivered callback for a runtime-managed MCP OAuth login. */
@@ -9906,8 +14674,6 @@ export interface SessionMcpOauthCompleteParams {
   authorizationId: string;
   /** Full externally visible HTTPS callback URL received by the host, including the authorization response query parameters. Applications behind a reverse proxy must reconstruct the public URL rather than passing an internal proxy URL. */
   callbackUrl: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Pending MCP OAuth request ID and host token, cancellation, or advertised runtime refresh response. */
@@ -9915,9 +14681,7 @@ export interface SessionMcpOauthHandlePendingRequestParams {
   /** OAuth request identifier from the mcp.oauth_required event */
   requestId: string;
   /** Host response to the pending OAuth request. */
-  result: unknown;
-  /** Target session identifier */
-  sessionId: string;
+  result: McpOauthPendingRequestResponse;
 }
 
 /** Remote MCP server name and optional overrides controlling reauthentication, OAuth client display name, callback handling, and static OAuth client selection. */
@@ -9944,8 +14708,6 @@ export interface SessionMcpOauthLoginParams {
   redirectUri?: string;
   /** Name of the remote MCP server to authenticate */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Effect-free preparation bound to the existing local session, requester and installation, with frozen options. */
@@ -9960,8 +14722,6 @@ export interface SessionMcpOauthPrepareLoginParams {
   forceReauth?: boolean;
   /** Name recorded by the authoritative owned installation receipt. */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Remote MCP server name for a passive OAuth status probe. */
@@ -9970,16 +14730,12 @@ export interface SessionMcpOauthProbeParams {
   expectedInstallationId?: string;
   /** Name of the configured remote MCP server to probe. */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Pending MCP OAuth request id to respond to. */
 export interface SessionMcpOauthRespondParams {
   /** OAuth request identifier from the mcp.oauth_required event */
   requestId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** MCP server, prompt name, and optional string-valued arguments. */
@@ -9990,8 +14746,6 @@ export interface SessionMcpPromptsGetParams {
   promptName: string;
   /** Name of the MCP server hosting the prompt */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** MCP server whose prompts to enumerate. */
@@ -10000,8 +14754,6 @@ export interface SessionMcpPromptsListParams {
   cursor?: string;
   /** Name of the MCP server whose prompts to enumerate */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Registration parameters for an external MCP client. */
@@ -10012,30 +14764,14 @@ export interface SessionMcpRegisterExternalClientParams {
   config: unknown;
   /** Logical server name for the external client */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
   /** In-process MCP Transport instance. Marked internal: cannot be serialized across the JSON-RPC boundary. */
   transport: unknown;
-}
-
-/** Identifies the target session. */
-export interface SessionMcpReloadParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Opaque MCP reload configuration. */
 export interface SessionMcpReloadWithConfigParams {
   /** Opaque runtime MCP reload configuration. Marked internal: an in-process runtime shape (reloadMcpServers throws over the wire). */
   config: unknown;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionMcpRemoveGitHubParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** MCP server whose resources to enumerate. */
@@ -10044,8 +14780,6 @@ export interface SessionMcpResourcesListParams {
   cursor?: string;
   /** Name of the MCP server whose resources to enumerate */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** MCP server whose resource templates to enumerate. */
@@ -10054,16 +14788,12 @@ export interface SessionMcpResourcesListTemplatesParams {
   cursor?: string;
   /** Name of the MCP server whose resource templates to enumerate */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** MCP server and resource URI to fetch. */
 export interface SessionMcpResourcesReadParams {
   /** Name of the MCP server hosting the resource */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
   /** Resource URI */
   uri: string;
 }
@@ -10076,8 +14806,6 @@ export interface SessionMcpRestartServerParams {
   expectedInstallationId?: string;
   /** Name of the MCP server to restart */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Records which IDE the host is connected to, or clears it. */
@@ -10092,8 +14820,6 @@ export interface SessionMcpSetConnectedIdeInfoParams2 {
 export interface SessionMcpSetEnvValueModeParams {
   /** How environment-variable values supplied to MCP servers are resolved. "direct" passes literal string values; "indirect" treats values as references (e.g. names of environment variables on the host) that the runtime resolves before launch. Defaults to the runtime's startup mode; clients that intentionally launch MCP servers with literal values (e.g. CLI prompt mode and ACP) set this to "direct". */
   mode: McpSetEnvValueModeDetails;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Server name and optional configuration for an individual MCP server start. Omit `config` for a config-free start-by-name of an already-configured server. */
@@ -10104,8 +14830,6 @@ export interface SessionMcpStartServerParams {
   expectedInstallationId?: string;
   /** Name of the MCP server to start */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Server name for an individual MCP server stop. */
@@ -10114,22 +14838,12 @@ export interface SessionMcpStopServerParams {
   expectedInstallationId?: string;
   /** Name of the MCP server to stop */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Server name identifying the external client to remove. */
 export interface SessionMcpUnregisterExternalClientParams {
   /** Server name of the external client to unregister */
   serverName: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionMetadataActivityParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Model identifier and token limits used to compute the context-info breakdown. */
@@ -10142,56 +14856,28 @@ export interface SessionMetadataContextInfoParams {
   providerId?: string;
   /** Model identifier used for tokenization. Omit to use the session default. Used both for token counting and to compute display values. */
   selectedModel?: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionMetadataGetClientMetadataParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionMetadataGetContextAttributionParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for the heaviest-messages query. */
 export interface SessionMetadataGetContextHeaviestMessagesParams {
   /** Maximum number of messages to return, most-expensive first. Omit for the server default. */
   limit?: number;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionMetadataIsProcessingParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Model identifier to use when re-tokenizing the session's existing messages. */
 export interface SessionMetadataRecomputeContextTokensParams {
   /** Model identifier used for tokenization. The runtime token-counts both chat-context and system-context messages against this model. */
   modelId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Updated working-directory/git context to record on the session. */
 export interface SessionMetadataRecordContextChangeParams {
   /** Updated working directory and git context. Emitted as the new payload of `session.context_changed`. */
   context: SessionWorkingDirectoryContext;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Absolute path to set as the session's new working directory. For local sessions the path must be absolute and exist on disk: it is validated before any session state changes, and a failing validation rejects the call with nothing mutated, persisted, or emitted. Remote sessions record the path as-is. */
 export interface SessionMetadataSetWorkingDirectoryParams {
-  /** Target session identifier */
-  sessionId: string;
   /** Absolute path to set as the session's working directory. The runtime updates the session's recorded cwd so subsequent operations (shell tools, file lookups, telemetry) anchor to it. */
   workingDirectory: string;
 }
@@ -10232,32 +14918,18 @@ export interface SessionMetadataSnapshot {
   workspacePath: string | null;
 }
 
-/** Identifies the target session. */
-export interface SessionMetadataSnapshotParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
 /** Atomic patch for client-owned session metadata. Operations apply in clear, remove, then set order. The resulting bag must satisfy the ClientMetadata entry and serialized-size limits. Local storage coordinates concurrent runtime processes; custom SessionFs providers must serialize writers that access the same session from multiple processes. */
 export interface SessionMetadataUpdateClientMetadataParams {
   /** Remove every existing client metadata entry before applying remove and set. Defaults to false. */
   clear?: boolean;
   /** Case-sensitive keys to remove. Missing keys are ignored. Each key must be non-empty, at most 256 UTF-8 bytes, and outside the reserved `copilot/` and `github/` namespaces. */
   remove?: string[];
-  /** Target session identifier */
-  sessionId: string;
   /** String entries to add or replace. Set wins when a key also appears in remove. Each key must be non-empty, at most 256 UTF-8 bytes, and outside the reserved `copilot/` and `github/` namespaces. Each value may contain at most 16 KiB of UTF-8 data. */
   set?: Record<string, string>;
 }
 
 /** The session mode the agent is operating in */
 export type SessionMode = "interactive" | "plan" | "autopilot";
-
-/** Identifies the target session. */
-export interface SessionModeGetParams {
-  /** Target session identifier */
-  sessionId: string;
-}
 
 /** Agent interaction mode to apply to the session. */
 export interface SessionModeSetParams {
@@ -10287,8 +14959,6 @@ export interface SessionModeSetParams {
   planReasoningEffort?: string;
   /** Whether leaving plan mode should restore the session's previous model. */
   restorePlanModel?: boolean;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Managed, repository, and CLI model overrides to overlay onto the session at startup. */
@@ -10319,30 +14989,18 @@ export interface SessionModelApplyStartupOverlayParams {
   repoReasoningEffort?: string;
   /** Model required by server-managed policy, when configured. */
   serverManagedModel?: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 export interface SessionModelClearStartupSeedParams {
   expectedModel: string;
   /** Provider captured with the startup seed; omission matches only an unqualified seed. */
   expectedProviderId?: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionModelGetCurrentParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Host presentation state the reasoning-summaries policy depends on. */
 export interface SessionModelGetReasoningSummariesParams {
   /** The host's persisted `showReasoning` user setting, omitted when unset. */
   persistedShowReasoning?: boolean;
-  /** Target session identifier */
-  sessionId: string;
   /** Whether the host is currently showing reasoning summaries. Defaults to false. */
   summariesVisible?: boolean;
 }
@@ -10361,6 +15019,11 @@ export interface SessionModelList {
   quotaSnapshots?: unknown;
 }
 
+export interface SessionModelListParams {
+  /** If true, bypasses the per-session model list cache and re-fetches from CAPI. */
+  skipCache?: boolean;
+}
+
 /** Cost-category metadata for a CAPI model. */
 export interface SessionModelPriceCategory {
   /** CAPI model identifier. */
@@ -10373,24 +15036,18 @@ export interface SessionModelPriceCategory {
 export interface SessionModelSetAllowedModelsParams {
   /** Exact model IDs to permit, or null to clear the host restriction. */
   allowedModels?: string[] | null;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Reasoning effort level to apply to the currently selected model. */
 export interface SessionModelSetReasoningEffortParams {
   /** Reasoning effort level to apply to the currently selected model. The host is responsible for validating the value against the model's supported levels before calling. */
   reasoningEffort: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** An Auto preference request for the session. This updates Auto configuration only; it does not change the selected model to `auto`. */
 export interface SessionModelSwitchAutoTierParams {
   /** Auto preference to activate when a future user turn using the `auto` model safely mints a replacement model and token pair. Pass null to return to provider-default Auto routing. */
   autoTier: string | null;
-  /** Target session identifier */
-  sessionId: string;
   /** Origin to record on the effective `session.model_change` event. Defaults to `sdk` when omitted. */
   source?: ModelChangeSource;
 }
@@ -10425,24 +15082,14 @@ export interface SessionModelSwitchToParams {
   requireAvailable?: boolean;
   /** When true, evaluate context-window compaction policy before applying the switch, including effort-only and unchanged selections while idle. An effort-only change applies immediately without compaction when a turn is active, including when the turn starts during preflight; an explicit `compactionDecision: "cancel"` still cancels the change. Other switches retain preflight and may be deferred until the active turn ends. */
   runCompactionPreflight?: boolean;
-  /** Target session identifier */
-  sessionId: string;
   /** Origin to record on the effective `session.model_change` event for trusted in-process calls. Transport SDK calls are always recorded as `sdk`, regardless of this value. */
   source?: ModelChangeSource;
   /** Output verbosity level to request for supported models */
   verbosity?: Verbosity;
 }
 
-/** Identifies the target session. */
-export interface SessionNameGetParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
 /** Auto-generated session summary to apply as the session's name when no user-set name exists. */
 export interface SessionNameSetAutoParams {
-  /** Target session identifier */
-  sessionId: string;
   /** Auto-generated session summary. Empty/whitespace-only values are ignored; values are trimmed before persisting. */
   summary: string;
 }
@@ -10451,9 +15098,226 @@ export interface SessionNameSetAutoParams {
 export interface SessionNameSetParams {
   /** New session name (1–100 characters, trimmed of leading/trailing whitespace) */
   name: string;
-  /** Target session identifier */
-  sessionId: string;
 }
+
+/** Session construction options. */
+export interface SessionOpenOptions {
+  /** Additional content-exclusion policies to merge into the session policy set. */
+  additionalContentExclusionPolicies?: SessionOpenOptionsAdditionalContentExclusionPolicy[];
+  /** Additional directories the agent may access beyond the working directory. Each entry is granted to the session's file-access allow-list and surfaced to the model (system prompt context and `@`-mention completion). Conventional `.github/skills/` and `.github/agents/` definitions under each directory also join the session's project catalogs when their existing subsystem gates are enabled: added-root skills require both `enableConfigDiscovery` and effective `enableSkills`; added-root agents require `enableConfigDiscovery`. Supplying a directory therefore activates configuration from it and should be treated as a trust decision. Absolute paths are recommended; a relative path is resolved against the session's working directory. Nonexistent or unresolvable entries are skipped with a warning. This is applied during session creation and cold resume and is not persisted, so a cold resume must re-supply the directories. */
+  additionalDirectories?: string[];
+  /** Runtime context discriminator for agent filtering. */
+  agentContext?: string;
+  /** Explicit discovery-only agent roots, separate from customAgents and filesystem grants. Available without enableConfigDiscovery, subject to managed/source disables. Relative SDK paths resolve once when supplied against the request's effective workingDirectory; retained roots do not move on cwd changes. Null and omission are equivalent; [] clears only the explicit SDK contribution. */
+  agentDirectories?: string[];
+  /** Whether to include instructions from every MCP server in the system prompt instead of only allowlisted servers. */
+  allowAllMcpServerInstructions?: boolean;
+  /** Whether ask_user is explicitly disabled. */
+  askUserDisabled?: boolean;
+  /** OAuth Client ID Metadata Document URL used by this host for MCP authorization. */
+  authClientIdMetadataUrl?: string;
+  /** Initial authentication info for the session. */
+  authInfo?: AuthInfo;
+  /** Whether a CLI host explicitly requested the initial Auto preference. False preserves a settings-derived preference without validating availability during creation; execution still validates it. Defaults to true and is ignored for non-CLI callers. */
+  autoTierIsExplicit?: boolean;
+  /** Autopilot policy. Defaults to runtime-owned continuation with at most five automatic continuations. Does not change the session mode. */
+  autopilot?: AutopilotOptions;
+  /** Allowlist of available tool names. */
+  availableTools?: string[];
+  /** Options scoped to the built-in CAPI (Copilot API) provider. */
+  capi?: CapiSessionOptions;
+  /** Structured client kind used for runtime behavior gates. */
+  clientKind?: string;
+  /** Identifier of the client driving the session. */
+  clientName?: string;
+  /** Whether commit-message coauthor trailers are enabled. */
+  coauthorEnabled?: boolean;
+  /** Override Copilot configuration directory. */
+  configDir?: string;
+  /** Whether auto-mode continuation is enabled. */
+  continueOnAutoMode?: boolean;
+  /** Override URL for the Copilot API endpoint. */
+  copilotUrl?: string;
+  /** Whether custom agents default to local-only execution. */
+  customAgentsLocalOnly?: boolean;
+  /** Parent engagement ID for detached child telemetry rollup. */
+  detachedFromSpawningParentEngagementId?: string;
+  /** Parent session ID for detached child telemetry rollup. */
+  detachedFromSpawningParentSessionId?: string;
+  /** Instruction source IDs disabled for this session. */
+  disabledInstructionSources?: string[];
+  /** MCP server names disabled for this session. Disabled servers are not started or authenticated on create or cold resume. */
+  disabledMcpServers?: string[];
+  /** Skill IDs disabled for this session. */
+  disabledSkills?: string[];
+  /** Experimental: enable native model citations for supported Anthropic and OpenAI models, normalized onto the `assistant.message` event. Off by default; may change or be removed while the citations surface is experimental. */
+  enableCitations?: boolean;
+  /** Opt in to capturing file changes for session rewind and session diff. Capture cannot reconstruct changes made before it was enabled. On create it starts capture from the first turn. It is also honored on resume: for a session that already has tracked prior turns, tracking continues automatically even if this is omitted; passing it on resume additionally enables tracking for an eligible session that has no prior root turn yet. Resuming a session whose prior root turns were never tracked has no restorable baseline, so tracking stays disabled for it and rewind reports file change tracking as unavailable; the resume itself still succeeds, so sessions that predate tracking remain loadable. The opt-in is only rejected when the session can never track (a subagent session, or one without local session storage). It is intentionally absent from the mutable options update because enabling it after edits have occurred would create an incomplete, misleading baseline. Subagents share the parent session's capture store and are not tracked as separate rewind points: a file a subagent writes is attributed to whichever root user turn was open when the capture was staged, just before the tool body ran. A turn cannot open while a staged capture is still in flight, so a subagent tool that staged under the spawning turn stays attributed to it however late the write lands, while a capture it stages after the user's next message belongs to that later turn. Attribution decides which turn's rewind point counts and file preview include that write; it does not narrow which rewinds revert it, because a rewind restores every capture from the selected turn onward, so the earlier spawning turn reverts it as well. */
+  enableFileChangeTracking?: boolean;
+  /** Live gate for repository-origin file hooks, including the primary repository, trusted repository-configured roots, and accepted startup additional directories (including CLI --add-dir). False suppresses these hooks; explicit hookDirectories and SDK callbacks are independent. Additional-root eligibility and the DISABLE_ADDITIONAL_DIRECTORY_HOOKS escape hatch are captured at create/cold resume, not expanded by later grants or feature-flag changes. Discovery uses containing Git roots, so supply only trusted repositories: commands and prompts need no further approval. Policy, hook-disable settings, and sandbox rules still apply. Provider-backed sessions skip repository hooks with a warning on omission, skip silently on false, and reject explicit true. */
+  enableFileHooks?: boolean;
+  /** Opt-in: self-fetch and enforce enterprise managed settings, including managed hook policies, at session bootstrap. */
+  enableManagedSettings?: boolean;
+  /** Whether on-demand custom instruction discovery is enabled. */
+  enableOnDemandInstructionDiscovery?: boolean;
+  /** Whether shell-script safety heuristics are enabled. */
+  enableScriptSafety?: boolean;
+  /** Whether skill loading is enabled. When omitted, explicit SDK skill roots or an SDK skill provider enable skills independently of enableConfigDiscovery. */
+  enableSkills?: boolean;
+  /** Whether model responses stream as delta events. */
+  enableStreaming?: boolean;
+  /** Opt in to enforcing non-overridable managed model controls on session model, Auto-tier, reasoning-effort, and context-tier changes. Managed defaults still apply when omitted; this option only turns conflicting changes into errors. */
+  enforceManagedModelDefaults?: boolean;
+  /** How MCP server environment values are interpreted. */
+  envValueMode?: SessionOpenOptionsEnvValueMode;
+  /** Override directory for session event logs. */
+  eventsLogDirectory?: string;
+  /** Whether subagent callback events should be forwarded into the session event log sink. */
+  eventsLogIncludesSubagents?: boolean;
+  /** Built-in subagent names to exclude from this session. Excluded built-ins are hidden from agent discovery and cannot be dispatched unless a custom agent with the same name is available. */
+  excludedBuiltinAgents?: string[];
+  /** Denylist of tool names. */
+  excludedTools?: string[];
+  /** ExP assignment ('flight') data injected by an SDK integrator, in the same JSON shape the Copilot CLI fetches from the experimentation service (CopilotExpAssignmentResponse). When supplied this is fed into the FeatureFlagService exactly like CLI-fetched assignments and ExP-backed flags wait for it. When absent the session does not block on ExP. */
+  expAssignments?: unknown;
+  /** Feature-flag values resolved by the host. */
+  featureFlags?: Record<string, boolean>;
+  /** Whether the requesting SDK session has a skill provider. The provider remains ephemeral and is never persisted in session options or history. When enableSkills is false, it remains bound but dormant and receives no callbacks. Cloud, relay, handoff, and raw sessions.open flows reject it because they cannot safely pre-register the callback handler. */
+  hasSkillProvider?: boolean;
+  /** Explicit discovery-only file-hook roots, separate from callback hooks and filesystem grants. Available without enableConfigDiscovery or enableFileHooks, which controls repository-origin hooks only; hook/managed disables still apply. Relative SDK paths resolve once when supplied against the request's effective workingDirectory; retained roots do not move on cwd changes. Null and omission are equivalent; [] clears only the explicit SDK contribution. */
+  hookDirectories?: string[];
+  /** Skill scan directories and descendants excluded from discovery. Supports `~`-relative paths. */
+  ignoredSkillsLocations?: string[];
+  /** Built-in subagent names to include in this session. When specified, only these built-ins are available, subject to runtime availability and exclusions. Custom agents with the same name remain available. */
+  includedBuiltinAgents?: string[];
+  /** Built-in skill names to include in this session. When specified, only these runtime-bundled skills are available. Skills from other sources with the same name remain available. */
+  includedBuiltinSkills?: string[];
+  /** Installed plugins visible to the session. */
+  installedPlugins?: InstalledPlugin[];
+  /** Explicit discovery-only instruction roots using existing SDK instruction formats, not filesystem grants. Available without enableConfigDiscovery, subject to instruction/managed disables. Relative SDK paths resolve once when supplied against the request's effective workingDirectory; retained roots do not move on cwd changes. Null and omission are equivalent; [] clears only the explicit SDK contribution. */
+  instructionDirectories?: string[];
+  /** Stable integration identifier for analytics. */
+  integrationId?: string;
+  /** Declares that a human drives this session's conversation, enabling user-message analysis (sentiment, task completion criteria, and task analytics) for user-authored messages. Automated messages remain excluded. Defaults to false for SDK sessions. Applied when the session is created or loaded from storage; ignored when resuming a session that is already active, and for cloud sessions. */
+  interactiveUser?: boolean;
+  /** Whether experimental behavior is enabled. */
+  isExperimentalMode?: boolean;
+  /** Whether interactive shell sessions are logged. */
+  logInteractiveShells?: boolean;
+  /** Identifier sent to LSP-style integrations. */
+  lspClientName?: string;
+  /** Non-secret host-managed HTTP MCP servers keyed by stable managed identity. Managed provenance is runtime-established from this separate field and credentials are supplied through dynamic-header refresh. */
+  managedMcpServers?: Record<string, ManagedMcpServerConfig>;
+  /** Permissions-only enterprise policy injected by the SDK host at session create or resume. Composes restrictively with self-fetched and device policy and is not persisted. */
+  managedSettings?: SessionManagedSettings;
+  /** Maximum decoded byte size of a single inline model-facing binary tool result persisted in session events (default 10 MB). */
+  maxInlineBinaryBytes?: number;
+  /** Memory configuration for this session. */
+  memory?: MemoryConfiguration;
+  /** Initial model identifier. */
+  model?: string;
+  /** Initial model capability overrides. */
+  modelCapabilitiesOverrides?: ModelCapabilitiesOverride;
+  /** BYOK model definitions added to the selectable model list, each referencing a provider name. */
+  models?: ProviderModelConfig[];
+  /** Optional human-friendly session name. */
+  name?: string;
+  /** Custom model-provider configuration (BYOK). */
+  provider?: ProviderConfig;
+  /** Named BYOK provider connections, additive to CAPI auth. Combining with `provider` is rejected. */
+  providers?: NamedProviderConfig[];
+  /** Initial reasoning effort level. CAPI values are model-defined and validated against the selected model; BYOK providers may define additional values. When omitted, no effort override is applied. */
+  reasoningEffort?: string;
+  /** Initial reasoning summary mode for supported model clients. */
+  reasoningSummary?: SessionOpenOptionsReasoningSummary;
+  /** Whether to invalidate cached custom-instruction discovery before constructing the session. Use when instruction files may have changed earlier in the same runtime process. */
+  refreshCustomInstructions?: boolean;
+  /** Telemetry-only remote-defaulted flag. */
+  remoteDefaultedOn?: boolean;
+  /** Telemetry-only remote exporting flag. */
+  remoteExporting?: boolean;
+  /** Whether this session supports remote steering. */
+  remoteSteerable?: boolean;
+  /** Whether the host is an interactive UI. */
+  runningInInteractiveMode?: boolean;
+  /** Resolved sandbox configuration. */
+  sandboxConfig?: SandboxConfig;
+  /** Origin of the sandbox choice. Settings-derived origins (never_configured, user_enabled, user_disabled, repository_policy) let managed policy floor a host preference; explicit below-floor changes remain policy conflicts unless a session opt-out is authorized. Also used for telemetry provenance. */
+  sandboxConfigSource?: SandboxConfigSource;
+  /** Capabilities enabled for this session. */
+  sessionCapabilities?: SessionCapability[];
+  /** Optional stable session identifier to use for a new session. */
+  sessionId?: string;
+  /** Initial session limits. */
+  sessionLimits?: SessionLimitsConfig;
+  /** Per-session settings for built-in shell tools. */
+  shell?: ShellOptions;
+  /** Use shell.initProfile instead. Shell init profile. */
+  shellInitProfile?: string;
+  /** PowerShell process flags applied to built-in and user-requested shell commands. */
+  shellProcessFlags?: string[];
+  /** Explicit discovery-only skill roots, not filesystem grants. Available without enableConfigDiscovery, subject to skill/managed disables. Relative SDK paths resolve once when supplied against the request's effective workingDirectory; retained roots do not move on cwd changes. Null and omission are equivalent; [] clears only the explicit SDK contribution. */
+  skillDirectories?: string[];
+  /** Whether to skip custom instruction sources. */
+  skipCustomInstructions?: boolean;
+  /** Optional trajectory output file path. */
+  trajectoryFile?: string;
+  /** Initial output verbosity level for supported models. */
+  verbosity?: Verbosity;
+  /** Working directory to anchor the session. */
+  workingDirectory?: string;
+  /** Pre-resolved working-directory context for session startup. */
+  workingDirectoryContext?: SessionContext;
+}
+
+/** Content-exclusion policy supplied to `sessions.open` options, with rules, last-updated data, and scope. */
+export interface SessionOpenOptionsAdditionalContentExclusionPolicy {
+  /** Opaque policy update timestamp supplied by the host. */
+  last_updated_at: unknown;
+  /** Content-exclusion rules to apply. */
+  rules: SessionOpenOptionsAdditionalContentExclusionPolicyRule[];
+  /** Allowed values for the `SessionOpenOptionsAdditionalContentExclusionPolicyScope` enumeration. */
+  scope: SessionOpenOptionsAdditionalContentExclusionPolicyScope;
+}
+
+/** Single content-exclusion rule supplied to `sessions.open` options, with paths, match conditions, and source. */
+export interface SessionOpenOptionsAdditionalContentExclusionPolicyRule {
+  /** Conditions of which at least one must match. */
+  ifAnyMatch?: string[];
+  /** Conditions none of which may match. */
+  ifNoneMatch?: string[];
+  /** Path patterns covered by this rule. */
+  paths: string[];
+  /** Source descriptor for a `sessions.open` content-exclusion rule, with source name and type. */
+  source: SessionOpenOptionsAdditionalContentExclusionPolicyRuleSource;
+}
+
+/** Source descriptor for a `sessions.open` content-exclusion rule, with source name and type. */
+export interface SessionOpenOptionsAdditionalContentExclusionPolicyRuleSource {
+  /** Name of the policy source. */
+  name: string;
+  /** Type of the policy source. */
+  type: string;
+}
+
+/** Allowed values for the `SessionOpenOptionsAdditionalContentExclusionPolicyScope` enumeration. */
+export type SessionOpenOptionsAdditionalContentExclusionPolicyScope = "repo" | "all";
+
+/** How MCP server environment values are interpreted. */
+export type SessionOpenOptionsEnvValueMode = "direct" | "indirect";
+
+/** Initial reasoning summary mode for supported model clients. */
+export type SessionOpenOptionsReasoningSummary = "none" | "concise" | "detailed";
+
+/** Open a session by creating, resuming, attaching, connecting to a remote, or handing off. */
+export type SessionOpenParams =
+  | ({ kind: "create" } & SessionsOpenCreate)
+  | ({ kind: "resume" } & SessionsOpenResume)
+  | ({ kind: "resumeLast" } & SessionsOpenResumeLast)
+  | ({ kind: "attach" } & SessionsOpenAttach)
+  | ({ kind: "remote" } & SessionsOpenRemote)
+  | ({ kind: "cloud" } & SessionsOpenCloud)
+  | ({ kind: "handoff" } & SessionsOpenHandoff);
 
 /** Result of opening a session. */
 export interface SessionOpenResult {
@@ -10581,8 +15445,6 @@ export interface SessionOptionsUpdateParams {
   sandboxConfigSource?: SandboxConfigSource;
   /** Replaces the session's capability set with the given list. Use to enable or disable capabilities mid-session (e.g., remove `memory` for reproducible scripted runs). Omit the field to leave the existing capability set unchanged. */
   sessionCapabilities?: SessionCapability[];
-  /** Target session identifier */
-  sessionId: string;
   /** Optional session limits. Pass null to clear the session limits. */
   sessionLimits?: SessionLimitsConfig | null;
   /** Per-session settings for built-in shell tools. */
@@ -10623,8 +15485,6 @@ export interface SessionPermissionsConfigureParams {
   paths?: PermissionPathsConfig;
   /** If specified, replaces the session's approved/denied permission rules. Omit to leave the current rules unchanged. */
   rules?: PermissionRulesSet;
-  /** Target session identifier */
-  sessionId: string;
   /** If specified, replaces the session's URL-permission policy. The runtime constructs a fresh DefaultUrlManager based on these inputs. Omit to leave the current URL policy unchanged. */
   urls?: PermissionUrlsConfig;
 }
@@ -10633,22 +15493,12 @@ export interface SessionPermissionsConfigureParams {
 export interface SessionPermissionsFolderTrustAddTrustedParams {
   /** Folder path to mark as trusted */
   path: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Folder path to check for trust. */
 export interface SessionPermissionsFolderTrustIsTrustedParams {
   /** Folder path to check */
   path: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** No parameters. */
-export interface SessionPermissionsGetModeParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Pending permission request ID and the decision to apply (approve/reject and scope). */
@@ -10658,33 +15508,25 @@ export interface SessionPermissionsHandlePendingPermissionRequestParams {
   /** Request ID of the pending permission request */
   requestId: string;
   /** The client's response to the pending permission prompt */
-  result: unknown;
-  /** Target session identifier */
-  sessionId: string;
+  result: PermissionDecision;
 }
 
 /** Location-scoped tool approval to persist. */
 export interface SessionPermissionsLocationsAddToolApprovalParams {
   /** Tool approval to persist and apply */
-  approval: unknown;
+  approval: PermissionsLocationsAddToolApprovalDetails;
   /** Location key (git root or cwd) to persist the approval to */
   locationKey: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Working directory to load persisted location permissions for. */
 export interface SessionPermissionsLocationsApplyParams {
-  /** Target session identifier */
-  sessionId: string;
   /** Working directory whose persisted location permissions should be applied */
   workingDirectory: string;
 }
 
 /** Working directory to resolve into a location-permissions key. */
 export interface SessionPermissionsLocationsResolveParams {
-  /** Target session identifier */
-  sessionId: string;
   /** Working directory whose permission location should be resolved */
   workingDirectory: string;
 }
@@ -10699,76 +15541,48 @@ export interface SessionPermissionsModifyRulesParams {
   removeAll?: boolean;
   /** Whether the change applies to ephemeral session-scoped rules (cleared at session end) or to location-scoped rules persisted via the location-permissions config file. */
   scope: PermissionsModifyRulesScope;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Notification payload describing the permission prompt that the client just rendered. */
 export interface SessionPermissionsNotifyPromptShownParams {
   /** Human-readable description of the prompt the user is being asked to approve. Used by the runtime to fire the registered `permission_prompt` notification hook (e.g. terminal bell, desktop notification). */
   message: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Directory path to add to the session's allowed directories. */
 export interface SessionPermissionsPathsAddParams {
   /** Directory to add to the allow-list. The runtime resolves and validates the path before adding, then loads conventional `.github/skills/` and `.github/agents/` definitions under it when their subsystem gates are enabled. Adding the directory is therefore also a trust decision for configuration stored there. */
   path: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Path to evaluate against the session's allowed directories. */
 export interface SessionPermissionsPathsIsPathWithinAllowedDirectoriesParams {
   /** Path to check against the session's allowed directories */
   path: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Path to evaluate against the session's workspace (primary) directory. */
 export interface SessionPermissionsPathsIsPathWithinWorkspaceParams {
   /** Path to check against the session workspace directory */
   path: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** No parameters; returns the session's recursive directory grants and exact session-approved paths. */
-export interface SessionPermissionsPathsListParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Directory path to set as the session's new primary working directory. */
 export interface SessionPermissionsPathsUpdatePrimaryParams {
   /** Directory to set as the new primary working directory for the session's permission policy. */
   path: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** No parameters; returns currently-pending permission requests for the session. */
-export interface SessionPermissionsPendingRequestsParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Clears session-scoped tool approvals and optionally clears location-scoped approvals and exact session-approved paths. */
 export interface SessionPermissionsResetSessionApprovalsParams {
   /** Whether location-scoped approvals and exact session-approved paths are cleared too. Defaults to `true`. */
   includeLocation?: boolean;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Allow-all toggle for tool permission requests, with an optional telemetry source. */
 export interface SessionPermissionsSetApproveAllParams {
   /** Whether to auto-approve all tool permission requests */
   enabled: boolean;
-  /** Target session identifier */
-  sessionId: string;
   /** Optional source for allow-all telemetry. Defaults to `rpc` when omitted for SDK callers. */
   source?: PermissionsSetApproveAllSource;
 }
@@ -10779,8 +15593,6 @@ export interface SessionPermissionsSetModeParams {
   assistedApprovalModel?: string;
   /** Permission mode to apply */
   mode: PermissionMode;
-  /** Target session identifier */
-  sessionId: string;
   /** Optional source for permission-mode telemetry. `organization_targeting` is reserved for startup selection after the authenticated account matches an organization targeting policy; SDK callers default to `rpc` and cannot claim targeting provenance. */
   source?: PermissionModeSource;
 }
@@ -10789,84 +15601,40 @@ export interface SessionPermissionsSetModeParams {
 export interface SessionPermissionsSetRequiredParams {
   /** Whether the client wants `permission.requested` events bridged from the session-owned permission service. CLI clients that render prompt UI set this to `true` for as long as their listener is mounted; headless callers leave it unset (the default is `false`). */
   required: boolean;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Whether the URL-permission policy should run in unrestricted mode. */
 export interface SessionPermissionsUrlsSetUnrestrictedModeParams {
   /** Whether to allow access to all URLs without prompting. Toggles the runtime's URL-permission policy in place. */
   enabled: boolean;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionPlanDeleteParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionPlanReadParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionPlanReadSqlTodosParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionPlanReadSqlTodosWithDependenciesParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Replacement contents to write to the session plan file. */
 export interface SessionPlanUpdateParams {
   /** The new content for the plan file */
   content: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Plugin names (or specs) to disable in the session's authoritative working directory. */
 export interface SessionPluginsDisableParams {
   /** Plugin names or "plugin@marketplace" specs to disable. Unknown names are ignored. Non-marketplace direct installs cannot be disabled via this API; uninstall them instead. Plugin-owned MCP servers are stopped in active sessions immediately; other plugin contributions remain available until each session reloads plugins. */
   names: string[];
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Plugin names (or specs) to enable in the session's authoritative working directory. */
 export interface SessionPluginsEnableParams {
   /** Plugin names or "plugin@marketplace" specs to enable. Unknown names are ignored. Non-marketplace direct installs are always enabled and cannot be toggled via this API. */
   names: string[];
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Plugin source resolved relative to the session's authoritative working directory. */
 export interface SessionPluginsInstallParams {
-  /** Target session identifier */
-  sessionId: string;
   /** Plugin install spec. Accepts the same forms as the CLI: "plugin@marketplace" (marketplace install), "owner/repo" or "owner/repo:subpath" (GitHub direct), an http/https/ssh URL, or a local path. Direct (non-marketplace) installs are deprecated and will produce a deprecationWarning in the result. */
   source: string;
 }
 
-/** Identifies the target session. */
-export interface SessionPluginsListParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
 /** Marketplace source and optional working directory for relative-path resolution. */
 export interface SessionPluginsMarketplacesAddParams {
-  /** Target session identifier */
-  sessionId: string;
   /** Marketplace source. Accepts the same forms as the CLI: "owner/repo" or "owner/repo#ref" (GitHub), an http/https/ssh URL (optionally with #ref), a git scp-style URL (user@host:path), or a local path. The marketplace's own name (from its manifest) is used as the registration key. */
   source: string;
   /** Working directory used to resolve relative local paths in `source`. Defaults to the server's current working directory. */
@@ -10877,14 +15645,11 @@ export interface SessionPluginsMarketplacesAddParams {
 export interface SessionPluginsMarketplacesBrowseParams {
   /** Marketplace name to browse */
   name: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
-/** Identifies the target session. */
-export interface SessionPluginsMarketplacesListParams {
-  /** Target session identifier */
-  sessionId: string;
+export interface SessionPluginsMarketplacesRefreshParams {
+  /** Marketplace name to refresh. When omitted, every registered marketplace is refreshed. */
+  name?: string;
 }
 
 /** Name of the marketplace to remove and an optional force flag. */
@@ -10893,8 +15658,24 @@ export interface SessionPluginsMarketplacesRemoveParams {
   force?: boolean;
   /** Marketplace name to remove */
   name: string;
-  /** Target session identifier */
-  sessionId: string;
+}
+
+export interface SessionPluginsReloadParams {
+  /** When true, skip repo-level hooks during the hook reload. Use before folder trust is confirmed; load them post-trust via `sessions.loadDeferredRepoHooks`. */
+  deferRepoHooks?: boolean;
+  /** Re-run custom-agent discovery after refreshing plugins. Defaults to true. */
+  reloadCustomAgents?: boolean;
+  /** Re-discover and relaunch subprocess extensions (including plugin-shipped extensions) after refreshing plugins. Defaults to true. Has no effect when the session has no active extension controller (e.g. extensions were not requested for the session). */
+  reloadExtensions?: boolean;
+  /** Re-load user, plugin, and (subject to `deferRepoHooks`) repo hooks. Defaults to true. Has no effect when the host has not registered a hook reloader (e.g. remote sessions). */
+  reloadHooks?: boolean;
+  /** Reload MCP server connections after refreshing plugins. Defaults to true. */
+  reloadMcp?: boolean;
+}
+
+export interface SessionPluginsRetryManagedParams {
+  /** "plugin@marketplace" specs to retry. Omit to retry every plugin the session's managed settings require. */
+  plugins?: string[];
 }
 
 /** Per-plugin outcomes of retrying the plugins required by the session's managed settings. */
@@ -10909,16 +15690,12 @@ export interface SessionPluginsUninstallParams {
   directSourceId?: string | null;
   /** Plugin name or "plugin@marketplace" spec to uninstall. When ambiguous, prefer the fully-qualified spec. */
   name: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Name (or spec) of the plugin to update. */
 export interface SessionPluginsUpdateParams {
   /** Plugin name or "plugin@marketplace" spec to update. */
   name: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** BYOK providers and/or models to add to the session's registry at runtime. Both fields are optional; provide providers, models, or both. */
@@ -10927,8 +15704,11 @@ export interface SessionProviderAddParams {
   models?: ProviderModelConfig[];
   /** Named BYOK provider connections to register, additive to any providers already in the registry. Each name must be unique across the registry and must not contain '/'. */
   providers?: NamedProviderConfig[];
-  /** Target session identifier */
-  sessionId: string;
+}
+
+export interface SessionProviderGetEndpointParams {
+  /** Model identifier the caller intends to use against the returned endpoint. Used to pick the correct wire shape. Omit to use whichever model the session is currently using. */
+  modelId?: string;
 }
 
 /** Authoritative BYOK provider and model registry snapshot to apply atomically to the session. */
@@ -10937,16 +15717,12 @@ export interface SessionProviderSyncParams {
   models?: ProviderModelConfig[];
   /** Named BYOK provider connection snapshot. Providers absent from this list are removed. */
   providers?: NamedProviderConfig[];
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Host-managed model selection ids to withdraw from the session's BYOK registry. */
 export interface SessionProviderWithdrawParams {
   /** Provider-qualified selection ids to withdraw. Ids that are not registered are ignored, so withdrawal is idempotent. A provider left with no models referencing it is removed too. */
   models: string[];
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Provider discovery parameters. */
@@ -10955,30 +15731,18 @@ export interface SessionProvidersDiscoverParams {
   adapterId: string;
   /** Provider-specific JSON input. Omission or null selects adapter defaults unless requiresInput is true. Non-null input is validated against the advertised Draft 7 schema when present; otherwise validation belongs to the adapter. */
   input?: unknown;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionProvidersGetCatalogParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Provider status request parameters. */
 export interface SessionProvidersGetStatusParams {
   /** Provider instance reference returned by discovery. */
   instance: ModelProviderInstanceReference;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Provider model inventory request parameters. */
 export interface SessionProvidersModelsListParams {
   /** Provider instance reference returned by discovery. */
   instance: ModelProviderInstanceReference;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** A discovered instance and one of its models to translate into provider configuration. Pass back the instance and model as returned by `session.providers.discover` and `session.providers.models.list`. */
@@ -10987,8 +15751,6 @@ export interface SessionProvidersModelsPrepareConfigurationParams {
   instance: ModelProviderInstance;
   /** The discovered model to configure. */
   model: DiscoveredModel;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Outcome of the prune operation: deleted IDs, dry-run candidates, skipped IDs, total bytes freed, and the dry-run flag. */
@@ -11010,7 +15772,7 @@ export interface SessionQueueAppendSteeringParams {
   /** Mode captured at submission. Only steering messages in the same mode may be combined. */
   agentMode: SendAgentMode;
   /** Attachments to add after the message's existing attachments. An empty list preserves the existing attachments. */
-  attachments: unknown[];
+  attachments: Attachment[];
   /** Display text to append to the existing preview after a blank line. */
   displayPrompt: string;
   /** Expected current prompt, including any previous appends. The runtime applies plan-mode normalization before comparing and refuses a changed message. */
@@ -11019,52 +15781,30 @@ export interface SessionQueueAppendSteeringParams {
   messageId: string;
   /** Text to append after a blank line. */
   prompt: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Inputs for starting a deferred-idle drain. */
 export interface SessionQueueBeginDeferredIdleDrainParams {
   /** Whether the host still has active background work. */
   activeBackgroundWork: boolean;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionQueueClearParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Internal filter for consuming queued system notifications. */
 export interface SessionQueueConsumeSystemNotificationsParams {
   /** Opaque runtime-owned filter object. */
   filter: unknown;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Inputs for marking session.idle deferred in native state. */
 export interface SessionQueueDeferSessionIdleParams {
   /** Whether the deferred idle was caused by an aborted foreground turn. */
   aborted: boolean;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for duplicating a queued item. */
 export interface SessionQueueDuplicateAtParams {
   /** Stable opaque ID of the queued item to duplicate. */
   id: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionQueueEnqueueResumePendingParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Inputs for completing a deferred-idle drain. */
@@ -11073,14 +15813,6 @@ export interface SessionQueueFinishDeferredIdleDrainParams {
   activeBackgroundWork: boolean;
   /** Whether native queued work remains. */
   hasPending: boolean;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionQueueHasPendingParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for inserting a queued message at a public visible position. */
@@ -11089,66 +15821,32 @@ export interface SessionQueueInsertAtParams {
   message: QueueInsertMessage;
   /** Zero-based position in the public visible queue. Values outside the queue clamp to an end. */
   position: number;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for moving a queued item by stable id. */
 export interface SessionQueueMoveItemParams {
   /** Stable opaque queued-item id. */
   id: string;
-  /** Target session identifier */
-  sessionId: string;
   /** Zero-based target position in the public visible queue. Values outside the queue clamp to an end. */
   toPosition: number;
-}
-
-/** Identifies the target session. */
-export interface SessionQueuePendingItemsParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionQueueProcessParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for removing a queued item by stable id. */
 export interface SessionQueueRemoveAtParams {
   /** Stable opaque ID of the queued item to remove. */
   id: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionQueueRemoveMostRecentParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for steering a queued message into a live turn. */
 export interface SessionQueueSendNowParams {
   /** Stable opaque ID of the queued item to steer into the live turn. */
   id: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for acquiring or releasing the queued-lane drain pause. Acquisition is exclusive and non-idempotent: `paused: true` against an already-paused session fails with `queue_already_paused`. The pause is never released automatically — it is not tied to the caller's lifetime, so a client that exits without sending `paused: false` leaves the lane frozen. Release is unowned: `paused: false` clears the pause for any caller, including one that never acquired it. */
 export interface SessionQueueSetDrainPausedParams {
   /** Whether queued-lane draining should be paused. */
   paused: boolean;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionQueueSnapshotParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for editing a single queued message. */
@@ -11159,8 +15857,6 @@ export interface SessionQueueUpdateTextParams {
   id: string;
   /** Replacement prompt sent to the model. */
   prompt: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Conditional withdrawal of a single user message, from its queue or from the running turn it started. */
@@ -11169,8 +15865,6 @@ export interface SessionQueueWithdrawMessageParams {
   expectedPrompt: string;
   /** Message identity returned by send, not the queue item id. Batch messages are not eligible. */
   messageId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Existing delegation guidance for an account without delegation access. */
@@ -11179,12 +15873,6 @@ export interface SessionQuotaDelegateWarning {
   text: string;
   /** Link to upgrade the account. */
   url: string;
-}
-
-/** Identifies the target session. */
-export interface SessionQuotaGetParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Copilot plan tier used by the session quota projection. */
@@ -11220,12 +15908,6 @@ export interface SessionQuotaProjection {
   upgradeUrl?: string;
 }
 
-/** Identifies the target session. */
-export interface SessionQuotaRefreshParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
 /** Session quota snapshot, preserving the incumbent numeric units and reset metadata. */
 export interface SessionQuotaSnapshot {
   /** Entitled quantity in this quota's units. */
@@ -11254,32 +15936,16 @@ export interface SessionQuotaSnapshot {
   usedRequests: number;
 }
 
-/** Identifies the target session. */
-export interface SessionQuotaTakeWarningsParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionRemoteDisableParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
 /** Optional remote session mode ("off", "export", or "on"); defaults to enabling both export and remote steering. */
 export interface SessionRemoteEnableParams {
   /** Per-session remote mode. "off" disables remote, "export" exports session events to GitHub without enabling remote steering, "on" enables both export and remote steering. */
   mode?: RemoteSessionMode;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** New remote-steerability state to persist as a `session.remote_steerable_changed` event. */
 export interface SessionRemoteNotifySteerableChangedParams {
   /** Whether the session now supports remote steering via GitHub. The runtime persists this as a `session.remote_steerable_changed` event so resume/replay sees the up-to-date capability. */
   remoteSteerable: boolean;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Request to disable sandboxing for the current session while resolving an active sandbox-bypass permission prompt. */
@@ -11288,20 +15954,6 @@ export interface SessionSandboxDisableForSessionParams {
   decisionContext?: PermissionDecisionContext;
   /** Identifier of the exact pending sandbox-bypass permission request that authorized the session opt-out. */
   requestId: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionSandboxGetCredentialSuggestionsParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionSandboxGetEnforcementStatusParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Request to accept the sandbox path grant offered on an active sandbox escalation permission prompt. */
@@ -11310,8 +15962,6 @@ export interface SessionSandboxGrantPathForRequestParams {
   decisionContext?: PermissionDecisionContext;
   /** Identifier of the exact pending sandbox escalation permission request whose sandboxPathGrant to accept. */
   requestId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Register an absolute-time scheduled prompt. */
@@ -11324,8 +15974,6 @@ export interface SessionScheduleAddAtParams {
   prompt: string;
   /** Whether the schedule should re-arm after each tick. Defaults to false. */
   recurring?: boolean;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Register a cron scheduled prompt. */
@@ -11338,8 +15986,6 @@ export interface SessionScheduleAddCronParams {
   prompt: string;
   /** Whether the schedule should re-arm after each tick. Defaults to true. */
   recurring?: boolean;
-  /** Target session identifier */
-  sessionId: string;
   /** IANA timezone for evaluating the cron expression. */
   tz?: string;
 }
@@ -11354,8 +16000,6 @@ export interface SessionScheduleAddParams {
   prompt: string;
   /** Whether the schedule should re-arm after each tick. Defaults to true. */
   recurring?: boolean;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Register a self-paced scheduled prompt. */
@@ -11364,26 +16008,6 @@ export interface SessionScheduleAddSelfPacedParams {
   displayPrompt?: string;
   /** Prompt text to enqueue when the schedule fires. */
   prompt: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionScheduleHasSelfPacedParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionScheduleHydrateParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionScheduleListParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Re-arm a self-paced scheduled prompt. */
@@ -11392,16 +16016,12 @@ export interface SessionScheduleRearmSelfPacedParams {
   at: number;
   /** Id of the self-paced scheduled prompt. */
   id: number;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Identifier of the scheduled prompt to remove. */
 export interface SessionScheduleStopParams {
   /** Id of the scheduled prompt to remove. */
   id: number;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for sending zero or more user messages to the session in a single turn. Remote-backed (Mission Control) sessions do not support this method and will return an error. */
@@ -11418,8 +16038,6 @@ export interface SessionSendMessagesParams {
   requestHeaders?: Record<string, string>;
   /** Provider-native output format for the whole turn, including an empty message batch and all tool-call iterations. Not inherited by later turns or subagents. Ordinary steering inherits the active format; specifying responseFormat with mode: immediate is an error, even while idle. Returned assistant content remains text; the runtime does not parse or validate it. Unsupported models or schemas produce provider errors. */
   responseFormat?: ResponseFormat;
-  /** Target session identifier */
-  sessionId: string;
   /** W3C Trace Context traceparent header for distributed tracing of this agent turn */
   traceparent?: string;
   /** W3C Trace Context tracestate header for distributed tracing */
@@ -11433,7 +16051,7 @@ export interface SessionSendParams {
   /** The UI mode the agent was in when this message was sent. Defaults to the session's current mode. */
   agentMode?: SendAgentMode;
   /** Optional attachments (files, directories, selections, blobs, GitHub references) to include with the message */
-  attachments?: unknown[];
+  attachments?: Attachment[];
   /** If false, this message will not trigger a Premium Request Unit charge. User messages default to billable. */
   billable?: boolean;
   /** If provided, this is shown in the timeline instead of `prompt` */
@@ -11450,8 +16068,6 @@ export interface SessionSendParams {
   requiredTool?: string;
   /** Provider-native output format for this turn, including all tool-call iterations. Not inherited by later turns or subagents. Ordinary steering inherits the active format; specifying responseFormat with mode: immediate is an error, even while idle. Returned assistant content remains text; the runtime does not parse or validate it. Unsupported models or schemas produce provider errors. */
   responseFormat?: ResponseFormat;
-  /** Target session identifier */
-  sessionId: string;
   /** Optional provenance tag copied to the resulting user.message event. Must be `user`, `system`, `command-<command-id>` for command-originated messages, `schedule-<numeric-id>` for scheduled prompts, or `agent-<agent-id>` for prompts sent by another agent. */
   source?: string;
   /** W3C Trace Context traceparent header for distributed tracing of this agent turn */
@@ -11470,8 +16086,6 @@ export interface SessionSendSystemNotificationParams {
   message: string;
   /** Internal delivery options, including passive policy. */
   options?: unknown;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Indicates whether the credential update succeeded. */
@@ -11494,8 +16108,6 @@ export interface SessionSettingsBuiltInToolAvailabilitySnapshot {
 export interface SessionSettingsEvaluatePredicateParams {
   /** Predicate name. The runtime owns the raw feature-flag names and composition logic. */
   name: SessionSettingsPredicateName;
-  /** Target session identifier */
-  sessionId: string;
   /** Tool name for tool-scoped predicates such as trivial-change handling. */
   toolName?: string;
 }
@@ -11589,12 +16201,6 @@ export interface SessionSettingsSnapshot {
   version?: string;
 }
 
-/** Identifies the target session. */
-export interface SessionSettingsSnapshotParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
 /** Redacted validation and memory-tool settings for a session. */
 export interface SessionSettingsValidationSnapshot {
   /** Whether advisory validation is enabled. */
@@ -11621,8 +16227,6 @@ export interface SessionSettingsValidationSnapshot {
 export interface SessionShellCancelUserRequestedParams {
   /** Request ID previously passed to executeUserRequested */
   requestId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Shell command to run, with optional working directory and timeout in milliseconds. Spawn failures return an RPC error. */
@@ -11631,8 +16235,6 @@ export interface SessionShellExecParams {
   command: string;
   /** Working directory (defaults to session working directory) */
   cwd?: string;
-  /** Target session identifier */
-  sessionId: string;
   /** Timeout in milliseconds (default: 30000) */
   timeout?: number;
 }
@@ -11643,16 +16245,12 @@ export interface SessionShellExecuteUserRequestedParams {
   command: string;
   /** Caller-provided cancellation handle for this execution */
   requestId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Identifier of a process previously returned by "shell.exec" and the signal to send. */
 export interface SessionShellKillParams {
   /** Process identifier returned by shell.exec */
   processId: string;
-  /** Target session identifier */
-  sessionId: string;
   /** Signal to send (default: SIGTERM) */
   signal?: ShellKillSignal;
 }
@@ -11663,8 +16261,6 @@ export interface SessionShutdownParams {
   detachSessionEndHooks?: boolean;
   /** Optional human-readable reason. Typically the message of the error that triggered shutdown when type is 'error'. */
   reason?: string;
-  /** Target session identifier */
-  sessionId: string;
   /** Why the session is being shut down. Defaults to "routine" when omitted. */
   type?: ShutdownType;
 }
@@ -11679,88 +16275,33 @@ export interface SessionSizes {
 export interface SessionSkillsDisableParams {
   /** Name of the skill to disable */
   name: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Name of the skill to enable for the session. */
 export interface SessionSkillsEnableParams {
   /** Name of the skill to enable */
   name: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
-/** Identifies the target session. */
-export interface SessionSkillsEnsureLoadedParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionSkillsGetInvokedParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionSkillsListParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionSkillsReloadParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionSuspendParams {
-  /** Target session identifier */
-  sessionId: string;
-}
+/** Which session sources to include. Defaults to `local` for backward compatibility. */
+export type SessionSource = "local" | "remote" | "all";
 
 /** Identifier of the background task to cancel. */
 export interface SessionTasksCancelParams {
   /** Task identifier */
   id: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionTasksGetCurrentPromotableParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Identifier of the background task to fetch progress for. */
 export interface SessionTasksGetProgressParams {
   /** Task identifier (agent ID or shell ID) */
   id: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionTasksListParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionTasksPromoteCurrentToBackgroundParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Identifier of the task to promote to background mode. */
 export interface SessionTasksPromoteToBackgroundParams {
   /** Task identifier */
   id: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Detached shell task to read output from, with an optional cursor and long-poll wait. waitMs defaults to zero (maximum 30000). */
@@ -11769,16 +16310,8 @@ export interface SessionTasksReadOutputParams {
   cursor?: string;
   /** Identifier of a detached shell task, as returned by tasks.list */
   id: string;
-  /** Target session identifier */
-  sessionId: string;
   /** Milliseconds to wait for new output, or for the shell to finish, when the cursor is already at the end of the available output. 0 (default) returns immediately. Capped at 30000ms. */
   waitMs?: number;
-}
-
-/** Identifies the target session. */
-export interface SessionTasksRefreshParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Registers or reclaims a client-owned task. */
@@ -11793,8 +16326,6 @@ export interface SessionTasksRegisterParams {
   displayName?: string;
   /** Expected current sequence for idempotent registration or orphan reclaim */
   expectedSequence?: number;
-  /** Target session identifier */
-  sessionId: string;
   /** Task kind */
   type: TaskClientType;
 }
@@ -11803,8 +16334,6 @@ export interface SessionTasksRegisterParams {
 export interface SessionTasksRemoveParams {
   /** Task identifier */
   id: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Identifier of the target agent task, message content, and optional sender agent ID. */
@@ -11815,8 +16344,6 @@ export interface SessionTasksSendMessageParams {
   id: string;
   /** Message content to send to the agent */
   message: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Agent type, prompt, name, and optional description and model override for the new task. */
@@ -11831,8 +16358,6 @@ export interface SessionTasksStartAgentParams {
   name: string;
   /** Task prompt for the agent */
   prompt: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Updates a client-owned task. */
@@ -11841,16 +16366,8 @@ export interface SessionTasksUpdateParams {
   id: string;
   /** Owner update sequence to apply */
   sequence: number;
-  /** Target session identifier */
-  sessionId: string;
   /** Progress or terminal update payload */
-  update: unknown;
-}
-
-/** Identifies the target session. */
-export interface SessionTasksWaitForPendingParams {
-  /** Target session identifier */
-  sessionId: string;
+  update: TaskClientUpdate;
 }
 
 /** Telemetry engagement ID for the session, when available. */
@@ -11859,18 +16376,10 @@ export interface SessionTelemetryEngagement {
   engagementId?: string;
 }
 
-/** Identifies the target session. */
-export interface SessionTelemetryGetEngagementIdParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
 /** Feature override key/value pairs to attach to subsequent telemetry events from this session. */
 export interface SessionTelemetrySetFeatureOverridesParams {
   /** Override key/value pairs to attach to subsequent telemetry events from this session. Replaces any previously-set overrides. */
   features: Record<string, string>;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** A tool name and arguments to execute through the session's native invocation pipeline. */
@@ -11879,8 +16388,6 @@ export interface SessionToolsExecuteParams {
   arguments: unknown;
   /** Name of the currently offered tool to execute. */
   name: string;
-  /** Target session identifier */
-  sessionId: string;
   /** Optional identifier used to correlate this invocation with its tool call. */
   toolCallId?: string;
 }
@@ -11893,8 +16400,6 @@ export interface SessionToolsGetBuiltinDescriptorsParams {
   includeAuthor?: boolean;
   /** Whether descriptors should favor fewer user-intervention prompts. */
   reduceUserIntervention?: boolean;
-  /** Target session identifier */
-  sessionId: string;
   /** Shell-specific names and description lines for shell tools. */
   shellConfig?: ToolsShellDescriptorConfig;
   /** Whether the configured shell supports PowerShell 7 syntax. */
@@ -11905,12 +16410,6 @@ export interface SessionToolsGetBuiltinDescriptorsParams {
   skillEmbeddingEnabled?: boolean;
 }
 
-/** Identifies the target session. */
-export interface SessionToolsGetCurrentMetadataParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
 /** Pending external tool call request ID, with the tool result or an error describing why it failed. */
 export interface SessionToolsHandlePendingToolCallParams {
   /** Error message if the tool call failed */
@@ -11919,26 +16418,10 @@ export interface SessionToolsHandlePendingToolCallParams {
   requestId: string;
   /** Tool call result (string or expanded result object) */
   result?: unknown;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionToolsInitializeAndValidateParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** No parameters; returns the external tool calls of the session and its sub-agents that are still waiting for a result. */
-export interface SessionToolsListPendingRequestsParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Complete externally implemented tool list for the calling connection. An empty list removes every tool previously supplied by that connection. */
 export interface SessionToolsSetParams {
-  /** Target session identifier */
-  sessionId: string;
   /** Complete replacement list for the calling connection. */
   tools: ProtocolExternalToolDefinition[];
 }
@@ -11947,16 +16430,12 @@ export interface SessionToolsSetParams {
 export interface SessionToolsTaskCompleteEventDataParams {
   /** Final expanded result returned by the task_complete tool. */
   finalResult: ToolResultExpanded;
-  /** Target session identifier */
-  sessionId: string;
   /** Arguments supplied to the completed task_complete tool call. */
   toolArgs: unknown;
 }
 
 /** Subagent settings to apply to the current session */
 export interface SessionToolsUpdateSubagentSettingsParams {
-  /** Target session identifier */
-  sessionId: string;
   /** Subagent settings to apply, or null to clear the live session override */
   subagents: SubagentSettings | null;
 }
@@ -11971,8 +16450,6 @@ export interface SessionUiElicitationParams {
   mode?: McpElicitationFormMode;
   /** JSON Schema describing the form fields to present to the user */
   requestedSchema: UiElicitationSchema;
-  /** Target session identifier */
-  sessionId: string;
   /** MCP task metadata. */
   task?: McpTaskMetadata;
 }
@@ -11985,8 +16462,6 @@ export interface SessionUiEphemeralQueryParams {
   onChunk?: unknown;
   /** Question to answer from the current conversation context. */
   question: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Pending elicitation request ID and the user's response (accept/decline/cancel + form values). */
@@ -11995,8 +16470,6 @@ export interface SessionUiHandleHumanAskUserParams {
   requestId: string;
   /** The elicitation response (accept with form values, decline, or cancel) */
   result: UiElicitationResponse;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Request ID of a pending `exit_plan_mode.requested` event and the user's response. */
@@ -12005,8 +16478,6 @@ export interface SessionUiHandleHumanExitPlanModeParams {
   requestId: string;
   /** User response for a pending exit-plan-mode request, with approval state, selected action, auto-approve flag, and feedback. */
   response: UiExitPlanModeResponse;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Request ID of a pending `user_input.requested` event and the user's response. */
@@ -12015,8 +16486,6 @@ export interface SessionUiHandleHumanUserInputParams {
   requestId: string;
   /** User response for a pending user-input request, with answer text and whether it was typed freeform. */
   response: UiUserInputResponse;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Request ID of a pending `auto_mode_switch.requested` event and the user's response. */
@@ -12025,8 +16494,6 @@ export interface SessionUiHandlePendingAutoModeSwitchParams {
   requestId: string;
   /** User's choice for auto-mode switching: yes (allow this turn), yes_always (allow + persist as setting), or no (decline). */
   response: UiAutoModeSwitchResponse;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Pending elicitation request ID and the user's response (accept/decline/cancel + form values). */
@@ -12035,8 +16502,6 @@ export interface SessionUiHandlePendingElicitationParams {
   requestId: string;
   /** The elicitation response (accept with form values, decline, or cancel) */
   result: UiElicitationResponse;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Request ID of a pending `exit_plan_mode.requested` event and the user's response. */
@@ -12045,8 +16510,6 @@ export interface SessionUiHandlePendingExitPlanModeParams {
   requestId: string;
   /** User response for a pending exit-plan-mode request, with approval state, selected action, auto-approve flag, and feedback. */
   response: UiExitPlanModeResponse;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Request ID of a pending `sampling.requested` event and an optional sampling result payload (omit to reject). */
@@ -12055,8 +16518,6 @@ export interface SessionUiHandlePendingSamplingParams {
   requestId: string;
   /** Optional sampling result payload. Omit to reject/cancel the sampling request without providing a result. */
   response?: unknown;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Request ID of a pending `session_limits_exhausted.requested` event and the user's selected limit action. */
@@ -12065,8 +16526,6 @@ export interface SessionUiHandlePendingSessionLimitsExhaustedParams {
   requestId: string;
   /** The selected session-limit action. */
   response: UiSessionLimitsExhaustedResponse;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Request ID of a pending `user_input.requested` event and the user's response. */
@@ -12075,22 +16534,12 @@ export interface SessionUiHandlePendingUserInputParams {
   requestId: string;
   /** User response for a pending user-input request, with answer text and whether it was typed freeform. */
   response: UiUserInputResponse;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionUiRegisterDirectAutoModeSwitchHandlerParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Opaque handle previously returned by `registerDirectAutoModeSwitchHandler` to release. */
 export interface SessionUiUnregisterDirectAutoModeSwitchHandlerParams {
   /** Handle previously returned by `registerDirectAutoModeSwitchHandler` */
   handle: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Indicates whether the session options patch was applied successfully. */
@@ -12101,12 +16550,6 @@ export interface SessionUpdateOptionsResult {
   success: boolean;
 }
 
-/** Identifies the target session. */
-export interface SessionUsageGetMetricsParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
 /** Internal absolute code-change totals reported by the owning host. */
 export interface SessionUsageSetCodeChangesParams {
   /** Absolute changed-file count; omission preserves the previous count. */
@@ -12115,20 +16558,10 @@ export interface SessionUsageSetCodeChangesParams {
   linesAdded: number;
   /** Absolute removed-line total, replacing the previous reading. */
   linesRemoved: number;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionVisibilityGetParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Desired sharing status for the session. */
 export interface SessionVisibilitySetParams {
-  /** Target session identifier */
-  sessionId: string;
   /** Sharing status to apply. "repo" makes the session visible to repository readers; "unshared" restricts it to the creator and collaborators. */
   status: SessionVisibilityStatus;
 }
@@ -12144,8 +16577,6 @@ export interface SessionWorkflowAgentParams {
   opts: WorkflowAgentOptions;
   /** Prompt to send to the subagent. */
   prompt: string;
-  /** Target session identifier */
-  sessionId: string;
   /** Workflow run identifier that owns the subagent. */
   workflowRunId: string;
 }
@@ -12154,24 +16585,18 @@ export interface SessionWorkflowAgentParams {
 export interface SessionWorkflowCancelParams {
   /** Workflow run identifier. */
   runId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for retrieving a workflow run. */
 export interface SessionWorkflowGetRunDetailParams {
   /** Workflow run identifier. */
   runId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for retrieving a workflow run. */
 export interface SessionWorkflowGetRunParams {
   /** Workflow run identifier. */
   runId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for paging workflow progress. */
@@ -12186,8 +16611,6 @@ export interface SessionWorkflowGetRunProgressParams {
   phaseId?: string;
   /** Workflow run identifier. */
   runId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for reading a workflow journal entry. */
@@ -12198,8 +16621,6 @@ export interface SessionWorkflowJournalGetParams {
   key: string;
   /** Workflow run identifier. */
   runId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for storing a workflow journal entry. */
@@ -12212,8 +16633,6 @@ export interface SessionWorkflowJournalPutParams {
   resultJson: unknown;
   /** Workflow run identifier. */
   runId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for paging workflow runs. */
@@ -12224,8 +16643,6 @@ export interface SessionWorkflowListRunsParams {
   beforeSeq?: number;
   /** Maximum terminal runs to return. Defaults to 200 and is capped at 500. */
   limit?: number;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for recording workflow progress. */
@@ -12236,8 +16653,6 @@ export interface SessionWorkflowLogParams {
   lines: WorkflowLogLine[];
   /** Workflow run identifier. */
   runId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for an owned durable pause checkpoint. */
@@ -12248,16 +16663,12 @@ export interface SessionWorkflowPauseAtCheckpointParams {
   key: string;
   /** Workflow run identifier. */
   runId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for pausing a running workflow. */
 export interface SessionWorkflowPauseParams {
   /** Workflow run identifier. */
   runId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Internal parameters for resuming a workflow run from a tool. */
@@ -12266,8 +16677,6 @@ export interface SessionWorkflowResumeFromToolParams {
   limits?: WorkflowRunLimits;
   /** Workflow run identifier. */
   runId: string;
-  /** Target session identifier */
-  sessionId: string;
   /** Opaque identifier of the originating tool call. */
   toolCallId?: string;
 }
@@ -12282,8 +16691,6 @@ export interface SessionWorkflowResumeParams {
   notifyOnComplete?: boolean;
   /** Workflow run identifier. */
   runId: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Internal parameters for invoking a registered workflow from a tool. */
@@ -12294,8 +16701,6 @@ export interface SessionWorkflowRunFromToolParams {
   name: string;
   /** Tool-originated workflow invocation options. */
   options?: WorkflowToolRunOptions;
-  /** Target session identifier */
-  sessionId: string;
   /** Opaque identifier of the originating tool call. */
   toolCallId?: string;
 }
@@ -12308,8 +16713,6 @@ export interface SessionWorkflowRunParams {
   name: string;
   /** Workflow invocation options. */
   options?: WorkflowRunOptions;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Updated working directory and git context. Emitted as the new payload of `session.context_changed`. */
@@ -12361,16 +16764,8 @@ export interface SessionWorkingDirectoryContextWithClient {
 export interface SessionWorkspacesAddSummaryParams {
   /** Markdown summary content to persist. */
   content: string;
-  /** Target session identifier */
-  sessionId: string;
   /** Summary title shown in checkpoint listings. */
   title: string;
-}
-
-/** Identifies the target session. */
-export interface SessionWorkspacesAutopilotObjectiveExistsParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Directory to create within the session workspace files directory. */
@@ -12379,8 +16774,6 @@ export interface SessionWorkspacesCreateDirectoryParams {
   path: string;
   /** Whether to create missing parent directories. Defaults to false. */
   recursive?: boolean;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Relative path and UTF-8 content for the workspace file to create or overwrite. */
@@ -12389,14 +16782,6 @@ export interface SessionWorkspacesCreateFileParams {
   content: string;
   /** Slash-separated relative path within the workspace files directory */
   path: string;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionWorkspacesDeleteAutopilotObjectiveParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Parameters for computing a workspace diff. */
@@ -12407,56 +16792,24 @@ export interface SessionWorkspacesDiffParams {
   includeContents?: boolean;
   /** Diff mode requested by the client. */
   mode: WorkspaceDiffMode;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Optional session context used when creating a local workspace. */
 export interface SessionWorkspacesEnsureParams {
   /** Opaque workspace context supplied by the session host. */
   context?: unknown;
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionWorkspacesGetWorkspaceParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionWorkspacesListCheckpointsParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionWorkspacesListFilesParams {
-  /** Target session identifier */
-  sessionId: string;
-}
-
-/** Identifies the target session. */
-export interface SessionWorkspacesReadAutopilotObjectiveParams {
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Checkpoint number to read. */
 export interface SessionWorkspacesReadCheckpointParams {
   /** Checkpoint number to read */
   number: number;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Relative path of the workspace file to read. */
 export interface SessionWorkspacesReadFileParams {
   /** Slash-separated relative path within the workspace files directory */
   path: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** File or directory to remove from the session workspace files directory. */
@@ -12467,16 +16820,12 @@ export interface SessionWorkspacesRemovePathParams {
   path: string;
   /** Whether to remove directory contents recursively. Defaults to false. */
   recursive?: boolean;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Source and destination paths for a rename within the session workspace files directory. */
 export interface SessionWorkspacesRenamePathParams {
   /** Slash-separated destination path relative to the workspace files directory */
   destination: string;
-  /** Target session identifier */
-  sessionId: string;
   /** Slash-separated source path relative to the workspace files directory */
   source: string;
 }
@@ -12485,24 +16834,18 @@ export interface SessionWorkspacesRenamePathParams {
 export interface SessionWorkspacesSaveLargePasteParams {
   /** Pasted content to save as a UTF-8 file */
   content: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Relative path of the workspace file or directory to inspect. */
 export interface SessionWorkspacesStatFileParams {
   /** Slash-separated relative path within the workspace files directory */
   path: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Rollback point for local workspace summaries. */
 export interface SessionWorkspacesTruncateSummariesParams {
   /** Number of newest summaries to keep. */
   keepCount: number;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Workspace metadata fields to update. */
@@ -12511,16 +16854,12 @@ export interface SessionWorkspacesUpdateMetadataParams {
   context?: unknown;
   /** Optional workspace display name override. */
   name?: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Autopilot objective file content to persist. */
 export interface SessionWorkspacesWriteAutopilotObjectiveParams {
   /** Autopilot objective file content. */
   content: string;
-  /** Target session identifier */
-  sessionId: string;
 }
 
 /** Session IDs to close, deactivate, and delete from disk. */
@@ -12539,6 +16878,45 @@ export interface SessionsCheckInUseRequest {
 export interface SessionsCheckInUseResult {
   /** Session IDs from the input set that are currently held by another running process via an alive lock file */
   inUse: string[];
+}
+
+/** Client metadata outcome for one requested local session. */
+export type SessionsClientMetadataEntry =
+  | ({ status: "ok" } & SessionsClientMetadataEntryOk)
+  | ({ status: "notFound" } & SessionsClientMetadataEntryNotFound)
+  | ({ status: "corrupt" } & SessionsClientMetadataEntryCorrupt)
+  | ({ status: "unsupportedVersion" } & SessionsClientMetadataEntryUnsupportedVersion)
+  | ({ status: "unavailable" } & SessionsClientMetadataEntryUnavailable);
+
+export interface SessionsClientMetadataEntryCorrupt {
+  /** Requested session ID. */
+  sessionId: string;
+}
+
+export interface SessionsClientMetadataEntryNotFound {
+  /** Requested session ID. */
+  sessionId: string;
+}
+
+export interface SessionsClientMetadataEntryOk {
+  /** Validated client metadata, possibly empty or projected to requested keys. */
+  metadata: Record<string, string>;
+  /** Requested session ID. */
+  sessionId: string;
+}
+
+export interface SessionsClientMetadataEntryUnavailable {
+  /** Filesystem or provider error code. Clients should not assume every provider uses operating-system error codes. */
+  code: string;
+  /** Human-readable diagnostic message. Not stable for programmatic matching. */
+  message: string;
+  /** Requested session ID. */
+  sessionId: string;
+}
+
+export interface SessionsClientMetadataEntryUnsupportedVersion {
+  /** Requested session ID. */
+  sessionId: string;
 }
 
 /** Session ID to close. */
@@ -12703,6 +17081,20 @@ export interface SessionsListNonEmptySessionIdsResult {
   sessionIds: string[];
 }
 
+/** Optional source filter, metadata-load limit, and context filter applied to the returned sessions. */
+export interface SessionsListRequest {
+  /** Optional filter applied to the returned sessions */
+  filter?: SessionListFilter;
+  /** When true, include detached maintenance sessions. Defaults to false for user-facing session lists. */
+  includeDetached?: boolean;
+  /** When provided, only the first N local sessions (sorted by modification time, newest first) load full metadata; remaining sessions return basic info only. Use 0 to return only basic info for every local session. Has no effect on remote entries (which always carry their full shape). */
+  metadataLimit?: number;
+  /** Which session sources to include. Defaults to `local` for backward compatibility. */
+  source?: SessionSource;
+  /** Only meaningful when `source` includes remote. When true, propagates errors from the remote service instead of silently returning an empty remote list. Defaults to false. */
+  throwOnError?: boolean;
+}
+
 /** Active session ID whose deferred repo-level hooks should be loaded. */
 export interface SessionsLoadDeferredRepoHooksRequest {
   /** Active session ID whose deferred repo-level hooks should be loaded */
@@ -12723,6 +17115,49 @@ export interface SessionsLoadWorkspaceResult {
   workspaceJson?: string;
 }
 
+/** Parameters for attaching to an already-active session by ID. */
+export interface SessionsOpenAttach {
+  /** Session ID to attach to. */
+  sessionId: string;
+}
+
+/** Parameters for creating a new cloud session. */
+export interface SessionsOpenCloud {
+  /** In-process callback invoked when the cloud task is created, before connection. Internal because function references cannot cross the JSON-RPC boundary. */
+  onTaskCreated?: unknown;
+  /** Session options for cloud session creation. */
+  options?: SessionOpenOptions;
+  /** Optional owner (user or organization login) to associate with the cloud session when no repository is provided. Ignored when `repository` is set (the repo's owner takes precedence). */
+  owner?: string;
+  /** Repository for the cloud session. */
+  repository?: RemoteSessionRepository;
+}
+
+/** Parameters for creating a new local session. */
+export interface SessionsOpenCreate {
+  /** Whether to emit session.start during creation. Defaults to true. */
+  emitStart?: boolean;
+  /** Session construction options. */
+  options?: SessionOpenOptions;
+}
+
+/** Parameters for fetching a remote session and handing it off to a new local session. */
+export interface SessionsOpenHandoff {
+  /** Remote session metadata for the session to hand off (typically obtained from `sessions.list` with `source: "remote"`). */
+  metadata: RemoteSessionMetadataValue;
+  /** In-process confirmation callback `(request) => boolean | Promise<boolean>` invoked when the handoff needs the caller to confirm a non-fatal blocker (e.g. a repository mismatch between the current working directory and the remote session). Returning `true` proceeds with the handoff; returning `false` (or omitting the callback) aborts it. Marked internal because a function reference cannot cross the JSON-RPC boundary, for the same reasons as `onProgress`. */
+  onConfirm?: unknown;
+  /** In-process progress callback `(update) => void` invoked for each handoff step. Marked internal because a function reference cannot cross the JSON-RPC boundary. The host-side `handoffSession` is already declared as `AsyncGenerator<HandoffProgress, HandoffResult>`; the schema layer flattens it because it does not yet support streaming methods. The wire-clean replacement is to expose the AsyncGenerator directly (or use vscode-jsonrpc `$/progress` notifications) once the schema/transport layer supports it. */
+  onProgress?: unknown;
+  /** Session construction options for the new local session. */
+  options?: SessionOpenOptions;
+  /** Task type determines the handoff strategy (CCA fetches events; CLI prepares a transient session). */
+  taskType?: SessionsOpenHandoffTaskType;
+}
+
+/** Task type determines the handoff strategy (CCA fetches events; CLI prepares a transient session). */
+export type SessionsOpenHandoffTaskType = "cca" | "cli";
+
 /** `sessions.open` handoff progress update with step, status, and optional message. */
 export interface SessionsOpenProgress {
   /** Optional step message. */
@@ -12738,6 +17173,38 @@ export type SessionsOpenProgressStatus = "in-progress" | "complete";
 
 /** Handoff step. */
 export type SessionsOpenProgressStep = "load-session" | "validate-repo" | "check-changes" | "checkout-branch" | "create-session" | "save-session";
+
+/** Parameters for connecting to a live remote session. */
+export interface SessionsOpenRemote {
+  /** Session options for the connection. */
+  options?: SessionOpenOptions;
+  /** Remote session identifier to connect to. */
+  remoteSessionId: string;
+  /** Repository context for the remote session. */
+  repository?: RemoteSessionRepository;
+}
+
+/** Parameters for resuming a specific local session. */
+export interface SessionsOpenResume {
+  /** Session resume options. */
+  options?: SessionOpenOptions;
+  /** Whether to emit session.resume after loading. Defaults to true. */
+  resume?: boolean;
+  /** Session ID or unique prefix to resume. */
+  sessionId: string;
+  /** Suppress workspace.yaml metadata writeback when resuming from an incidental cwd. */
+  suppressResumeWorkspaceMetadataWriteback?: boolean;
+}
+
+/** Parameters for resuming the most relevant local session. */
+export interface SessionsOpenResumeLast {
+  /** Working-directory context used to choose the most relevant session. */
+  context?: SessionContext;
+  /** Session resume options. */
+  options?: SessionOpenOptions;
+  /** Suppress workspace.yaml metadata writeback when resuming from an incidental cwd. */
+  suppressResumeWorkspaceMetadataWriteback?: boolean;
+}
 
 /** Outcome of the open request. */
 export type SessionsOpenStatus = "created" | "resumed" | "not_found" | "connected" | "handed_off";
@@ -12806,6 +17273,13 @@ export interface SessionsStartRemoteControlRequest {
   sessionId: string;
 }
 
+export interface SessionsStopRemoteControlRequest {
+  /** When provided, the stop is rejected unless the singleton currently points at this session id (compare-and-swap semantics). */
+  expectedSessionId?: string;
+  /** When true, the singleton is unconditionally torn down regardless of `expectedSessionId`. Use during shutdown or explicit `/remote off`. */
+  force?: boolean;
+}
+
 /** Parameters for atomically rebinding the remote-control singleton. */
 export interface SessionsTransferRemoteControlRequest {
   /** When provided, the transfer is rejected unless the singleton currently points at this session id (compare-and-swap semantics to avoid clobbering newer state). */
@@ -12822,6 +17296,27 @@ export interface SessionsUpdateWorkspaceFieldsRequest {
   sessionId: string;
   /** Root directory every session's state directory sits under */
   sessionsHome: string;
+}
+
+/** Authentication credentials accepted by session.gitHubAuth.setCredentials. Session-owned token-provider identities cannot be installed through this method. */
+export type SettableAuthInfo =
+  | ({ type: "hmac" } & HmacAuthInfo)
+  | ({ type: "env" } & EnvAuthInfo)
+  | ({ type: "token" } & SettableTokenAuthInfo)
+  | ({ type: "copilot-api-token" } & CopilotApiTokenAuthInfo)
+  | ({ type: "user" } & UserAuthInfo)
+  | ({ type: "account" } & AccountAuthInfo)
+  | ({ type: "gh-cli" } & GhCliAuthInfo)
+  | ({ type: "api-key" } & ApiKeyAuthInfo);
+
+/** Token authentication accepted by session.gitHubAuth.setCredentials. */
+export interface SettableTokenAuthInfo {
+  /** Snapshot of the authenticated user's Copilot subscription info, if known. Mirrors the GitHub API `/copilot_internal/v2/token` user response shape — the runtime trusts this verbatim and does not re-fetch when set. */
+  copilotUser?: CopilotUserResponse;
+  /** Authentication host. */
+  host: string;
+  /** The token value itself. Treat as a secret. */
+  token: string;
 }
 
 /** One atomic settings mutation. */
@@ -12951,12 +17446,365 @@ export interface SkillDiscoveryPathList {
 /** Which tier this directory belongs to */
 export type SkillDiscoveryScope = "project" | "personal-copilot" | "personal-agents" | "custom";
 
+/** A computed Skill install plan. Nothing has been applied. */
+export interface SkillInstallPlan {
+  /** Original wall-clock expiry as an ISO 8601 timestamp. */
+  expiresAt: string;
+  /** Original operation identifier returned before confirmation. */
+  operationId: string;
+  /** One-use plan handle, bound to the original candidate authority. */
+  planHandle: string;
+  /** Safe review to present before applying the plan. */
+  review: SkillInstallationReview;
+}
+
+/** Bounded refusal categories for verified Skill installation management. */
+export type SkillInstallationFailureReason = "feature-disabled" | "invalid-request" | "operation-limit" | "cancelled" | "confirmation-unavailable" | "confirmation-invalid" | "policy-context-unavailable" | "policy-changed" | "resource-not-found" | "plan-expired" | "plan-replayed" | "foreign-runtime" | "wrong-kind" | "search-mismatch" | "expired" | "invalid-candidate" | "descriptor-unavailable" | "descriptor-invalid" | "entrypoint-unavailable" | "invalid-skill" | "payload-unavailable" | "payload-mismatch" | "source-rate-limited" | "no-credential" | "credential-rejected" | "source-changed" | "lifecycle-unavailable" | "recovery-required" | "review-too-large" | "busy" | "already-installed" | "configuration-modified" | "write-failed";
+
+/** One reviewed Skill file. */
+export interface SkillInstallationFileReview {
+  /** SHA-256 digest of the exact file bytes. */
+  digest: string;
+  /** Whether the file is installed with executable permissions. */
+  executable: boolean;
+  /** Declared media type for the file. */
+  mediaType: string;
+  /** Relative file path within the Skill root. */
+  path: string;
+  /** Exact reviewed file size in bytes. */
+  sizeBytes: number;
+}
+
+/** A user-facing personal Skill installation location without absolute host paths. */
+export interface SkillInstallationLocation {
+  /** Diagnostics-only absolute host path. Hosts must not display it by default. */
+  diagnosticsAbsolutePath?: string;
+  /** Safe display label, for example ~/.copilot/skills/run-checks. */
+  displayLabel: string;
+  /** Path relative to the Copilot home. */
+  relativePath: string;
+  /** Installation scope. Agent Finder Skills are installed in the user's personal Copilot home. */
+  scope: SkillInstallationScope;
+}
+
+/** Management outcome for verified Skill inventory, planning and removal. */
+export type SkillInstallationManagementOutcome =
+  | ({ kind: "recovery-required" } & SkillInstallationManagementOutcomeRecoveryRequired)
+  | ({ kind: "install-planned" } & SkillInstallationManagementOutcomeInstallPlanned)
+  | ({ kind: "listed" } & SkillInstallationManagementOutcomeListed)
+  | ({ kind: "recovered" } & SkillInstallationManagementOutcomeRecovered)
+  | ({ kind: "rolled-back" } & SkillInstallationManagementOutcomeRolledBack)
+  | ({ kind: "uninstall-planned" } & SkillInstallationManagementOutcomeUninstallPlanned)
+  | ({ kind: "operation" } & SkillInstallationManagementOutcomeOperation)
+  | ({ kind: "enabled-changed" } & SkillInstallationManagementOutcomeEnabledChanged)
+  | ({ kind: "refused" } & SkillInstallationManagementOutcomeRefused);
+
+/** Enablement changed and the selected session was reconciled. */
+export interface SkillInstallationManagementOutcomeEnabledChanged {
+  /** Safe reload or reconciliation diagnostics. */
+  diagnostics: string[];
+  /** Updated installation summary. */
+  installation: SkillInstallationSummary;
+}
+
+/** A verified Skill installation plan was prepared. */
+export interface SkillInstallationManagementOutcomeInstallPlanned {
+  /** Prepared install plan. */
+  plan: SkillInstallPlan;
+}
+
+/** Owned Skill installations were listed. */
+export interface SkillInstallationManagementOutcomeListed {
+  /** Owned Skill installation summaries. */
+  installations: SkillInstallationSummary[];
+}
+
+/** Original-connection operation snapshot. */
+export interface SkillInstallationManagementOutcomeOperation {
+  /** Operation status. */
+  operation: SkillInstallationOperationStatus;
+}
+
+/** Recovery completed and inventory was inspected. */
+export interface SkillInstallationManagementOutcomeRecovered {
+  /** Owned Skill installation summaries after recovery. */
+  installations: SkillInstallationSummary[];
+}
+
+/** Already-confirmed durable work must be reconciled before new mutations or inventory. */
+export interface SkillInstallationManagementOutcomeRecoveryRequired {
+}
+
+/** The management request was refused. */
+export interface SkillInstallationManagementOutcomeRefused {
+  /** Bounded refusal reason. */
+  reason: SkillInstallationFailureReason;
+  /** Whole seconds GitHub asked the caller to wait, present only with source-rate-limited. */
+  retryAfterSeconds?: number;
+}
+
+/** Interrupted work was safely compensated and the pending marker was cleared. */
+export interface SkillInstallationManagementOutcomeRolledBack {
+  /** Original operation identity. */
+  operation_id: string;
+  /** Cause of the compensation. */
+  reason: SkillInstallationFailureReason;
+}
+
+/** An owned Skill uninstall plan was prepared. */
+export interface SkillInstallationManagementOutcomeUninstallPlanned {
+  /** Prepared uninstall plan. */
+  plan: SkillUninstallPlan;
+}
+
+/** Skill installation management result with the honoured contract, or a typed refusal. */
+export type SkillInstallationManagementResult =
+  | ({ kind: "outcome" } & SkillInstallationManagementResultOutcome)
+  | ({ kind: "negotiation-refused" } & CatalogNegotiationRefusedError)
+  | ({ kind: "invalid-request" } & CatalogInvalidRequestError)
+  | ({ kind: "network-failure" } & CatalogNetworkFailureError);
+
+export interface SkillInstallationManagementResultOutcome {
+  /** Capabilities honoured for this request. */
+  negotiated: CatalogNegotiatedContract;
+  /** Observed management outcome. */
+  outcome: SkillInstallationManagementOutcome;
+}
+
 /** Existing-operation control. A new session selector is deliberately not accepted. */
 export interface SkillInstallationOperationRequest {
   /** Required authenticated bound Skill installation capability. */
   contract: CatalogClientContract;
   /** Exact runtime-issued operation ID on the original connection. */
   operationId: string;
+}
+
+/** Status snapshot from the original connection, independent of new-work account availability. */
+export type SkillInstallationOperationStatus =
+  | ({ phase: "preparing" } & SkillInstallationOperationStatusPreparing)
+  | ({ phase: "prepared" } & SkillInstallationOperationStatusPrepared)
+  | ({ phase: "awaiting-confirmation" } & SkillInstallationOperationStatusAwaitingConfirmation)
+  | ({ phase: "revalidating" } & SkillInstallationOperationStatusRevalidating)
+  | ({ phase: "applying" } & SkillInstallationOperationStatusApplying)
+  | ({ phase: "completed" } & SkillInstallationOperationStatusCompleted);
+
+/** Original operation progress discriminator. */
+export interface SkillInstallationOperationStatusApplying {
+  /** Whether cancellation has been requested; already-started effects require recovery. */
+  cancellationRequested: boolean;
+  /** Original runtime-issued operation identity. */
+  operationId: string;
+}
+
+/** Original operation progress discriminator. */
+export interface SkillInstallationOperationStatusAwaitingConfirmation {
+  /** Whether cancellation has been requested. */
+  cancellationRequested: boolean;
+  /** Original runtime-issued operation identity. */
+  operationId: string;
+}
+
+/** Original operation progress discriminator. */
+export interface SkillInstallationOperationStatusCompleted {
+  /** Whether cancellation was requested before the terminal result. */
+  cancellationRequested: boolean;
+  /** Original runtime-issued operation identity. */
+  operationId: string;
+  /** Immutable terminal receipt. */
+  outcome: SkillInstallationOutcome;
+}
+
+/** Original operation progress discriminator. */
+export interface SkillInstallationOperationStatusPrepared {
+  /** Whether cancellation has been requested. */
+  cancellationRequested: boolean;
+  /** Original runtime-issued operation identity. */
+  operationId: string;
+}
+
+/** Original operation progress discriminator. */
+export interface SkillInstallationOperationStatusPreparing {
+  /** Whether cancellation has been requested. */
+  cancellationRequested: boolean;
+  /** Original runtime-issued operation identity. */
+  operationId: string;
+}
+
+/** Original operation progress discriminator. */
+export interface SkillInstallationOperationStatusRevalidating {
+  /** Whether cancellation has been requested. */
+  cancellationRequested: boolean;
+  /** Original runtime-issued operation identity. */
+  operationId: string;
+}
+
+/** Terminal verified Skill mutation result. */
+export type SkillInstallationOutcome =
+  | ({ kind: "installed" } & SkillInstallationOutcomeInstalled)
+  | ({ kind: "uninstalled" } & SkillInstallationOutcomeUninstalled)
+  | ({ kind: "rolled-back" } & SkillInstallationOutcomeRolledBack)
+  | ({ kind: "recovery-required" } & SkillInstallationOutcomeRecoveryRequired)
+  | ({ kind: "declined" } & SkillInstallationOutcomeDeclined)
+  | ({ kind: "cancelled" } & SkillInstallationOutcomeCancelled)
+  | ({ kind: "refused" } & SkillInstallationOutcomeRefused);
+
+/** The operation was cancelled before a terminal mutation. */
+export interface SkillInstallationOutcomeCancelled {
+  /** Original operation identity. */
+  operationId: string;
+}
+
+/** The user declined the confirmation request. */
+export interface SkillInstallationOutcomeDeclined {
+  /** Original operation identity. */
+  operationId: string;
+}
+
+/** The verified Skill was installed disabled. */
+export interface SkillInstallationOutcomeInstalled {
+  /** Durable installed Skill summary. */
+  installation: SkillInstallationSummary;
+}
+
+/** A write may have completed. Recover and inspect durable state before retrying. */
+export interface SkillInstallationOutcomeRecoveryRequired {
+  /** Operation whose durable result must be recovered and inspected. */
+  operationId: string;
+}
+
+/** The operation was refused without applying changes. */
+export interface SkillInstallationOutcomeRefused {
+  /** Present once an operation has been allocated. */
+  operationId?: string;
+  /** Bounded refusal reason. */
+  reason: SkillInstallationFailureReason;
+  /** Whole seconds GitHub asked the caller to wait, present only with source-rate-limited. */
+  retryAfterSeconds?: number;
+}
+
+/** The durable transaction was aborted or fully compensated. */
+export interface SkillInstallationOutcomeRolledBack {
+  /** Original operation identity. */
+  operationId: string;
+  /** Cause of the fully aborted or compensated operation. */
+  reason: SkillInstallationFailureReason;
+}
+
+/** The owned Skill was removed. */
+export interface SkillInstallationOutcomeUninstalled {
+  /** Removed installation identity. */
+  installationId: string;
+  /** Original removal operation identity. */
+  operationId: string;
+}
+
+/** Owned Skill state observed from files and receipts. */
+export type SkillInstallationOwnershipState = "intact" | "modified" | "recovery-required";
+
+/** Skill installation result with the honoured contract, or a typed request/negotiation refusal. */
+export type SkillInstallationResult =
+  | ({ kind: "outcome" } & SkillInstallationResultOutcome)
+  | ({ kind: "negotiation-refused" } & CatalogNegotiationRefusedError)
+  | ({ kind: "invalid-request" } & CatalogInvalidRequestError)
+  | ({ kind: "network-failure" } & CatalogNetworkFailureError);
+
+export interface SkillInstallationResultOutcome {
+  /** Capabilities honoured for this request. */
+  negotiated: CatalogNegotiatedContract;
+  /** Terminal operation outcome. */
+  outcome: SkillInstallationOutcome;
+}
+
+/** Safe verified Skill review fields. No raw credential, candidate handle or plan handle. */
+export type SkillInstallationReview =
+  | ({ action: "install" } & SkillInstallationReviewInstall)
+  | ({ action: "uninstall" } & SkillInstallationReviewUninstall);
+
+/** Review for installing a verified Skill. */
+export interface SkillInstallationReviewInstall {
+  /** Catalogue identity retained from the bound candidate before consent. */
+  catalogue: InstallationCatalogueIdentity;
+  /** Skill description from SKILL.md when present. */
+  description?: string;
+  /** Complete verified SKILL.md content. Planning refuses with review-too-large when this exceeds 262144 UTF-8 bytes; it is never truncated. */
+  entrypointContent: string;
+  /** Relative path of the verified Skill entrypoint. */
+  entrypointPath: string;
+  /** Reviewed files and digests. */
+  files: SkillInstallationFileReview[];
+  /** Installing never grants immediate use; the Skill is written disabled. */
+  installsDisabled: boolean;
+  /** Skill invocation name from SKILL.md. */
+  name: string;
+  /** Exact verified source identity. */
+  source: SkillInstallationSource;
+  /** Exact user-scope target location without an absolute host path. */
+  target: SkillInstallationLocation;
+  /** Total reviewed payload size in bytes. */
+  totalBytes: number;
+}
+
+/** Review for uninstalling an owned verified Skill. */
+export interface SkillInstallationReviewUninstall {
+  /** Catalogue identity retained at install time. */
+  catalogue: InstallationCatalogueIdentity;
+  /** Files recorded by the installation receipt. */
+  files: SkillInstallationFileReview[];
+  /** Whether current files differ from the receipt. Apply refuses drift. */
+  filesModified: boolean;
+  /** Owned installation being removed. */
+  installation: SkillInstallationSummary;
+  /** Total receipt-owned payload size in bytes. */
+  totalBytes: number;
+}
+
+export type SkillInstallationScope = "personal";
+
+/** Bound-session observation after reconciling persisted enablement. */
+export type SkillInstallationSessionState = "loaded-enabled" | "loaded-disabled" | "not-loaded" | "unknown";
+
+/** Source identity retained from Agent Finder and the pinned GitHub descriptor. */
+export interface SkillInstallationSource {
+  /** Digest of the descriptor's bundle manifest. */
+  bundleDigest: string;
+  /** Agent Finder materialisation revision identifier. */
+  catalogRevisionId: string;
+  /** Digest of the canonical materialisation descriptor. */
+  descriptorDigest: string;
+  /** Repository full name, for example owner/name. */
+  repository: string;
+  /** GitHub repository database identifier. */
+  repositoryId: string;
+  /** Agent Finder resource identifier. */
+  resourceId: string;
+  /** Pinned Git commit revision. */
+  revision: string;
+  /** Root path within the pinned repository. */
+  root: string;
+}
+
+/** Durable verified Skill ownership summary. */
+export interface SkillInstallationSummary {
+  /** Catalogue identity retained at install time. */
+  catalogue: InstallationCatalogueIdentity;
+  /** Persisted enablement requested for this installation. */
+  configuredEnabled: boolean;
+  /** Exact durable installation receipt identity. */
+  installationId: string;
+  /** ISO 8601 wall-clock installation time. */
+  installedAt: string;
+  /** Skill invocation name. */
+  name: string;
+  /** Operation that installed this Skill. */
+  operationId: string;
+  /** Ownership state observed from files and receipts. */
+  ownershipState: SkillInstallationOwnershipState;
+  /** Bound-session load observation. */
+  sessionState: SkillInstallationSessionState;
+  /** Exact retained verified source identity. */
+  source: SkillInstallationSource;
+  /** User-facing installation location without an absolute host path. */
+  target: SkillInstallationLocation;
 }
 
 /** Inventory request under an explicitly selected existing session. */
@@ -13050,6 +17898,20 @@ export interface SkillSetEnabledRequest {
 /** Source location type (e.g., project, personal-copilot, plugin, builtin, sdk) */
 export type SkillSource = "project" | "inherited" | "personal-copilot" | "personal-agents" | "plugin" | "custom" | "builtin" | "sdk";
 
+/** A computed Skill uninstall plan. Nothing has been removed. */
+export interface SkillUninstallPlan {
+  /** Original wall-clock expiry as an ISO 8601 timestamp. */
+  expiresAt: string;
+  /** Owned Skill installation being removed. */
+  installation: SkillInstallationSummary;
+  /** Original removal operation identifier returned before confirmation. */
+  operationId: string;
+  /** One-use uninstall plan handle. */
+  planHandle: string;
+  /** Safe review to present before applying removal. */
+  review: SkillInstallationReview;
+}
+
 /** Skill names to mark as disabled in global configuration, replacing any previous list. */
 export interface SkillsConfigSetDisabledSkillsRequest {
   /** List of skill names to disable */
@@ -13118,6 +17980,41 @@ export interface SkillsLoadDiagnostics {
   warnings: string[];
 }
 
+export interface SlashCommandAddTimelineEntryResult {
+  /** Timeline entry the host should append. */
+  entry: SlashCommandTimelineEntry;
+  /** Optional text the host should prefill into the input editor. */
+  prefillInput?: string;
+  /** Whether command execution changed persisted runtime settings. */
+  runtimeSettingsChanged?: boolean;
+}
+
+/** Slash-command invocation result that submits an agent prompt, with display prompt, optional mode, optional user-facing notice, settings-change flag, and opaque reservation finalization token. */
+export interface SlashCommandAgentPromptResult {
+  /** Prompt text to display to the user */
+  displayPrompt: string;
+  /** Optional target session mode for the agent prompt */
+  mode?: SessionMode;
+  /** Optional user-facing notice to show before the prompt is submitted */
+  notice?: string;
+  /** Prompt to submit to the agent */
+  prompt: string;
+  /** Opaque token used to finalize this invocation's objective prompt reservation */
+  reservationToken?: string;
+  /** True when the invocation mutated user runtime settings; consumers caching settings should refresh */
+  runtimeSettingsChanged?: boolean;
+}
+
+/** Slash-command invocation result indicating completion, with optional message and settings-change flag. */
+export interface SlashCommandCompletedResult {
+  /** Optional user-facing message describing the completed command */
+  message?: string;
+  /** Optional target session mode applied without submitting an agent prompt */
+  mode?: SessionMode;
+  /** True when the invocation mutated user runtime settings; consumers caching settings should refresh */
+  runtimeSettingsChanged?: boolean;
+}
+
 /** Slash-command metadata with name, aliases, description, kind, input hint, execution allowance, and schedulability. */
 export interface SlashCommandInfo {
   /** Canonical aliases without leading slashes */
@@ -13163,8 +18060,112 @@ export interface SlashCommandInputChoice {
 /** Optional completion hint for the input (e.g. 'directory' for filesystem path completion) */
 export type SlashCommandInputCompletion = "directory";
 
+/** Result of invoking the slash command (text output, prompt to send to the agent, completion, or subcommand selection). */
+export type SlashCommandInvocationResult =
+  | ({ kind: "text" } & SlashCommandTextResult)
+  | ({ kind: "agent-prompt" } & SlashCommandAgentPromptResult)
+  | ({ kind: "completed" } & SlashCommandCompletedResult)
+  | ({ kind: "select-subcommand" } & SlashCommandSelectSubcommandResult)
+  | ({ kind: "add-timeline-entry" } & SlashCommandAddTimelineEntryResult)
+  | ({ kind: "show-dialog" } & SlashCommandShowDialogResult)
+  | ({ kind: "set-model" } & SlashCommandSetModelResult)
+  | ({ kind: "set-plan-model" } & SlashCommandSetPlanModelResult);
+
 /** Coarse command category for grouping and behavior: runtime built-in, skill-backed command, or SDK/client-owned command */
 export type SlashCommandKind = "builtin" | "skill" | "client";
+
+export interface SlashCommandModelPickerDialog {
+  /** Discriminator for a model-picker dialog. */
+  kind: string;
+  /** Model that should be enabled before it can be selected. */
+  modelToEnable?: string;
+  /** Settings scope the picker should modify. */
+  scope?: string;
+  /** Model-selection target represented by the picker. */
+  target?: string;
+}
+
+/** Selectable slash-command subcommand option with name, description, and optional group label. */
+export interface SlashCommandSelectSubcommandOption {
+  /** Human-readable description of the subcommand */
+  description: string;
+  /** Optional group label for organizing options */
+  group?: string;
+  /** Subcommand name to invoke */
+  name: string;
+}
+
+/** Slash-command invocation result asking the client to present subcommand options for a parent command. */
+export interface SlashCommandSelectSubcommandResult {
+  /** Parent command name that requires subcommand selection */
+  command: string;
+  /** Available subcommand options for the client to present */
+  options: SlashCommandSelectSubcommandOption[];
+  /** True when the invocation mutated user runtime settings; consumers caching settings should refresh */
+  runtimeSettingsChanged?: boolean;
+  /** Human-readable title for the selection UI */
+  title: string;
+}
+
+export interface SlashCommandSetModelResult {
+  /** Auto routing profile selected by the command, when the model is Auto. */
+  autoTier?: string;
+  /** Model selected by the command. */
+  model: string;
+  /** Reasoning effort selected for the model. */
+  reasoningEffort?: string;
+  /** Repository settings scope modified by the command. */
+  repoScope?: string;
+  /** User-settings snapshot to restore if the host cancels the model switch. */
+  revertOnCancel?: unknown;
+  /** Whether command execution changed persisted runtime settings. */
+  runtimeSettingsChanged?: boolean;
+  /** Settings scope modified by the command. */
+  scope?: string;
+  /** User-facing warning produced while selecting the model. */
+  warning?: string;
+}
+
+export interface SlashCommandSetPlanModelResult {
+  /** User-facing confirmation message for the plan-model selection. */
+  message: string;
+  /** Dedicated model selected for plan mode. */
+  planModel?: string;
+  /** Whether command execution changed persisted runtime settings. */
+  runtimeSettingsChanged?: boolean;
+}
+
+export interface SlashCommandShowDialogResult {
+  /** Dialog the host should display. */
+  dialog: SlashCommandModelPickerDialog;
+  /** Whether command execution changed persisted runtime settings. */
+  runtimeSettingsChanged?: boolean;
+}
+
+/** Slash-command invocation result containing text output plus Markdown/ANSI rendering flags. */
+export interface SlashCommandTextResult {
+  /** Whether text contains Markdown */
+  markdown?: boolean;
+  /** Whether ANSI sequences should be preserved */
+  preserveAnsi?: boolean;
+  /** True when the invocation mutated user runtime settings; consumers caching settings should refresh */
+  runtimeSettingsChanged?: boolean;
+  /** Present when the invocation changed the sandbox for this session only. Nothing was persisted, so consumers must mirror the change onto the live session rather than reloading settings, and must not treat it as a settings change. */
+  sandboxSessionChange?: SandboxSessionChange;
+  /** Text output for the client to render */
+  text: string;
+}
+
+export interface SlashCommandTimelineEntry {
+  /** What the user must do to recover, when the entry reports a failure the runtime knows an action for. The `text` never names a client affordance, so a client that offers one renders it from this value. */
+  remediation?: RemediationAction;
+  /** Text displayed for the timeline entry. */
+  text: string;
+  /** Timeline entry presentation type. */
+  type: string;
+  /** Optional URL associated with the timeline entry. */
+  url?: string;
+}
 
 /** What the one-time staff log-level migration did. */
 export type StaffLogLevelMigrationStatus = "ineligible" | "current" | "refreshed";
@@ -13201,6 +18202,56 @@ export interface SubagentSettingsEntry {
 /** Context tier override for matching subagents */
 export type SubagentSettingsEntryContextTier = "inherit" | "default" | "long_context";
 
+/** Tracked background agent task metadata, including IDs, status, timing, agent type, prompt, model, result, and latest response. */
+export interface TaskAgentInfo {
+  /** ISO 8601 timestamp when the current active period began */
+  activeStartedAt?: string;
+  /** Accumulated active execution time in milliseconds */
+  activeTimeMs?: number;
+  /** Type of agent running this task */
+  agentType: string;
+  /** Whether the task is currently in the original sync wait and can be moved to background mode. False once it is already backgrounded, idle, finished, or no longer has a promotable sync waiter. */
+  canPromoteToBackground?: boolean;
+  /** ISO 8601 timestamp when the task finished */
+  completedAt?: string;
+  /** Short description of the task */
+  description: string;
+  /** Friendly, non-unique name intended for display */
+  displayName?: string;
+  /** Error message when the task failed */
+  error?: string;
+  /** Whether task execution is synchronously awaited or managed in the background */
+  executionMode?: TaskExecutionMode;
+  /** Unique task identifier */
+  id: string;
+  /** ISO 8601 timestamp when the agent entered idle state */
+  idleSince?: string;
+  /** Most recent response text from the agent */
+  latestResponse?: string;
+  /** Requested model override for the task when specified */
+  model?: string;
+  /** Most recent prompt delivered to the agent. Updated whenever the agent receives a follow-up message. */
+  prompt: string;
+  /** Runtime model resolved for the task when available */
+  resolvedModel?: string;
+  /** Result text from the task when available */
+  result?: string;
+  /** ISO 8601 timestamp when the task was started */
+  startedAt: string;
+  /** Current lifecycle status of the task */
+  status: TaskStatus;
+  /** Tool call ID associated with this agent task */
+  toolCallId: string;
+}
+
+/** Progress snapshot for an agent task, with recent activity lines and optional latest intent. */
+export interface TaskAgentProgress {
+  /** The most recent intent reported by the agent */
+  latestIntent?: string;
+  /** Recent tool execution events converted to display lines */
+  recentActivity: TaskProgressLine[];
+}
+
 /** Structured reason that the task cannot continue without intervention */
 export interface TaskBlocker {
   /** Category of intervention that blocked the task */
@@ -13215,6 +18266,9 @@ export interface TaskBlocker {
 
 /** Category of structured task blocker */
 export type TaskBlockerKind = "permission_recovery";
+
+/** Active status a client owner may publish with a progress update. */
+export type TaskClientActiveStatus = "running" | "idle";
 
 /** Client-owned tasks always execute outside the runtime in background mode. */
 export type TaskClientExecutionMode = "background";
@@ -13261,8 +18315,6 @@ export interface TaskClientInfo {
   startedAt: string;
   /** Client task lifecycle status */
   status: TaskClientStatus;
-  /** Task kind */
-  type: TaskClientType;
   /** ISO 8601 timestamp of the latest accepted lifecycle change */
   updatedAt: string;
 }
@@ -13291,11 +18343,74 @@ export type TaskClientOwnerKind = "extension" | "sdk";
 /** Presence of the task's bound join. */
 export type TaskClientOwnerPresence = "connected" | "disconnected";
 
+/** Generic progress for a client-owned task. */
+export interface TaskClientProgress {
+  /** Most recent nonempty progress message */
+  lastMessage?: string;
+  /** Current completion percentage from zero through one hundred */
+  percentage?: number;
+  /** Current owner-defined progress phase */
+  phase?: string;
+  /** Recent server-timestamped progress messages */
+  recentActivity: TaskProgressLine[];
+  /** Sequence number of the latest accepted owner update */
+  sequence: number;
+  /** Current client task lifecycle status */
+  status: TaskClientStatus;
+  /** ISO 8601 timestamp of the latest accepted lifecycle change */
+  updatedAt: string;
+}
+
 /** Lifecycle status of a client-owned task. */
 export type TaskClientStatus = "running" | "idle" | "completed" | "failed" | "cancelled" | "orphaned";
 
 /** Discriminator for a client-owned task. */
 export type TaskClientType = "client";
+
+/** Progress or terminal update for a client-owned task. */
+export type TaskClientUpdate =
+  | ({ kind: "progress" } & TaskClientUpdateProgress)
+  | ({ kind: "completed" } & TaskClientUpdateCompleted)
+  | ({ kind: "failed" } & TaskClientUpdateFailed)
+  | ({ kind: "cancelled" } & TaskClientUpdateCancelled);
+
+/** Reports terminal cancellation after external work stopped. */
+export interface TaskClientUpdateCancelled {
+  /** Optional final progress message */
+  message?: string;
+  /** Optional human-readable cancellation reason */
+  reason?: string;
+}
+
+/** Reports successful terminal completion. */
+export interface TaskClientUpdateCompleted {
+  /** Optional final progress message */
+  message?: string;
+  /** Optional opaque successful terminal result */
+  result?: unknown;
+}
+
+/** Reports terminal failure. */
+export interface TaskClientUpdateFailed {
+  /** Optional owner-supplied terminal failure code */
+  code?: string;
+  /** Human-readable terminal failure message */
+  error: string;
+  /** Optional final progress message */
+  message?: string;
+}
+
+/** Publishes nonterminal progress for a running or idle client task. */
+export interface TaskClientUpdateProgress {
+  /** Optional progress message appended to recent activity when nonempty */
+  message?: string;
+  /** Optional completion percentage; null clears the current percentage */
+  percentage?: number | null;
+  /** Optional progress phase; null clears the current phase */
+  phase?: string | null;
+  /** Optional active status transition */
+  status?: TaskClientActiveStatus;
+}
 
 /** Task completion notification with summary from the agent */
 export interface TaskCompleteData {
@@ -13333,14 +18448,66 @@ export interface TaskCompletionDecision {
 /** Semantic result of evaluating a task completion request */
 export type TaskCompletionOutcome = "completed" | "continue" | "blocked";
 
+/** Whether task execution is synchronously awaited or managed in the background */
+export type TaskExecutionMode = "sync" | "background";
+
+/** Tracked task union returned by task APIs, containing an agent, client, or shell task. */
+export type TaskInfo =
+  | ({ type: "agent" } & TaskAgentInfo)
+  | ({ type: "client" } & TaskClientInfo)
+  | ({ type: "shell" } & TaskShellInfo);
+
 /** Closed set of public task kinds a connection can negotiate. */
 export type TaskKind = "agent" | "shell" | "client";
 
 /** Background tasks currently tracked by the session. */
 export interface TaskList {
   /** Currently tracked tasks */
-  tasks: unknown[];
+  tasks: TaskInfo[];
 }
+
+/** Progress information for the task, discriminated by type. Returns null when no task with this ID is currently tracked. */
+export type TaskProgress =
+  | ({ type: "agent" } & TaskAgentProgress)
+  | ({ type: "client" } & TaskClientProgress)
+  | ({ type: "shell" } & TaskShellProgress);
+
+/** Timestamped display line for task progress output or recent agent activity. */
+export interface TaskProgressLine {
+  /** Display message, e.g., "▸ bash", "✓ edit src/foo.ts" */
+  message: string;
+  /** ISO 8601 timestamp when this event occurred */
+  timestamp: string;
+}
+
+/** Tracked shell task metadata, including ID, command, status, timing, attachment/execution mode, log path, and PID. */
+export interface TaskShellInfo {
+  /** Whether the shell runs inside a managed PTY session or as an independent background process */
+  attachmentMode: TaskShellInfoAttachmentMode;
+  /** Whether this shell task can be promoted to background mode */
+  canPromoteToBackground?: boolean;
+  /** Command being executed */
+  command: string;
+  /** ISO 8601 timestamp when the task finished */
+  completedAt?: string;
+  /** Short description of the task */
+  description: string;
+  /** Whether task execution is synchronously awaited or managed in the background */
+  executionMode?: TaskExecutionMode;
+  /** Unique task identifier */
+  id: string;
+  /** Path to the detached shell log, when available */
+  logPath?: string;
+  /** Process ID when available */
+  pid?: number;
+  /** ISO 8601 timestamp when the task was started */
+  startedAt: string;
+  /** Current lifecycle status of the task */
+  status: TaskStatus;
+}
+
+/** Whether the shell runs inside a managed PTY session or as an independent background process */
+export type TaskShellInfoAttachmentMode = "attached" | "detached";
 
 /** How a shell task ended, reported with the read that reaches the end of its output. */
 export interface TaskShellOutputExit {
@@ -13348,6 +18515,14 @@ export interface TaskShellOutputExit {
   exitCode?: number;
   /** Final lifecycle status of the shell task: completed, failed, or cancelled */
   status: TaskStatus;
+}
+
+/** Progress snapshot for a shell task, with recent stdout/stderr output and optional process ID. */
+export interface TaskShellProgress {
+  /** Process ID when available */
+  pid?: number;
+  /** Recent stdout/stderr lines from the running shell command */
+  recentOutput: string;
 }
 
 /** Current lifecycle status of the task */
@@ -13376,19 +18551,19 @@ export interface TasksCancelResult {
 /** The first sync-waiting task that can currently be promoted to background mode. */
 export interface TasksGetCurrentPromotableResult {
   /** The first sync-waiting task (agent first, then shell) that can currently be promoted to background mode. Omitted if no such task exists. The returned task is guaranteed to have executionMode='sync' and canPromoteToBackground=true at the time of the call. */
-  task?: unknown;
+  task?: TaskInfo;
 }
 
 /** Progress information for the task, or null when no task with that ID is tracked. */
 export interface TasksGetProgressResult {
   /** Progress information for the task, discriminated by type. Returns null when no task with this ID is currently tracked. */
-  progress: unknown;
+  progress: TaskProgress | null;
 }
 
 /** The promoted task as it now exists in background mode, omitted if no promotable task was waiting. */
 export interface TasksPromoteCurrentToBackgroundResult {
   /** The promoted task as it now exists in background mode, omitted if no promotable task was waiting. Atomic operation: avoids the race window of getCurrentPromotable + promoteToBackground. */
-  task?: unknown;
+  task?: TaskInfo;
 }
 
 /** Indicates whether the task was successfully promoted to background mode. */
@@ -13447,8 +18622,30 @@ export interface TasksUpdateResult {
   task: TaskClientInfo;
 }
 
+/** Authentication-info input variant for SDK-configured token authentication, carrying host and the secret token value. */
+export interface TokenAuthInfo {
+  /** Snapshot of the authenticated user's Copilot subscription info, if known. Mirrors the GitHub API `/copilot_internal/v2/token` user response shape — the runtime trusts this verbatim and does not re-fetch when set. */
+  copilotUser?: CopilotUserResponse;
+  /** Authentication host. */
+  host: string;
+  /** Opaque native GitHub credential registration backing this token identity, when applicable. */
+  registrationId?: string;
+  /** The token value itself. Treat as a secret. */
+  token: string;
+}
+
 /** Unit the catalog publishes a model's token prices in. The numeric fields of ModelBillingTokenPrices carry no unit of their own, so a client that renders a price needs this to scale it. */
 export type TokenPriceUnit = "ai_credits" | "nano_aiu";
+
+/** Authentication-info variant backed by an SDK GitHub token callback. It carries routing metadata but never a plaintext token. */
+export interface TokenProviderAuthInfo {
+  /** Snapshot of the authenticated user's Copilot subscription info, if known. */
+  copilotUser?: CopilotUserResponse;
+  /** Authentication host. */
+  host: string;
+  /** Opaque SDK callback registration identifier. */
+  registrationId: string;
+}
 
 /** Built-in tool metadata with identifier, optional namespaced name, description, input-parameter schema, and usage instructions. */
 export interface Tool {
@@ -13479,7 +18676,7 @@ export interface ToolResultExpanded {
   /** Sources returned by the tool that the model may cite. */
   citableSources?: unknown[];
   /** Structured content blocks returned to the model. */
-  contents?: unknown[];
+  contents?: ExternalToolTextResultForLlmContent[];
   /** Error message for an unsuccessful execution. */
   error?: string;
   /** Metadata propagated with the tool result, including information-flow labels. */
@@ -13775,6 +18972,16 @@ export interface UsageMetricsProviderModelMetric {
 export interface UsageMetricsTokenDetail {
   /** Accumulated token count for this token type */
   tokenCount: number;
+}
+
+/** Authentication-info variant for OAuth user auth, with host and login; the token remains in the runtime secret store. */
+export interface UserAuthInfo {
+  /** Snapshot of the authenticated user's Copilot subscription info, if known. Mirrors the GitHub API `/copilot_internal/v2/token` user response shape — the runtime trusts this verbatim and does not re-fetch when set. */
+  copilotUser?: CopilotUserResponse;
+  /** Authentication host. */
+  host: string;
+  /** OAuth user login. */
+  login: string;
 }
 
 /** Result of a user-requested shell command. */
@@ -14190,6 +19397,77 @@ export interface UserSettingsWriteAllRequest {
   settings: unknown;
 }
 
+/** The approval to add as a session-scoped rule */
+export type UserToolSessionApproval =
+  | ({ kind: "commands" } & UserToolSessionApprovalCommands)
+  | ({ kind: "read" } & UserToolSessionApprovalRead)
+  | ({ kind: "write" } & UserToolSessionApprovalWrite)
+  | ({ kind: "mcp" } & UserToolSessionApprovalMcp)
+  | ({ kind: "memory" } & UserToolSessionApprovalMemory)
+  | ({ kind: "custom-tool" } & UserToolSessionApprovalCustomTool)
+  | ({ kind: "extension-management" } & UserToolSessionApprovalExtensionManagement)
+  | ({ kind: "workflow" } & UserToolSessionApprovalWorkflow)
+  | ({ kind: "extension-permission-access" } & UserToolSessionApprovalExtensionPermissionAccess)
+  | ({ kind: "extension-env-access" } & UserToolSessionApprovalExtensionEnvAccess);
+
+/** Session-scoped tool-approval rule for specific shell command identifiers. */
+export interface UserToolSessionApprovalCommands {
+  /** Command identifiers approved by the user */
+  commandIdentifiers: string[];
+}
+
+/** Session-scoped tool-approval rule for a custom tool, keyed by tool name. */
+export interface UserToolSessionApprovalCustomTool {
+  /** Custom tool name */
+  toolName: string;
+}
+
+/** Session-scoped tool-approval rule for an extension's access to sensitive environment variables, keyed by extension name and the exact set of variable names. */
+export interface UserToolSessionApprovalExtensionEnvAccess {
+  /** Names of the sensitive environment variables this approval covers. Values are never persisted. */
+  environmentVariables: string[];
+  /** Extension name */
+  extensionName: string;
+}
+
+/** Session-scoped tool-approval rule for extension-management operations, optionally narrowed by operation. */
+export interface UserToolSessionApprovalExtensionManagement {
+  /** Optional operation identifier */
+  operation?: string;
+}
+
+/** Session-scoped tool-approval rule for an extension's permission-gated capability access, keyed by extension name. */
+export interface UserToolSessionApprovalExtensionPermissionAccess {
+  /** Extension name */
+  extensionName: string;
+}
+
+/** Session-scoped tool-approval rule for an MCP server tool, or all tools on the server when `toolName` is null. */
+export interface UserToolSessionApprovalMcp {
+  /** MCP server name */
+  serverName: string;
+  /** Optional MCP tool name, or null for all tools on the server */
+  toolName: string | null;
+}
+
+/** Session-scoped tool-approval rule for writes to long-term memory. */
+export interface UserToolSessionApprovalMemory {
+}
+
+/** Session-scoped tool-approval rule for read-only filesystem operations. */
+export interface UserToolSessionApprovalRead {
+}
+
+/** Session-scoped workflow approval, optionally narrowed by approval key. */
+export interface UserToolSessionApprovalWorkflow {
+  /** Optional workflow operation name or canonical approval key */
+  approvalKey?: string;
+}
+
+/** Session-scoped tool-approval rule for filesystem write operations. */
+export interface UserToolSessionApprovalWrite {
+}
+
 /** Output verbosity level for supported models */
 export type Verbosity = "low" | "medium" | "high";
 
@@ -14297,6 +19575,9 @@ export interface WorkflowDeclaredLimits {
   timeoutSeconds?: number;
 }
 
+/** Execution-critical workflow storage operation. */
+export type WorkflowDurableOperation = "createRun" | "markRunStarted" | "finishRun" | "reserveAgent" | "releaseAgent" | "chargeCredit" | "addElapsed" | "reconcileCreditTotal" | "journalGet" | "journalPut" | "refreshLease";
+
 /** Parameters sent to the owning extension to execute a workflow closure. */
 export interface WorkflowExecuteParams {
   /** Workflow input value. */
@@ -14358,6 +19639,19 @@ export type WorkflowPauseCheckpointAction = "continue" | "pause";
 export interface WorkflowPauseCheckpointResult {
   /** Whether this execution attempt must pause or may continue. */
   action: WorkflowPauseCheckpointAction;
+}
+
+/** Durable metadata describing who initiated a workflow pause. */
+export type WorkflowPauseInfo =
+  | ({ type: "user" } & WorkflowPauseInfoUser)
+  | ({ type: "checkpoint" } & WorkflowPauseInfoCheckpoint);
+
+export interface WorkflowPauseInfoCheckpoint {
+  /** Stable author-defined checkpoint key that initiated the pause. */
+  key: string;
+}
+
+export interface WorkflowPauseInfoUser {
 }
 
 /** Durable lifecycle and timing for one workflow phase. */
@@ -14493,6 +19787,58 @@ export interface WorkflowRunDetail {
   workflowName: string;
 }
 
+/** Machine-readable workflow run failure. */
+export type WorkflowRunFailure =
+  | ({ type: "workflow_limit_reached" } & WorkflowRunFailureWorkflowLimitReached)
+  | ({ type: "workflow_resume_declined" } & WorkflowRunFailureWorkflowResumeDeclined)
+  | ({ type: "workflow_durable_failure" } & WorkflowRunFailureWorkflowDurableFailure)
+  | ({ type: "workflow_accounting_incomplete" } & WorkflowRunFailureWorkflowAccountingIncomplete)
+  | ({ type: "workflow_provider_disconnected" } & WorkflowRunFailureWorkflowProviderDisconnected);
+
+/** Cumulative resource ceiling that stopped a workflow run. */
+export type WorkflowRunFailureKind = "maxTotalSubagents" | "timeoutSeconds" | "maxAiCredits";
+
+/** The run stopped because its usage accounting could not be completed. */
+export interface WorkflowRunFailureWorkflowAccountingIncomplete {
+  /** Confirmed usage in nano-AIU, representing the floor of what the run spent. */
+  drainedNanoAiu: number;
+  /** Workflow run identifier. */
+  runId: string;
+}
+
+export interface WorkflowRunFailureWorkflowDurableFailure {
+  /** Stable failure code. */
+  code: string;
+  /** Execution-critical durable operation that failed. */
+  operation: WorkflowDurableOperation;
+  /** Workflow run identifier. */
+  runId: string;
+}
+
+export interface WorkflowRunFailureWorkflowLimitReached {
+  /** Resource ceiling that stopped the run. */
+  kind: WorkflowRunFailureKind;
+  /** Workflow run identifier. */
+  runId: string;
+  /** Suggested larger ceiling when the runtime can derive one safely. */
+  suggestedValue?: number;
+  /** Approved effective ceiling that was reached. */
+  value: number;
+}
+
+/** The extension that owns the workflow disconnected while the run was executing, so the host halted it. The run's journaled subagent results are preserved so a resume can reuse them. */
+export interface WorkflowRunFailureWorkflowProviderDisconnected {
+  /** Workflow run identifier. */
+  runId: string;
+}
+
+export interface WorkflowRunFailureWorkflowResumeDeclined {
+  /** Human-readable reason the resume did not proceed. */
+  reason: string;
+  /** Workflow run identifier whose changed limits were declined. */
+  runId: string;
+}
+
 /** Wire-only per-invocation workflow resource ceiling overrides. */
 export interface WorkflowRunLimits {
   /** Maximum AI credits consumed by workflow subagents and their descendants. The post-paid ceiling is soft: parallel turns can settle beyond it before the run stops. */
@@ -14524,9 +19870,9 @@ export interface WorkflowRunResult {
   /** Error message for an errored run. */
   error?: string;
   /** Machine-readable failure details for a halted or errored run. */
-  failure?: unknown;
+  failure?: WorkflowRunFailure;
   /** Structured pause initiator metadata for a paused attempt. */
-  pauseInfo?: unknown;
+  pauseInfo?: WorkflowPauseInfo;
   /** Reason for a halted or cancelled run. */
   reason?: string;
   /** Completed workflow result. */
@@ -14591,9 +19937,9 @@ export interface WorkflowRunTerminal {
   /** Human-readable terminal error. */
   error?: string;
   /** Machine-readable terminal failure. */
-  failure?: unknown;
+  failure?: WorkflowRunFailure;
   /** Pause initiator metadata, or null when the run did not pause. */
-  pauseInfo: unknown;
+  pauseInfo: WorkflowPauseInfo | null;
   /** Human-readable terminal reason. */
   reason?: string;
   /** Prompt-safe preview of the completed result. */
