@@ -557,8 +557,11 @@ impl<F: Fn(&ProviderTokenRequest) -> Option<String> + Send + Sync> ProviderToken
     }
 }
 
-/// The kinds of wait this client has handlers for (the others get the
-/// engine's refusal). The JavaScript package offers the same.
+/// The kinds of wait this client has handlers for: every kind of the core's
+/// answer table. The first [`TYPED_KINDS`] have typed handlers or options
+/// of their own; the rest are answered by generic handlers, by name
+/// ([`SessionConfig::on_request`](crate::SessionConfig::on_request)). The
+/// JavaScript package offers the same.
 pub const OFFERED_HANDLER_KINDS: &[HandlerKind] = &[
     HandlerKind::Permission,
     HandlerKind::Tool,
@@ -570,7 +573,7 @@ pub const OFFERED_HANDLER_KINDS: &[HandlerKind] = &[
     HandlerKind::SystemMessageTransform,
     HandlerKind::ProviderToken,
     HandlerKind::Hooks,
-    // The kinds answered by generic handlers, by name (crate::requests).
+    // Generic from here on.
     HandlerKind::McpHeadersRefresh,
     HandlerKind::AutoModeSwitch,
     HandlerKind::Sampling,
@@ -588,6 +591,9 @@ pub const OFFERED_HANDLER_KINDS: &[HandlerKind] = &[
     HandlerKind::UiThread,
     HandlerKind::Installations,
 ];
+
+/// How many of [`OFFERED_HANDLER_KINDS`] come first with typed handlers.
+pub(crate) const TYPED_KINDS: usize = 10;
 
 /// Everything a session answers the agent with. Set it with the
 /// `SessionConfig::on_*`, `tool` and `command` methods, or directly.

@@ -18,30 +18,15 @@ use std::fmt;
 use std::sync::Arc;
 
 use copilot_core::{HandlerKind, Trigger, ANSWERS};
+
+use crate::handlers::{OFFERED_HANDLER_KINDS, TYPED_KINDS};
 #[cfg(feature = "rpc-types")]
 use serde::Deserialize as _;
 use serde_json::Value;
 
 /// Handler kinds answered through [`RequestHandlers`]: those without a
 /// typed handler in this crate, and without an option of their own.
-const GENERIC_KINDS: [HandlerKind; 16] = [
-    HandlerKind::McpHeadersRefresh,
-    HandlerKind::AutoModeSwitch,
-    HandlerKind::Sampling,
-    HandlerKind::SessionLimits,
-    HandlerKind::QueuedCommand,
-    HandlerKind::GitHubToken,
-    HandlerKind::SessionFs,
-    HandlerKind::SkillProvider,
-    HandlerKind::Workflow,
-    HandlerKind::Tasks,
-    HandlerKind::Canvas,
-    HandlerKind::Host,
-    HandlerKind::ExtensionLaunch,
-    HandlerKind::LlmInference,
-    HandlerKind::UiThread,
-    HandlerKind::Installations,
-];
+const GENERIC_KINDS: &[HandlerKind] = OFFERED_HANDLER_KINDS.split_at(TYPED_KINDS).1;
 
 /// Whether the generic handlers answer `kind`.
 pub(crate) fn is_generic(kind: HandlerKind) -> bool {

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { CopilotClient, TOOL_FAILED_TEXT, genericRequestNames, loadWasm } from "copilot-wasm";
+import { CopilotClient, GENERIC_HANDLER_KINDS, TOOL_FAILED_TEXT, genericRequestNames, loadWasm } from "copilot-wasm";
 
 import { collectUntil, eventually, testBinary } from "./helpers.mjs";
 
@@ -18,25 +18,8 @@ const conformanceCli = () => testBinary("conformance_cli");
 // The generic handlers' names come from the engine's answer table.
 await loadWasm();
 
-/** The kinds answered by a generic handler (`requestHandlers`), as in host-std. */
-const GENERIC_KINDS = new Set([
-  "mcpHeadersRefresh",
-  "autoModeSwitch",
-  "sampling",
-  "sessionLimits",
-  "queuedCommand",
-  "gitHubToken",
-  "sessionFs",
-  "skillProvider",
-  "workflow",
-  "tasks",
-  "canvas",
-  "host",
-  "extensionLaunch",
-  "llmInference",
-  "uiThread",
-  "installations",
-]);
+/** The kinds answered by a generic handler (`requestHandlers`). */
+const GENERIC_KINDS = new Set(GENERIC_HANDLER_KINDS);
 
 /** The handler kinds the JS client runs (as host-std's SessionConfig). */
 const JS_KINDS = new Set([
