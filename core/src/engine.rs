@@ -862,24 +862,23 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
     ) -> Result<(), AnswerError> {
         let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
         let row = &ANSWERS[usize::from(open.row)];
-        let siblings = siblings.trim_ascii();
-        // The members of the object, without its braces.
-        let members = match siblings {
-            b"" => Some(&b""[..]),
-            _ => match (Value::parse(siblings), row.via) {
-                (Ok(v), AnswerVia::Rpc { .. }) if v.kind() == Kind::Object => {
-                    Some(siblings[1..siblings.len() - 1].trim_ascii())
-                }
+        // The members of the siblings' object, without its braces (JSON's
+        // white space trimmed by the core's own scanner: no second trim).
+        let members = match (crate::json::trim_ws(siblings), row.via) {
+            (b"", _) => Some(&b""[..]),
+            (siblings, AnswerVia::Rpc { .. }) => match Value::parse(siblings) {
+                Ok(v) if v.kind() == Kind::Object => Some(crate::json::trim_ws(&siblings[1..siblings.len() - 1])),
                 _ => None,
             },
+            (_, AnswerVia::Response) => None,
         };
-        let (Ok(_), Some(members)) = (Value::parse(payload), members) else {
+        let (Ok(value), Some(members)) = (Value::parse(payload), members) else {
             self.core.refuse_open(out, &open, Cause::HandlerFailed);
             return Err(AnswerError::InvalidPayload);
         };
         match row.via {
             AnswerVia::Rpc { method, key } => {
-                let payload = (payload.trim_ascii() != b"null").then_some(payload);
+                let payload = (value.kind() != Kind::Null).then_some(payload);
                 self.core.send_rpc(out, method, key, &open.session_id, &open.request_id, payload, members);
             }
             AnswerVia::Response => {

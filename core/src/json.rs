@@ -386,6 +386,12 @@ pub(crate) fn scan<V: Visitor>(text: &[u8], visitor: &mut V) -> Result<(usize, u
     }
 }
 
+/// `b` without JSON white space at either end.
+pub(crate) fn trim_ws(b: &[u8]) -> &[u8] {
+    let end = skip_back_ws(b);
+    &b[skip_ws(&b[..end], 0)..end]
+}
+
 fn skip_back_ws(b: &[u8]) -> usize {
     let mut end = b.len();
     while end > 0 && matches!(b[end - 1], b' ' | b'\t' | b'\n' | b'\r') {

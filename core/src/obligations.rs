@@ -92,9 +92,8 @@ impl<const N: usize> Obligations<N> {
             return None;
         }
         // `len < N` guarantees a free slot.
-        let index =
-            crate::slots::claim::<_, N>(&mut self.slots, self.hint, |s| s.open.is_none(), || Slot::FREE).unwrap_or(0);
-        let slot = &mut self.slots[index];
+        let (index, slot) =
+            crate::slots::claim::<_, N>(&mut self.slots, self.hint, |s| s.open.is_none(), || Slot::FREE)?;
         slot.open = Some(open);
         self.len += 1;
         self.hint = index + 1;

@@ -78,10 +78,9 @@ impl<W, const N: usize> PendingTable<W, N> {
     /// `now` reaches it, so no caller waits past it.
     pub fn insert_with_deadline(&self, waiter: W, deadline: Option<u64>) -> Result<RequestId, PendingFull<W>> {
         self.inner.with(|t| {
-            let Some(index) = crate::slots::claim::<_, N>(&mut t.slots, 0, Option::is_none, || Self::NONE) else {
+            let Some((_, slot)) = crate::slots::claim::<_, N>(&mut t.slots, 0, Option::is_none, || Self::NONE) else {
                 return Err(PendingFull(waiter));
             };
-            let slot = &mut t.slots[index];
             let id = t.next_id;
             t.next_id += 1;
             *slot = Some((id, deadline.unwrap_or(NEVER), waiter));

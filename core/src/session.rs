@@ -268,20 +268,22 @@ impl<T, const N: usize> Slots<T, N> {
         if state != SessionState::AwaitingId && self.find_plain(id).is_some() {
             return fail(ReserveErrorKind::Duplicate, target);
         }
-        let Some(index) = crate::slots::claim::<_, N>(&mut self.slots, 0, |s| s.target.is_none(), || Slot::FREE) else {
+        let Some((index, slot)) =
+            crate::slots::claim::<_, N>(&mut self.slots, 0, |s| s.target.is_none(), || Slot::FREE)
+        else {
             return fail(ReserveErrorKind::Full, target);
         };
-        let slot = &mut self.slots[index];
         slot.state = state;
         slot.id = name;
         slot.target = Some(target);
+        let generation = slot.generation;
         self.len += 1;
         if state == SessionState::AwaitingId {
             self.awaiting += 1;
         } else {
             self.link(index);
         }
-        Ok(SessionHandle { index: index as u16, generation: self.slots[index].generation })
+        Ok(SessionHandle { index: index as u16, generation })
     }
 
     fn remove(&mut self, index: usize) -> Option<(SessionHandle, T)> {

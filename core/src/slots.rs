@@ -3,11 +3,14 @@
 //!
 //! Without an allocator both are arrays in place, so a table can be a
 //! `static` built by a `const fn`. With the `alloc` feature the slots live
-//! on the heap and are made as they are first needed (a free slot is
-//! reused before a new one is made; never more than `N`), and a fixed
-//! index is written in place on the heap: a host's tables at full capacity
-//! are megabytes, and building them by value would need a stack that large
-//! and would touch all of that memory before the first session opens.
+//! on the heap, in room for `N` reserved once (never written, so never
+//! resident, before it is used) and made as they are first needed (a free
+//! slot is reused before a new one is made); a fixed index is written in
+//! place on the heap. A host's tables at full capacity are megabytes:
+//! building them by value would need a stack that large and would touch
+//! all of that memory before the first session opens. Reserving the room
+//! up front keeps growth out of the code (the WebAssembly module is
+//! downloaded by every page that uses it).
 
 /// Up to `N` slots of `T`.
 #[cfg(not(feature = "alloc"))]
@@ -21,24 +24,25 @@ pub(crate) type Slots<T, const N: usize> = alloc::vec::Vec<T>;
 #[cfg(not(feature = "alloc"))]
 pub(crate) type Fixed<T, const N: usize> = [T; N];
 
-/// `N` entries of `T`, all present from the start, on the heap.
+/// `N` entries of `T`, all present from the start, on the heap (a vector
+/// rather than a boxed array: made without a boxed slice's shrinking code).
 #[cfg(feature = "alloc")]
-pub(crate) type Fixed<T, const N: usize> = alloc::boxed::Box<[T; N]>;
+pub(crate) type Fixed<T, const N: usize> = alloc::vec::Vec<T>;
 
-/// Empty slots: `N` of `free` in place, or (with `alloc`) none made yet.
+/// Empty slots: `N` of `free` in place, or (with `alloc`) room for `N` with
+/// none made yet.
 macro_rules! slots {
     ($free:expr; $n:expr) => {{
         #[cfg(not(feature = "alloc"))]
         let slots = [$free; $n];
         #[cfg(feature = "alloc")]
-        let slots = alloc::vec::Vec::new();
+        let slots = alloc::vec::Vec::with_capacity($n);
         slots
     }};
 }
 pub(crate) use slots;
 
-/// `N` entries, each `value` (evaluated once per entry, as in an array
-/// repeat expression with a `const` item). Only the tables' non-`const`
+/// `N` entries, each `value` (`Copy`). Only the tables' non-`const`
 /// constructors use it.
 #[cfg(any(loom, feature = "alloc"))]
 macro_rules! fixed {
@@ -46,25 +50,14 @@ macro_rules! fixed {
         #[cfg(not(feature = "alloc"))]
         let fixed = [$value; $n];
         #[cfg(feature = "alloc")]
-        let fixed = $crate::slots::on_heap(|| $value);
+        let fixed = alloc::vec![$value; $n];
         fixed
     }};
 }
 #[cfg(any(loom, feature = "alloc"))]
 pub(crate) use fixed;
 
-/// `N` entries made by `make`, written in place on the heap.
-#[cfg(feature = "alloc")]
-pub(crate) fn on_heap<T, const N: usize>(make: impl FnMut() -> T) -> Fixed<T, N> {
-    // An iterator of known length fills one allocation of exactly N entries.
-    let slice: alloc::boxed::Box<[T]> = core::iter::repeat_with(make).take(N).collect();
-    match slice.try_into() {
-        Ok(array) => array,
-        Err(_) => unreachable!("the iterator yields exactly N entries"),
-    }
-}
-
-/// The index of a free slot: the first `is_free` accepts, looking from
+/// A free slot and its index: the first `is_free` accepts, looking from
 /// `start` round the slots made so far; else (with `alloc`, fewer than `N`
 /// made) a new one made by `free`. `None` when all `N` are in use.
 #[cfg_attr(not(feature = "alloc"), allow(unused_variables))]
@@ -73,19 +66,28 @@ pub(crate) fn claim<T, const N: usize>(
     start: usize,
     mut is_free: impl FnMut(&T) -> bool,
     free: impl FnOnce() -> T,
-) -> Option<usize> {
+) -> Option<(usize, &mut T)> {
+    // Two plain scans (from `start` to the end, then from the first slot)
+    // rather than one with a modulo: smaller code, no division.
     let made = slots.len();
-    let found = (0..made).map(|k| (start + k) % made).find(|&i| is_free(&slots[i]));
+    let start = if start < made { start } else { 0 };
+    let (before, after) = slots.split_at(start);
+    let found = match after.iter().position(&mut is_free) {
+        Some(i) => Some(start + i),
+        None => before.iter().position(is_free),
+    };
     #[cfg(feature = "alloc")]
-    if found.is_none() && made < N {
-        if made == slots.capacity() {
-            // Grow by doubling, but never past N slots.
-            slots.reserve_exact(made.max(4).min(N - made));
+    let found = match found {
+        None if made < N => {
+            // Room for N was reserved when the table was made: no growth.
+            slots.push(free());
+            Some(made)
         }
-        slots.push(free());
-        return Some(made);
-    }
-    found
+        found => found,
+    };
+    // Neither index is out of range: `get_mut` only spares a panic path.
+    let index = found?;
+    slots.get_mut(index).map(|slot| (index, slot))
 }
 
 #[cfg(all(test, feature = "alloc"))]
@@ -97,12 +99,17 @@ mod tests {
         let mut slots: Slots<Option<u8>, 5> = slots![None; 5];
         assert_eq!(slots.len(), 0, "nothing is made before it is used");
         for i in 0..5 {
-            assert_eq!(claim::<_, 5>(&mut slots, 0, Option::is_none, || None), Some(i));
-            slots[i] = Some(i as u8);
+            let (index, slot) = claim::<_, 5>(&mut slots, 0, Option::is_none, || None).unwrap();
+            assert_eq!(index, i);
+            *slot = Some(i as u8);
         }
-        assert_eq!(claim::<_, 5>(&mut slots, 0, Option::is_none, || None), None, "full at N");
+        assert!(claim::<_, 5>(&mut slots, 0, Option::is_none, || None).is_none(), "full at N");
         slots[3] = None;
-        assert_eq!(claim::<_, 5>(&mut slots, 1, Option::is_none, || None), Some(3), "a free slot is reused");
+        assert_eq!(
+            claim::<_, 5>(&mut slots, 1, Option::is_none, || None).map(|(i, _)| i),
+            Some(3),
+            "a free slot is reused"
+        );
         assert_eq!((slots.len(), slots.capacity()), (5, 5));
     }
 }

@@ -675,6 +675,22 @@ fn siblings_go_beside_the_answer_in_the_answering_rpc() {
         assert_eq!(r, Err(AnswerError::InvalidPayload));
         assert!(String::from_utf8(out).unwrap().contains(r#""result":{"kind":"user-not-available"}"#));
     }
+    // White space around the siblings and inside their braces is dropped;
+    // empty braces add nothing; a `null` answer (padded or not) leaves the
+    // answer's member out.
+    for (answer, siblings, tail) in [
+        (&b" null "[..], &b"\n{ }\t"[..], ""),
+        (b"null", b"{ \"a\":1 }", r#","a":1"#),
+        (br#"{"kind":"approve-once"}"#, b"  ", r#","result":{"kind":"approve-once"}"#),
+    ] {
+        let (mut e, id) = one_obligation(PERMISSION);
+        let mut out = Vec::new();
+        e.answer_with(id, answer, siblings, &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":"answer-1","method":"session.permissions.handlePendingPermissionRequest","params":{{"sessionId":"s1","requestId":"r1"{tail}}}}}"#
+        );
+        assert_eq!(String::from_utf8(out).unwrap(), format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    }
     // A response has no room for siblings.
     let plan = r#"{"jsonrpc":"2.0","id":7,"method":"exitPlanMode.request","params":{"sessionId":"s1"}}"#;
     let (mut e, id) = one_obligation(plan);

@@ -281,24 +281,21 @@ impl CoreEngine {
         self.drain_parked(now)
     }
 
-    /// The engine's answer table as JSON: one `{"name", "handler",
-    /// "trigger"}` per row, `name` being the awaited event's type or the
-    /// server request's method, `trigger` `"event"` or `"request"`.
+    /// The engine's answer table as JSON: one `{"name", "handler"}` per
+    /// row, `name` being the awaited event's type or the server request's
+    /// method (what JavaScript needs to check the names generic request
+    /// handlers are set for).
     #[wasm_bindgen(js_name = answerRows)]
     pub fn answer_rows() -> String {
         let mut out = vec![b'['];
-        for (i, row) in copilot_core::ANSWERS.iter().enumerate() {
-            let (name, trigger) = match row.trigger {
-                copilot_core::Trigger::Event(t) => (t, "event"),
-                copilot_core::Trigger::Request(m) => (m, "request"),
-            };
-            if i > 0 {
+        for row in copilot_core::ANSWERS.iter() {
+            let (copilot_core::Trigger::Event(name) | copilot_core::Trigger::Request(name)) = row.trigger;
+            if out.len() > 1 {
                 out.push(b',');
             }
             let mut w = Fields::new(&mut out);
             w.text("name", name);
             w.text("handler", row.handler.name());
-            w.text("trigger", trigger);
             w.end();
         }
         out.push(b']');
@@ -799,11 +796,8 @@ mod tests {
         let rows = parse(&CoreEngine::answer_rows());
         let rows = rows.as_array().unwrap();
         assert_eq!(rows.len(), copilot_core::ANSWERS.len());
-        assert_eq!(
-            rows[0],
-            serde_json::json!({"name": "permission.requested", "handler": "permission", "trigger": "event"})
-        );
-        assert!(rows.contains(&serde_json::json!({"name": "hooks.invoke", "handler": "hooks", "trigger": "request"})));
+        assert_eq!(rows[0], serde_json::json!({"name": "permission.requested", "handler": "permission"}));
+        assert!(rows.contains(&serde_json::json!({"name": "hooks.invoke", "handler": "hooks"})));
     }
 
     #[test]
