@@ -45,7 +45,8 @@ fn the_readme_rust_examples_are_the_compiled_doc_examples() {
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let shown: Vec<&str> =
         readme.split("```rust\n").skip(1).filter_map(|rest| rest.split("\n```").next()).map(str::trim).collect();
-    assert_eq!(shown.len(), 2, "the README shows a blocking and an async Rust example");
+    assert_eq!(shown.len(), 3, "the README shows a blocking, an async and a typed-call Rust example");
     assert_eq!(shown[0], doc_example("host-std/src/lib.rs"), "README's blocking example differs from the crate docs'");
     assert_eq!(shown[1], doc_example("host-std/src/asynch.rs"), "README's async example differs from asynch's docs'");
+    assert_eq!(shown[2], doc_example("host-std/src/rpc.rs"), "README's typed-call example differs from rpc's docs'");
 }
