@@ -17,7 +17,6 @@ use copilot_host::{
 };
 use copilot_testkit::scripted_model::{Reply, ScriptedModel};
 use copilot_tests::real_cli::{isolated_options, TempDir};
-use serde_json::json;
 
 const TURN: Duration = Duration::from_secs(90);
 
