@@ -741,9 +741,10 @@ export class CopilotClient {
 
   /**
    * @internal Runs a handler's decision for an obligation and passes it on:
-   * `decide()` resolves to `{ answer }` or `{ refuse: cause }`; a throw is
-   * a failed handler. Exactly one of answer/refuse reaches the engine,
-   * which ignores (and reports) any answer after a deadline or release.
+   * `decide()` resolves to `{ answer, siblings? }`, `{ decline: true }` (left
+   * to another client of the session) or `{ refuse: cause }`; a throw is a
+   * failed handler. Exactly one settles the wait in the engine, which
+   * ignores (and reports) any answer after a deadline or release.
    */
   async _discharge(obligation, decide) {
     let outcome;
