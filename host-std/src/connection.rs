@@ -502,15 +502,18 @@ impl Connection {
             let mut engine = lock(&self.engine);
             let now = self.now();
             let r = f(&mut engine, now, &mut wire);
+            self.send_engine_frames(wire);
             (r, engine.poll_timeout())
         };
-        self.send_engine_frames(wire);
         self.kick_timer(next);
         r
     }
 
     /// Frames the engine decided on go out whatever the outbox holds: an
     /// answer is never dropped (its size is bounded by what was read).
+    /// Called under the engine's lock (the outbox never takes it), so the
+    /// wire's order is the engine's: once the engine shows a wait answered
+    /// (`open_obligations`), its answer is queued ahead of any later frame.
     fn send_engine_frames(&self, wire: Vec<u8>) {
         if !wire.is_empty() && self.outbox.push_always(wire).is_err() {
             log::debug!("{}: the connection is closed; the engine's frames are not sent", self.label);
@@ -1058,9 +1061,9 @@ impl Connection {
             if expired.iter().any(|w| matches!(w, Waiter::Open { .. })) {
                 drain_parked_with(&mut engine, now, &mut wire, |o| log_parked(&self.label, &o));
             }
+            self.send_engine_frames(wire);
             engine.poll_timeout()
         };
-        self.send_engine_frames(wire);
         for w in expired {
             w.fail(Error::Timeout { what: String::new(), after: Duration::ZERO });
         }
