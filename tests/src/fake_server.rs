@@ -84,6 +84,10 @@ pub struct FakeServerConfig {
     /// [`FakeServer::release_create_response`] is called (or the connection
     /// closes); later answers are not held. Default false.
     pub hold_create_response: bool,
+    /// Hold every `session.send` turn after its `user.message` until
+    /// [`FakeServer::release_turns`] is called (or the connection closes).
+    /// Default false.
+    pub hold_turns: bool,
     /// `None` (default): a `session.send` turn is `user.message`,
     /// `assistant.turn_start`, `session.error` (authentication, "No model
     /// endpoint"), `session.idle`, as the real CLI without a model.
@@ -107,6 +111,7 @@ impl Default for FakeServerConfig {
             early_permission_requests: 0,
             create_response_delay: Duration::ZERO,
             hold_create_response: false,
+            hold_turns: false,
             reply_text: None,
             close_on_method: None,
         }
@@ -143,6 +148,12 @@ impl FakeServerConfig {
     /// Sets [`create_response_delay`](Self::create_response_delay).
     pub fn with_create_response_delay(mut self, delay: Duration) -> Self {
         self.create_response_delay = delay;
+        self
+    }
+
+    /// Sets [`hold_turns`](Self::hold_turns).
+    pub fn with_hold_turns(mut self, hold: bool) -> Self {
+        self.hold_turns = hold;
         self
     }
 
@@ -292,6 +303,13 @@ impl FakeServer {
         self.shared.release_create_response();
     }
 
+    /// Lets the turns held by [`FakeServerConfig::hold_turns`] go on, and
+    /// every later one.
+    pub fn release_turns(&self) {
+        *lock(&self.shared.turns_released) = true;
+        self.shared.create_released_changed.notify_all();
+    }
+
     /// Sends `body` as one frame, verbatim (it need not be valid JSON).
     pub fn send_raw(&self, body: &str) -> io::Result<()> {
         self.shared.write_frame(body.as_bytes())
@@ -427,7 +445,10 @@ struct Shared {
     next_event_id: AtomicU64,
     /// Whether create / resume answers may go (see `hold_create_response`).
     create_released: Mutex<bool>,
+    /// Signalled when create answers or turns are let go.
     create_released_changed: Condvar,
+    /// Whether held turns may go on (see `hold_turns`).
+    turns_released: Mutex<bool>,
 }
 
 impl Shared {
@@ -444,12 +465,20 @@ impl Shared {
             next_event_id: AtomicU64::new(1),
             create_released: Mutex::new(false),
             create_released_changed: Condvar::new(),
+            turns_released: Mutex::new(false),
         }
     }
 
     fn release_create_response(&self) {
         *lock(&self.create_released) = true;
         self.create_released_changed.notify_all();
+    }
+
+    fn wait_turns_released(&self) {
+        let mut released = lock(&self.turns_released);
+        while !*released {
+            released = self.create_released_changed.wait(released).unwrap_or_else(PoisonError::into_inner);
+        }
     }
 
     fn wait_create_released(&self) {
@@ -478,8 +507,10 @@ impl Shared {
         // the connection's lock. Once more after `Closed` is set, in case the
         // serving thread connected in between.
         self.run_shutdown_hook();
-        // A held create answer is let go, so that the serving thread ends.
+        // A held create answer or turn is let go, so that the serving thread ends.
         self.release_create_response();
+        *lock(&self.turns_released) = true;
+        self.create_released_changed.notify_all();
         let old = std::mem::replace(&mut *lock(&self.conn), Conn::Closed);
         self.conn_changed.notify_all();
         drop(old);
@@ -905,6 +936,9 @@ impl Handler {
         }
         let turn = json!({"turnId": n.to_string()});
         self.shared.event(sid, "user.message", json!({"content": prompt, "messageId": message_id}))?;
+        if self.config.hold_turns {
+            self.shared.wait_turns_released();
+        }
         self.shared.event(sid, "assistant.turn_start", turn.clone())?;
         match &self.config.reply_text {
             Some(text) => {

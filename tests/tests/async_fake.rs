@@ -101,7 +101,9 @@ fn a_thousand_sessions_on_one_current_thread_runtime_get_every_event() {
 fn a_send_and_wait_dropped_mid_turn_loses_no_event_and_the_session_goes_on() {
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     rt.block_on(async {
-        let (server, client) = client(FakeServerConfig::default().with_reply_text(REPLY)).await;
+        // The turn stops after its first event until it is let go.
+        let held = FakeServerConfig::default().with_reply_text(REPLY).with_hold_turns(true);
+        let (server, client) = client(held).await;
         let session = client.create_session(SessionConfig::default()).await.expect("create");
         let mut events = session.events();
         assert_eq!(events.next().await.expect("start").event_type(), "session.start");
@@ -109,8 +111,8 @@ fn a_send_and_wait_dropped_mid_turn_loses_no_event_and_the_session_goes_on() {
         {
             let mut turn = pin!(session.send_and_wait("first", WAIT));
             let mut seen = Vec::new();
-            // The stream is fed before the waiter, so it is polled first:
-            // the turn cannot have ended unseen.
+            // The server holds the turn after `user.message`: the turn
+            // cannot end before it is dropped.
             std::future::poll_fn(|cx| {
                 match std::pin::Pin::new(&mut events).poll_next_item(cx) {
                     Poll::Ready(Some(e)) => {
@@ -128,6 +130,7 @@ fn a_send_and_wait_dropped_mid_turn_loses_no_event_and_the_session_goes_on() {
             .await;
             assert_eq!(seen, ["user.message"]);
         }
+        server.release_turns();
         // The rest of the first turn still reaches the stream, in order.
         assert_eq!(one_turn(&mut events).await, turn_types()[1..]);
         // The session is used again: the reply, and every event once.
