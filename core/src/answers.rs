@@ -134,8 +134,13 @@ pub enum AnswerVia {
         /// The member the answer goes under (`result`, `response`, `error`).
         key: &'static str,
     },
-    /// The JSON-RPC response to the server's request (`result`).
-    Response,
+    /// The JSON-RPC response to the server's request: its `result` is the
+    /// answer, or with a `member`, `{"<member>": answer}` (`{}` when the
+    /// answer is `null`), as `hooks.invoke` is answered with `{output?}`.
+    Response {
+        /// The member of the result the answer goes under, if any.
+        member: Option<&'static str>,
+    },
 }
 
 /// What the engine sends when nobody answers: no handler, the handler
@@ -169,6 +174,39 @@ pub struct AnswerRow {
     pub refusal: Refusal,
 }
 
+impl AnswerRow {
+    /// What goes when the handler fails (throws, panics, returns an error):
+    /// this JSON object as the answer, with the failure's text added as its
+    /// member `error`, which the agent logs and the model does not read.
+    /// `None`: the refusal goes. Only a tool's failure has an answer (the
+    /// model is told that the tool failed, as the official SDKs do).
+    pub const fn failure(&self) -> Option<&'static str> {
+        match (self.handler, self.via) {
+            (HandlerKind::Tool, AnswerVia::Rpc { .. }) => Some(TOOL_FAILURE),
+            _ => None,
+        }
+    }
+}
+
+macro_rules! tool_failed_text {
+    () => {
+        "Invoking this tool produced an error. Detailed information is not available."
+    };
+}
+
+/// What the model reads when a tool's handler fails: the failure's text may
+/// hold what the model should not see, so it goes to the logs (and the
+/// result's `error`), as the official SDKs do.
+pub const TOOL_FAILED_TEXT: &str = tool_failed_text!();
+
+/// A failed tool's answer (the engine adds `error`).
+const TOOL_FAILURE: &str = concat!(r#"{"textResultForLlm":""#, tool_failed_text!(), r#"","resultType":"failure"}"#);
+
+/// Room for a failure answer with its `,"error":` and closing brace (the
+/// failure's text aside), on the engine's stack.
+pub(crate) const FAILURE_ROOM: usize = 256;
+const _: () = assert!(TOOL_FAILURE.len() + 10 <= FAILURE_ROOM);
+
 const fn event(
     ty: &'static str,
     handler: HandlerKind,
@@ -180,7 +218,7 @@ const fn event(
 }
 
 const fn request(method: &'static str, handler: HandlerKind, refusal: Refusal) -> AnswerRow {
-    AnswerRow { trigger: Trigger::Request(method), handler, via: AnswerVia::Response, refusal }
+    AnswerRow { trigger: Trigger::Request(method), handler, via: AnswerVia::Response { member: None }, refusal }
 }
 
 /// A request this client does not serve: -32601, as for an unknown method.
@@ -282,7 +320,11 @@ pub static ANSWERS: &[AnswerRow] = &[
         Refusal::Error { code: INTERNAL_ERROR, message: "no transform: keep the original text" },
     ),
     // clientGlobal.
-    request("hooks.invoke", H::Hooks, P("{}")),
+    // A hook that gives no output (or none is set) answers `{}`.
+    AnswerRow {
+        via: AnswerVia::Response { member: Some("output") },
+        ..request("hooks.invoke", H::Hooks, Refusal::Omit)
+    },
     request("host.unregisterSession", H::Host, NOT_SERVED),
     request("host.registerSession", H::Host, NOT_SERVED),
     request("host.materializeSession", H::Host, NOT_SERVED),

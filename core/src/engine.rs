@@ -213,6 +213,10 @@ impl<'a, T, W> Output<'a, T, W> {
     }
 }
 
+/// The most bytes of JSON text a failed handler's text takes in the
+/// `error` of its failure answer ([`Engine::fail`]); the rest is cut.
+pub const MAX_FAILURE_DETAIL: usize = 512;
+
 /// Why [`Engine::answer`] or [`Engine::refuse`] sent nothing, or sent the
 /// refusal instead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -436,6 +440,37 @@ fn emit(out: &mut impl FnMut(&[u8]), parts: &[&[u8]]) {
     }
 }
 
+/// `failure` (a JSON object) with `detail` added as its member `error`: a
+/// JSON string of at most [`MAX_FAILURE_DETAIL`] bytes, cut to whole
+/// characters when it is longer.
+fn failure_answer<'b>(
+    failure: &str,
+    detail: &str,
+    buf: &'b mut [u8; crate::answers::FAILURE_ROOM + MAX_FAILURE_DETAIL],
+) -> &'b [u8] {
+    let mut at = 0;
+    let _ = crate::json::put(buf, &mut at, &failure.as_bytes()[..failure.len() - 1]);
+    let _ = crate::json::put(buf, &mut at, b",\"error\":");
+    let start = at;
+    let mut cut = detail.len();
+    loop {
+        let part = loop {
+            match detail.get(..cut) {
+                Some(part) => break part,
+                None => cut -= 1,
+            }
+        };
+        at = start;
+        if crate::json::write_escaped(&mut buf[..start + MAX_FAILURE_DETAIL], &mut at, part).is_some() {
+            break;
+        }
+        // Too long: what fits however it escapes (six bytes a byte, two quotes).
+        cut = (MAX_FAILURE_DETAIL - 2) / 6;
+    }
+    let _ = crate::json::put(buf, &mut at, b"}");
+    &buf[..at]
+}
+
 /// An id as JSON text, in three parts.
 fn id_parts<'a>(id: &Id<'a>) -> [&'a [u8]; 3] {
     match id {
@@ -480,6 +515,30 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
         emit(out, &[b"{\"jsonrpc\":\"2.0\",\"id\":", id[0], id[1], id[2], b",\"result\":", result, b"}"]);
     }
 
+    /// The response to a request answered by `row.via` =
+    /// `Response { member }`: `result` is `payload` (`null` for none), or
+    /// with a member `{"<member>":payload}` (`{}` for none).
+    fn send_response(out: &mut impl FnMut(&[u8]), id: [&[u8]; 3], member: Option<&str>, payload: Option<&[u8]>) {
+        match (member, payload) {
+            (None, p) => Self::send_result(out, id, p.unwrap_or(b"null")),
+            (Some(_), None) => Self::send_result(out, id, b"{}"),
+            (Some(key), Some(p)) => emit(
+                out,
+                &[
+                    b"{\"jsonrpc\":\"2.0\",\"id\":",
+                    id[0],
+                    id[1],
+                    id[2],
+                    b",\"result\":{\"",
+                    key.as_bytes(),
+                    b"\":",
+                    p,
+                    b"}}",
+                ],
+            ),
+        }
+    }
+
     fn send_error(out: &mut impl FnMut(&[u8]), id: [&[u8]; 3], code: i64, message: &str) {
         let mut digits = [0; 20];
         let n = itoa(code.unsigned_abs(), &mut digits);
@@ -517,9 +576,13 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
                 };
                 self.send_rpc_parts(out, method, key, session_id, request_id, payload, b"");
             }
-            (AnswerVia::Response, Refusal::Payload(p)) => Self::send_result(out, request_id, p.as_bytes()),
-            (AnswerVia::Response, Refusal::Omit) => Self::send_result(out, request_id, b"null"),
-            (AnswerVia::Response, Refusal::Error { code, message }) => Self::send_error(out, request_id, code, message),
+            (AnswerVia::Response { member }, Refusal::Payload(p)) => {
+                Self::send_response(out, request_id, member, Some(p.as_bytes()))
+            }
+            (AnswerVia::Response { member }, Refusal::Omit) => Self::send_response(out, request_id, member, None),
+            (AnswerVia::Response { .. }, Refusal::Error { code, message }) => {
+                Self::send_error(out, request_id, code, message)
+            }
         }
     }
 
@@ -870,7 +933,7 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                 Ok(v) if v.kind() == Kind::Object => Some(crate::json::trim_ws(&siblings[1..siblings.len() - 1])),
                 _ => None,
             },
-            (_, AnswerVia::Response) => None,
+            (_, AnswerVia::Response { .. }) => None,
         };
         let (Ok(value), Some(members)) = (Value::parse(payload), members) else {
             self.core.refuse_open(out, &open, Cause::HandlerFailed);
@@ -881,11 +944,33 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                 let payload = (value.kind() != Kind::Null).then_some(payload);
                 self.core.send_rpc(out, method, key, &open.session_id, &open.request_id, payload, members);
             }
-            AnswerVia::Response => {
-                Core::<T, W, SESSIONS, PENDING, OBLIGATIONS>::send_result(out, [&open.request_id, b"", b""], payload)
-            }
+            AnswerVia::Response { member } => Core::<T, W, SESSIONS, PENDING, OBLIGATIONS>::send_response(
+                out,
+                [&open.request_id, b"", b""],
+                member,
+                (member.is_none() || value.kind() != Kind::Null).then_some(payload),
+            ),
         }
         self.core.stats.answered += 1;
+        Ok(())
+    }
+
+    /// Discharges the obligation for a handler that failed (threw,
+    /// panicked, returned an error) with the text `detail`: a row with a
+    /// [`failure`](crate::AnswerRow::failure) answer (a tool's: the model
+    /// is told only that the tool failed) sends it with `detail` as its
+    /// `error` (cut to whole characters within [`MAX_FAILURE_DETAIL`] bytes
+    /// of JSON); any other row gets its refusal. Counted as refused for
+    /// [`Cause::HandlerFailed`].
+    pub fn fail(&mut self, id: ObligationId, detail: &str, out: &mut impl FnMut(&[u8])) -> Result<(), AnswerError> {
+        let row = self.core.obligations.get(id).map(|o| &ANSWERS[usize::from(o.row)]).ok_or(AnswerError::Stale)?;
+        let Some(failure) = row.failure() else { return self.refuse(id, Cause::HandlerFailed, out) };
+        let mut buf = [0; crate::answers::FAILURE_ROOM + MAX_FAILURE_DETAIL];
+        // Valid JSON by construction (the table's test checks the failure).
+        self.answer(id, failure_answer(failure, detail, &mut buf), out)?;
+        // Counted as the handler's failure, not as its answer.
+        self.core.stats.answered -= 1;
+        self.core.count(Cause::HandlerFailed);
         Ok(())
     }
 
@@ -903,7 +988,7 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                 self.core.stats.declined += 1;
                 Ok(())
             }
-            AnswerVia::Response => {
+            AnswerVia::Response { .. } => {
                 self.core.refuse_open(out, &open, Cause::HandlerFailed);
                 Err(AnswerError::NotDeclinable)
             }

@@ -927,28 +927,34 @@ impl Iterator for Chars<'_> {
     }
 }
 
+/// The escape of the byte `c` in a JSON string (in `hex` for the control
+/// characters without a short form); `None` when it goes as it is.
+fn escape_of(c: u8, hex: &mut [u8; 6]) -> Option<&[u8]> {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    match c {
+        b'"' => Some(b"\\\""),
+        b'\\' => Some(b"\\\\"),
+        b'\n' => Some(b"\\n"),
+        b'\r' => Some(b"\\r"),
+        b'\t' => Some(b"\\t"),
+        0x00..=0x1F => {
+            *hex = [b'\\', b'u', b'0', b'0', HEX[usize::from(c >> 4)], HEX[usize::from(c & 15)]];
+            Some(&hex[..])
+        }
+        _ => None,
+    }
+}
+
 /// Writes `s` as a JSON string (with quotes) into `out` at `*at`.
 pub(crate) fn write_escaped(out: &mut [u8], at: &mut usize, s: &str) -> Option<()> {
     put(out, at, b"\"")?;
     let bytes = s.as_bytes();
     let mut run = 0;
+    let mut hex = [0; 6];
     for (i, &c) in bytes.iter().enumerate() {
-        let esc: &[u8] = match c {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x00..=0x1F => b"",
-            _ => continue,
-        };
+        let Some(esc) = escape_of(c, &mut hex) else { continue };
         put(out, at, &bytes[run..i])?;
-        if esc.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            put(out, at, &[b'\\', b'u', b'0', b'0', HEX[usize::from(c >> 4)], HEX[usize::from(c & 15)]])?;
-        } else {
-            put(out, at, esc)?;
-        }
+        put(out, at, esc)?;
         run = i + 1;
     }
     put(out, at, &bytes[run..])?;

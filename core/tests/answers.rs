@@ -175,3 +175,37 @@ fn every_refusal_is_valid_and_fits_the_answering_method() {
         }
     }
 }
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn every_failure_answer_and_result_member_fits_the_schema() {
+    let api: Value = serde_json::from_str(API).unwrap();
+    let defs = &api["definitions"];
+    let mut all = Vec::new();
+    for scope in ["session", "clientSession", "clientGlobal"] {
+        methods(&api[scope], &mut all);
+    }
+    let def = |m: &str| all.iter().find(|(n, _)| *n == m).map(|(_, d)| *d);
+    let mut failures = 0;
+    for row in ANSWERS {
+        if let Some(f) = row.failure() {
+            failures += 1;
+            let mut v: Value = serde_json::from_str(f).unwrap_or_else(|e| panic!("{row:?}: {e}"));
+            let obj = v.as_object().unwrap_or_else(|| panic!("{row:?}: a failure answer is an object"));
+            assert!(f.ends_with('}') && !obj.contains_key("error"), "{row:?}: the engine adds `error`");
+            v["error"] = "text".into();
+            let AnswerVia::Rpc { method, key } = row.via else { panic!("{row:?}: failures of RPC answers only") };
+            let params = resolve(defs, &def(method).unwrap()["params"]);
+            assert!(conforms(defs, &params["properties"][key], &v), "{method}: {v} does not fit {key}");
+        }
+        if let AnswerVia::Response { member: Some(key) } = row.via {
+            let Trigger::Request(m) = row.trigger else { panic!("{row:?}: a result is a request's") };
+            let result = resolve(defs, &def(m).unwrap_or_else(|| panic!("{m} is not in the schema"))["result"]);
+            assert!(result["properties"].get(key).is_some(), "{m}'s result has no member {key}");
+            let required = result.get("required").and_then(Value::as_array).cloned().unwrap_or_default();
+            assert!(!required.iter().any(|k| k == key), "{m} requires {key}: `{{}}` would not fit");
+            assert!(matches!(row.refusal, Refusal::Omit | Refusal::Error { .. }), "{row:?}");
+        }
+    }
+    assert_eq!(failures, 1, "the tool's failure");
+}

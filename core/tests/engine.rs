@@ -262,7 +262,7 @@ fn run(row: &AnswerRow, scenario: Scenario) -> (Vec<Value>, Run) {
                 r.engine.answer(ob.id, br#"{"test":"answer"}"#, &mut out).unwrap();
             }
             Scenario::NoHandler => r.engine.refuse(ob.id, Cause::NoHandler, &mut out).unwrap(),
-            Scenario::HandlerFails => r.engine.refuse(ob.id, Cause::HandlerFailed, &mut out).unwrap(),
+            Scenario::HandlerFails => r.engine.fail(ob.id, FAILURE, &mut out).unwrap(),
             Scenario::UnreadableData | Scenario::DriftedData => {
                 assert!(typed.is_none(), "the typed reader must fail here");
                 r.engine.refuse(ob.id, Cause::Unreadable, &mut out).unwrap();
@@ -303,9 +303,19 @@ fn payload(row: &AnswerRow, answer: &Value) -> Option<Value> {
             assert_eq!(answer["params"]["requestId"], "req-7");
             answer["params"].get(key).cloned()
         }
-        AnswerVia::Response => {
+        AnswerVia::Response { member: None } => {
             assert_eq!(answer["id"], 41);
             answer.get("result").cloned().or_else(|| answer.get("error").map(|e| json!({"code": e["code"]})))
+        }
+        AnswerVia::Response { member: Some(key) } => {
+            assert_eq!(answer["id"], 41);
+            match answer.get("result") {
+                Some(Value::Object(result)) => {
+                    assert!(result.keys().all(|k| k == key), "only `{key}` in {answer}");
+                    result.get(key).cloned()
+                }
+                _ => answer.get("error").map(|e| json!({"code": e["code"]})),
+            }
         }
     }
 }
@@ -313,9 +323,26 @@ fn payload(row: &AnswerRow, answer: &Value) -> Option<Value> {
 fn refusal(row: &AnswerRow) -> Option<Value> {
     match (row.via, row.refusal) {
         (_, Refusal::Payload(p)) => Some(serde_json::from_str(p).unwrap()),
-        (AnswerVia::Rpc { .. }, _) => None,
-        (AnswerVia::Response, Refusal::Omit) => Some(Value::Null),
-        (AnswerVia::Response, Refusal::Error { code, .. }) => Some(json!({ "code": code })),
+        (AnswerVia::Rpc { .. } | AnswerVia::Response { member: Some(_) }, Refusal::Omit) => None,
+        (AnswerVia::Rpc { .. }, Refusal::Error { .. }) => None,
+        (AnswerVia::Response { member: None }, Refusal::Omit) => Some(Value::Null),
+        (AnswerVia::Response { .. }, Refusal::Error { code, .. }) => Some(json!({ "code": code })),
+    }
+}
+
+/// The text of a failed handler in the tests.
+const FAILURE: &str = "boom: \"quoted\"\n";
+
+/// What goes for a failed handler: the row's failure answer with the text
+/// as its `error`, else the refusal.
+fn failure(row: &AnswerRow) -> Option<Value> {
+    match row.failure() {
+        Some(f) => {
+            let mut v: Value = serde_json::from_str(f).unwrap();
+            v["error"] = FAILURE.into();
+            Some(v)
+        }
+        None => refusal(row),
     }
 }
 
@@ -337,8 +364,11 @@ fn every_kind_every_path_exactly_one_answer() {
                 continue;
             }
             assert_eq!(answers.len(), 1, "{row:?} {scenario:?}: {answers:?}");
-            let expected =
-                if scenario == Scenario::HandlerAnswers { Some(json!({"test":"answer"})) } else { refusal(row) };
+            let expected = match scenario {
+                Scenario::HandlerAnswers => Some(json!({"test":"answer"})),
+                Scenario::HandlerFails => failure(row),
+                _ => refusal(row),
+            };
             assert_eq!(payload(row, &answers[0]), expected, "{row:?} {scenario:?}");
             if let AnswerVia::Rpc { .. } = row.via {
                 assert_eq!(stats.acks_accepted, stats.answers_sent, "{row:?} {scenario:?}");
@@ -696,4 +726,67 @@ fn siblings_go_beside_the_answer_in_the_answering_rpc() {
     let (mut e, id) = one_obligation(plan);
     let r = e.answer_with(id, br#"{"approved":true}"#, br#"{"x":1}"#, &mut |_| {});
     assert_eq!(r, Err(AnswerError::InvalidPayload));
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_failed_tool_tells_the_model_only_that_and_keeps_the_text_in_error() {
+    let tool = r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s1","event":{"type":"external_tool.requested","data":{"requestId":"t1","toolCallId":"c","toolName":"x"}}}}"#;
+    let (mut e, id) = one_obligation(tool);
+    let mut out = Vec::new();
+    e.fail(id, "no \"disk\"\u{1}", &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":"answer-1","method":"session.tools.handlePendingToolCall","params":{{"sessionId":"s1","requestId":"t1","result":{{"textResultForLlm":"{}","resultType":"failure","error":"no \"disk\"\u0001"}}}}}}"#,
+        copilot_core::TOOL_FAILED_TEXT
+    );
+    assert_eq!(String::from_utf8(out).unwrap(), format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    let s = e.stats(0);
+    assert_eq!((s.refused(Cause::HandlerFailed), s.answered, s.open_obligations), (1, 0, 0));
+    assert_eq!(e.fail(id, "again", &mut |_| panic!("discharged once")), Err(AnswerError::Stale));
+
+    // A long text is cut to whole characters within the bound, and stays JSON.
+    let long = "é\"".repeat(copilot_core::MAX_FAILURE_DETAIL);
+    let (mut e, id) = one_obligation(tool);
+    let mut out = Vec::new();
+    e.fail(id, &long, &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let v: Value = serde_json::from_str(&text[text.find("\r\n\r\n").unwrap() + 4..]).unwrap();
+    let error = v["params"]["result"]["error"].as_str().unwrap();
+    assert!(long.starts_with(error) && error.len() < long.len() && !error.is_empty(), "{error}");
+    assert!(serde_json::to_string(error).unwrap().len() <= copilot_core::MAX_FAILURE_DETAIL);
+
+    // Any other row: the refusal.
+    let (mut e, id) = one_obligation(PERMISSION);
+    let mut out = Vec::new();
+    e.fail(id, "boom", &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
+    assert!(String::from_utf8(out).unwrap().contains(r#""result":{"kind":"user-not-available"}}"#));
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_hook_answer_goes_under_output_and_no_output_is_an_empty_result() {
+    let hook = r#"{"jsonrpc":"2.0","id":"h-1","method":"hooks.invoke","params":{"sessionId":"s1","hookType":"sessionEnd","input":{}}}"#;
+    let response = |result: &str| {
+        let body = format!(r#"{{"jsonrpc":"2.0","id":"h-1","result":{result}}}"#);
+        format!("Content-Length: {}\r\n\r\n{body}", body.len())
+    };
+    for (answer, result) in [
+        (&br#"{"decision":"deny"}"#[..], r#"{"output":{"decision":"deny"}}"#),
+        (b" null ", "{}"),
+        (b"0", r#"{"output":0}"#),
+    ] {
+        let (mut e, id) = one_obligation(hook);
+        let mut out = Vec::new();
+        e.answer(id, answer, &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), response(result));
+    }
+    // No hook, a failed hook: `{}` (the CLI goes on as without the hook).
+    let (mut e, id) = one_obligation(hook);
+    let mut out = Vec::new();
+    e.refuse(id, Cause::NoHandler, &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), response("{}"));
+    let (mut e, id) = one_obligation(hook);
+    let mut out = Vec::new();
+    e.fail(id, "boom", &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), response("{}"));
 }

@@ -296,6 +296,14 @@ impl Replier {
         });
     }
 
+    /// The handler failed with the text `detail`: the engine's failure
+    /// answer goes (a tool's generic failure, else the refusal).
+    pub(crate) fn fail(&self, detail: &str) {
+        self.conn.with_engine(|e, _, wire| {
+            let _ = e.fail(self.id, detail, &mut sink(wire));
+        });
+    }
+
     /// The engine's refusal goes in place of an answer.
     pub(crate) fn refuse(&self, cause: Cause) {
         self.conn.with_engine(|e, _, wire| {
@@ -1182,7 +1190,7 @@ fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
     panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())

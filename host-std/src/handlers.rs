@@ -212,8 +212,8 @@ pub struct ToolInvocation {
 /// What the model reads when a tool's handler fails (returns `Err`,
 /// panics): the error itself may hold what the model should not see, so it
 /// goes to the logs (and the result's `error`, which the model does not
-/// read), as the official SDKs do.
-pub const TOOL_FAILED_TEXT: &str = "Invoking this tool produced an error. Detailed information is not available.";
+/// read), as the official SDKs do. The engine sends it.
+pub use copilot_core::TOOL_FAILED_TEXT;
 
 /// What a tool returns to the model.
 #[derive(Debug, Clone, PartialEq)]
@@ -237,14 +237,13 @@ impl ToolResult {
         ToolResult::Failure(text.into())
     }
 
-    fn to_json(&self) -> Value {
+    /// What goes to the agent: the result, or the engine's failure answer.
+    fn outcome(self) -> Outcome {
         match self {
-            ToolResult::Text(t) => json!({ "textResultForLlm": t, "resultType": "success" }),
-            ToolResult::Failure(t) => json!({ "textResultForLlm": t, "resultType": "failure" }),
-            ToolResult::Error(e) => {
-                json!({ "textResultForLlm": TOOL_FAILED_TEXT, "resultType": "failure", "error": e })
-            }
-            ToolResult::Structured(v) => v.clone(),
+            ToolResult::Text(t) => Outcome::Answer(json!({ "textResultForLlm": t, "resultType": "success" })),
+            ToolResult::Failure(t) => Outcome::Answer(json!({ "textResultForLlm": t, "resultType": "failure" })),
+            ToolResult::Error(e) => Outcome::Fail(e),
+            ToolResult::Structured(v) => Outcome::Answer(v),
         }
     }
 }
@@ -656,6 +655,10 @@ enum Outcome {
     Decline,
     /// The engine's refusal goes, for this reason.
     Refuse(Cause),
+    /// The handler failed with this text: the engine's failure answer goes
+    /// (the refusal, or for a tool the generic failure with the text in
+    /// `error`).
+    Fail(String),
 }
 
 /// Calls the user's handler for `job` and passes its answer on. Runs on the
@@ -665,12 +668,9 @@ pub(crate) fn run(job: Job, handlers: &SessionHandlers, session_id: &str) {
     let outcome =
         match reply.scope(|| catch_unwind(AssertUnwindSafe(|| decide(kind, name, &data, handlers, session_id)))) {
             Ok(o) => o,
-            Err(_) => {
-                log::error!("the {} handler panicked; the agent gets the refusal", kind.name());
-                Outcome::Refuse(Cause::HandlerFailed)
-            }
+            Err(panic) => Outcome::Fail(format!("the handler panicked: {}", crate::connection::panic_text(&*panic))),
         };
-    send(&reply, outcome);
+    send(&reply, name, outcome);
 }
 
 /// Calls the client's generic handler for a client-wide request (one that
@@ -680,12 +680,9 @@ pub(crate) fn run_client_wide(job: Job, requests: &RequestHandlers) {
     let outcome =
         match reply.scope(|| catch_unwind(AssertUnwindSafe(|| generic(kind, name, &data, requests, None, false)))) {
             Ok(o) => o,
-            Err(_) => {
-                log::error!("the {name} handler panicked; the agent gets the refusal");
-                Outcome::Refuse(Cause::HandlerFailed)
-            }
+            Err(panic) => Outcome::Fail(format!("the handler panicked: {}", crate::connection::panic_text(&*panic))),
         };
-    send(&reply, outcome);
+    send(&reply, name, outcome);
 }
 
 /// Runs the generic handler of `name`, if the kind is generic and one is set.
@@ -706,19 +703,20 @@ fn generic(
     match requests.handle(&request) {
         None => Outcome::Refuse(Cause::NoHandler),
         Some(Ok(v)) => Outcome::Answer(v),
-        Some(Err(e)) => {
-            log::warn!("the {name} handler failed: {e}; the agent gets the refusal");
-            Outcome::Refuse(Cause::HandlerFailed)
-        }
+        Some(Err(e)) => Outcome::Fail(e),
     }
 }
 
-fn send(reply: &Replier, outcome: Outcome) {
+fn send(reply: &Replier, name: &str, outcome: Outcome) {
     match outcome {
         Outcome::Answer(v) => reply.answer(&v, None),
         Outcome::AnswerWith(v, siblings) => reply.answer(&v, Some(&siblings)),
         Outcome::Decline => reply.decline(),
         Outcome::Refuse(cause) => reply.refuse(cause),
+        Outcome::Fail(detail) => {
+            log::error!("the {name} handler failed ({detail}); the agent is told only that it failed");
+            reply.fail(&detail)
+        }
     }
 }
 
@@ -756,7 +754,7 @@ fn decide(kind: HandlerKind, name: &'static str, data: &[u8], handlers: &Session
                 Err(o) => return o,
             };
             match handlers.tools.iter().find(|t| t.name == data.tool_name) {
-                Some(tool) => Answer(run_tool(tool, session_id, &data).to_json()),
+                Some(tool) => run_tool(tool, session_id, &data).outcome(),
                 None => Refuse(Cause::NoHandler),
             }
         }
@@ -902,20 +900,9 @@ fn run_tool(tool: &Tool, session_id: &str, data: &ExternalToolRequestedData) -> 
         arguments: data.arguments.clone().unwrap_or(Value::Null),
         working_directory: data.working_directory.clone(),
     };
-    // A tool that panics fails as a tool that returns an error does: the
-    // model is told it failed, the logs say how.
-    let result = catch_unwind(AssertUnwindSafe(|| (tool.handler)(&call))).unwrap_or_else(|panic| {
-        let what = panic
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic".to_owned());
-        ToolResult::Error(format!("the handler panicked: {what}"))
-    });
-    if let ToolResult::Error(e) = &result {
-        log::error!("the tool {} failed ({e}); the model is told only that it failed", tool.name);
-    }
-    result
+    // A tool that panics fails as a tool that returns an error does (the
+    // panic is caught around the whole decision).
+    (tool.handler)(&call)
 }
 
 #[cfg(test)]

@@ -580,10 +580,10 @@ struct InvokeParams {
     input: Value,
 }
 
-/// What the hooks make of a `hooks.invoke`: the response's `result`, or
-/// why the engine's refusal goes.
+/// What the hooks make of a `hooks.invoke`: the hook's output (the engine
+/// answers `{output}`), or why the engine's refusal goes.
 pub(crate) enum HookAnswer {
-    /// This `result` goes.
+    /// This output goes (`null`: none, the engine answers `{}`).
     Answer(Value),
     /// No hook of this type is set.
     NoHook,
@@ -602,8 +602,8 @@ pub(crate) fn invoke(hooks: &SessionHooks, params: &[u8], session_id: &str) -> H
     let invocation =
         HookInvocation { session_id: params.session_id.unwrap_or_else(|| session_id.to_owned()), hook_type };
     match hook(&params.input, &invocation) {
-        Ok(Some(output)) => HookAnswer::Answer(serde_json::json!({ "output": output })),
-        Ok(None) => HookAnswer::Answer(serde_json::json!({})),
+        // The engine puts it under `output` (`{}` for none).
+        Ok(output) => HookAnswer::Answer(output.unwrap_or(Value::Null)),
         Err(e) => HookAnswer::Failed(e),
     }
 }
@@ -643,13 +643,12 @@ mod tests {
             invoke(&hooks, params.to_string().as_bytes(), "s-0")
         };
         match call("bash") {
-            HookAnswer::Answer(v) => assert_eq!(
-                v,
-                json!({"output": {"permissionDecision": "deny", "permissionDecisionReason": "no \"ls\""}})
-            ),
+            HookAnswer::Answer(v) => {
+                assert_eq!(v, json!({"permissionDecision": "deny", "permissionDecisionReason": "no \"ls\""}))
+            }
             _ => panic!("answered"),
         }
-        assert!(matches!(call("view"), HookAnswer::Answer(v) if v == json!({})));
+        assert!(matches!(call("view"), HookAnswer::Answer(Value::Null)));
     }
 
     #[test]

@@ -58,7 +58,7 @@ fn handler_answer(row: &Row) -> Value {
         "command" => Value::Null,
         "userInput" => json!({"answer": "a", "wasFreeform": false}),
         "exitPlanMode" => json!({"approved": true}),
-        "hooks" => json!({"output": {"permissionDecision": "allow"}}),
+        "hooks" => json!({"permissionDecision": "allow"}),
         other => panic!("no handler for {other}"),
     }
 }

@@ -177,7 +177,10 @@ impl CoreEngine {
     /// - `1` ([`SETTLE_REFUSE`]): the wait's default refusal for the cause
     ///   `text` names (`"noHandler"`, `"handlerFailed"` or `"unreadable"`);
     /// - `2` ([`SETTLE_DECLINE`]): left to another client of the session:
-    ///   nothing is sent (see `Engine::decline`).
+    ///   nothing is sent (see `Engine::decline`);
+    /// - `3` ([`SETTLE_FAIL`]): the handler failed with the text `text`: the
+    ///   wait's failure answer goes (a tool's generic failure with the text
+    ///   as its `error`, else the refusal; see `Engine::fail`).
     ///
     /// Throws if the wait was already answered (nothing is sent then), if
     /// the answer is not JSON, or the wait cannot be declined (the refusal
@@ -188,6 +191,9 @@ impl CoreEngine {
             SETTLE_ANSWER => self.try_answer(obligation, text, siblings),
             SETTLE_REFUSE => self.try_refuse(obligation, text),
             SETTLE_DECLINE => self.try_decline(obligation),
+            SETTLE_FAIL => obligation_id(obligation).and_then(|id| {
+                self.engine.fail(id, text, &mut sink(&mut self.outbox)).map_err(|e| e.message().to_owned())
+            }),
             _ => Err("unknown settle mode".to_owned()),
         };
         settled.map_err(|e| JsError::new(&e))
@@ -350,6 +356,8 @@ const SETTLE_ANSWER: u8 = 0;
 const SETTLE_REFUSE: u8 = 1;
 /// [`CoreEngine::settle`]: leave the wait to another client (nothing sent).
 const SETTLE_DECLINE: u8 = 2;
+/// [`CoreEngine::settle`]: the handler failed; send the wait's failure answer.
+const SETTLE_FAIL: u8 = 3;
 
 /// The names of the counters [`CoreEngine::stats`] reports, in its order.
 const STATS: [&str; 18] = [

@@ -339,7 +339,10 @@ fn rows() -> Value {
                     row["method"] = method.into();
                     row["key"] = key.into();
                 }
-                AnswerVia::Response => row["via"] = "response".into(),
+                AnswerVia::Response { member } => {
+                    row["via"] = "response".into();
+                    row["member"] = member.into();
+                }
             }
             row
         })
@@ -379,11 +382,17 @@ fn mismatch(via: AnswerVia, refusal: Refusal, expect: &Value, got: &Value) -> Op
             };
             (got != want.as_ref()).then(|| format!("{key}: expected {want:?}, got {got:?}"))
         }
-        AnswerVia::Response => {
+        AnswerVia::Response { member } => {
+            // The result: the answer, or `{"<member>": answer}` (`{}` for none).
+            let result = |a: Option<Value>| match (member, a) {
+                (None, a) => a.unwrap_or(Value::Null),
+                (Some(_), None | Some(Value::Null)) => json!({}),
+                (Some(key), Some(a)) => json!({ key: a }),
+            };
             let want = match (expect.get("answer"), refusal) {
-                (Some(a), _) => json!({"result": a}),
-                (None, Refusal::Payload(p)) => json!({"result": parse(p)}),
-                (None, Refusal::Omit) => json!({"result": null}),
+                (Some(a), _) => json!({"result": result(Some(a.clone()))}),
+                (None, Refusal::Payload(p)) => json!({"result": result(Some(parse(p)))}),
+                (None, Refusal::Omit) => json!({"result": result(None)}),
                 (None, Refusal::Error { code, .. }) => json!({"error": {"code": code}}),
             };
             let same = match (want.get("error"), got.get("error")) {

@@ -36,6 +36,7 @@ import { checkHooks, checkRequestHandlers, decideHook, decideRequest, isGenericK
 const SETTLE_ANSWER = 0;
 const SETTLE_REFUSE = 1;
 const SETTLE_DECLINE = 2;
+const SETTLE_FAIL = 3;
 import { rpcCalls, SERVER_METHODS, SESSION_METHODS } from "./generated/rpc.js";
 
 /** The protocol version this client speaks. */
@@ -751,14 +752,20 @@ export class CopilotClient {
     try {
       outcome = await decide();
     } catch (e) {
-      this.#logger.error?.(`a handler failed (${errorText(e)}); the agent gets the refusal`);
-      outcome = { refuse: "handlerFailed" };
+      // The error may hold what the model should not read: the engine's
+      // failure answer tells the agent only that the handler failed (for a
+      // tool, with the text in the result's `error`, which the model does
+      // not read); the logs say how.
+      this.#logger.error?.(`a handler failed (${errorText(e)}); the agent is told only that it failed`);
+      outcome = { fail: errorText(e) };
     }
     if (this.#closed) return;
     try {
       if (outcome && "answer" in outcome) {
         const siblings = outcome.siblings === undefined ? "" : JSON.stringify(outcome.siblings);
         this.#core.settle(obligation, SETTLE_ANSWER, JSON.stringify(outcome.answer) ?? "null", siblings);
+      } else if (outcome && "fail" in outcome) {
+        this.#core.settle(obligation, SETTLE_FAIL, outcome.fail, "");
       } else if (outcome?.decline) {
         // Left to another client of the session: nothing is sent.
         this.#core.settle(obligation, SETTLE_DECLINE, "", "");
@@ -1402,15 +1409,8 @@ export class Session {
           arguments: data.arguments ?? null,
           workingDirectory: data.workingDirectory,
         };
-        try {
-          return { answer: toolResult(await tool.handler(invocation.arguments, invocation)) };
-        } catch (e) {
-          // The error may hold what the model should not read: it is told
-          // only that the tool failed; the logs (and the result's `error`,
-          // which the model does not read) say how.
-          this.#client._logger.error?.(`the tool ${data.toolName} failed: ${errorText(e)}`);
-          return { answer: { textResultForLlm: TOOL_FAILED_TEXT, resultType: "failure", error: errorText(e) } };
-        }
+        // A throw is a failed handler: the engine's tool failure goes.
+        return { answer: toolResult(await tool.handler(invocation.arguments, invocation)) };
       }
       case "userInput": {
         if (!c.onUserInput) return NO_HANDLER;

@@ -113,7 +113,7 @@ export const GENERIC_HANDLER_KINDS = Object.freeze([
 /** Keys checked and run by hooks.js: the generic request handlers, by name. */
 export const RESERVED_OPTIONS = Object.freeze(["requestHandlers"]);
 
-/** What the model reads when a tool's handler throws; the error goes to the logs. */
+/** What the model reads when a tool's handler throws (the engine sends it; the error goes to the logs). */
 export const TOOL_FAILED_TEXT = "Invoking this tool produced an error. Detailed information is not available.";
 
 /** Every error this package throws. */

@@ -96,8 +96,9 @@ export async function decideHook(hooks, params, sessionId) {
     sessionId: typeof params.sessionId === "string" ? params.sessionId : sessionId,
     hookType: params.hookType,
   };
+  // The engine answers `{output}`, or `{}` for no output.
   const output = await fn(params.input ?? {}, invocation);
-  return { answer: output === undefined || output === null ? {} : { output } };
+  return { answer: output ?? null };
 }
 
 /**

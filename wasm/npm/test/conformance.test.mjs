@@ -43,7 +43,7 @@ const ANSWERS = {
   mcpOAuth: { kind: "token", accessToken: "tok" },
   exitPlanMode: { approved: true },
   command: null,
-  hooks: { output: { permissionDecision: "allow" } },
+  hooks: { permissionDecision: "allow" },
 };
 
 /** What the handler of `row` answers. */
