@@ -8,7 +8,8 @@
 //! ([`Engine`]) that grows out of the router: it owns the answer table
 //! ([`ANSWERS`]), the open obligations, their deadlines and refusals, and
 //! the sessions' lifecycle, so that every wait of the agent is answered
-//! exactly once.
+//! exactly once, and what a client announces when it opens a session
+//! ([`write_open_params`]).
 //!
 //! It does not: read or write any socket or pipe, spawn threads, read a clock
 //! or allocate. It is `#![no_std]` without `alloc` and has no `unsafe`. (The
@@ -66,6 +67,7 @@ mod frame;
 pub mod json;
 mod lock;
 mod obligations;
+mod open;
 mod pending;
 mod router;
 mod session;
@@ -89,6 +91,7 @@ pub use frame::GrowingBuffer;
 pub use frame::{FrameBuffer, FrameDecoder, FrameError, MAX_HEADER_LEN, MIN_FRAME_BUFFER};
 pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
 pub use obligations::{ObligationId, MAX_KEPT_REQUEST_ID, MAX_KEPT_SESSION_ID};
+pub use open::{write_open_params, Announce, OptionsNotAnObject, OPEN_ANNOUNCEMENTS};
 pub use pending::{Drain as PendingDrain, PendingFull, PendingTable, RequestId};
 pub use router::{Route, Router, Stats, UNKNOWN_SESSION};
 pub use session::{

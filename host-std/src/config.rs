@@ -943,21 +943,10 @@ impl SessionConfig {
             set("sessionId", id.into());
         }
         let h = &self.handlers;
-        // What the official SDKs always send.
-        set("requestPermission", h.permission.is_some().into());
-        set("requestUserInput", h.user_input.is_some().into());
-        set("requestElicitation", h.elicitation.is_some().into());
-        set("requestExitPlanMode", h.exit_plan_mode.is_some().into());
-        set("requestAutoModeSwitch", false.into());
-        set("envValueMode", "direct".into());
-        set("toolFilterPrecedence", "excluded".into());
         set("streaming", self.streaming.into());
         set("includeSubAgentStreamingEvents", self.include_sub_agent_streaming_events.into());
         if !h.tools.is_empty() {
             set("tools", h.tools.iter().map(Tool::definition).collect::<Vec<_>>().into());
-        }
-        if !h.hooks.is_empty() {
-            set("hooks", true.into());
         }
         if !h.commands.is_empty() {
             let commands: Vec<Value> =
@@ -1046,7 +1035,14 @@ impl SessionConfig {
         } else if let Some(c) = &self.cloud {
             p.insert("cloud".into(), c.clone());
         }
-        Value::Object(p)
+        // The core adds which waits this session answers, and the defaults.
+        let options = serde_json::to_vec(&p).expect("a map of JSON values serializes");
+        let mut params = Vec::with_capacity(options.len() + 320);
+        copilot_core::write_open_params(&options, |k| self.handlers.has(k), &mut |b: &[u8]| {
+            params.extend_from_slice(b)
+        })
+        .expect("the options are an object");
+        serde_json::from_slice(&params).expect("the core writes JSON")
     }
 }
 
@@ -1078,5 +1074,35 @@ impl fmt::Debug for SessionConfig {
             .field("managed_settings", &set(&self.managed_settings))
             .field("handlers", &self.handlers)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use copilot_core::{Announce, OPEN_ANNOUNCEMENTS};
+
+    /// What the typed config sends itself (its `bool` fields) is what the
+    /// engine would send for an option left out: both languages' sessions
+    /// open alike.
+    #[test]
+    fn the_typed_defaults_are_the_engines() {
+        let params = SessionConfig::default().to_params(None, false);
+        let mut compared = 0;
+        for (key, announce) in OPEN_ANNOUNCEMENTS {
+            match announce {
+                Announce::Default(v) => {
+                    let engine: Value = serde_json::from_str(v).expect("JSON");
+                    assert_eq!(params[*key], engine, "{key}");
+                    compared += 1;
+                }
+                Announce::Handler(_) => assert_eq!(params[*key], false, "{key}: no handler is set"),
+                Announce::HandlerIfSet(_) => assert!(params.get(*key).is_none(), "{key}"),
+            }
+        }
+        assert!(compared >= 2);
+        let with_permission = SessionConfig::default()
+            .on_permission(|_: &crate::PermissionRequest| crate::PermissionDecision::ApproveOnce);
+        assert_eq!(with_permission.to_params(Some("s"), true)["requestPermission"], true);
     }
 }

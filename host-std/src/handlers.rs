@@ -624,6 +624,26 @@ pub struct SessionHandlers {
     pub requests: RequestHandlers,
 }
 
+impl SessionHandlers {
+    /// Whether a handler of `kind` is set (the generic handlers, set by
+    /// name, are not asked about).
+    pub(crate) fn has(&self, kind: HandlerKind) -> bool {
+        match kind {
+            HandlerKind::Permission => self.permission.is_some(),
+            HandlerKind::Tool => !self.tools.is_empty(),
+            HandlerKind::UserInput => self.user_input.is_some(),
+            HandlerKind::Elicitation => self.elicitation.is_some(),
+            HandlerKind::McpOAuth => self.mcp_oauth.is_some(),
+            HandlerKind::ExitPlanMode => self.exit_plan_mode.is_some(),
+            HandlerKind::Command => !self.commands.is_empty(),
+            HandlerKind::SystemMessageTransform => !self.transforms.is_empty(),
+            HandlerKind::ProviderToken => self.provider_token.is_some(),
+            HandlerKind::Hooks => !self.hooks.is_empty(),
+            _ => false,
+        }
+    }
+}
+
 impl fmt::Debug for SessionHandlers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SessionHandlers")

@@ -308,6 +308,23 @@ impl CoreEngine {
         into_string(out)
     }
 
+    /// The params of `session.create` / `session.resume`: `options` (a
+    /// JSON object, the user's options under their wire names) and what
+    /// the engine announces for the members they leave out (see
+    /// `copilot_core::write_open_params`); `handlers` names the handler
+    /// kinds set, comma-separated.
+    #[wasm_bindgen(js_name = openParams)]
+    pub fn open_params(options: &str, handlers: &str) -> Result<String, JsError> {
+        let mut out = Vec::with_capacity(options.len() + 320);
+        copilot_core::write_open_params(
+            options.as_bytes(),
+            |kind| handlers.as_bytes().split(|b| *b == b',').any(|h| h == kind.name().as_bytes()),
+            &mut |b: &[u8]| out.extend_from_slice(b),
+        )
+        .map_err(|e| JsError::new(e.message()))?;
+        Ok(into_string(out))
+    }
+
     /// The engine's counters at `now`, as JSON.
     pub fn stats(&self, now: f64) -> String {
         let s = self.engine.stats(ms(now));
@@ -797,6 +814,16 @@ mod tests {
 
     fn parse(batch: &str) -> serde_json::Value {
         serde_json::from_str(batch).unwrap_or_else(|e| panic!("{e}: {batch}"))
+    }
+
+    #[test]
+    fn open_params_announce_the_handlers_named_and_keep_the_options() {
+        let params = parse(&CoreEngine::open_params(r#"{"model":"m","streaming":true}"#, "permission,hooks").unwrap());
+        assert_eq!(params["model"], "m");
+        assert_eq!(params["streaming"], true);
+        assert_eq!((params["requestPermission"].clone(), params["hooks"].clone()), (true.into(), true.into()));
+        assert_eq!(params["requestUserInput"], false);
+        assert_eq!(params["includeSubAgentStreamingEvents"], true);
     }
 
     #[test]

@@ -16,6 +16,7 @@ import {
   TOOL_FAILED_TEXT,
   checkConfig,
   sectionTransforms,
+  handlerKindsOf,
   sessionParams,
 } from "./config.js";
 
@@ -615,7 +616,10 @@ export class CopilotClient {
     };
     let result;
     try {
-      result = await this._request(method, sessionParams(config, id, resumeId != null), { onResponse });
+      // The engine adds which waits the session answers, and the defaults.
+      const options = JSON.stringify(sessionParams(config, id, resumeId != null));
+      const params = JSON.parse(CoreEngine.openParams(options, handlerKindsOf(config).join(",")));
+      result = await this._request(method, params, { onResponse });
     } catch (e) {
       this._releaseSession(tag, `${method} failed`);
       throw e;

@@ -255,32 +255,34 @@ const WIRE = {
     "customAgents",
     v.map((a) => (a.mcpServers ? { ...a, mcpServers: wireMcpServers(a.mcpServers) } : a)),
   ],
-  // Sent below, or not at all.
+  // Not sent.
   serverAssignedId: () => null,
-  streaming: () => null,
-  includeSubAgentStreamingEvents: () => null,
 };
 
-/** Whether any hook is set (then the CLI is asked to call them). */
-function hasHooks(hooks) {
-  return Boolean(hooks) && Object.values(hooks).some((f) => typeof f === "function");
+/** Whether a handler of each key is set, by the key's handler kind. */
+const HANDLER_SET = {
+  tools: (v) => Array.isArray(v) && v.length > 0,
+  commands: (v) => Array.isArray(v) && v.length > 0,
+  systemMessage: (v) => Object.values(v?.sections ?? {}).some((s) => typeof s?.action === "function"),
+  provider: (v) => typeof v?.bearerTokenProvider === "function",
+  hooks: (v) => Boolean(v) && Object.values(v).some((f) => typeof f === "function"),
+};
+
+/** The handler kinds (the engine's names) a config sets a handler for. */
+export function handlerKindsOf(config) {
+  return Object.entries(HANDLER_OPTIONS)
+    .filter(([key]) => (HANDLER_SET[key] ?? ((v) => typeof v === "function"))(config[key]))
+    .map(([, kind]) => kind);
 }
 
-/** The params of session.create / session.resume (as the Rust host sends them). */
+/**
+ * The user's options of session.create / session.resume under their wire
+ * names; the engine adds which waits the session answers and the defaults
+ * (`CoreEngine.openParams`).
+ */
 export function sessionParams(config, id, resuming = false) {
   const p = {};
   if (id != null) p.sessionId = id;
-  // What the official SDKs always send.
-  p.requestPermission = Boolean(config.onPermission);
-  p.requestUserInput = Boolean(config.onUserInput);
-  p.requestElicitation = Boolean(config.onElicitation);
-  p.requestExitPlanMode = Boolean(config.onExitPlanMode);
-  if (hasHooks(config.hooks)) p.hooks = true;
-  p.requestAutoModeSwitch = false;
-  p.envValueMode = "direct";
-  p.toolFilterPrecedence = "excluded";
-  p.streaming = Boolean(config.streaming);
-  p.includeSubAgentStreamingEvents = config.includeSubAgentStreamingEvents ?? true;
   if (config.tools?.length) {
     p.tools = config.tools.map((t) => {
       const d = { name: t.name, description: t.description ?? "", parameters: t.parameters ?? { type: "object" } };
