@@ -52,6 +52,16 @@ export declare class ConfigError extends CopilotError {}
 export * from "./generated/events.js";
 export * as rpc from "./generated/rpc.js";
 import type * as rpc from "./generated/rpc.js";
+import type {
+  AssistantMessageData,
+  SessionEventDataMap,
+  SessionEventEnvelope,
+  SessionEventType,
+  TypedSessionEvent,
+} from "./generated/events.js";
+
+/** The event of one type of the schema: `SessionEventOf<"assistant.message">`. */
+export type SessionEventOf<T extends SessionEventType> = SessionEventEnvelope<T, SessionEventDataMap[T]>;
 
 /** A session event as the CLI sends it (`params.event` of `session.event`). */
 export interface SessionEvent<T extends string = string, D = Record<string, any>> {
@@ -65,16 +75,6 @@ export interface SessionEvent<T extends string = string, D = Record<string, any>
   parentId?: string | null;
   /** Ephemeral events are not persisted (not in `getMessages`). */
   ephemeral?: boolean;
-  [key: string]: unknown;
-}
-
-/** `assistant.message` data. */
-export interface AssistantMessageData {
-  messageId: string;
-  content: string;
-  toolRequests?: unknown[];
-  /** Set for the messages of a sub-agent. */
-  parentToolCallId?: string;
   [key: string]: unknown;
 }
 
@@ -1146,7 +1146,7 @@ export declare class CopilotClient {
  * the events that arrived before it. Iterating it (`for await`) yields its
  * events and ends when the session ends.
  */
-export declare class Session implements AsyncIterable<SessionEvent> {
+export declare class Session implements AsyncIterable<TypedSessionEvent> {
   protected constructor();
   /** The session id. */
   readonly id: string;
@@ -1187,13 +1187,19 @@ export declare class Session implements AsyncIterable<SessionEvent> {
    */
   destroy(options?: CallOptions): Promise<void>;
 
-  /** Calls `handler` for each event of `type` ("*": all). Returns an unsubscribe function. */
-  on(type: "assistant.message", handler: (event: SessionEvent<"assistant.message", AssistantMessageData>) => unknown): () => void;
+  /**
+   * Calls `handler` for each event of `type` ("*" or no type: all). Returns
+   * an unsubscribe function. Events are typed by the CLI's schema
+   * (`TypedSessionEvent`, narrowed on `type`); a type the schema does not
+   * list (a newer CLI's) subscribes too, with its data untyped.
+   */
+  on<T extends SessionEventType>(type: T, handler: (event: SessionEventOf<T>) => unknown): () => void;
+  on(type: "*", handler: (event: TypedSessionEvent) => unknown): () => void;
   on(type: string, handler: (event: SessionEvent) => unknown): () => void;
-  on(handler: (event: SessionEvent) => unknown): () => void;
+  on(handler: (event: TypedSessionEvent) => unknown): () => void;
   /** An async iterator over the events; it ends when the session ends. */
-  events(): AsyncIterableIterator<SessionEvent>;
-  [Symbol.asyncIterator](): AsyncIterableIterator<SessionEvent>;
+  events(): AsyncIterableIterator<TypedSessionEvent>;
+  [Symbol.asyncIterator](): AsyncIterableIterator<TypedSessionEvent>;
 }
 
 /** A permission handler that approves every prompt once. */

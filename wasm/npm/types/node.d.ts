@@ -28,8 +28,16 @@ export {
   ConfigError,
   Session,
   approveAll,
+  withDecisionContext,
   genericRequestNames,
   loadWasm,
+  SESSION_OPTIONS,
+  CREATE_ONLY_OPTIONS,
+  RESUME_ONLY_OPTIONS,
+  HANDLER_OPTIONS,
+  GENERIC_HANDLER_KINDS,
+  RESERVED_OPTIONS,
+  TOOL_FAILED_TEXT,
 } from "./index.js";
 export type * from "./index.js";
 
