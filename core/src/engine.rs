@@ -924,6 +924,20 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
         out: &mut impl FnMut(&[u8]),
     ) -> Result<(), AnswerError> {
         let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
+        self.send_answer(&open, payload, siblings, out)?;
+        self.core.stats.answered += 1;
+        Ok(())
+    }
+
+    /// Sends the answer of `open`, uncounted; if it is not valid, the
+    /// refusal goes instead (counted).
+    fn send_answer(
+        &mut self,
+        open: &Open,
+        payload: &[u8],
+        siblings: &[u8],
+        out: &mut impl FnMut(&[u8]),
+    ) -> Result<(), AnswerError> {
         let row = &ANSWERS[usize::from(open.row)];
         // The members of the siblings' object, without its braces (JSON's
         // white space trimmed by the core's own scanner: no second trim).
@@ -936,7 +950,7 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
             (_, AnswerVia::Response { .. }) => None,
         };
         let (Ok(value), Some(members)) = (Value::parse(payload), members) else {
-            self.core.refuse_open(out, &open, Cause::HandlerFailed);
+            self.core.refuse_open(out, open, Cause::HandlerFailed);
             return Err(AnswerError::InvalidPayload);
         };
         match row.via {
@@ -951,7 +965,6 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                 (member.is_none() || value.kind() != Kind::Null).then_some(payload),
             ),
         }
-        self.core.stats.answered += 1;
         Ok(())
     }
 
@@ -963,13 +976,15 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
     /// of JSON); any other row gets its refusal. Counted as refused for
     /// [`Cause::HandlerFailed`].
     pub fn fail(&mut self, id: ObligationId, detail: &str, out: &mut impl FnMut(&[u8])) -> Result<(), AnswerError> {
-        let row = self.core.obligations.get(id).map(|o| &ANSWERS[usize::from(o.row)]).ok_or(AnswerError::Stale)?;
-        let Some(failure) = row.failure() else { return self.refuse(id, Cause::HandlerFailed, out) };
+        let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
+        let Some(failure) = ANSWERS[usize::from(open.row)].failure() else {
+            self.core.refuse_open(out, &open, Cause::HandlerFailed);
+            return Ok(());
+        };
         let mut buf = [0; crate::answers::FAILURE_ROOM + MAX_FAILURE_DETAIL];
-        // Valid JSON by construction (the table's test checks the failure).
-        self.answer(id, failure_answer(failure, detail, &mut buf), out)?;
-        // Counted as the handler's failure, not as its answer.
-        self.core.stats.answered -= 1;
+        // Valid JSON by construction (the table's test checks the failure);
+        // were it not, the refusal would go, counted.
+        self.send_answer(&open, failure_answer(failure, detail, &mut buf), b"", out)?;
         self.core.count(Cause::HandlerFailed);
         Ok(())
     }
