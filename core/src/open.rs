@@ -39,7 +39,8 @@ pub static OPEN_ANNOUNCEMENTS: &[(&str, Announce)] = &[
     ("includeSubAgentStreamingEvents", Announce::Default("true")),
 ];
 
-/// The user's options given to [`write_open_params`] are not a JSON object.
+/// The user's options given to [`write_open_params`] are not a JSON object
+/// the core reads (valid, and nested at most [`MAX_DEPTH`](crate::json::MAX_DEPTH) deep).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OptionsNotAnObject;
 
@@ -47,7 +48,7 @@ impl OptionsNotAnObject {
     /// The message that [`Display`](core::fmt::Display) shows, for builds
     /// that leave `core::fmt` out.
     pub const fn message(&self) -> &'static str {
-        "the session options are not a JSON object"
+        "the session options are not a JSON object nested at most 128 deep"
     }
 }
 

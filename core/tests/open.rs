@@ -41,7 +41,8 @@ fn the_options_come_first_as_given_and_what_they_set_is_not_announced_again() {
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn options_that_are_not_an_object_write_nothing() {
-    for bad in ["", "[]", "{", "null", r#"{"a":1}x"#] {
+    let deep = format!(r#"{{"a":{}1{}}}"#, "[".repeat(200), "]".repeat(200));
+    for bad in ["", "[]", "{", "null", r#"{"a":1}x"#, &deep] {
         let mut out = Vec::new();
         let r = write_open_params(bad.as_bytes(), |_| true, &mut |b: &[u8]| out.extend_from_slice(b));
         assert_eq!(r, Err(OptionsNotAnObject), "{bad}");

@@ -901,18 +901,13 @@ impl Calls<'_> {
             (None, true) => None,
             (None, false) => Some(config.session_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string())),
         };
+        let params = config.to_params(id.as_deref(), resuming)?;
         let inner = SessionInner::new(id.as_deref(), config.answerers(), conn);
         let handle = conn.reserve(id.as_deref(), resuming, inner.clone())?;
         let target = inner.clone();
         // The reader completes the open in the engine and releases the slot
         // on any failure; dropping the call (or its timeout) releases it too.
-        let call = Call::start(
-            conn,
-            method,
-            &config.to_params(id.as_deref(), resuming),
-            |reply| Waiter::Open { handle, target, reply },
-            self.deadline(),
-        );
+        let call = Call::start(conn, method, &params, |reply| Waiter::Open { handle, target, reply }, self.deadline());
         let body = match call {
             Ok(call) => call.await,
             Err(e) => Err(e),

@@ -768,13 +768,14 @@ impl Calls<'_> {
             (None, true) => None,
             (None, false) => Some(config.session_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string())),
         };
+        let params = config.to_params(id.as_deref(), resuming)?;
         let inner = SessionInner::new(id.as_deref(), config.answerers(), conn);
         let handle = conn.reserve(id.as_deref(), resuming, inner.clone())?;
         let (tx, rx) = mpsc::sync_channel(1);
         let waiter = Waiter::Open { handle, target: inner.clone(), reply: ReplyTx::Sync(tx) };
         // The reader completes the open in the engine, and releases the
         // slot on any failure; a timeout releases it too.
-        match conn.request_with(method, &config.to_params(id.as_deref(), resuming), waiter, rx, self.deadline()) {
+        match conn.request_with(method, &params, waiter, rx, self.deadline()) {
             Ok(body) => {
                 let result: Value = parse(&body, method)?;
                 let id = inner.name().unwrap_or_default();

@@ -932,7 +932,7 @@ impl SessionConfig {
         h
     }
 
-    pub(crate) fn to_params(&self, id: Option<&str>, resuming: bool) -> Value {
+    pub(crate) fn to_params(&self, id: Option<&str>, resuming: bool) -> crate::Result<Value> {
         let mut p = Map::new();
         let mut set = |key: &str, v: Value| {
             p.insert(key.to_owned(), v);
@@ -1036,13 +1036,13 @@ impl SessionConfig {
             p.insert("cloud".into(), c.clone());
         }
         // The core adds which waits this session answers, and the defaults.
-        let options = serde_json::to_vec(&p).expect("a map of JSON values serializes");
+        let options = serde_json::to_vec(&p).map_err(|e| crate::Error::Config(format!("the session options: {e}")))?;
         let mut params = Vec::with_capacity(options.len() + 320);
         copilot_core::write_open_params(&options, |k| self.handlers.has(k), &mut |b: &[u8]| {
             params.extend_from_slice(b)
         })
-        .expect("the options are an object");
-        serde_json::from_slice(&params).expect("the core writes JSON")
+        .map_err(|e| crate::Error::Config(e.message().to_owned()))?;
+        serde_json::from_slice(&params).map_err(|e| crate::Error::Config(format!("the session options: {e}")))
     }
 }
 
@@ -1087,7 +1087,7 @@ mod tests {
     /// open alike.
     #[test]
     fn the_typed_defaults_are_the_engines() {
-        let params = SessionConfig::default().to_params(None, false);
+        let params = SessionConfig::default().to_params(None, false).unwrap();
         let mut compared = 0;
         for (key, announce) in OPEN_ANNOUNCEMENTS {
             match announce {
@@ -1103,6 +1103,6 @@ mod tests {
         assert!(compared >= 2);
         let with_permission = SessionConfig::default()
             .on_permission(|_: &crate::PermissionRequest| crate::PermissionDecision::ApproveOnce);
-        assert_eq!(with_permission.to_params(Some("s"), true)["requestPermission"], true);
+        assert_eq!(with_permission.to_params(Some("s"), true).unwrap()["requestPermission"], true);
     }
 }

@@ -7,9 +7,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use copilot_host::{
-    Client, CustomAgentConfig, InfiniteSessionConfig, McpServerConfig, PermissionDecision, PermissionDecisionContext,
-    PermissionRequest, ProviderConfig, ProviderTokenRequest, ProviderType, ReasoningEffort, SectionAction,
-    SessionConfig, SystemMessage, Tool, ToolInvocation, ToolResult, TOOL_FAILED_TEXT,
+    Client, CustomAgentConfig, Error, InfiniteSessionConfig, McpServerConfig, PermissionDecision,
+    PermissionDecisionContext, PermissionRequest, ProviderConfig, ProviderTokenRequest, ProviderType, ReasoningEffort,
+    SectionAction, SessionConfig, SystemMessage, Tool, ToolInvocation, ToolResult, TOOL_FAILED_TEXT,
 };
 use copilot_tests::fake_server::{FakeServer, FakeServerConfig};
 use serde_json::{json, Value};
@@ -292,4 +292,23 @@ fn section_transforms_and_provider_tokens_answer_the_cli_requests() {
         )
         .expect("answered");
     assert!(a["error"].is_object(), "no provider callback: refused: {a}");
+}
+
+#[test]
+fn options_nested_deeper_than_the_core_reads_are_a_config_error_and_nothing_is_sent() {
+    let (server, client) = over_pipes();
+    let mut deep = json!(1);
+    for _ in 0..200 {
+        deep = json!([deep]);
+    }
+    let config = SessionConfig { managed_settings: Some(json!({ "x": deep })), ..SessionConfig::default() };
+    match client.create_session(config) {
+        Err(Error::Config(m)) => assert!(m.contains("128"), "{m}"),
+        other => panic!("a config error, not {other:?}"),
+    }
+    // The client goes on; the refused create never reached the CLI.
+    let session = client.create_session(SessionConfig::default()).expect("create");
+    let creates = server.received().into_iter().filter(|m| m["method"] == "session.create").collect::<Vec<_>>();
+    assert_eq!(creates.len(), 1);
+    assert_eq!(creates[0]["params"]["sessionId"], session.id());
 }

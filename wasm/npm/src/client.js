@@ -578,6 +578,14 @@ export class CopilotClient {
     if (this.#closed) throw this.#disconnected();
     const serverAssigned = Boolean(config.serverAssignedId) && resumeId == null;
     const id = serverAssigned ? null : (resumeId ?? config.sessionId ?? crypto.randomUUID());
+    // The engine adds which waits the session answers, and the defaults.
+    let params;
+    try {
+      const options = JSON.stringify(sessionParams(config, id, resumeId != null));
+      params = JSON.parse(CoreEngine.openParams(options, handlerKindsOf(config).join(",")));
+    } catch (e) {
+      throw new ConfigError(`cannot open session ${id ?? "(server-assigned)"}: ${errorText(e)}`);
+    }
     const tag = this.#allocateTag();
     const session = new Session(this, tag, id, config);
     let previous;
@@ -616,9 +624,6 @@ export class CopilotClient {
     };
     let result;
     try {
-      // The engine adds which waits the session answers, and the defaults.
-      const options = JSON.stringify(sessionParams(config, id, resumeId != null));
-      const params = JSON.parse(CoreEngine.openParams(options, handlerKindsOf(config).join(",")));
       result = await this._request(method, params, { onResponse });
     } catch (e) {
       this._releaseSession(tag, `${method} failed`);

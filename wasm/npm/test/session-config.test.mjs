@@ -214,3 +214,18 @@ test("the handler kinds offered are the kinds a handler is called for", async ()
     assert.equal(r.refuse === "noHandler", !offered.has(kind), kind);
   }
 });
+
+test("options nested deeper than the engine reads are a ConfigError, and nothing is sent", async () => {
+  const { client, peer } = await connected();
+  let deep = 1;
+  for (let i = 0; i < 200; i++) deep = [deep];
+  await assert.rejects(client.createSession({ managedSettings: { x: deep } }), {
+    name: "ConfigError",
+    message: /128/,
+  });
+  // The client goes on; the refused create never reached the peer.
+  const s = await client.createSession({});
+  const creates = peer.received.filter((m) => m.method === "session.create");
+  assert.deepEqual(creates.map((m) => m.params.sessionId), [s.id]);
+  await client.stop();
+});
