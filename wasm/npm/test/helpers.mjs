@@ -15,6 +15,8 @@ import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
+import { CopilotClient } from "copilot-wasm";
+
 export const ROOT = process.env.COPILOT_RS_ROOT ?? resolve(fileURLToPath(new URL("../../..", import.meta.url)));
 export const MODEL = "claude-sonnet-4.5";
 export const REAL_CLI_VERSION = "1.0.102";
@@ -122,6 +124,46 @@ export async function startScriptedModel() {
         child.once("exit", resolve);
         child.stdin.end();
       }),
+  };
+}
+
+/**
+ * The real CLI on the scripted model, as the tests of one file share it:
+ * `{ model, client, dir, workDir(name), stop() }`. The model server is
+ * also the CLI's proxy (it refuses whatever would leave), and the CLI's
+ * home is a temporary directory (`prefix`), removed by `stop`.
+ */
+export async function startRealCli(prefix) {
+  const model = await startScriptedModel();
+  const { dir, cleanup } = tempDir(prefix);
+  let client;
+  try {
+    client = await CopilotClient.start({
+      cliPath: realCli(),
+      env: { ...isolatedEnv(dir, model.url), ...model.env },
+      cwd: dir,
+      authToken: "fake-token",
+      args: ["--no-auto-login"],
+    });
+  } catch (e) {
+    await model.stop();
+    cleanup();
+    throw e;
+  }
+  return {
+    model,
+    client,
+    dir,
+    workDir(name) {
+      const p = join(dir, "work", name);
+      mkdirSync(p, { recursive: true });
+      return p;
+    },
+    async stop() {
+      await client.stop();
+      await model.stop();
+      cleanup();
+    },
   };
 }
 

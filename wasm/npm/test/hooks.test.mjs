@@ -6,39 +6,21 @@
 // sub-agent's start and stop hooks run.
 
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
-import { ConfigError, CopilotClient, approveAll } from "copilot-wasm";
+import { ConfigError, approveAll } from "copilot-wasm";
 
-import { MODEL, isolatedEnv, realCli, startScriptedModel, tempDir } from "./helpers.mjs";
+import { MODEL, startRealCli } from "./helpers.mjs";
 
-let model, client, dir, cleanup;
+let model, client, workDir, stop;
 
 before(async () => {
-  model = await startScriptedModel();
-  ({ dir, cleanup } = tempDir("copilot-wasm-hooks"));
-  client = await CopilotClient.start({
-    cliPath: realCli(),
-    env: { ...isolatedEnv(dir, model.url), ...model.env },
-    cwd: dir,
-    authToken: "fake-token",
-    args: ["--no-auto-login"],
-  });
+  ({ model, client, workDir, stop } = await startRealCli("copilot-wasm-hooks"));
 });
 
-after(async () => {
-  await client?.stop();
-  await model?.stop();
-  cleanup?.();
-});
-
-function workDir(name) {
-  const p = join(dir, "work", name);
-  mkdirSync(p, { recursive: true });
-  return p;
-}
+after(() => stop?.());
 
 const requestsOf = async (session) => (await model.requests()).filter((r) => r.sessionId === session.id);
 

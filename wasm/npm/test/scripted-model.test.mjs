@@ -5,13 +5,11 @@
 // reads only that it failed), streamed.
 
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
 import { after, before, test } from "node:test";
 
-import { CopilotClient, TOOL_FAILED_TEXT } from "copilot-wasm";
+import { TOOL_FAILED_TEXT } from "copilot-wasm";
 
-import { MODEL, collectUntil, isolatedEnv, realCli, startScriptedModel, tempDir } from "./helpers.mjs";
+import { MODEL, collectUntil, startRealCli } from "./helpers.mjs";
 
 const WEATHER = {
   name: "get_weather",
@@ -23,32 +21,13 @@ const WEATHER = {
   },
 };
 
-let model, client, dir, cleanup;
+let model, client, workDir, stop;
 
 before(async () => {
-  model = await startScriptedModel();
-  ({ dir, cleanup } = tempDir("copilot-wasm-scripted"));
-  client = await CopilotClient.start({
-    cliPath: realCli(),
-    // The model server is also the proxy: it refuses whatever would leave.
-    env: { ...isolatedEnv(dir, model.url), ...model.env },
-    cwd: dir,
-    authToken: "fake-token",
-    args: ["--no-auto-login"],
-  });
+  ({ model, client, workDir, stop } = await startRealCli("copilot-wasm-scripted"));
 });
 
-after(async () => {
-  await client?.stop();
-  await model?.stop();
-  cleanup?.();
-});
-
-function workDir(name) {
-  const p = join(dir, "work", name);
-  mkdirSync(p, { recursive: true });
-  return p;
-}
+after(() => stop?.());
 
 test("a client tool, approved by onPermission, run by the JS handler; the final message arrives", {
   timeout: 120_000,

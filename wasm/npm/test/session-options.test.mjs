@@ -5,39 +5,24 @@
 // tests/tests/session_options.rs.
 
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
-import { CopilotClient, approveAll } from "copilot-wasm";
+import { approveAll } from "copilot-wasm";
 
-import { MODEL, ROOT, isolatedEnv, realCli, startScriptedModel, tempDir } from "./helpers.mjs";
+import { MODEL, ROOT, startRealCli } from "./helpers.mjs";
 
-let model, client, dir, cleanup;
+let model, client, workDir, stop;
 
 before(async () => {
-  model = await startScriptedModel();
-  ({ dir, cleanup } = tempDir("copilot-wasm-options"));
-  client = await CopilotClient.start({
-    cliPath: realCli(),
-    env: { ...isolatedEnv(dir, model.url), ...model.env },
-    cwd: dir,
-    authToken: "fake-token",
-    args: ["--no-auto-login"],
-  });
+  ({ model, client, workDir, stop } = await startRealCli("copilot-wasm-options"));
 });
 
-after(async () => {
-  await client?.stop();
-  await model?.stop();
-  cleanup?.();
-});
+after(() => stop?.());
 
 let n = 0;
 function config(extra = {}) {
-  const workingDirectory = join(dir, "work", `s${n++}`);
-  mkdirSync(workingDirectory, { recursive: true });
-  return { model: MODEL, workingDirectory, ...extra };
+  return { model: MODEL, workingDirectory: workDir(`s${n++}`), ...extra };
 }
 
 /** One turn of a session made from `cfg`; its reply and the model requests of the turn. */

@@ -7,46 +7,26 @@
 // of the package's typed unions.
 
 import assert from "node:assert/strict";
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { after, before, test } from "node:test";
 
-import { CopilotClient } from "copilot-wasm";
-
-import { MODEL, ROOT, isolatedEnv, realCli, startScriptedModel, tempDir } from "./helpers.mjs";
+import { MODEL, ROOT, startRealCli } from "./helpers.mjs";
 
 const OTHER_MODEL = "claude-haiku-4.5";
 
-let model, client, dir, cleanup;
+let model, client, workDir, stop;
 /** Every event type and lifecycle type these tests saw. */
 const seenEvents = new Set();
 const seenLifecycle = new Set();
 
 before(async () => {
-  model = await startScriptedModel();
-  ({ dir, cleanup } = tempDir("copilot-wasm-typed-rpc"));
-  client = await CopilotClient.start({
-    cliPath: realCli(),
-    env: { ...isolatedEnv(dir, model.url), ...model.env },
-    cwd: dir,
-    authToken: "fake-token",
-    args: ["--no-auto-login"],
-  });
+  ({ model, client, workDir, stop } = await startRealCli("copilot-wasm-typed-rpc"));
   client.on("lifecycle", (event) => seenLifecycle.add(event.type));
 });
 
-after(async () => {
-  await client?.stop();
-  await model?.stop();
-  cleanup?.();
-});
-
-function workDir(name) {
-  const p = join(dir, "work", name);
-  mkdirSync(p, { recursive: true });
-  return p;
-}
+after(() => stop?.());
 
 async function open(name, options = {}) {
   const session = await client.createSession({ model: MODEL, workingDirectory: workDir(name), ...options });
