@@ -8,7 +8,8 @@ use std::ffi::OsString;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
-use copilot_host::{ClientOptions, Transport};
+use copilot_host::{ClientOptions, SessionConfig, Transport};
+use copilot_testkit::scripted_model::ScriptedModel;
 
 /// The native CLI binary: `COPILOT_CLI_PATH`, or the npm install at the
 /// repository root. Panics with the fix if neither exists: these tests never
@@ -88,4 +89,22 @@ pub fn isolated_options(transport: Transport, dir: &Path, proxy: &str) -> Client
         cwd: Some(dir.to_owned()),
         ..ClientOptions::default()
     }
+}
+
+/// Options that start the real CLI isolated in `dir`, its model the
+/// scripted `model` (which is also its proxy), logged in with a token the
+/// model server accepts.
+pub fn scripted_options(transport: Transport, dir: &Path, model: &ScriptedModel) -> ClientOptions {
+    let mut options = isolated_options(transport, dir, &model.url());
+    options.env.extend(model.env());
+    options.auth_token = Some("scripted-token".into());
+    options
+}
+
+/// A session on the scripted model, working in its own folder
+/// `dir/work/name`.
+pub fn scripted_session(dir: &Path, name: &str) -> SessionConfig {
+    let work = dir.join("work").join(name);
+    std::fs::create_dir_all(&work).expect("create the working folder");
+    SessionConfig { working_directory: Some(work), ..SessionConfig::with_model(ScriptedModel::MODEL) }
 }

@@ -12,11 +12,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use copilot_host::{
-    approve_all, Client, ClientOptions, Command, ElicitationResponse, EventKind, PermissionDecision, PermissionRequest,
-    Session, SessionConfig, SessionEvent, Tool, ToolInvocation, Transport, UserInputRequest, UserInputResponse,
+    approve_all, Client, Command, ElicitationResponse, EventKind, PermissionDecision, PermissionRequest, Session,
+    SessionConfig, SessionEvent, Tool, ToolInvocation, Transport, UserInputRequest, UserInputResponse,
 };
 use copilot_testkit::scripted_model::{Reply, ScriptedModel};
-use copilot_tests::real_cli::{isolated_options, TempDir};
+use copilot_tests::real_cli::{scripted_options, scripted_session, TempDir};
 use serde_json::json;
 
 const TURN: Duration = Duration::from_secs(90);
@@ -29,29 +29,16 @@ struct Fixture {
 }
 
 impl Fixture {
-    fn options(transport: Transport, dir: &TempDir, model: &ScriptedModel) -> ClientOptions {
-        let mut options = isolated_options(transport, dir.path(), &model.url());
-        options.env.extend(model.env());
-        options.auth_token = Some("scripted-token".into());
-        options
-    }
-
     fn start(transport: Transport) -> Fixture {
         let dir = TempDir::new("copilot-turns");
         let model = ScriptedModel::start().expect("start the scripted model");
-        let client = Client::start(Self::options(transport, &dir, &model)).expect("start the CLI");
+        let client = Client::start(scripted_options(transport, dir.path(), &model)).expect("start the CLI");
         Fixture { client, model, dir }
     }
 
-    /// A fresh working directory for one test.
-    fn workdir(&self, name: &str) -> std::path::PathBuf {
-        let d = self.dir.path().join("work").join(format!("{name}-{}", uuid_like()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
+    /// A session in a fresh working directory (the fixture is shared).
     fn config(&self, name: &str) -> SessionConfig {
-        SessionConfig { working_directory: Some(self.workdir(name)), ..SessionConfig::with_model(ScriptedModel::MODEL) }
+        scripted_session(self.dir.path(), &format!("{name}-{}", uuid_like()))
     }
 }
 
@@ -423,7 +410,7 @@ fn resume_after_stop_with_a_new_client() {
             working_directory: Some(work.clone()),
             ..SessionConfig::with_model(ScriptedModel::MODEL)
         };
-        let first = Client::start(Fixture::options(transport, &dir, &model)).unwrap();
+        let first = Client::start(scripted_options(transport, dir.path(), &model)).unwrap();
         let session = first.create_session(config()).unwrap();
         let id = session.id().to_owned();
         model.script(&id, vec![Reply::text("First answer."), Reply::text("Second answer.")]);
@@ -431,7 +418,7 @@ fn resume_after_stop_with_a_new_client() {
         drop(session);
         first.stop().unwrap();
 
-        let second = Client::start(Fixture::options(transport, &dir, &model)).unwrap();
+        let second = Client::start(scripted_options(transport, dir.path(), &model)).unwrap();
         let resumed = second.resume_session(&id, config()).unwrap();
         let (text, took) = turn(&resumed, "Second question");
         assert_eq!(text.as_deref(), Some("Second answer."));

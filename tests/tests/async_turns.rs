@@ -10,27 +10,18 @@ use std::time::Duration;
 
 use copilot_host::asynch::{self, Client, EventStream, Session};
 use copilot_host::{
-    approve_all, ClientOptions, ElicitationResponse, EventKind, PermissionDecision, PermissionRequest, SessionConfig,
-    Tool, ToolInvocation, Transport, UserInputResponse,
+    approve_all, ElicitationResponse, EventKind, PermissionDecision, PermissionRequest, SessionConfig, Tool,
+    ToolInvocation, Transport, UserInputResponse,
 };
 use copilot_testkit::scripted_model::{Reply, ScriptedModel};
-use copilot_tests::real_cli::{isolated_options, TempDir};
+use copilot_tests::real_cli::{scripted_options, scripted_session, TempDir};
 use serde_json::json;
 
 /// A guard against a hang, not a bound that is asserted.
 const TURN: Duration = Duration::from_secs(90);
 
-fn options(transport: Transport, dir: &TempDir, model: &ScriptedModel) -> ClientOptions {
-    let mut options = isolated_options(transport, dir.path(), &model.url());
-    options.env.extend(model.env());
-    options.auth_token = Some("scripted-token".into());
-    options
-}
-
 fn config(dir: &TempDir, name: &str) -> SessionConfig {
-    let work = dir.path().join("work").join(name);
-    std::fs::create_dir_all(&work).unwrap();
-    SessionConfig { working_directory: Some(work), ..SessionConfig::with_model(ScriptedModel::MODEL) }
+    scripted_session(dir.path(), name)
 }
 
 async fn turn(session: &Session, prompt: &str) -> Option<String> {
@@ -68,7 +59,7 @@ fn agent_turns_through_the_async_api_on_a_current_thread_runtime() {
 async fn turns(transport: Transport) {
     let dir = TempDir::new("copilot-async-turns");
     let model = ScriptedModel::start().expect("start the scripted model");
-    let client = Client::start(options(transport, &dir, &model)).await.expect("start the CLI");
+    let client = Client::start(scripted_options(transport, dir.path(), &model)).await.expect("start the CLI");
     if let Transport::Tcp { .. } = transport {
         assert!(client.peer_addr().is_some(), "over TCP");
     }
@@ -290,7 +281,7 @@ async fn turns(transport: Transport) {
     assert_eq!(turn(&session, "First question").await.as_deref(), Some("First answer."));
     drop(session);
     client.stop().await.expect("stop");
-    let second = Client::start(options(transport, &dir, &model)).await.expect("start again");
+    let second = Client::start(scripted_options(transport, dir.path(), &model)).await.expect("start again");
     let resumed = second.resume_session(&id, config(&dir, "resume")).await.unwrap();
     assert_eq!(turn(&resumed, "Second question").await.as_deref(), Some("Second answer."));
     let history: Vec<String> = resumed
@@ -315,7 +306,8 @@ fn an_async_send_and_wait_past_its_timeout_returns_timeout_and_the_session_stays
     futures_lite_block_on(async {
         let dir = TempDir::new("copilot-async-timeout");
         let model = ScriptedModel::start().expect("start the scripted model");
-        let client = Client::start(options(Transport::Stdio, &dir, &model)).await.expect("start the CLI");
+        let client =
+            Client::start(scripted_options(Transport::Stdio, dir.path(), &model)).await.expect("start the CLI");
         let (called_tx, called) = mpsc::channel();
         let (release_tx, release) = mpsc::channel::<()>();
         let release = Mutex::new(release);

@@ -28,7 +28,7 @@ use copilot_host::{
 };
 use copilot_testkit::scripted_model::{Reply, ScriptedModel};
 use copilot_tests::fake_server::{FakeServer, FakeServerConfig};
-use copilot_tests::real_cli::{isolated_options, refusing_proxy, TempDir};
+use copilot_tests::real_cli::{isolated_options, refusing_proxy, scripted_options, TempDir};
 use serde_json::json;
 
 const TRANSPORTS: [Transport; 2] = [Transport::Stdio, Transport::Tcp { port: 0 }];
@@ -136,10 +136,7 @@ fn a_cli_killed_mid_turn_ends_every_call_and_stream_with_its_exit() {
     for transport in TRANSPORTS {
         let dir = TempDir::new("copilot-killed");
         let model = ScriptedModel::start().expect("start the scripted model");
-        let mut options = isolated_options(transport, dir.path(), &model.url());
-        options.env.extend(model.env());
-        options.auth_token = Some("scripted-token".into());
-        let client = Client::start(options).expect("start the CLI");
+        let client = Client::start(scripted_options(transport, dir.path(), &model)).expect("start the CLI");
         let pid = client.cli_pid().unwrap();
 
         let (called_tx, called) = mpsc::channel();

@@ -9,12 +9,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use copilot_host::{
-    approve_all, Client, ClientOptions, EventKind, HookType, PostToolUseFailureOutput, PostToolUseOutput,
-    PreToolUseOutput, Session, SessionConfig, SessionHooks, Tool, ToolInvocation, ToolResult, Transport,
-    UserPromptSubmittedOutput,
+    approve_all, Client, EventKind, HookType, PostToolUseFailureOutput, PostToolUseOutput, PreToolUseOutput, Session,
+    SessionConfig, SessionHooks, Tool, ToolInvocation, ToolResult, Transport, UserPromptSubmittedOutput,
 };
 use copilot_testkit::scripted_model::{Reply, ScriptedModel};
-use copilot_tests::real_cli::{isolated_options, TempDir};
+use copilot_tests::real_cli::{scripted_options, scripted_session, TempDir};
 use serde_json::{json, Value};
 
 const TURN: Duration = Duration::from_secs(90);
@@ -28,18 +27,13 @@ struct Fixture {
 fn start() -> Fixture {
     let dir = TempDir::new("copilot-hooks");
     let model = ScriptedModel::start().expect("start the scripted model");
-    let mut options: ClientOptions = isolated_options(Transport::Stdio, dir.path(), &model.url());
-    options.env.extend(model.env());
-    options.auth_token = Some("scripted-token".into());
-    let client = Client::start(options).expect("start the CLI");
+    let client = Client::start(scripted_options(Transport::Stdio, dir.path(), &model)).expect("start the CLI");
     Fixture { client, model, dir }
 }
 
 impl Fixture {
     fn config(&self, name: &str) -> SessionConfig {
-        let work = self.dir.path().join("work").join(name);
-        std::fs::create_dir_all(&work).unwrap();
-        SessionConfig { working_directory: Some(work), ..SessionConfig::with_model(ScriptedModel::MODEL) }
+        scripted_session(self.dir.path(), name)
     }
 }
 

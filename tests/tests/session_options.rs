@@ -13,7 +13,7 @@ use copilot_host::{
     Transport,
 };
 use copilot_testkit::scripted_model::{ModelRequest, Reply, ScriptedModel};
-use copilot_tests::real_cli::{isolated_options, TempDir};
+use copilot_tests::real_cli::{scripted_options, scripted_session, TempDir};
 use serde_json::json;
 
 const TURN: Duration = Duration::from_secs(90);
@@ -28,17 +28,12 @@ impl Fixture {
     fn start() -> Fixture {
         let dir = TempDir::new("copilot-options");
         let model = ScriptedModel::start().expect("start the scripted model");
-        let mut options = isolated_options(Transport::Stdio, dir.path(), &model.url());
-        options.env.extend(model.env());
-        options.auth_token = Some("scripted-token".into());
-        let client = Client::start(options).expect("start the CLI");
+        let client = Client::start(scripted_options(Transport::Stdio, dir.path(), &model)).expect("start the CLI");
         Fixture { client, model, dir }
     }
 
     fn config(&self, name: &str) -> SessionConfig {
-        let work = self.dir.path().join("work").join(name);
-        std::fs::create_dir_all(&work).unwrap();
-        SessionConfig { working_directory: Some(work), ..SessionConfig::with_model(ScriptedModel::MODEL) }
+        scripted_session(self.dir.path(), name)
     }
 
     /// One turn of a session made from `config` answered by `replies`; the

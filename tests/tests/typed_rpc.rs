@@ -16,7 +16,7 @@ use copilot_host::{
     Client, CustomAgentConfig, EventKind, MessageOptions, Session, SessionConfig, SessionEvent, Transport,
 };
 use copilot_testkit::scripted_model::{Reply, ScriptedModel};
-use copilot_tests::real_cli::{isolated_options, TempDir};
+use copilot_tests::real_cli::{scripted_options, scripted_session, TempDir};
 
 const TURN: Duration = Duration::from_secs(90);
 
@@ -36,10 +36,8 @@ fn shared() -> Arc<Fixture> {
     }
     let dir = TempDir::new("copilot-typed-rpc");
     let model = ScriptedModel::start().expect("start the scripted model");
-    let mut options = isolated_options(Transport::Stdio, dir.path(), &model.url());
-    options.env.extend(model.env());
-    options.auth_token = Some("scripted-token".into());
-    let async_client = Client::start(options).expect("start the CLI").into();
+    let async_client =
+        Client::start(scripted_options(Transport::Stdio, dir.path(), &model)).expect("start the CLI").into();
     let f = Arc::new(Fixture { async_client, model, dir });
     *slot = Arc::downgrade(&f);
     f
@@ -51,9 +49,7 @@ impl Fixture {
     }
 
     fn config(&self, name: &str) -> SessionConfig {
-        let work = self.dir.path().join("work").join(name);
-        std::fs::create_dir_all(&work).expect("work dir");
-        SessionConfig { working_directory: Some(work), ..SessionConfig::with_model(ScriptedModel::MODEL) }
+        scripted_session(self.dir.path(), name)
     }
 
     /// The `model` of every model request of `session`, oldest first.
