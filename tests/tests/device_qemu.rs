@@ -238,7 +238,7 @@ fn the_firmware_reports_a_cli_that_goes_away_mid_turn_and_exits() {
     relay.join().expect("the relay saw the permission request and closed the link");
     assert!(!run.status.success(), "the firmware reported success:\n{}", run.output);
     let out = &run.output;
-    assert!(out.contains(&format!("[session] {session}")), "the session was open: {out}");
+    assert!(out.contains(&format!("[session] {session} at ")), "the session was open: {out}");
     assert!(!out.contains("[tool]") && !out.contains("[done]"), "the turn could not go on: {out}");
     assert!(out.contains("[error] the CLI stopped answering (no answer to a ping): link lost"), "{out}");
     assert_eq!(model.requests_for(session).len(), 1, "the turn had started");

@@ -169,15 +169,16 @@ fn main() -> ! {
     let options = SessionOptions { session_id: args.session, model: None, streaming: true, tools: &TOOLS };
     let result = device
         .connect(args.token)
-        .map(|()| hprintln!("[connected]"))
+        .map(|()| hprintln!("[connected] at {} ms", MILLIS.load(Relaxed).wrapping_sub(started)))
         .and_then(|()| device.create_session(&options))
-        .map(|()| hprintln!("[session] {}", args.session))
+        .map(|()| hprintln!("[session] {} at {} ms", args.session, MILLIS.load(Relaxed).wrapping_sub(started)))
         .and_then(|()| device.send_and_wait(PROMPT, &mut board));
     let took = MILLIS.load(Relaxed).wrapping_sub(started);
     let stats = device.stats();
     hprintln!(
-        "[stats] frames {} skipped-oversize {} answers {} tool-calls {}",
+        "[stats] frames {} bytes {} skipped-oversize {} answers {} tool-calls {}",
         stats.router.frames,
+        stats.router.bytes,
         stats.router.oversize,
         stats.answers_sent,
         board.tool_calls
