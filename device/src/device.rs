@@ -273,6 +273,9 @@ where
                     let handle = opening.take().ok_or(Error::SessionState)?;
                     let code = result.as_ref().err().map(|e| e.code);
                     let opened = engine.complete_open(handle, result.map(|(v, _)| v), &mut out);
+                    // No `poll_parked` drain: this engine has no parking
+                    // storage and the device names its session, so no frame
+                    // is ever parked.
                     reached = Some(match (opened, code) {
                         (Ok(()), _) => Ok(Reached::Answer(None)),
                         (Err(_), Some(code)) => Err(Error::Rpc { call, code }),

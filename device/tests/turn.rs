@@ -40,6 +40,8 @@ struct ScriptedCli {
     after_tool: AfterTool,
     closed: bool,
     silent: bool,
+    /// Also asks what the device has no handler for, during the turn.
+    foreign_waits: bool,
 }
 
 impl ScriptedCli {
@@ -53,6 +55,7 @@ impl ScriptedCli {
             after_tool,
             closed: false,
             silent: false,
+            foreign_waits: false,
         }
     }
 
@@ -75,7 +78,7 @@ impl ScriptedCli {
     /// Acts on one request of the device.
     fn serve(&mut self, request: Value) {
         let id = request["id"].clone();
-        if self.silent {
+        if self.silent || request.get("method").is_none() {
             self.received.push(request);
             return;
         }
@@ -89,6 +92,11 @@ impl ScriptedCli {
             }
             "session.send" => {
                 self.respond(&id, json!({ "messageId": "m-1" }));
+                if self.foreign_waits {
+                    self.event("elicitation.requested", json!({ "requestId": "eli-1", "message": "Pick one" }));
+                    let params = json!({ "sessionId": SESSION, "question": "Which?", "allowFreeform": true });
+                    self.queue(json!({ "jsonrpc": "2.0", "id": 77, "method": "userInput.request", "params": params }));
+                }
                 self.event("user.message", json!({ "content": request["params"]["prompt"] }));
                 let ask =
                     json!({ "kind": "custom-tool", "toolName": "read_sensor", "toolCallId": "call-1", "args": {} });
@@ -116,6 +124,7 @@ impl ScriptedCli {
                 AfterTool::Silence => self.silent = true,
             },
             "ping" => self.respond(&id, json!({ "message": "pong" })),
+            "session.ui.handlePendingElicitation" => self.respond(&id, json!({ "success": true })),
             other => panic!("unexpected request {other}"),
         }
         self.received.push(request);
@@ -271,6 +280,13 @@ fn a_whole_turn_read_in_pieces_that_cut_headers_and_bodies() {
 }
 
 #[test]
+fn a_whole_turn_read_in_pieces_of_every_size_up_to_a_read() {
+    for size in 1..=64 {
+        whole_turn(vec![size]);
+    }
+}
+
+#[test]
 fn a_whole_turn_read_in_large_pieces() {
     whole_turn(vec![64]);
 }
@@ -318,4 +334,23 @@ fn a_refused_token_is_an_rpc_error() {
     cli.queue(json!({ "jsonrpc": "2.0", "id": 1, "error": { "code": -32002, "message": "bad token" } }));
     let mut device = device(cli, DeviceConfig::new());
     assert_eq!(device.connect(Some("wrong")), Err(Error::Rpc { call: copilot_device::Call::Connect, code: -32002 }));
+}
+
+#[test]
+fn waits_the_device_has_no_handler_for_get_the_engines_refusal() {
+    let mut cli = ScriptedCli::new(vec![9, 2], AfterTool::Reply);
+    cli.foreign_waits = true;
+    let mut device = device(cli, DeviceConfig::new());
+    let mut app = Sensor::default();
+    device.connect(None).expect("connect");
+    device.create_session(&options()).expect("session.create");
+    device.send_and_wait("What does the sensor read?", &mut app).expect("the turn still ends");
+    assert_eq!(device.stats().open_obligations, 0, "every wait answered");
+    let (cli, _) = device.into_parts();
+    let elicitation = cli.sent("session.ui.handlePendingElicitation");
+    assert_eq!(elicitation.len(), 1, "{:?}", cli.received);
+    assert_eq!(elicitation[0]["params"]["requestId"], "eli-1");
+    let answered = cli.received.iter().filter(|r| r["id"] == 77 && r.get("method").is_none()).count();
+    assert_eq!(answered, 1, "the server request got one response: {:?}", cli.received);
+    assert_eq!(app.calls.len(), 1, "the tool still ran");
 }
