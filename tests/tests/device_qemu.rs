@@ -160,7 +160,9 @@ fn the_firmware_runs_a_turn_with_its_tool_against_the_real_cli() {
     let session = "6e0d5b5c-0d3a-4f7e-9a51-00000000d001";
     model.script(session, vec![Reply::tool_call("read_sensor", json!({})), Reply::text(REPLY)]);
 
-    let args = [format!("token={TOKEN}"), format!("session={session}")];
+    // Generous limits: a loaded machine must not pass for a lost link.
+    let args =
+        [format!("token={TOKEN}"), format!("session={session}"), "keepalive=10000".into(), "timeout=30000".into()];
     let run = run_firmware(&image, cli.port, &args);
     assert!(run.status.success(), "the firmware failed:\n{}", run.output);
     let out = &run.output;
@@ -184,11 +186,24 @@ fn the_firmware_runs_a_turn_with_its_tool_against_the_real_cli() {
 /// and its end of stream passed on as the relay's, so the device's link
 /// closes in the middle of the turn, before anything could end it.
 fn relay_until_permission(listener: TcpListener, cli_port: u16, cli: Arc<Mutex<Child>>) {
-    let (device, _) = listener.accept().expect("QEMU connects");
+    // QEMU connects at its start; one that never does (it failed to start)
+    // must not leave this thread waiting.
+    listener.set_nonblocking(true).expect("a non-blocking listener");
+    let started = Instant::now();
+    let device = loop {
+        match listener.accept() {
+            Ok((device, _)) => break device,
+            Err(_) if started.elapsed() < SAFETY_KILL => thread::sleep(Duration::from_millis(10)),
+            Err(e) => panic!("QEMU did not connect: {e}"),
+        }
+    };
+    device.set_nonblocking(false).expect("a blocking socket");
     let upstream = TcpStream::connect(("127.0.0.1", cli_port)).expect("connect to the CLI");
     let (mut from_device, mut to_cli) = (device.try_clone().unwrap(), upstream.try_clone().unwrap());
     thread::spawn(move || {
         let _ = std::io::copy(&mut from_device, &mut to_cli);
+        // The firmware is gone: end the other direction too.
+        let _ = to_cli.shutdown(Shutdown::Both);
     });
     let (mut from_cli, mut to_device) = (upstream, device);
     let mut window = Vec::new();
@@ -232,8 +247,9 @@ fn the_firmware_reports_a_cli_that_goes_away_mid_turn_and_exits() {
     let (cli_port, child) = (cli.port, Arc::clone(&cli.child));
     let relay = thread::spawn(move || relay_until_permission(listener, cli_port, child));
 
-    // A short keepalive, so the lost link shows in seconds.
-    let args = [format!("token={TOKEN}"), format!("session={session}"), "keepalive=1000".into(), "timeout=2000".into()];
+    // A short keepalive, so the lost link shows in seconds; a request
+    // limit that a loaded machine's CLI still meets when opening.
+    let args = [format!("token={TOKEN}"), format!("session={session}"), "keepalive=1000".into(), "timeout=8000".into()];
     let run = run_firmware(&image, relay_port, &args);
     relay.join().expect("the relay saw the permission request and closed the link");
     assert!(!run.status.success(), "the firmware reported success:\n{}", run.output);
