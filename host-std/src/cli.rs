@@ -126,8 +126,8 @@ pub fn install_cli(dir: &Path) -> Result<PathBuf> {
     Ok(native_binary(&loader).unwrap_or(loader))
 }
 
-/// How to start a CLI ([`CliProcess::spawn`]).
-#[derive(Debug)]
+/// How to start a CLI ([`CliProcess::spawn`]). Not `Debug`: `env` may
+/// hold secrets.
 pub struct Launch<'a> {
     /// The CLI's binary ([`crate::resolve_cli`] finds it).
     pub program: &'a Path,
