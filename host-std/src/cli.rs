@@ -20,7 +20,7 @@ pub const CLI_PACKAGE: &str = "@github/copilot";
 
 /// The name of the environment variable a spawned CLI reads its auth token
 /// from (`--auth-token-env`), so the token never appears in argv.
-pub(crate) const AUTH_TOKEN_ENV: &str = "COPILOT_SDK_AUTH_TOKEN";
+pub const AUTH_TOKEN_ENV: &str = "COPILOT_SDK_AUTH_TOKEN";
 
 /// The environment variable a spawned TCP CLI reads the connection token
 /// it requires of every client from.
@@ -126,11 +126,17 @@ pub fn install_cli(dir: &Path) -> Result<PathBuf> {
     Ok(native_binary(&loader).unwrap_or(loader))
 }
 
-/// How to start a CLI.
-pub(crate) struct Launch<'a> {
+/// How to start a CLI ([`CliProcess::spawn`]). Not `Debug`: `env` may
+/// hold secrets.
+pub struct Launch<'a> {
+    /// The CLI's binary ([`crate::resolve_cli`] finds it).
     pub program: &'a Path,
+    /// Its arguments, all of them (`--stdio`, `--headless`, ...).
     pub args: Vec<OsString>,
+    /// Variables added to the environment it inherits; secrets go here,
+    /// never in `args`.
     pub env: &'a [(OsString, OsString)],
+    /// Its working folder; `None`: ours.
     pub cwd: Option<&'a Path>,
 }
 
@@ -157,8 +163,10 @@ impl StderrTail {
     }
 }
 
-/// A CLI process we started, and the tail of its stderr.
-pub(crate) struct CliProcess {
+/// A CLI process we started, in a process group of its own, and the tail of
+/// its stderr (read by a thread of its own, logged at debug level).
+/// Dropping it while the CLI runs kills the group.
+pub struct CliProcess {
     child: Arc<Mutex<Child>>,
     stderr: Arc<StderrTail>,
     /// Held open while the CLI serves TCP: closing it is for stdio mode.
@@ -170,8 +178,9 @@ pub(crate) struct CliProcess {
 const EXIT_PROBE: Duration = Duration::from_secs(2);
 
 impl CliProcess {
-    /// Starts the CLI in its own process group with piped stdio.
-    pub(crate) fn spawn(launch: &Launch<'_>) -> Result<(CliProcess, ChildStdin, ChildStdout)> {
+    /// Starts the CLI in its own process group with piped stdio; returns it
+    /// with the write end of its stdin and the read end of its stdout.
+    pub fn spawn(launch: &Launch<'_>) -> Result<(CliProcess, ChildStdin, ChildStdout)> {
         let mut cmd = Command::new(launch.program);
         cmd.args(&launch.args)
             .envs(launch.env.iter().map(|(k, v)| (k, v)))
@@ -235,12 +244,12 @@ impl CliProcess {
     }
 
     /// The process id.
-    pub(crate) fn id(&self) -> u32 {
+    pub fn id(&self) -> u32 {
         self.child.lock().unwrap_or_else(|p| p.into_inner()).id()
     }
 
     /// Kills the process group (or the process), then reaps it.
-    pub(crate) fn kill(&mut self) {
+    pub fn kill(&mut self) {
         self.stdin = None;
         let mut child = self.child.lock().unwrap_or_else(|p| p.into_inner());
         #[cfg(unix)]

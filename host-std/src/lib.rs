@@ -40,8 +40,6 @@
 
 #[cfg(feature = "async")]
 pub mod asynch;
-#[cfg(feature = "bridge")]
-pub mod bridge;
 mod cli;
 mod client;
 mod config;
@@ -56,6 +54,13 @@ mod pool;
 mod requests;
 pub mod rpc;
 mod session;
+
+/// Starting a CLI process of one's own, as [`Client::start`] does, for a
+/// program that moves the CLI's bytes itself rather than through a
+/// [`Client`] (the `copilot-bridge` crate pipes them to a browser).
+pub mod launch {
+    pub use crate::cli::{CliProcess, Launch, AUTH_TOKEN_ENV};
+}
 
 pub use cli::{default_install_dir, install_cli, native_binary, resolve_cli, CLI_PACKAGE, CLI_VERSION};
 pub use client::{

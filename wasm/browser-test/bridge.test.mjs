@@ -9,7 +9,10 @@
 // CLI; two pages at once get CLIs of their own; a Node program connects
 // with connectWebSocket.
 //
-// Needs the bridge binary: cargo build -p copilot-host --features bridge --bin copilot-bridge
+// Needs the bridge's binaries: the published one, which runs the bridges
+// started without --offline, and the tests crate's, the same command with
+// the scripted model for --offline:
+// cargo build -p copilot-bridge --bin copilot-bridge && cargo build -p copilot-tests --bin copilot-bridge-offline
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -28,14 +31,15 @@ const here = fileURLToPath(new URL(".", import.meta.url));
 const root = join(here, "..", "..");
 const chromiumPath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const bridgeBin = process.env.COPILOT_BRIDGE ?? join(root, "target", "debug", "copilot-bridge");
+const offlineBin = process.env.COPILOT_BRIDGE_OFFLINE ?? join(root, "target", "debug", "copilot-bridge-offline");
 const cliPath = process.env.COPILOT_CLI_PATH ?? join(root, "node_modules", "@github", "copilot-linux-x64", "copilot");
 
 /** Bridges started and still running: stopped at the end, whatever failed. */
 const spawned = new Set();
 
-/** Starts the bridge; resolves with its process, address and page address. */
+/** Starts the bridge (with --offline, the offline launcher); resolves with its process, address and page address. */
 function startBridge(args) {
-  const child = spawn(bridgeBin, args, {
+  const child = spawn(args.includes("--offline") ? offlineBin : bridgeBin, args, {
     cwd: root,
     env: { ...process.env, COPILOT_CLI_PATH: cliPath },
     stdio: ["ignore", "pipe", "pipe"],
@@ -126,7 +130,8 @@ const figures = {};
 
 before(async () => {
   assert.ok(existsSync(chromiumPath), `Chromium is missing at ${chromiumPath}: apt-get install chromium`);
-  assert.ok(existsSync(bridgeBin), "build the bridge: cargo build -p copilot-host --features bridge --bin copilot-bridge");
+  assert.ok(existsSync(bridgeBin), "build the bridge: cargo build -p copilot-bridge --bin copilot-bridge");
+  assert.ok(existsSync(offlineBin), "build the offline bridge: cargo build -p copilot-tests --bin copilot-bridge-offline");
   assert.ok(existsSync(cliPath), `the Copilot CLI is missing at ${cliPath}: npm ci at the repository root`);
   assert.ok(existsSync(join(root, "wasm", "npm", "dist", "copilot_wasm_bg.wasm")), "run scripts/build-wasm first");
   bridge = startBridge(["--listen", "127.0.0.1:0", "--serve", "--offline"]);
