@@ -82,12 +82,17 @@ pub struct EngineConfig {
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { handler_timeout: Some(5 * 60_000), request_timeout: Some(60_000), park_frames: 10_000 }
+        EngineConfig {
+            handler_timeout: Some(crate::limits::DEFAULT_HANDLER_TIMEOUT_MS),
+            request_timeout: Some(crate::limits::DEFAULT_REQUEST_TIMEOUT_MS),
+            park_frames: crate::limits::MAX_PARKED_FRAMES,
+        }
     }
 }
 
 impl EngineConfig {
-    /// The defaults: handlers 5 minutes, requests 60 s, 10,000 parked frames.
+    /// The defaults of [`limits`](crate::limits): handlers 5 minutes,
+    /// requests 60 s, 10,000 parked frames.
     pub fn new() -> Self {
         Self::default()
     }

@@ -9,7 +9,8 @@
 //! ([`ANSWERS`]), the open obligations, their deadlines and refusals, and
 //! the sessions' lifecycle, so that every wait of the agent is answered
 //! exactly once, and what a client announces when it opens a session
-//! ([`write_open_params`]).
+//! ([`write_open_params`]). The protocol's constants, defaults and
+//! capacities are in [`limits`], for every host.
 //!
 //! It does not: read or write any socket or pipe, spawn threads, read a clock
 //! or allocate. It is `#![no_std]` without `alloc` and has no `unsafe`. (The
@@ -65,6 +66,7 @@ mod engine;
 mod envelope;
 mod frame;
 pub mod json;
+pub mod limits;
 mod lock;
 mod obligations;
 mod open;

@@ -31,8 +31,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use copilot_core::{
-    Cause, Engine, EngineConfig, EventInfo, FrameDecoder, GrowingBuffer, Id, JsonStr, ObligationId, Outgoing, Output,
-    Payload, Route, RpcError, SessionHandle, Value,
+    limits, Cause, Engine, EngineConfig, EventInfo, FrameDecoder, GrowingBuffer, Id, JsonStr, ObligationId, Outgoing,
+    Output, Payload, Route, RpcError, SessionHandle, Value,
 };
 use wasm_bindgen::prelude::*;
 
@@ -51,22 +51,15 @@ fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     core::arch::wasm32::unreachable()
 }
 
-/// The largest frame accepted unless the constructor is told otherwise.
-const DEFAULT_MAX_FRAME: usize = 16 << 20;
-/// Frames held for a create whose id the server assigns, at most.
-const MAX_PARKED: usize = 10_000;
-
 /// The frame buffer's first size; it grows only when a larger frame arrives
 /// (WebAssembly memory, once grown, is never given back).
 const INITIAL_BUFFER: usize = 64 << 10;
 
-/// The engine's capacities in WebAssembly: sessions, requests in flight,
-/// open obligations. Parking is bounded by bytes (see [`CoreEngine::new`]).
-/// Requests have no waiter here (JavaScript keeps its own by id).
-type WasmEngine = Engine<u32, (), Vec<u8>, 256, 1024, 2048>;
-
-/// The parking storage unless the constructor is told otherwise.
-const DEFAULT_PARK_BYTES: usize = 4 << 20;
+/// The engine with the core's capacities ([`copilot_core::limits`]), as
+/// the Rust host has. Requests have no waiter here (JavaScript keeps its
+/// own by id).
+type WasmEngine =
+    Engine<u32, (), Vec<u8>, { limits::MAX_SESSIONS }, { limits::MAX_PENDING_REQUESTS }, { limits::MAX_OBLIGATIONS }>;
 
 /// The engine's sink for what it decides to send: the outbox. Every call
 /// passes this one closure type, so the engine's code that writes is
@@ -94,18 +87,20 @@ pub struct CoreEngine {
     decoder: FrameDecoder<GrowingBuffer>,
     engine: Box<WasmEngine>,
     /// The session handle of each tag. At most as many as the engine has
-    /// session slots (256): a list is smaller code than a hash map.
+    /// session slots: a list is smaller code than a hash map, and it is
+    /// searched only when a session is opened or closed.
     handles: Vec<(u32, SessionHandle)>,
     outbox: Vec<u8>,
 }
 
 #[wasm_bindgen]
 impl CoreEngine {
-    /// An engine accepting frames of at most `max_frame` bytes (16 MiB by
-    /// default), refusing in a handler's place after `handler_timeout_ms`
-    /// (5 minutes by default; 0: never), failing requests after
-    /// `request_timeout_ms` (60 s by default; 0: never), and parking at most
-    /// `park_bytes` (4 MiB by default) during a server-assigned create.
+    /// An engine accepting frames of at most `max_frame` bytes, refusing in
+    /// a handler's place after `handler_timeout_ms` (0: never), failing
+    /// requests sent without a timeout of their own after
+    /// `request_timeout_ms` (0: never), and parking at most `park_bytes`
+    /// during a server-assigned create. Each left out is the core's default
+    /// ([`policy`](Self::policy)'s `limits`: 64 MiB, 5 minutes, 60 s, 8 MiB).
     #[wasm_bindgen(constructor)]
     pub fn new(
         max_frame: Option<u32>,
@@ -113,17 +108,16 @@ impl CoreEngine {
         request_timeout_ms: Option<f64>,
         park_bytes: Option<u32>,
     ) -> CoreEngine {
-        let size = max_frame.map_or(DEFAULT_MAX_FRAME, |m| m as usize).max(copilot_core::MIN_FRAME_BUFFER);
+        let size = max_frame.map_or(limits::MAX_FRAME_BYTES, |m| m as usize).max(copilot_core::MIN_FRAME_BUFFER);
         let limit = |ms: Option<f64>, default: u64| match ms {
             None => Some(default),
             Some(ms) if ms <= 0.0 => None,
             Some(ms) => Some(ms as u64),
         };
         let config = EngineConfig::new()
-            .handler_timeout(limit(handler_timeout_ms, 5 * 60_000))
-            .request_timeout(limit(request_timeout_ms, 60_000))
-            .park_frames(MAX_PARKED);
-        let park = vec![0; park_bytes.map_or(DEFAULT_PARK_BYTES, |b| b as usize)];
+            .handler_timeout(limit(handler_timeout_ms, limits::DEFAULT_HANDLER_TIMEOUT_MS))
+            .request_timeout(limit(request_timeout_ms, limits::DEFAULT_REQUEST_TIMEOUT_MS));
+        let park = vec![0; park_bytes.map_or(limits::MAX_PARKED_BYTES, |b| b as usize)];
         CoreEngine {
             decoder: FrameDecoder::with_buffer(GrowingBuffer::new(INITIAL_BUFFER.min(size))).with_limit(size),
             engine: Box::new(Engine::new(park, config)),
@@ -308,6 +302,32 @@ impl CoreEngine {
         into_string(out)
     }
 
+    /// The core's protocol policy as one JSON object, for the JS client to
+    /// read once (see `copilot_core`'s modules of the same names):
+    /// - `limits`: `{protocolVersion, requestTimeoutMs, handlerTimeoutMs,
+    ///   shutdownGraceMs, startupTimeoutMs, maxSessions, maxPendingRequests,
+    ///   maxObligations, maxParkedFrames, maxParkedBytes, maxFrameBytes,
+    ///   maxKeptEvents, maxKeptBytes}`, numbers (times in milliseconds);
+    /// - `toolFailedText`: what the model reads when a tool's handler fails.
+    ///
+    /// A late first subscriber is given a gapless prefix of a session's
+    /// events: an event of `bytes` (its routed item's `bytes`) is kept while
+    /// nothing was left out, fewer than `maxKeptEvents` are kept and
+    /// `bytes` fits in what remains of `maxKeptBytes`.
+    pub fn policy() -> String {
+        let mut out = Vec::with_capacity(1024);
+        let mut w = Fields::new(&mut out);
+        w.key("limits");
+        let mut l = Fields::new(w.out);
+        for (key, n) in LIMITS {
+            l.number(key, *n);
+        }
+        l.end();
+        w.text("toolFailedText", copilot_core::TOOL_FAILED_TEXT);
+        w.end();
+        into_string(out)
+    }
+
     /// The params of `session.create` / `session.resume`: `options` (a
     /// JSON object, the user's options under their wire names) and what
     /// the engine announces for the members they leave out (see
@@ -366,6 +386,23 @@ impl CoreEngine {
         into_string(out)
     }
 }
+
+/// The numbers of [`CoreEngine::policy`]'s `limits`, by name.
+static LIMITS: &[(&str, u64)] = &[
+    ("protocolVersion", limits::PROTOCOL_VERSION),
+    ("requestTimeoutMs", limits::DEFAULT_REQUEST_TIMEOUT_MS),
+    ("handlerTimeoutMs", limits::DEFAULT_HANDLER_TIMEOUT_MS),
+    ("shutdownGraceMs", limits::DEFAULT_SHUTDOWN_GRACE_MS),
+    ("startupTimeoutMs", limits::DEFAULT_STARTUP_TIMEOUT_MS),
+    ("maxSessions", limits::MAX_SESSIONS as u64),
+    ("maxPendingRequests", limits::MAX_PENDING_REQUESTS as u64),
+    ("maxObligations", limits::MAX_OBLIGATIONS as u64),
+    ("maxParkedFrames", limits::MAX_PARKED_FRAMES as u64),
+    ("maxParkedBytes", limits::MAX_PARKED_BYTES as u64),
+    ("maxFrameBytes", limits::MAX_FRAME_BYTES as u64),
+    ("maxKeptEvents", limits::MAX_KEPT_EVENTS as u64),
+    ("maxKeptBytes", limits::MAX_KEPT_BYTES as u64),
+];
 
 /// [`CoreEngine::settle`]: pass on the handler's answer.
 const SETTLE_ANSWER: u8 = 0;
@@ -731,6 +768,8 @@ impl<'o> Fields<'o> {
     fn event(&mut self, e: &EventInfo<'_>) {
         self.json_str("type", &e.event_type);
         self.raw("event", e.event.as_bytes());
+        // The size the core's kept-events bound counts.
+        self.number("bytes", e.event.as_bytes().len() as u64);
     }
 
     /// The route's name and members.
@@ -833,6 +872,29 @@ mod tests {
         assert_eq!(rows.len(), copilot_core::ANSWERS.len());
         assert_eq!(rows[0], serde_json::json!({"name": "permission.requested", "handler": "permission"}));
         assert!(rows.contains(&serde_json::json!({"name": "hooks.invoke", "handler": "hooks"})));
+    }
+
+    #[test]
+    fn the_policy_carries_the_cores_limits_and_events_their_size() {
+        let policy = parse(&CoreEngine::policy());
+        let l = &policy["limits"];
+        assert_eq!(l["protocolVersion"], 3);
+        assert_eq!(l["maxSessions"], limits::MAX_SESSIONS);
+        assert_eq!(l["maxParkedFrames"], 10_000);
+        assert_eq!(l["maxParkedBytes"], 8 << 20);
+        assert_eq!(l["maxKeptEvents"], limits::MAX_KEPT_EVENTS);
+        assert_eq!(l["maxKeptBytes"], limits::MAX_KEPT_BYTES);
+        assert_eq!(l["requestTimeoutMs"], limits::DEFAULT_REQUEST_TIMEOUT_MS);
+        assert_eq!(l.as_object().unwrap().len(), LIMITS.len());
+        assert_eq!(policy["toolFailedText"], copilot_core::TOOL_FAILED_TEXT);
+
+        let mut c = CoreEngine::new(None, None, None, None);
+        c.reserve(Some("s".into()), 1, false).unwrap();
+        let event = r#"{"type":"session.info","data":{}}"#;
+        let body =
+            format!(r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"s","event":{event}}}}}"#);
+        let batch = parse(&c.feed(&frame(&body), 0.0));
+        assert_eq!(batch[0]["bytes"], event.len());
     }
 
     #[test]
