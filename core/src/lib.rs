@@ -9,7 +9,8 @@
 //! ([`ANSWERS`]), the open obligations, their deadlines and refusals, and
 //! the sessions' lifecycle, so that every wait of the agent is answered
 //! exactly once, and what a client announces when it opens a session
-//! ([`write_open_params`]). The protocol's constants, defaults and
+//! ([`write_open_params`]) and sends once it is open
+//! ([`write_follow_ups`]). The protocol's constants, defaults and
 //! capacities are in [`limits`], for every host.
 //!
 //! It does not: read or write any socket or pipe, spawn threads, read a clock
@@ -93,7 +94,10 @@ pub use frame::GrowingBuffer;
 pub use frame::{FrameBuffer, FrameDecoder, FrameError, MAX_HEADER_LEN, MIN_FRAME_BUFFER};
 pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
 pub use obligations::{ObligationId, MAX_KEPT_REQUEST_ID, MAX_KEPT_SESSION_ID};
-pub use open::{write_open_params, Announce, OptionsNotAnObject, OPEN_ANNOUNCEMENTS};
+pub use open::{
+    write_follow_ups, write_open_params, Announce, FollowUp, OptionsNotAnObject, SessionIdTooLong, OPEN_ANNOUNCEMENTS,
+    OPEN_FOLLOW_UPS,
+};
 pub use pending::{Drain as PendingDrain, PendingFull, PendingTable, RequestId};
 pub use router::{Route, Router, Stats, UNKNOWN_SESSION};
 pub use session::{

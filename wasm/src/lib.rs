@@ -336,12 +336,32 @@ impl CoreEngine {
     #[wasm_bindgen(js_name = openParams)]
     pub fn open_params(options: &str, handlers: &str) -> Result<String, JsError> {
         let mut out = Vec::with_capacity(options.len() + 320);
-        copilot_core::write_open_params(
-            options.as_bytes(),
-            |kind| handlers.as_bytes().split(|b| *b == b',').any(|h| h == kind.name().as_bytes()),
-            &mut |b: &[u8]| out.extend_from_slice(b),
-        )
+        copilot_core::write_open_params(options.as_bytes(), |kind| names(handlers, kind), &mut |b: &[u8]| {
+            out.extend_from_slice(b)
+        })
         .map_err(|e| JsError::new(e.message()))?;
+        Ok(into_string(out))
+    }
+
+    /// The requests to send once session `session_id` is open (its create
+    /// or resume answered), before it is handed to the caller, in order: a
+    /// JSON array of `{"method", "params"}` (see
+    /// `copilot_core::write_follow_ups`); `handlers` names the handler
+    /// kinds set, comma-separated, as for [`open_params`](Self::open_params).
+    #[wasm_bindgen(js_name = openFollowUps)]
+    pub fn open_follow_ups(session_id: &str, handlers: &str) -> Result<String, JsError> {
+        let mut out = vec![b'['];
+        copilot_core::write_follow_ups(session_id, |kind| names(handlers, kind), &mut |method, params: &[u8]| {
+            if out.len() > 1 {
+                out.push(b',');
+            }
+            let mut w = Fields::new(&mut out);
+            w.text("method", method);
+            w.raw("params", params);
+            w.end();
+        })
+        .map_err(|e| JsError::new(e.message()))?;
+        out.push(b']');
         Ok(into_string(out))
     }
 
@@ -533,6 +553,11 @@ impl CoreEngine {
         }
         batch.finish()
     }
+}
+
+/// Whether the comma-separated handler kinds `handlers` name `kind`.
+fn names(handlers: &str, kind: copilot_core::HandlerKind) -> bool {
+    handlers.as_bytes().split(|b| *b == b',').any(|h| h == kind.name().as_bytes())
 }
 
 /// A message's `params` as JSON text, `null` for none.
@@ -895,6 +920,16 @@ mod tests {
             format!(r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"s","event":{event}}}}}"#);
         let batch = parse(&c.feed(&frame(&body), 0.0));
         assert_eq!(batch[0]["bytes"], event.len());
+    }
+
+    #[test]
+    fn follow_ups_register_interest_for_the_handlers_named() {
+        assert_eq!(parse(&CoreEngine::open_follow_ups("s", "permission,tool").unwrap()), serde_json::json!([]));
+        assert_eq!(
+            parse(&CoreEngine::open_follow_ups("s\"1", "tool,mcpOAuth").unwrap()),
+            serde_json::json!([{"method": "session.eventLog.registerInterest",
+                "params": {"sessionId": "s\"1", "eventType": "mcp.oauth_required"}}])
+        );
     }
 
     #[test]
