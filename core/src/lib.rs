@@ -77,8 +77,8 @@ mod session;
 mod slots;
 
 pub use answers::{
-    row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, Trigger, ANSWERS, NOT_OBLIGATIONS,
-    TOOL_FAILED_TEXT,
+    generic_request_names, row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, Trigger,
+    ANSWERS, GENERIC_HANDLER_KINDS, NOT_OBLIGATIONS, TOOL_FAILED_TEXT, TYPED_HANDLER_KINDS,
 };
 pub use encode::{frame_header, EncodeError, Outgoing, Payload, Ser, WriteError, MAX_FRAME_HEADER_LEN};
 pub use engine::{

@@ -281,10 +281,11 @@ impl CoreEngine {
         self.drain_parked(now)
     }
 
-    /// The engine's answer table as JSON: one `{"name", "handler"}` per
-    /// row, `name` being the awaited event's type or the server request's
-    /// method (what JavaScript needs to check the names generic request
-    /// handlers are set for).
+    /// The engine's answer table as JSON: one `{"name", "handler",
+    /// "generic"}` per row, `name` being the awaited event's type or the
+    /// server request's method, `generic` whether a generic request handler
+    /// (by name) answers it (`copilot_core::HandlerKind::is_generic`): the
+    /// names generic handlers can be set for are the `generic` rows'.
     #[wasm_bindgen(js_name = answerRows)]
     pub fn answer_rows() -> String {
         let mut out = vec![b'['];
@@ -296,6 +297,7 @@ impl CoreEngine {
             let mut w = Fields::new(&mut out);
             w.text("name", name);
             w.text("handler", row.handler.name());
+            w.raw("generic", if row.handler.is_generic() { b"true" } else { b"false" });
             w.end();
         }
         out.push(b']');
@@ -895,8 +897,14 @@ mod tests {
         let rows = parse(&CoreEngine::answer_rows());
         let rows = rows.as_array().unwrap();
         assert_eq!(rows.len(), copilot_core::ANSWERS.len());
-        assert_eq!(rows[0], serde_json::json!({"name": "permission.requested", "handler": "permission"}));
-        assert!(rows.contains(&serde_json::json!({"name": "hooks.invoke", "handler": "hooks"})));
+        assert_eq!(
+            rows[0],
+            serde_json::json!({"name": "permission.requested", "handler": "permission", "generic": false})
+        );
+        assert!(rows.contains(&serde_json::json!({"name": "hooks.invoke", "handler": "hooks", "generic": false})));
+        let generic: Vec<&str> =
+            rows.iter().filter(|r| r["generic"] == true).map(|r| r["name"].as_str().unwrap()).collect();
+        assert_eq!(generic, copilot_core::generic_request_names().collect::<Vec<_>>());
     }
 
     #[test]
