@@ -75,6 +75,7 @@ mod pending;
 mod router;
 mod session;
 mod slots;
+mod turn;
 
 pub use answers::{
     generic_request_names, row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, Trigger,
@@ -104,3 +105,4 @@ pub use session::{
     Drain as SessionDrain, Iter as SessionIter, Lookup, ReserveError, ReserveErrorKind, SessionHandle, SessionState,
     SessionTable, StaleHandle, MAX_SESSION_ID_LEN,
 };
+pub use turn::{turn_step, Turn, TurnStep, TURN_END_EVENT, TURN_ERROR_EVENT, TURN_REPLY_EVENT, TURN_REPLY_UNLESS};

@@ -310,7 +310,12 @@ impl CoreEngine {
     ///   shutdownGraceMs, startupTimeoutMs, maxSessions, maxPendingRequests,
     ///   maxObligations, maxParkedFrames, maxParkedBytes, maxFrameBytes,
     ///   maxKeptEvents, maxKeptBytes}`, numbers (times in milliseconds);
-    /// - `toolFailedText`: what the model reads when a tool's handler fails.
+    /// - `toolFailedText`: what the model reads when a tool's handler fails;
+    /// - `turn`: the `sendAndWait` rule, `{reply, replyUnless, error, end}`:
+    ///   at an event of type `end` the turn is over; it failed if it had an
+    ///   event of type `error` (the last one is the error), else its reply
+    ///   is the data of its last event of type `reply` whose data lacks the
+    ///   member `replyUnless` (see `copilot_core::turn_step`).
     ///
     /// A late first subscriber is given a gapless prefix of a session's
     /// events: an event of `bytes` (its routed item's `bytes`) is kept while
@@ -326,6 +331,13 @@ impl CoreEngine {
         }
         l.end();
         w.text("toolFailedText", copilot_core::TOOL_FAILED_TEXT);
+        w.key("turn");
+        let mut t = Fields::new(w.out);
+        t.text("reply", copilot_core::TURN_REPLY_EVENT);
+        t.text("replyUnless", copilot_core::TURN_REPLY_UNLESS);
+        t.text("error", copilot_core::TURN_ERROR_EVENT);
+        t.text("end", copilot_core::TURN_END_EVENT);
+        t.end();
         w.end();
         into_string(out)
     }
@@ -920,6 +932,11 @@ mod tests {
         assert_eq!(l["requestTimeoutMs"], limits::DEFAULT_REQUEST_TIMEOUT_MS);
         assert_eq!(l.as_object().unwrap().len(), LIMITS.len());
         assert_eq!(policy["toolFailedText"], copilot_core::TOOL_FAILED_TEXT);
+        assert_eq!(
+            policy["turn"],
+            serde_json::json!({"reply": "assistant.message", "replyUnless": "parentToolCallId",
+                "error": "session.error", "end": "session.idle"})
+        );
 
         let mut c = CoreEngine::new(None, None, None, None);
         c.reserve(Some("s".into()), 1, false).unwrap();

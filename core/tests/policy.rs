@@ -1,0 +1,54 @@
+//! The core's protocol policy tables against the pinned CLI's schemas
+//! (vendored in `core/schemas/1.0.102/`): every event, method and member a
+//! table names is one the CLI knows, so drift fails here.
+#![cfg(not(loom))]
+
+use serde_json::Value;
+
+const API: &str = include_str!("../schemas/1.0.102/api.schema.json");
+const EVENTS: &str = include_str!("../schemas/1.0.102/session-events.schema.json");
+
+fn resolve<'a>(defs: &'a Value, mut v: &'a Value) -> &'a Value {
+    while let Some(r) = v.get("$ref").and_then(Value::as_str) {
+        v = &defs[r.rsplit('/').next().unwrap()];
+    }
+    v
+}
+
+/// The members of the `data` of the event of type `ty`, if the schema has it.
+fn event_data_members(ty: &str) -> Option<Vec<String>> {
+    let schema: Value = serde_json::from_str(EVENTS).unwrap();
+    let defs = &schema["definitions"];
+    let root = resolve(defs, &schema);
+    root["anyOf"].as_array().unwrap().iter().map(|alt| resolve(defs, alt)).find_map(|alt| {
+        (alt["properties"]["type"]["const"] == ty).then(|| {
+            let data = resolve(defs, &alt["properties"]["data"]);
+            data["properties"].as_object().map_or_else(Vec::new, |o| o.keys().cloned().collect())
+        })
+    })
+}
+
+/// The definition of the method `name` (`rpcMethod`), anywhere in the API schema.
+fn method(name: &str) -> Option<Value> {
+    fn find(v: &Value, name: &str) -> Option<Value> {
+        let obj = v.as_object()?;
+        if obj.get("rpcMethod").and_then(Value::as_str) == Some(name) {
+            return Some(v.clone());
+        }
+        obj.values().find_map(|c| find(c, name))
+    }
+    find(&serde_json::from_str(API).unwrap(), name)
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn the_turn_rule_names_events_and_members_of_the_schema() {
+    use copilot_core::{TURN_END_EVENT, TURN_ERROR_EVENT, TURN_REPLY_EVENT, TURN_REPLY_UNLESS};
+    let reply = event_data_members(TURN_REPLY_EVENT).expect("no reply event");
+    assert!(reply.iter().any(|m| m == TURN_REPLY_UNLESS), "{reply:?}");
+    assert!(reply.iter().any(|m| m == "content"), "{reply:?}");
+    let error = event_data_members(TURN_ERROR_EVENT).expect("no error event");
+    assert!(error.iter().any(|m| m == "message") && error.iter().any(|m| m == "errorType"), "{error:?}");
+    assert!(event_data_members(TURN_END_EVENT).is_some(), "no end event");
+    assert!(method("session.send").is_some());
+}
