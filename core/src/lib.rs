@@ -66,6 +66,7 @@ mod encode;
 mod engine;
 mod envelope;
 mod frame;
+mod handshake;
 pub mod json;
 pub mod limits;
 mod lock;
@@ -93,6 +94,10 @@ pub use envelope::{
 #[cfg(feature = "alloc")]
 pub use frame::GrowingBuffer;
 pub use frame::{FrameBuffer, FrameDecoder, FrameError, MAX_HEADER_LEN, MIN_FRAME_BUFFER};
+pub use handshake::{
+    read_handshake_answer, write_connect_params, HandshakeError, HandshakeRequest, HandshakeStep, HANDSHAKE_CONNECT,
+    HANDSHAKE_FALLBACK_CODE, HANDSHAKE_PING,
+};
 pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
 pub use obligations::{ObligationId, MAX_KEPT_REQUEST_ID, MAX_KEPT_SESSION_ID};
 pub use open::{

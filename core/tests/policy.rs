@@ -40,6 +40,14 @@ fn method(name: &str) -> Option<Value> {
     find(&serde_json::from_str(API).unwrap(), name)
 }
 
+/// The property names of a method's params or result (`part`), resolved.
+fn members(def: &Value, part: &str) -> Vec<String> {
+    let api: Value = serde_json::from_str(API).unwrap();
+    let defs = &api["definitions"];
+    let v = resolve(defs, &def[part]);
+    v["properties"].as_object().map_or_else(Vec::new, |o| o.keys().cloned().collect())
+}
+
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_turn_rule_names_events_and_members_of_the_schema() {
@@ -51,4 +59,22 @@ fn the_turn_rule_names_events_and_members_of_the_schema() {
     assert!(error.iter().any(|m| m == "message") && error.iter().any(|m| m == "errorType"), "{error:?}");
     assert!(event_data_members(TURN_END_EVENT).is_some(), "no end event");
     assert!(method("session.send").is_some());
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn the_handshake_sends_and_reads_members_of_the_schema() {
+    use copilot_core::{write_connect_params, HANDSHAKE_CONNECT, HANDSHAKE_PING};
+    let connect = method(HANDSHAKE_CONNECT).expect("no connect");
+    let mut params = Vec::new();
+    write_connect_params(Some("t"), &mut |b: &[u8]| params.extend_from_slice(b));
+    let params: Value = serde_json::from_slice(&params).unwrap();
+    let known = members(&connect, "params");
+    for key in params.as_object().unwrap().keys() {
+        assert!(known.contains(key), "connect has no param {key}: {known:?}");
+    }
+    let result = members(&connect, "result");
+    assert!(result.contains(&"protocolVersion".into()) && result.contains(&"version".into()), "{result:?}");
+    let ping = method(HANDSHAKE_PING).expect("no ping");
+    assert!(members(&ping, "result").contains(&"protocolVersion".into()));
 }

@@ -379,6 +379,59 @@ impl CoreEngine {
         Ok(into_string(out))
     }
 
+    /// The handshake, one step per call (see `copilot_core::read_handshake_answer`):
+    /// - `to` left out: the first request, with the connection token `text`
+    ///   (if any);
+    /// - `to` `"connect"` or `"ping"`: reads its answer: the error
+    ///   `error_code` if given, else the response's `result` JSON `text`.
+    ///
+    /// Returns `{"send": method, "params": {..}}` (send it, then call again
+    /// with its answer), `{"ready": true, "version": string|null}`, or
+    /// `{"failed": "refused"}` (report the request's error as it came) or
+    /// `{"failed": "version", "server": number|null}`.
+    pub fn handshake(to: Option<String>, text: Option<String>, error_code: Option<f64>) -> Result<String, JsError> {
+        use copilot_core::{HandshakeError, HandshakeRequest, HandshakeStep};
+        let mut out = Vec::with_capacity(96);
+        let mut w = Fields::new(&mut out);
+        let to = match to.as_deref() {
+            None => {
+                w.text("send", copilot_core::HANDSHAKE_CONNECT);
+                w.key("params");
+                copilot_core::write_connect_params(text.as_deref(), &mut |b: &[u8]| w.out.extend_from_slice(b));
+                w.end();
+                return Ok(into_string(out));
+            }
+            Some(copilot_core::HANDSHAKE_CONNECT) => HandshakeRequest::Connect,
+            Some(copilot_core::HANDSHAKE_PING) => HandshakeRequest::Ping,
+            Some(_) => return Err(JsError::new("not a handshake request")),
+        };
+        let text = text.unwrap_or_default();
+        let answer = match error_code {
+            Some(code) => Err(code as i64),
+            None => Ok(text.as_bytes()),
+        };
+        match copilot_core::read_handshake_answer(to, answer) {
+            HandshakeStep::Ping => {
+                w.text("send", copilot_core::HANDSHAKE_PING);
+                w.raw("params", b"{}");
+            }
+            HandshakeStep::Ready { version } => {
+                w.raw("ready", b"true");
+                match version {
+                    Some(v) => w.json_str("version", &v),
+                    None => w.raw("version", b"null"),
+                }
+            }
+            HandshakeStep::Failed(HandshakeError::Version { server }) => {
+                w.text("failed", "version");
+                w.number_opt("server", server);
+            }
+            HandshakeStep::Failed(_) => w.text("failed", "refused"),
+        }
+        w.end();
+        Ok(into_string(out))
+    }
+
     /// The engine's counters at `now`, as JSON.
     pub fn stats(&self, now: f64) -> String {
         let s = self.engine.stats(ms(now));
@@ -955,6 +1008,33 @@ mod tests {
             serde_json::json!([{"method": "session.eventLog.registerInterest",
                 "params": {"sessionId": "s\"1", "eventType": "mcp.oauth_required"}}])
         );
+    }
+
+    #[test]
+    fn the_handshake_connects_falls_back_to_ping_and_checks_the_version() {
+        let step = |to: Option<&str>, ok: bool, text: Option<&str>| {
+            let code = (!ok).then(|| text.unwrap().parse::<f64>().unwrap());
+            let text = if ok { text.map(Into::into) } else { None };
+            parse(&CoreEngine::handshake(to.map(Into::into), text, code).unwrap())
+        };
+        use serde_json::json;
+        assert_eq!(step(None, true, None), json!({"send": "connect", "params": {"supportedTaskKinds": []}}));
+        assert_eq!(
+            step(None, true, Some("t")),
+            json!({"send": "connect", "params": {"supportedTaskKinds": [], "token": "t"}})
+        );
+        assert_eq!(step(Some("connect"), false, Some("-32601")), json!({"send": "ping", "params": {}}));
+        assert_eq!(step(Some("connect"), false, Some("-32002")), json!({"failed": "refused"}));
+        assert_eq!(
+            step(Some("connect"), true, Some(r#"{"ok":true,"protocolVersion":3,"version":"1.0.102"}"#)),
+            json!({"ready": true, "version": "1.0.102"})
+        );
+        assert_eq!(step(Some("ping"), true, Some(r#"{"protocolVersion":3}"#)), json!({"ready": true, "version": null}));
+        assert_eq!(
+            step(Some("ping"), true, Some(r#"{"protocolVersion":2}"#)),
+            json!({"failed": "version", "server": 2})
+        );
+        assert_eq!(step(Some("ping"), true, Some("{}")), json!({"failed": "version", "server": null}));
     }
 
     #[test]
