@@ -68,6 +68,7 @@ mod envelope;
 mod frame;
 mod handshake;
 pub mod json;
+mod launch;
 pub mod limits;
 mod lock;
 mod obligations;
@@ -99,6 +100,10 @@ pub use handshake::{
     HANDSHAKE_FALLBACK_CODE, HANDSHAKE_PING,
 };
 pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
+pub use launch::{
+    launch_items, read_announced_port, Launch, LaunchItem, LaunchSecret, LaunchTransport, AUTH_TOKEN_ENV, CLI_PATH_ENV,
+    CONNECTION_TOKEN_ENV, DEFAULT_LOG_LEVEL, LAUNCH_OWN_PROCESS_GROUP, PORT_ANNOUNCEMENT,
+};
 pub use obligations::{ObligationId, MAX_KEPT_REQUEST_ID, MAX_KEPT_SESSION_ID};
 pub use open::{
     write_follow_ups, write_open_params, Announce, FollowUp, OptionsNotAnObject, SessionIdTooLong, OPEN_ANNOUNCEMENTS,

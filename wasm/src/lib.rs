@@ -315,7 +315,9 @@ impl CoreEngine {
     ///   at an event of type `end` the turn is over; it failed if it had an
     ///   event of type `error` (the last one is the error), else its reply
     ///   is the data of its last event of type `reply` whose data lacks the
-    ///   member `replyUnless` (see `copilot_core::turn_step`).
+    ///   member `replyUnless` (see `copilot_core::turn_step`);
+    /// - `launch`: `{authTokenEnv, connectionTokenEnv, cliPathEnv,
+    ///   defaultLogLevel, ownProcessGroup}` (see [`launch_plan`](Self::launch_plan)).
     ///
     /// A late first subscriber is given a gapless prefix of a session's
     /// events: an event of `bytes` (its routed item's `bytes`) is kept while
@@ -338,6 +340,14 @@ impl CoreEngine {
         t.text("error", copilot_core::TURN_ERROR_EVENT);
         t.text("end", copilot_core::TURN_END_EVENT);
         t.end();
+        w.key("launch");
+        let mut l = Fields::new(w.out);
+        l.text("authTokenEnv", copilot_core::AUTH_TOKEN_ENV);
+        l.text("connectionTokenEnv", copilot_core::CONNECTION_TOKEN_ENV);
+        l.text("cliPathEnv", copilot_core::CLI_PATH_ENV);
+        l.text("defaultLogLevel", copilot_core::DEFAULT_LOG_LEVEL);
+        l.raw("ownProcessGroup", if copilot_core::LAUNCH_OWN_PROCESS_GROUP { b"true" } else { b"false" });
+        l.end();
         w.end();
         into_string(out)
     }
@@ -430,6 +440,64 @@ impl CoreEngine {
         }
         w.end();
         Ok(into_string(out))
+    }
+
+    /// The start of a CLI (see `copilot_core::launch_items`): with
+    /// `transport` `"stdio"` or `"tcp"` (on `port`, 0 for any),
+    /// `--log-level` `log_level` (the policy's `launch.defaultLogLevel` when
+    /// left out) and whether the user gave a GitHub token, returns
+    /// `{"args": [..], "secrets": [{"name", "secret"}]}`: the arguments in
+    /// order (the user's go after them), and the variables to set last in
+    /// the child's environment, `secret` naming the value, `"authToken"`
+    /// or `"connectionToken"` (the user's, else a random UUID).
+    #[wasm_bindgen(js_name = launchPlan)]
+    pub fn launch_plan(
+        transport: &str,
+        port: Option<u16>,
+        log_level: Option<String>,
+        auth_token: bool,
+    ) -> Result<String, JsError> {
+        use copilot_core::{LaunchItem, LaunchSecret, LaunchTransport};
+        let transport = match transport {
+            "stdio" => LaunchTransport::Stdio,
+            "tcp" => LaunchTransport::Tcp { port: port.unwrap_or(0) },
+            _ => return Err(JsError::new("the transport is \"stdio\" or \"tcp\"")),
+        };
+        let log_level = log_level.as_deref().unwrap_or(copilot_core::DEFAULT_LOG_LEVEL);
+        let launch = copilot_core::Launch { transport, log_level, auth_token };
+        let (mut args, mut secrets) = (vec![b'['], vec![b'[']);
+        copilot_core::launch_items(&launch, &mut |item| match item {
+            LaunchItem::Arg(a) => {
+                if args.len() > 1 {
+                    args.push(b',');
+                }
+                push_json_string(&mut args, a);
+            }
+            LaunchItem::Secret { name, secret } => {
+                if secrets.len() > 1 {
+                    secrets.push(b',');
+                }
+                let mut w = Fields::new(&mut secrets);
+                w.text("name", name);
+                w.text("secret", if secret == LaunchSecret::AuthToken { "authToken" } else { "connectionToken" });
+                w.end();
+            }
+        });
+        args.push(b']');
+        secrets.push(b']');
+        let mut out = Vec::new();
+        let mut w = Fields::new(&mut out);
+        w.raw("args", &args);
+        w.raw("secrets", &secrets);
+        w.end();
+        Ok(into_string(out))
+    }
+
+    /// The port a TCP server announces in `line` of its stdout, if the line
+    /// is that announcement (see `copilot_core::read_announced_port`).
+    #[wasm_bindgen(js_name = announcedPort)]
+    pub fn announced_port(line: &str) -> Option<u16> {
+        copilot_core::read_announced_port(line)
     }
 
     /// The engine's counters at `now`, as JSON.
@@ -1035,6 +1103,38 @@ mod tests {
             json!({"failed": "version", "server": 2})
         );
         assert_eq!(step(Some("ping"), true, Some("{}")), json!({"failed": "version", "server": null}));
+    }
+
+    #[test]
+    fn the_launch_plan_keeps_secrets_off_the_command_line() {
+        use serde_json::json;
+        let plan = parse(&CoreEngine::launch_plan("tcp", None, None, true).unwrap());
+        assert_eq!(
+            plan["args"],
+            json!([
+                "--headless",
+                "--no-auto-update",
+                "--log-level",
+                "error",
+                "--auth-token-env",
+                "COPILOT_SDK_AUTH_TOKEN",
+                "--port",
+                "0",
+                "--secret-env-vars=COPILOT_SDK_AUTH_TOKEN,COPILOT_CONNECTION_TOKEN"
+            ])
+        );
+        assert_eq!(
+            plan["secrets"],
+            json!([{"name": "COPILOT_SDK_AUTH_TOKEN", "secret": "authToken"},
+                {"name": "COPILOT_CONNECTION_TOKEN", "secret": "connectionToken"}])
+        );
+        let plan = parse(&CoreEngine::launch_plan("stdio", Some(9), Some("debug".into()), false).unwrap());
+        assert_eq!(
+            plan,
+            json!({"args": ["--headless", "--no-auto-update", "--log-level", "debug", "--stdio"], "secrets": []})
+        );
+        assert_eq!(CoreEngine::announced_port("CLI server listening on port 4321"), Some(4321));
+        assert_eq!(parse(&CoreEngine::policy())["launch"]["connectionTokenEnv"], "COPILOT_CONNECTION_TOKEN");
     }
 
     #[test]
