@@ -77,6 +77,7 @@ mod pending;
 mod router;
 mod session;
 mod slots;
+mod stop;
 mod turn;
 
 pub use answers::{
@@ -115,4 +116,5 @@ pub use session::{
     Drain as SessionDrain, Iter as SessionIter, Lookup, ReserveError, ReserveErrorKind, SessionHandle, SessionState,
     SessionTable, StaleHandle, MAX_SESSION_ID_LEN,
 };
+pub use stop::{StopStep, STOP_STEPS};
 pub use turn::{turn_step, Turn, TurnStep, TURN_END_EVENT, TURN_ERROR_EVENT, TURN_REPLY_EVENT, TURN_REPLY_UNLESS};

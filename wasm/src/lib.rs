@@ -317,7 +317,12 @@ impl CoreEngine {
     ///   is the data of its last event of type `reply` whose data lacks the
     ///   member `replyUnless` (see `copilot_core::turn_step`);
     /// - `launch`: `{authTokenEnv, connectionTokenEnv, cliPathEnv,
-    ///   defaultLogLevel, ownProcessGroup}` (see [`launch_plan`](Self::launch_plan)).
+    ///   defaultLogLevel, ownProcessGroup}` (see [`launch_plan`](Self::launch_plan));
+    /// - `stop`: the steps of a stop in order, each `{step, method,
+    ///   spawnedOnly, connectedOnly, errorFailsStop}` (`step` one of
+    ///   `destroySessions`, `shutdownRuntime`, `closeWriter`,
+    ///   `awaitExitOrKill`, `release`; `method` the request it sends or
+    ///   null; see `copilot_core::StopStep`), all within one grace.
     ///
     /// A late first subscriber is given a gapless prefix of a session's
     /// events: an event of `bytes` (its routed item's `bytes`) is kept while
@@ -348,6 +353,25 @@ impl CoreEngine {
         l.text("defaultLogLevel", copilot_core::DEFAULT_LOG_LEVEL);
         l.raw("ownProcessGroup", if copilot_core::LAUNCH_OWN_PROCESS_GROUP { b"true" } else { b"false" });
         l.end();
+        w.key("stop");
+        w.out.push(b'[');
+        for (i, step) in copilot_core::STOP_STEPS.iter().enumerate() {
+            if i > 0 {
+                w.out.push(b',');
+            }
+            let mut st = Fields::new(w.out);
+            st.text("step", step.name());
+            match step.method() {
+                Some(m) => st.text("method", m),
+                None => st.raw("method", b"null"),
+            }
+            let flag = |b: bool| if b { &b"true"[..] } else { &b"false"[..] };
+            st.raw("spawnedOnly", flag(!step.applies(false, true)));
+            st.raw("connectedOnly", flag(!step.applies(true, false)));
+            st.raw("errorFailsStop", flag(step.error_fails_stop()));
+            st.end();
+        }
+        w.out.push(b']');
         w.end();
         into_string(out)
     }
@@ -1135,6 +1159,25 @@ mod tests {
         );
         assert_eq!(CoreEngine::announced_port("CLI server listening on port 4321"), Some(4321));
         assert_eq!(parse(&CoreEngine::policy())["launch"]["connectionTokenEnv"], "COPILOT_CONNECTION_TOKEN");
+    }
+
+    #[test]
+    fn the_policy_lists_the_stop_steps_in_order() {
+        use serde_json::json;
+        let stop = &parse(&CoreEngine::policy())["stop"];
+        assert_eq!(stop.as_array().unwrap().len(), copilot_core::STOP_STEPS.len());
+        assert_eq!(
+            stop[0],
+            json!({"step": "destroySessions", "method": "session.destroy", "spawnedOnly": false,
+                "connectedOnly": true, "errorFailsStop": true})
+        );
+        assert_eq!(
+            stop[1],
+            json!({"step": "shutdownRuntime", "method": "runtime.shutdown", "spawnedOnly": true,
+                "connectedOnly": true, "errorFailsStop": false})
+        );
+        assert_eq!(stop[3]["step"], "awaitExitOrKill");
+        assert_eq!(stop[3]["spawnedOnly"], true);
     }
 
     #[test]
