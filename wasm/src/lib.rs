@@ -36,6 +36,9 @@ use copilot_core::{
 };
 use wasm_bindgen::prelude::*;
 
+#[cfg(test)]
+mod policy;
+
 /// The allocator: talc, smaller than the standard library's dlmalloc.
 /// The module is single-threaded (no `atomics` target feature).
 #[cfg(target_arch = "wasm32")]
@@ -304,78 +307,6 @@ impl CoreEngine {
         into_string(out)
     }
 
-    /// The core's protocol policy as one JSON object, for the JS client to
-    /// read once (see `copilot_core`'s modules of the same names):
-    /// - `limits`: `{protocolVersion, requestTimeoutMs, handlerTimeoutMs,
-    ///   shutdownGraceMs, startupTimeoutMs, maxSessions, maxPendingRequests,
-    ///   maxObligations, maxParkedFrames, maxParkedBytes, maxFrameBytes,
-    ///   maxKeptEvents, maxKeptBytes}`, numbers (times in milliseconds);
-    /// - `toolFailedText`: what the model reads when a tool's handler fails;
-    /// - `turn`: the `sendAndWait` rule, `{reply, replyUnless, error, end}`:
-    ///   at an event of type `end` the turn is over; it failed if it had an
-    ///   event of type `error` (the last one is the error), else its reply
-    ///   is the data of its last event of type `reply` whose data lacks the
-    ///   member `replyUnless` (see `copilot_core::turn_step`);
-    /// - `launch`: `{authTokenEnv, connectionTokenEnv, cliPathEnv,
-    ///   defaultLogLevel, ownProcessGroup}` (see [`launch_plan`](Self::launch_plan));
-    /// - `stop`: the steps of a stop in order, each `{step, method,
-    ///   spawnedOnly, connectedOnly, errorFailsStop}` (`step` one of
-    ///   `destroySessions`, `shutdownRuntime`, `closeWriter`,
-    ///   `awaitExitOrKill`, `release`; `method` the request it sends or
-    ///   null; see `copilot_core::StopStep`), all within one grace.
-    ///
-    /// A late first subscriber is given a gapless prefix of a session's
-    /// events: an event of `bytes` (its routed item's `bytes`) is kept while
-    /// nothing was left out, fewer than `maxKeptEvents` are kept and
-    /// `bytes` fits in what remains of `maxKeptBytes`.
-    pub fn policy() -> String {
-        let mut out = Vec::with_capacity(1024);
-        let mut w = Fields::new(&mut out);
-        w.key("limits");
-        let mut l = Fields::new(w.out);
-        for (key, n) in LIMITS {
-            l.number(key, *n);
-        }
-        l.end();
-        w.text("toolFailedText", copilot_core::TOOL_FAILED_TEXT);
-        w.key("turn");
-        let mut t = Fields::new(w.out);
-        t.text("reply", copilot_core::TURN_REPLY_EVENT);
-        t.text("replyUnless", copilot_core::TURN_REPLY_UNLESS);
-        t.text("error", copilot_core::TURN_ERROR_EVENT);
-        t.text("end", copilot_core::TURN_END_EVENT);
-        t.end();
-        w.key("launch");
-        let mut l = Fields::new(w.out);
-        l.text("authTokenEnv", copilot_core::AUTH_TOKEN_ENV);
-        l.text("connectionTokenEnv", copilot_core::CONNECTION_TOKEN_ENV);
-        l.text("cliPathEnv", copilot_core::CLI_PATH_ENV);
-        l.text("defaultLogLevel", copilot_core::DEFAULT_LOG_LEVEL);
-        l.raw("ownProcessGroup", if copilot_core::LAUNCH_OWN_PROCESS_GROUP { b"true" } else { b"false" });
-        l.end();
-        w.key("stop");
-        w.out.push(b'[');
-        for (i, step) in copilot_core::STOP_STEPS.iter().enumerate() {
-            if i > 0 {
-                w.out.push(b',');
-            }
-            let mut st = Fields::new(w.out);
-            st.text("step", step.name());
-            match step.method() {
-                Some(m) => st.text("method", m),
-                None => st.raw("method", b"null"),
-            }
-            let flag = |b: bool| if b { &b"true"[..] } else { &b"false"[..] };
-            st.raw("spawnedOnly", flag(!step.applies(false, true)));
-            st.raw("connectedOnly", flag(!step.applies(true, false)));
-            st.raw("errorFailsStop", flag(step.error_fails_stop()));
-            st.end();
-        }
-        w.out.push(b']');
-        w.end();
-        into_string(out)
-    }
-
     /// The params of `session.create` / `session.resume`: `options` (a
     /// JSON object, the user's options under their wire names) and what
     /// the engine announces for the members they leave out (see
@@ -389,139 +320,6 @@ impl CoreEngine {
         })
         .map_err(|e| JsError::new(e.message()))?;
         Ok(into_string(out))
-    }
-
-    /// The requests to send once session `session_id` is open (its create
-    /// or resume answered), before it is handed to the caller, in order: a
-    /// JSON array of `{"method", "params"}` (see
-    /// `copilot_core::write_follow_ups`); `handlers` names the handler
-    /// kinds set, comma-separated, as for [`open_params`](Self::open_params).
-    #[wasm_bindgen(js_name = openFollowUps)]
-    pub fn open_follow_ups(session_id: &str, handlers: &str) -> Result<String, JsError> {
-        let mut out = vec![b'['];
-        copilot_core::write_follow_ups(session_id, |kind| names(handlers, kind), &mut |method, params: &[u8]| {
-            if out.len() > 1 {
-                out.push(b',');
-            }
-            let mut w = Fields::new(&mut out);
-            w.text("method", method);
-            w.raw("params", params);
-            w.end();
-        })
-        .map_err(|e| JsError::new(e.message()))?;
-        out.push(b']');
-        Ok(into_string(out))
-    }
-
-    /// The handshake, one step per call (see `copilot_core::read_handshake_answer`):
-    /// - `to` left out: the first request, with the connection token `text`
-    ///   (if any);
-    /// - `to` `"connect"` or `"ping"`: reads its answer: the error
-    ///   `error_code` if given, else the response's `result` JSON `text`.
-    ///
-    /// Returns `{"send": method, "params": {..}}` (send it, then call again
-    /// with its answer), `{"ready": true, "version": string|null}`, or
-    /// `{"failed": "refused"}` (report the request's error as it came) or
-    /// `{"failed": "version", "server": number|null}`.
-    pub fn handshake(to: Option<String>, text: Option<String>, error_code: Option<f64>) -> Result<String, JsError> {
-        use copilot_core::{HandshakeError, HandshakeRequest, HandshakeStep};
-        let mut out = Vec::with_capacity(96);
-        let mut w = Fields::new(&mut out);
-        let to = match to.as_deref() {
-            None => {
-                w.text("send", copilot_core::HANDSHAKE_CONNECT);
-                w.key("params");
-                copilot_core::write_connect_params(text.as_deref(), &mut |b: &[u8]| w.out.extend_from_slice(b));
-                w.end();
-                return Ok(into_string(out));
-            }
-            Some(copilot_core::HANDSHAKE_CONNECT) => HandshakeRequest::Connect,
-            Some(copilot_core::HANDSHAKE_PING) => HandshakeRequest::Ping,
-            Some(_) => return Err(JsError::new("not a handshake request")),
-        };
-        let text = text.unwrap_or_default();
-        let answer = match error_code {
-            Some(code) => Err(code as i64),
-            None => Ok(text.as_bytes()),
-        };
-        match copilot_core::read_handshake_answer(to, answer) {
-            HandshakeStep::Ping => {
-                w.text("send", copilot_core::HANDSHAKE_PING);
-                w.raw("params", b"{}");
-            }
-            HandshakeStep::Ready { version } => {
-                w.raw("ready", b"true");
-                match version {
-                    Some(v) => w.json_str("version", &v),
-                    None => w.raw("version", b"null"),
-                }
-            }
-            HandshakeStep::Failed(HandshakeError::Version { server }) => {
-                w.text("failed", "version");
-                w.number_opt("server", server);
-            }
-            HandshakeStep::Failed(_) => w.text("failed", "refused"),
-        }
-        w.end();
-        Ok(into_string(out))
-    }
-
-    /// The start of a CLI (see `copilot_core::launch_items`): with
-    /// `transport` `"stdio"` or `"tcp"` (on `port`, 0 for any),
-    /// `--log-level` `log_level` (the policy's `launch.defaultLogLevel` when
-    /// left out) and whether the user gave a GitHub token, returns
-    /// `{"args": [..], "secrets": [{"name", "secret"}]}`: the arguments in
-    /// order (the user's go after them), and the variables to set last in
-    /// the child's environment, `secret` naming the value, `"authToken"`
-    /// or `"connectionToken"` (the user's, else a random UUID).
-    #[wasm_bindgen(js_name = launchPlan)]
-    pub fn launch_plan(
-        transport: &str,
-        port: Option<u16>,
-        log_level: Option<String>,
-        auth_token: bool,
-    ) -> Result<String, JsError> {
-        use copilot_core::{LaunchItem, LaunchSecret, LaunchTransport};
-        let transport = match transport {
-            "stdio" => LaunchTransport::Stdio,
-            "tcp" => LaunchTransport::Tcp { port: port.unwrap_or(0) },
-            _ => return Err(JsError::new("the transport is \"stdio\" or \"tcp\"")),
-        };
-        let log_level = log_level.as_deref().unwrap_or(copilot_core::DEFAULT_LOG_LEVEL);
-        let launch = copilot_core::Launch { transport, log_level, auth_token };
-        let (mut args, mut secrets) = (vec![b'['], vec![b'[']);
-        copilot_core::launch_items(&launch, &mut |item| match item {
-            LaunchItem::Arg(a) => {
-                if args.len() > 1 {
-                    args.push(b',');
-                }
-                push_json_string(&mut args, a);
-            }
-            LaunchItem::Secret { name, secret } => {
-                if secrets.len() > 1 {
-                    secrets.push(b',');
-                }
-                let mut w = Fields::new(&mut secrets);
-                w.text("name", name);
-                w.text("secret", if secret == LaunchSecret::AuthToken { "authToken" } else { "connectionToken" });
-                w.end();
-            }
-        });
-        args.push(b']');
-        secrets.push(b']');
-        let mut out = Vec::new();
-        let mut w = Fields::new(&mut out);
-        w.raw("args", &args);
-        w.raw("secrets", &secrets);
-        w.end();
-        Ok(into_string(out))
-    }
-
-    /// The port a TCP server announces in `line` of its stdout, if the line
-    /// is that announcement (see `copilot_core::read_announced_port`).
-    #[wasm_bindgen(js_name = announcedPort)]
-    pub fn announced_port(line: &str) -> Option<u16> {
-        copilot_core::read_announced_port(line)
     }
 
     /// The engine's counters at `now`, as JSON.
@@ -565,23 +363,6 @@ impl CoreEngine {
         into_string(out)
     }
 }
-
-/// The numbers of [`CoreEngine::policy`]'s `limits`, by name.
-static LIMITS: &[(&str, u64)] = &[
-    ("protocolVersion", limits::PROTOCOL_VERSION),
-    ("requestTimeoutMs", limits::DEFAULT_REQUEST_TIMEOUT_MS),
-    ("handlerTimeoutMs", limits::DEFAULT_HANDLER_TIMEOUT_MS),
-    ("shutdownGraceMs", limits::DEFAULT_SHUTDOWN_GRACE_MS),
-    ("startupTimeoutMs", limits::DEFAULT_STARTUP_TIMEOUT_MS),
-    ("maxSessions", limits::MAX_SESSIONS as u64),
-    ("maxPendingRequests", limits::MAX_PENDING_REQUESTS as u64),
-    ("maxObligations", limits::MAX_OBLIGATIONS as u64),
-    ("maxParkedFrames", limits::MAX_PARKED_FRAMES as u64),
-    ("maxParkedBytes", limits::MAX_PARKED_BYTES as u64),
-    ("maxFrameBytes", limits::MAX_FRAME_BYTES as u64),
-    ("maxKeptEvents", limits::MAX_KEPT_EVENTS as u64),
-    ("maxKeptBytes", limits::MAX_KEPT_BYTES as u64),
-];
 
 /// [`CoreEngine::settle`]: pass on the handler's answer.
 const SETTLE_ANSWER: u8 = 0;
@@ -1065,24 +846,7 @@ mod tests {
     }
 
     #[test]
-    fn the_policy_carries_the_cores_limits_and_events_their_size() {
-        let policy = parse(&CoreEngine::policy());
-        let l = &policy["limits"];
-        assert_eq!(l["protocolVersion"], 3);
-        assert_eq!(l["maxSessions"], limits::MAX_SESSIONS);
-        assert_eq!(l["maxParkedFrames"], 10_000);
-        assert_eq!(l["maxParkedBytes"], 8 << 20);
-        assert_eq!(l["maxKeptEvents"], limits::MAX_KEPT_EVENTS);
-        assert_eq!(l["maxKeptBytes"], limits::MAX_KEPT_BYTES);
-        assert_eq!(l["requestTimeoutMs"], limits::DEFAULT_REQUEST_TIMEOUT_MS);
-        assert_eq!(l.as_object().unwrap().len(), LIMITS.len());
-        assert_eq!(policy["toolFailedText"], copilot_core::TOOL_FAILED_TEXT);
-        assert_eq!(
-            policy["turn"],
-            serde_json::json!({"reply": "assistant.message", "replyUnless": "parentToolCallId",
-                "error": "session.error", "end": "session.idle"})
-        );
-
+    fn event_items_carry_their_size() {
         let mut c = CoreEngine::new(None, None, None, None);
         c.reserve(Some("s".into()), 1, false).unwrap();
         let event = r#"{"type":"session.info","data":{}}"#;
@@ -1090,94 +854,6 @@ mod tests {
             format!(r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"s","event":{event}}}}}"#);
         let batch = parse(&c.feed(&frame(&body), 0.0));
         assert_eq!(batch[0]["bytes"], event.len());
-    }
-
-    #[test]
-    fn follow_ups_register_interest_for_the_handlers_named() {
-        assert_eq!(parse(&CoreEngine::open_follow_ups("s", "permission,tool").unwrap()), serde_json::json!([]));
-        assert_eq!(
-            parse(&CoreEngine::open_follow_ups("s\"1", "tool,mcpOAuth").unwrap()),
-            serde_json::json!([{"method": "session.eventLog.registerInterest",
-                "params": {"sessionId": "s\"1", "eventType": "mcp.oauth_required"}}])
-        );
-    }
-
-    #[test]
-    fn the_handshake_connects_falls_back_to_ping_and_checks_the_version() {
-        let step = |to: Option<&str>, ok: bool, text: Option<&str>| {
-            let code = (!ok).then(|| text.unwrap().parse::<f64>().unwrap());
-            let text = if ok { text.map(Into::into) } else { None };
-            parse(&CoreEngine::handshake(to.map(Into::into), text, code).unwrap())
-        };
-        use serde_json::json;
-        assert_eq!(step(None, true, None), json!({"send": "connect", "params": {"supportedTaskKinds": []}}));
-        assert_eq!(
-            step(None, true, Some("t")),
-            json!({"send": "connect", "params": {"supportedTaskKinds": [], "token": "t"}})
-        );
-        assert_eq!(step(Some("connect"), false, Some("-32601")), json!({"send": "ping", "params": {}}));
-        assert_eq!(step(Some("connect"), false, Some("-32002")), json!({"failed": "refused"}));
-        assert_eq!(
-            step(Some("connect"), true, Some(r#"{"ok":true,"protocolVersion":3,"version":"1.0.102"}"#)),
-            json!({"ready": true, "version": "1.0.102"})
-        );
-        assert_eq!(step(Some("ping"), true, Some(r#"{"protocolVersion":3}"#)), json!({"ready": true, "version": null}));
-        assert_eq!(
-            step(Some("ping"), true, Some(r#"{"protocolVersion":2}"#)),
-            json!({"failed": "version", "server": 2})
-        );
-        assert_eq!(step(Some("ping"), true, Some("{}")), json!({"failed": "version", "server": null}));
-    }
-
-    #[test]
-    fn the_launch_plan_keeps_secrets_off_the_command_line() {
-        use serde_json::json;
-        let plan = parse(&CoreEngine::launch_plan("tcp", None, None, true).unwrap());
-        assert_eq!(
-            plan["args"],
-            json!([
-                "--headless",
-                "--no-auto-update",
-                "--log-level",
-                "error",
-                "--auth-token-env",
-                "COPILOT_SDK_AUTH_TOKEN",
-                "--port",
-                "0",
-                "--secret-env-vars=COPILOT_SDK_AUTH_TOKEN,COPILOT_CONNECTION_TOKEN"
-            ])
-        );
-        assert_eq!(
-            plan["secrets"],
-            json!([{"name": "COPILOT_SDK_AUTH_TOKEN", "secret": "authToken"},
-                {"name": "COPILOT_CONNECTION_TOKEN", "secret": "connectionToken"}])
-        );
-        let plan = parse(&CoreEngine::launch_plan("stdio", Some(9), Some("debug".into()), false).unwrap());
-        assert_eq!(
-            plan,
-            json!({"args": ["--headless", "--no-auto-update", "--log-level", "debug", "--stdio"], "secrets": []})
-        );
-        assert_eq!(CoreEngine::announced_port("CLI server listening on port 4321"), Some(4321));
-        assert_eq!(parse(&CoreEngine::policy())["launch"]["connectionTokenEnv"], "COPILOT_CONNECTION_TOKEN");
-    }
-
-    #[test]
-    fn the_policy_lists_the_stop_steps_in_order() {
-        use serde_json::json;
-        let stop = &parse(&CoreEngine::policy())["stop"];
-        assert_eq!(stop.as_array().unwrap().len(), copilot_core::STOP_STEPS.len());
-        assert_eq!(
-            stop[0],
-            json!({"step": "destroySessions", "method": "session.destroy", "spawnedOnly": false,
-                "connectedOnly": true, "errorFailsStop": true})
-        );
-        assert_eq!(
-            stop[1],
-            json!({"step": "shutdownRuntime", "method": "runtime.shutdown", "spawnedOnly": true,
-                "connectedOnly": true, "errorFailsStop": false})
-        );
-        assert_eq!(stop[3]["step"], "awaitExitOrKill");
-        assert_eq!(stop[3]["spawnedOnly"], true);
     }
 
     #[test]
