@@ -61,8 +61,48 @@ const INITIAL_BUFFER: usize = 64 << 10;
 /// The engine with the core's capacities ([`copilot_core::limits`]), as
 /// the Rust host has. Requests have no waiter here (JavaScript keeps its
 /// own by id).
-type WasmEngine =
-    Engine<u32, (), Vec<u8>, { limits::MAX_SESSIONS }, { limits::MAX_PENDING_REQUESTS }, { limits::MAX_OBLIGATIONS }>;
+type WasmEngine = Engine<
+    u32,
+    (),
+    ParkStorage,
+    { limits::MAX_SESSIONS },
+    { limits::MAX_PENDING_REQUESTS },
+    { limits::MAX_OBLIGATIONS },
+>;
+
+/// The parking storage: its capacity, reserved up front, is the byte bound,
+/// and it is written (so its memory touched) only as frames are parked.
+/// WebAssembly memory is never given back: a zeroed buffer of the whole
+/// bound would cost every client its size in resident memory.
+struct ParkStorage {
+    bytes: Vec<u8>,
+    limit: usize,
+}
+
+impl copilot_core::FrameBuffer for ParkStorage {
+    fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.bytes
+    }
+
+    fn grow(&mut self, len: usize) -> bool {
+        if len > self.limit {
+            return false;
+        }
+        if len > self.bytes.len() {
+            // Within the capacity reserved: no reallocation.
+            self.bytes.resize(len, 0);
+        }
+        true
+    }
+
+    fn can_grow(&self, len: usize) -> bool {
+        len <= self.limit
+    }
+}
 
 /// The engine's sink for what it decides to send: the outbox. Every call
 /// passes this one closure type, so the engine's code that writes is
@@ -120,7 +160,8 @@ impl CoreEngine {
         let config = EngineConfig::new()
             .handler_timeout(limit(handler_timeout_ms, limits::DEFAULT_HANDLER_TIMEOUT_MS))
             .request_timeout(limit(request_timeout_ms, limits::DEFAULT_REQUEST_TIMEOUT_MS));
-        let park = vec![0; park_bytes.map_or(limits::MAX_PARKED_BYTES, |b| b as usize)];
+        let limit = park_bytes.map_or(limits::MAX_PARKED_BYTES, |b| b as usize);
+        let park = ParkStorage { bytes: Vec::with_capacity(limit), limit };
         CoreEngine {
             decoder: FrameDecoder::with_buffer(GrowingBuffer::new(INITIAL_BUFFER.min(size))).with_limit(size),
             engine: Box::new(Engine::new(park, config)),
@@ -854,6 +895,41 @@ mod tests {
             format!(r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"s","event":{event}}}}}"#);
         let batch = parse(&c.feed(&frame(&body), 0.0));
         assert_eq!(batch[0]["bytes"], event.len());
+    }
+
+    #[test]
+    fn the_parking_storage_is_written_only_as_it_grows_within_its_bound() {
+        use copilot_core::FrameBuffer;
+        let mut park = ParkStorage { bytes: Vec::with_capacity(100), limit: 100 };
+        assert_eq!(park.bytes().len(), 0, "nothing is written before a frame is parked");
+        assert!(park.grow(60) && park.bytes().len() == 60);
+        assert!(park.grow(10) && park.bytes().len() == 60, "never shrinks");
+        assert!(park.grow(100) && !park.grow(101) && !park.can_grow(101));
+        assert_eq!(park.bytes.capacity(), 100, "no reallocation");
+    }
+
+    #[test]
+    fn parking_stops_at_its_byte_bound_and_holds_a_burst_of_the_frame_bound() {
+        let event = |n: usize| {
+            frame(&format!(
+                r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"new","event":{{"type":"session.info","id":"e{n}","data":{{}}}}}}}}"#
+            ))
+        };
+        let body = event(0).len() - b"Content-Length: 118\r\n\r\n".len();
+        // Room for two parked frames (each is its body and a 4-byte length).
+        let mut c = CoreEngine::new(None, None, None, Some(2 * (body as u32 + 4)));
+        c.reserve(None, 3, false).unwrap();
+        let input: Vec<u8> = (0..3).flat_map(event).collect();
+        c.feed(&input, 0.0);
+        let stats = parse(&c.stats(0.0));
+        assert_eq!((stats["parkedFrames"].clone(), stats["parkDropped"].clone()), (2.into(), 1.into()));
+        // The default bound is the core's: a burst of 10,000 events parks whole.
+        let mut c = CoreEngine::new(None, None, None, None);
+        c.reserve(None, 3, false).unwrap();
+        let input: Vec<u8> = (0..limits::MAX_PARKED_FRAMES).flat_map(event).collect();
+        c.feed(&input, 0.0);
+        let stats = parse(&c.stats(0.0));
+        assert_eq!((stats["parkedFrames"].clone(), stats["parkDropped"].clone()), (10_000.into(), 0.into()));
     }
 
     #[test]
