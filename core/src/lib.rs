@@ -62,6 +62,7 @@
 extern crate alloc;
 
 mod answers;
+mod elicitation;
 mod encode;
 mod engine;
 mod envelope;
@@ -84,6 +85,7 @@ pub use answers::{
     generic_request_names, row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, Trigger,
     ANSWERS, GENERIC_HANDLER_KINDS, NOT_OBLIGATIONS, TOOL_FAILED_TEXT, TYPED_HANDLER_KINDS,
 };
+pub use elicitation::{write_elicitation_answer, ContentNotAnObject, ElicitationAction, ELICITATION_ACCEPT_CONTENT};
 pub use encode::{frame_header, EncodeError, Outgoing, Payload, Ser, WriteError, MAX_FRAME_HEADER_LEN};
 pub use engine::{
     AnswerError, Cause, Engine, EngineConfig, EngineStats, Obligation, OpenError, Output, ANSWER_ID_PREFIX,

@@ -53,6 +53,10 @@
 //!   at once; `runtime.shutdown {}`), `spawnedOnly` steps only for a CLI
 //!   this client started, and only an error of an `errorFails` step fails
 //!   the stop (`copilot_core::STOP_STEPS`).
+//! - `answers` `{elicitationAcceptContent}`: an elicitation handler's
+//!   accept without content (or with `null`) answers with this content;
+//!   content that is not an object is a failed handler
+//!   (`copilot_core::write_elicitation_answer`).
 
 mod tests {
     /// The file `scripts/build-wasm` ships.
@@ -217,5 +221,17 @@ mod tests {
             })
             .collect();
         assert_eq!(stop, Value::Array(expected));
+    }
+
+    #[test]
+    fn an_accept_without_content_carries_the_cores_default() {
+        let mut core = Vec::new();
+        copilot_core::write_elicitation_answer(copilot_core::ElicitationAction::Accept, None, &mut |b: &[u8]| {
+            core.extend_from_slice(b)
+        })
+        .unwrap();
+        let core: Value = serde_json::from_slice(&core).unwrap();
+        assert_eq!(core["content"], policy()["answers"]["elicitationAcceptContent"]);
+        assert_eq!(policy()["answers"]["elicitationAcceptContent"], json!({}));
     }
 }
