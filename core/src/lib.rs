@@ -68,6 +68,7 @@ mod engine;
 mod envelope;
 mod frame;
 mod handshake;
+mod hooks;
 pub mod json;
 mod launch;
 pub mod limits;
@@ -102,6 +103,7 @@ pub use handshake::{
     read_handshake_answer, write_connect_params, HandshakeError, HandshakeRequest, HandshakeStep, HANDSHAKE_CONNECT,
     HANDSHAKE_FALLBACK_CODE, HANDSHAKE_PING,
 };
+pub use hooks::{read_hook_call, HookCall, UnreadableHookCall, HOOK_DEFAULT_INPUT, HOOK_TYPES};
 pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
 pub use launch::{
     launch_items, read_announced_port, Launch, LaunchItem, LaunchSecret, LaunchTransport, AUTH_TOKEN_ENV, CLI_PATH_ENV,

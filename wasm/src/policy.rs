@@ -57,6 +57,10 @@
 //!   accept without content (or with `null`) answers with this content;
 //!   content that is not an object is a failed handler
 //!   (`copilot_core::write_elicitation_answer`).
+//! - `hooks` `{types, defaultInput}`: the hook types the CLI calls; a
+//!   `hooks.invoke` whose `input` is missing or null gives its hook
+//!   `defaultInput`, and its `sessionId` (else the session's) in the
+//!   invocation (`copilot_core::read_hook_call`).
 
 mod tests {
     /// The file `scripts/build-wasm` ships.
@@ -233,5 +237,13 @@ mod tests {
         let core: Value = serde_json::from_slice(&core).unwrap();
         assert_eq!(core["content"], policy()["answers"]["elicitationAcceptContent"]);
         assert_eq!(policy()["answers"]["elicitationAcceptContent"], json!({}));
+    }
+
+    #[test]
+    fn the_hooks_are_the_cores() {
+        let h = &policy()["hooks"];
+        assert_eq!(h["types"], json!(copilot_core::HOOK_TYPES));
+        let call = copilot_core::read_hook_call(br#"{"hookType":"notification"}"#).unwrap();
+        assert_eq!(h["defaultInput"], serde_json::from_slice::<Value>(call.input.as_bytes()).unwrap());
     }
 }
