@@ -75,6 +75,7 @@ pub mod limits;
 mod lock;
 mod obligations;
 mod open;
+mod options;
 mod pending;
 mod router;
 mod session;
@@ -114,6 +115,7 @@ pub use open::{
     write_follow_ups, write_open_params, Announce, FollowUp, OptionsNotAnObject, SessionIdTooLong, OPEN_ANNOUNCEMENTS,
     OPEN_FOLLOW_UPS,
 };
+pub use options::{open_option, OpenOption, OptionScope, OPEN_OPTIONS};
 pub use pending::{Drain as PendingDrain, PendingFull, PendingTable, RequestId};
 pub use router::{Route, Router, Stats, UNKNOWN_SESSION};
 pub use session::{
