@@ -10,8 +10,14 @@
 //! the sessions' lifecycle, so that every wait of the agent is answered
 //! exactly once, and what a client announces when it opens a session
 //! ([`write_open_params`]) and sends once it is open
-//! ([`write_follow_ups`]). The protocol's constants, defaults and
-//! capacities are in [`limits`], for every host.
+//! ([`write_follow_ups`]). The rest of the protocol's policy is here too,
+//! as data plus one function each, so that no host writes its own: the
+//! constants, defaults and capacities ([`limits`]), the handshake
+//! ([`read_handshake_answer`]), the session options ([`OPEN_OPTIONS`]),
+//! the `send_and_wait` rule ([`Turn`]), the hook call ([`read_hook_call`]),
+//! the elicitation answer ([`write_elicitation_answer`]), the generic
+//! handler kinds ([`HandlerKind::is_generic`]), the CLI's launch
+//! ([`launch_items`]) and the stop sequence ([`STOP_STEPS`]).
 //!
 //! It does not: read or write any socket or pipe, spawn threads, read a clock
 //! or allocate. It is `#![no_std]` without `alloc` and has no `unsafe`. (The
