@@ -95,7 +95,8 @@ mod tests {
         Ok(s)
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn an_accept_always_carries_an_object_and_the_others_none() {
         use ElicitationAction::{Accept, Cancel, Decline};
         assert_eq!(answer(Accept, Some(r#" {"a":1} "#)).unwrap(), r#"{"action":"accept","content":{"a":1}}"#);

@@ -80,7 +80,8 @@ pub fn read_hook_call(params: &[u8]) -> Result<HookCall<'_>, UnreadableHookCall>
 mod tests {
     use super::*;
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn a_call_names_its_hook_session_and_input() {
         let call = read_hook_call(br#"{"sessionId":"s","hookType":"preToolUse","input":{"toolName":"bash"}}"#).unwrap();
         assert_eq!((call.hook_type, call.known), (JsonStr::from_validated(b"preToolUse"), Some(0)));
@@ -88,7 +89,8 @@ mod tests {
         assert_eq!(call.input.as_bytes(), br#"{"toolName":"bash"}"#);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn a_missing_or_null_input_is_an_empty_object_and_an_unknown_type_is_not_known() {
         for params in [&br#"{"hookType":"notification"}"#[..], br#"{"hookType":"notification","input":null}"#] {
             let call = read_hook_call(params).unwrap();

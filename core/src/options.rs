@@ -108,7 +108,8 @@ pub fn open_option(name: &str) -> Option<&'static OpenOption> {
 mod tests {
     use super::*;
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn the_options_whose_wire_name_differs_are_these() {
         let renamed: heapless::Vec<(&str, &str), 8> =
             OPEN_OPTIONS.iter().filter_map(|o| o.wire.filter(|w| *w != o.name).map(|w| (o.name, w))).collect();
