@@ -9,7 +9,15 @@
 //! ([`ANSWERS`]), the open obligations, their deadlines and refusals, and
 //! the sessions' lifecycle, so that every wait of the agent is answered
 //! exactly once, and what a client announces when it opens a session
-//! ([`write_open_params`]).
+//! ([`write_open_params`]) and sends once it is open
+//! ([`write_follow_ups`]). The rest of the protocol's policy is here too,
+//! as data plus one function each, so that no host writes its own: the
+//! constants, defaults and capacities ([`limits`]), the handshake
+//! ([`read_handshake_answer`]), the session options ([`OPEN_OPTIONS`]),
+//! the `send_and_wait` rule ([`Turn`]), the hook call ([`read_hook_call`]),
+//! the elicitation answer ([`write_elicitation_answer`]), the generic
+//! handler kinds ([`HandlerKind::is_generic`]), the CLI's launch
+//! ([`launch_items`]) and the stop sequence ([`STOP_STEPS`]).
 //!
 //! It does not: read or write any socket or pipe, spawn threads, read a clock
 //! or allocate. It is `#![no_std]` without `alloc` and has no `unsafe`. (The
@@ -60,23 +68,32 @@
 extern crate alloc;
 
 mod answers;
+mod elicitation;
 mod encode;
 mod engine;
 mod envelope;
 mod frame;
+mod handshake;
+mod hooks;
 pub mod json;
+mod launch;
+pub mod limits;
 mod lock;
 mod obligations;
 mod open;
+mod options;
 mod pending;
 mod router;
 mod session;
 mod slots;
+mod stop;
+mod turn;
 
 pub use answers::{
-    row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, Trigger, ANSWERS, NOT_OBLIGATIONS,
-    TOOL_FAILED_TEXT,
+    generic_request_names, row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, Trigger,
+    ANSWERS, GENERIC_HANDLER_KINDS, NOT_OBLIGATIONS, TOOL_FAILED_TEXT, TYPED_HANDLER_KINDS,
 };
+pub use elicitation::{write_elicitation_answer, ContentNotAnObject, ElicitationAction, ELICITATION_ACCEPT_CONTENT};
 pub use encode::{frame_header, EncodeError, Outgoing, Payload, Ser, WriteError, MAX_FRAME_HEADER_LEN};
 pub use engine::{
     AnswerError, Cause, Engine, EngineConfig, EngineStats, Obligation, OpenError, Output, ANSWER_ID_PREFIX,
@@ -89,12 +106,27 @@ pub use envelope::{
 #[cfg(feature = "alloc")]
 pub use frame::GrowingBuffer;
 pub use frame::{FrameBuffer, FrameDecoder, FrameError, MAX_HEADER_LEN, MIN_FRAME_BUFFER};
+pub use handshake::{
+    read_handshake_answer, write_connect_params, HandshakeError, HandshakeRequest, HandshakeStep, HANDSHAKE_CONNECT,
+    HANDSHAKE_FALLBACK_CODE, HANDSHAKE_PING,
+};
+pub use hooks::{read_hook_call, HookCall, UnreadableHookCall, HOOK_DEFAULT_INPUT, HOOK_TYPES};
 pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
+pub use launch::{
+    launch_items, read_announced_port, Launch, LaunchItem, LaunchSecret, LaunchTransport, AUTH_TOKEN_ENV, CLI_PATH_ENV,
+    CONNECTION_TOKEN_ENV, DEFAULT_LOG_LEVEL, LAUNCH_OWN_PROCESS_GROUP, PORT_ANNOUNCEMENT,
+};
 pub use obligations::{ObligationId, MAX_KEPT_REQUEST_ID, MAX_KEPT_SESSION_ID};
-pub use open::{write_open_params, Announce, OptionsNotAnObject, OPEN_ANNOUNCEMENTS};
+pub use open::{
+    write_follow_ups, write_open_params, Announce, FollowUp, OptionsNotAnObject, SessionIdTooLong, OPEN_ANNOUNCEMENTS,
+    OPEN_FOLLOW_UPS,
+};
+pub use options::{open_option, OpenOption, OptionScope, OPEN_OPTIONS};
 pub use pending::{Drain as PendingDrain, PendingFull, PendingTable, RequestId};
 pub use router::{Route, Router, Stats, UNKNOWN_SESSION};
 pub use session::{
     Drain as SessionDrain, Iter as SessionIter, Lookup, ReserveError, ReserveErrorKind, SessionHandle, SessionState,
     SessionTable, StaleHandle, MAX_SESSION_ID_LEN,
 };
+pub use stop::{StopStep, STOP_STEPS};
+pub use turn::{turn_step, Turn, TurnStep, TURN_END_EVENT, TURN_ERROR_EVENT, TURN_REPLY_EVENT, TURN_REPLY_UNLESS};
