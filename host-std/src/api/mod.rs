@@ -1,0 +1,27 @@
+//! The api: what a user holds. The blocking [`Client`] and [`Session`],
+//! the async ones ([`asynch`]), the session options ([`SessionConfig`]) and
+//! the client's ([`ClientOptions`]). It puts the layers below together: a
+//! transport, a driver over it, delivery and answering for each session.
+
+#[cfg(feature = "async")]
+pub mod asynch;
+mod client;
+mod client_options;
+mod config;
+mod config_parts;
+mod config_wire;
+mod replies;
+mod session;
+
+pub use client::{Calls, Client};
+pub use client_options::{
+    ClientOptions, Transport, DEFAULT_HANDLER_THREADS, DEFAULT_HANDLER_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_SHUTDOWN_GRACE, PROTOCOL_VERSION,
+};
+pub use config::SessionConfig;
+pub use config_parts::{
+    CustomAgentConfig, DefaultAgentConfig, InfiniteSessionConfig, McpServerConfig, ProviderConfig, ProviderType,
+    ReasoningEffort, SectionAction, SectionOverride, SystemMessage,
+};
+pub use replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
+pub use session::{MessageOptions, Session, SessionCalls};
