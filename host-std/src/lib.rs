@@ -35,7 +35,8 @@
 //! - `delivery` (per-session queues, streams, callbacks, waiters) and
 //!   `answering` (the handler types, running them on the handler pool, the
 //!   core deciding the answer), side by side: neither imports the other.
-//! - `api`: [`Client`], [`Session`], [`asynch`], [`SessionConfig`], [`rpc`].
+//! - `api`: [`Client`], [`Session`], [`SessionConfig`]; and [`asynch`] and
+//!   [`rpc`], modules of the crate root for their public paths.
 //!
 //! Below them all: `error`, the handler pool (`pool`), and the typed
 //! events ([`events`], not visible to the driver).
@@ -61,6 +62,8 @@
 
 mod answering;
 mod api;
+#[cfg(feature = "async")]
+pub mod asynch;
 #[cfg(feature = "bridge")]
 pub mod bridge;
 mod delivery;
@@ -90,8 +93,6 @@ pub use answering::{
     SessionHooks, SessionStartInput, SessionStartOutput, UserPromptSubmittedInput, UserPromptSubmittedOutput,
     UserPromptTransformedInput, UserPromptTransformedOutput,
 };
-#[cfg(feature = "async")]
-pub use api::asynch;
 pub use api::{
     AuthStatus, Calls, Client, ClientOptions, Pong, ServerInfo, SessionMetadata, Status, Transport,
     DEFAULT_HANDLER_THREADS, DEFAULT_HANDLER_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SHUTDOWN_GRACE,

@@ -1,17 +1,16 @@
 //! The api: what a user holds. The blocking [`Client`] and [`Session`],
-//! the async ones ([`asynch`]), the session options ([`SessionConfig`]) and
+//! the async ones ([`asynch`](crate::asynch), a module of the crate root
+//! so that its path stays `copilot_host::asynch`), the session options ([`SessionConfig`]) and
 //! the client's ([`ClientOptions`]). It puts the layers below together: a
 //! transport, a driver over it, delivery and answering for each session.
 
-#[cfg(feature = "async")]
-pub mod asynch;
 mod client;
-mod client_options;
-mod config;
+pub(crate) mod client_options;
+pub(crate) mod config;
 mod config_parts;
 mod config_wire;
-mod replies;
-mod session;
+pub(crate) mod replies;
+pub(crate) mod session;
 
 pub use client::{Calls, Client};
 pub use client_options::{
