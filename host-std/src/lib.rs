@@ -19,6 +19,28 @@
 //! names with `async fn` calls and events as a `futures_core::Stream`, for
 //! any executor.
 //!
+//! # Layers
+//!
+//! The crate is drawn in layers whose imports go one way, down this list
+//! (`scripts/check-modules` checks it, and that no module needs one that
+//! needs it back):
+//!
+//! - `transport`: the CLI spawned over stdio or TCP, a server reached
+//!   over TCP, any byte streams; why a connection ended.
+//! - `driver`: one per connection, a reader, a writer and a timer around
+//!   the core's engine. It knows no user type: sessions are sinks of raw
+//!   event JSON, waits of the agent are jobs with a way back, and what it
+//!   must hand up (a client-wide request's wait, lifecycle notifications)
+//!   goes to a closure the layer above gives it.
+//! - `delivery` (per-session queues, streams, callbacks, waiters) and
+//!   `answering` (the handler types, running them on the handler pool, the
+//!   core deciding the answer), side by side: neither imports the other.
+//! - `api`: [`Client`], [`Session`], [`SessionConfig`]; and [`asynch`] and
+//!   [`rpc`], modules of the crate root for their public paths.
+//!
+//! Below them all: `error`, the handler pool (`pool`), and the typed
+//! events ([`events`], not visible to the driver).
+//!
 //! Every call to the CLI has a deadline ([`ClientOptions::request_timeout`],
 //! or the call's own), `destroy` and `stop` are bounded by
 //! [`ClientOptions::shutdown_grace`], and [`Client::closed`] says why a
@@ -38,59 +60,54 @@
 //! ```
 #![deny(unsafe_code)]
 
+mod answering;
+mod api;
 #[cfg(feature = "async")]
 pub mod asynch;
-mod cli;
-mod client;
-mod config;
-mod connection;
+mod delivery;
+mod driver;
 mod error;
 pub mod events;
 mod generated;
-mod handlers;
-mod hooks;
-mod inbox;
 mod pool;
-mod requests;
 pub mod rpc;
-mod session;
+mod transport;
 
 /// Starting a CLI process of one's own, as [`Client::start`] does, for a
 /// program that moves the CLI's bytes itself rather than through a
 /// [`Client`] (the `copilot-bridge` crate pipes them to a browser).
 pub mod launch {
-    pub use crate::cli::{CliProcess, Launch, AUTH_TOKEN_ENV};
+    pub use crate::transport::cli::{CliProcess, Launch, AUTH_TOKEN_ENV};
 }
 
-pub use cli::{default_install_dir, install_cli, native_binary, resolve_cli, CLI_PACKAGE, CLI_VERSION};
-pub use client::{
-    AuthStatus, Calls, Client, ClientOptions, Pong, ServerInfo, SessionMetadata, Status, Transport,
-    DEFAULT_HANDLER_THREADS, DEFAULT_HANDLER_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SHUTDOWN_GRACE,
-    PROTOCOL_VERSION,
-};
-pub use config::{
-    CustomAgentConfig, DefaultAgentConfig, InfiniteSessionConfig, McpServerConfig, ProviderConfig, ProviderType,
-    ReasoningEffort, SectionAction, SectionOverride, SessionConfig, SystemMessage,
-};
-pub use connection::CloseCause;
-pub use copilot_core as core;
-pub use error::{Error, Result};
-pub use events::{EventKind, LifecycleEvent, LifecycleKind, LifecycleMetadata, SessionEvent};
-pub use handlers::{
+pub use answering::{
     approve_all, deny_all, Command, ElicitationHandler, ElicitationResponse, ExitPlanModeHandler, ExitPlanModeRequest,
     ExitPlanModeResponse, McpOAuthHandler, OAuthToken, PermissionDecision, PermissionDecisionContext,
     PermissionHandler, PermissionRequest, ProviderTokenHandler, ProviderTokenRequest, SectionTransform,
     SessionHandlers, Tool, ToolInvocation, ToolResult, UserInputHandler, UserInputRequest, UserInputResponse,
     OFFERED_HANDLER_KINDS, TOOL_FAILED_TEXT,
 };
-pub use hooks::{
+pub use answering::{generic_request_names, IncomingRequest, RequestHandler, RequestHandlers};
+pub use answering::{
     AgentStopInput, AgentStopOutput, ErrorOccurredInput, ErrorOccurredOutput, HookInvocation, HookPermissionDecision,
     HookType, PostToolUseFailureInput, PostToolUseFailureOutput, PostToolUseInput, PostToolUseOutput,
     PreMcpToolCallInput, PreMcpToolCallOutput, PreToolUseInput, PreToolUseOutput, SessionEndInput, SessionEndOutput,
     SessionHooks, SessionStartInput, SessionStartOutput, UserPromptSubmittedInput, UserPromptSubmittedOutput,
     UserPromptTransformedInput, UserPromptTransformedOutput,
 };
-pub use requests::{generic_request_names, IncomingRequest, RequestHandler, RequestHandlers};
-pub use session::{
-    EventStream, MessageOptions, Session, SessionCalls, SessionStats, Subscription, MAX_KEPT_BYTES, MAX_KEPT_EVENTS,
+pub use api::{
+    AuthStatus, Calls, Client, ClientOptions, Pong, ServerInfo, SessionMetadata, Status, Transport,
+    DEFAULT_HANDLER_THREADS, DEFAULT_HANDLER_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SHUTDOWN_GRACE,
+    PROTOCOL_VERSION,
 };
+pub use api::{
+    CustomAgentConfig, DefaultAgentConfig, InfiniteSessionConfig, McpServerConfig, ProviderConfig, ProviderType,
+    ReasoningEffort, SectionAction, SectionOverride, SessionConfig, SystemMessage,
+};
+pub use api::{MessageOptions, Session, SessionCalls};
+pub use copilot_core as core;
+pub use delivery::{EventStream, SessionStats, Subscription, MAX_KEPT_BYTES, MAX_KEPT_EVENTS};
+pub use error::{Error, Result};
+pub use events::{EventKind, LifecycleEvent, LifecycleKind, LifecycleMetadata, SessionEvent};
+pub use transport::cli::{default_install_dir, install_cli, native_binary, resolve_cli, CLI_PACKAGE, CLI_VERSION};
+pub use transport::CloseCause;

@@ -256,7 +256,7 @@ mod calls {
         }
 
         fn start<P: Serialize, T>(
-            conn: &std::sync::Arc<crate::connection::Connection>,
+            conn: &std::sync::Arc<crate::driver::Connection>,
             method: &'static str,
             params: P,
             session_id: Option<&str>,

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use copilot_core::{HandlerKind, Trigger, ANSWERS};
 
-use crate::handlers::{OFFERED_HANDLER_KINDS, TYPED_KINDS};
+use super::kinds::{OFFERED_HANDLER_KINDS, TYPED_KINDS};
 #[cfg(feature = "rpc-types")]
 use serde::Deserialize as _;
 use serde_json::Value;

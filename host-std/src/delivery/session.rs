@@ -1,5 +1,5 @@
-//! Sessions: the per-session event queue, event streams and callbacks, and
-//! the blocking `Session` API.
+//! A session's delivery: its event queue, event streams, callbacks and
+//! waiters (the blocking `Session` API is `api/session.rs`).
 //!
 //! The reader thread appends an event's bytes to the session's queue
 //! (unbounded: it never blocks and never drops); after each read, outside
@@ -13,20 +13,16 @@
 //! handler pool.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use copilot_core::SessionHandle;
-use serde::Serialize;
-use serde_json::{json, Map, Value};
-
-use crate::connection::{Connection, Job, SessionSink};
+#[cfg(feature = "async")]
+use super::event_channel::EventTx;
+use super::inbox::{Batch, Inbox, InboxTx};
+use crate::driver::{Connection, Job, SessionSink};
 use crate::error::{Error, Result};
 use crate::events::{EventKind, SessionEvent};
-use crate::handlers::SessionHandlers;
-use crate::inbox::{Batch, Inbox, InboxTx};
 use crate::pool::Pool;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -76,7 +72,7 @@ const KEEP_QUEUE_BYTES: usize = 1 << 20;
 /// a session used only through `send_and_wait` keeps memory flat. Events
 /// past the bound are not kept for the late subscriber (they are still
 /// delivered to every subscriber present) and are counted in
-/// [`Session::stats`].
+/// [`Session::stats`](crate::Session::stats).
 pub const MAX_KEPT_EVENTS: usize = 1024;
 /// See [`MAX_KEPT_EVENTS`].
 pub const MAX_KEPT_BYTES: usize = 4 << 20;
@@ -87,7 +83,7 @@ pub(crate) enum Sink {
     /// the callbacks as `Waiter` is.
     #[cfg(feature = "async")]
     Async {
-        tx: crate::asynch::EventTx,
+        tx: EventTx,
         waiter: bool,
     },
     Callback(Arc<dyn Fn(&SessionEvent) + Send + Sync>),
@@ -132,7 +128,7 @@ struct Subscribers {
     closed: Option<String>,
 }
 
-/// A session's delivery counters ([`Session::stats`]).
+/// A session's delivery counters ([`Session::stats`](crate::Session::stats)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SessionStats {
@@ -146,6 +142,11 @@ pub struct SessionStats {
     pub unreadable: u64,
 }
 
+/// Answers a wait of the agent for the session named by the second
+/// argument (the session's handlers, run by the answering layer). Called on
+/// the handler pool.
+pub(crate) type Answerer = Arc<dyn Fn(Job, &str) + Send + Sync>;
+
 /// What the session table stores for a session: shared by the reader (which
 /// pushes events), the event pool and the `Session` handle.
 pub(crate) struct SessionInner {
@@ -153,7 +154,7 @@ pub(crate) struct SessionInner {
     id: OnceLock<String>,
     /// Shared with the streams, which parse their events themselves.
     unreadable: Arc<std::sync::atomic::AtomicU64>,
-    handlers: Arc<SessionHandlers>,
+    answer: Answerer,
     queue: Mutex<Queue>,
     subscribers: Mutex<Subscribers>,
     dispatchers: Arc<Pool>,
@@ -203,9 +204,9 @@ impl SessionSink for SessionInner {
     }
 
     fn obligation(&self, job: Job) {
-        let handlers = Arc::clone(&self.handlers);
+        let answer = Arc::clone(&self.answer);
         let session_id = self.name().unwrap_or_default();
-        self.workers.submit(move || crate::handlers::run(job, &handlers, &session_id));
+        self.workers.submit(move || answer(job, &session_id));
     }
 
     fn close(&self, reason: &str) {
@@ -217,12 +218,12 @@ impl SessionSink for SessionInner {
 
 impl SessionInner {
     /// A session of `conn`. `id` is `None` while the server has yet to name it.
-    pub(crate) fn new(id: Option<&str>, handlers: SessionHandlers, conn: &Connection) -> Arc<SessionInner> {
+    pub(crate) fn new(id: Option<&str>, answer: Answerer, conn: &Connection) -> Arc<SessionInner> {
         let inner = Arc::new_cyclic(|me| SessionInner {
             me: me.clone(),
             id: OnceLock::new(),
             unreadable: Arc::default(),
-            handlers: Arc::new(handlers),
+            answer,
             queue: Mutex::new(Queue::default()),
             subscribers: Mutex::new(Subscribers::default()),
             dispatchers: Arc::clone(&conn.dispatchers),
@@ -322,7 +323,7 @@ impl SessionInner {
         let mut callbacks: Vec<(Callback, Vec<Arc<SessionEvent>>)> = Vec::new();
         let mut waiters: Vec<mpsc::Sender<Arc<SessionEvent>>> = Vec::new();
         #[cfg(feature = "async")]
-        let mut async_waiters: Vec<crate::asynch::EventTx> = Vec::new();
+        let mut async_waiters: Vec<EventTx> = Vec::new();
         let (event, size) = match event {
             Some((e, size)) => (Some(e), size),
             None => (None, 0),
@@ -523,7 +524,7 @@ impl Turn {
 /// A blocking iterator over a session's events. It never drops an event and
 /// ends when the session is destroyed, dropped or disconnected.
 pub struct EventStream {
-    inbox: Arc<Inbox>,
+    pub(crate) inbox: Arc<Inbox>,
 }
 
 impl EventStream {
@@ -567,303 +568,5 @@ impl Drop for Subscription {
         if let Some(s) = self.session.upgrade() {
             s.unsubscribe(self.id);
         }
-    }
-}
-
-/// What to send: a prompt and optional attachments and mode.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct MessageOptions {
-    /// The prompt.
-    pub prompt: String,
-    /// Attachments: files, directories, editor selections, blobs, ...
-    /// ([`Attachment::file`](crate::rpc::Attachment::file) and friends).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub attachments: Vec<crate::rpc::Attachment>,
-    /// `enqueue` (the default) or `immediate`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
-}
-
-impl From<&str> for MessageOptions {
-    fn from(prompt: &str) -> Self {
-        MessageOptions { prompt: prompt.to_owned(), ..Self::default() }
-    }
-}
-
-impl From<String> for MessageOptions {
-    fn from(prompt: String) -> Self {
-        MessageOptions { prompt, ..Self::default() }
-    }
-}
-
-/// An open session. Methods block until the CLI answers.
-///
-/// Dropping it without [`destroy`](Self::destroy) detaches it: its events
-/// are no longer delivered here, and the CLI keeps the session (resume it
-/// later).
-pub struct Session {
-    pub(crate) inner: Arc<SessionInner>,
-    pub(crate) conn: Arc<Connection>,
-    pub(crate) handle: SessionHandle,
-    pub(crate) id: String,
-    workspace_path: Option<PathBuf>,
-    ended: AtomicBool,
-}
-
-impl std::fmt::Debug for Session {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session").field("id", &self.id).finish_non_exhaustive()
-    }
-}
-
-impl Session {
-    pub(crate) fn new(
-        inner: Arc<SessionInner>,
-        conn: Arc<Connection>,
-        handle: SessionHandle,
-        id: String,
-        result: &Value,
-    ) -> Self {
-        let workspace_path = result.get("workspacePath").and_then(Value::as_str).map(PathBuf::from);
-        Session { inner, conn, handle, id, workspace_path, ended: AtomicBool::new(false) }
-    }
-
-    /// The session id.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// Where the CLI keeps this session's state, if it said.
-    pub fn workspace_path(&self) -> Option<&std::path::Path> {
-        self.workspace_path.as_deref()
-    }
-
-    /// The calls of this session with their own `timeout` in place of
-    /// [`ClientOptions::request_timeout`](crate::ClientOptions::request_timeout):
-    /// `session.with_timeout(Duration::from_secs(2)).abort()`.
-    pub fn with_timeout(&self, timeout: Duration) -> SessionCalls<'_> {
-        SessionCalls { session: self, timeout: Some(timeout) }
-    }
-
-    fn calls(&self) -> SessionCalls<'_> {
-        SessionCalls { session: self, timeout: None }
-    }
-
-    /// Sends a prompt; returns the message id. Events of the turn follow.
-    pub fn send(&self, message: impl Into<MessageOptions>) -> Result<String> {
-        self.calls().send(message)
-    }
-
-    /// Sends a prompt and waits until the session is idle. Returns the last
-    /// `assistant.message` of the turn (`None` if there was none); a
-    /// `session.error` during the turn is returned as [`Error::Session`].
-    /// `timeout` covers the whole call, the send included: a CLI that does
-    /// not answer makes it return [`Error::Timeout`] by then. When it
-    /// returns, every handler of [`on`](Self::on) has run on the turn's
-    /// events.
-    pub fn send_and_wait(
-        &self,
-        message: impl Into<MessageOptions>,
-        timeout: Duration,
-    ) -> Result<Option<Arc<SessionEvent>>> {
-        let started = Instant::now();
-        let deadline = started + timeout;
-        // Subscribe before sending so nothing of the turn can be missed.
-        let (tx, rx) = mpsc::channel();
-        let id = self.inner.subscribe(Sink::Waiter(tx), false);
-        let _unsubscribe = Subscription { session: Arc::downgrade(&self.inner), id };
-        self.calls().send_until(message.into(), deadline)?;
-        let mut turn = Turn::default();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let event = match rx.recv_timeout(left) {
-                Ok(e) => e,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    return Err(Error::Timeout { what: "session.idle".into(), after: started.elapsed() })
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    let why = self.inner.end_reason().unwrap_or_else(|| "its delivery ended".into());
-                    return Err(Error::Disconnected(format!("the session ended before it was idle: {why}")));
-                }
-            };
-            if turn.see(&event) {
-                break;
-            }
-        }
-        turn.finish()
-    }
-
-    /// Runs a slash command declared with [`SessionConfig::command`] (or by
-    /// another client): `session.commands.execute`. Returns the error text
-    /// its handler reported, if any.
-    pub fn execute_command(&self, name: &str, args: &str) -> Result<Option<String>> {
-        self.calls().execute_command(name, args)
-    }
-
-    /// Calls a session method this crate does not wrap; `sessionId` is added
-    /// to `params`, which must be a JSON object (or null for none).
-    pub fn call_raw(&self, method: &str, params: Value) -> Result<Value> {
-        self.calls().call_raw(method, params)
-    }
-
-    /// Aborts the running turn (harmless when idle).
-    pub fn abort(&self) -> Result<()> {
-        self.calls().abort()
-    }
-
-    /// The session's persisted events (`session.getMessages`).
-    pub fn messages(&self) -> Result<Vec<SessionEvent>> {
-        self.calls().messages()
-    }
-
-    /// Delivery counters: events delivered, events not kept for a late
-    /// first subscriber (see [`MAX_KEPT_EVENTS`]), unreadable events.
-    pub fn stats(&self) -> SessionStats {
-        self.inner.stats()
-    }
-
-    /// A stream of this session's events. The first subscriber (stream or
-    /// handler) also receives every event that arrived before it.
-    pub fn events(&self) -> EventStream {
-        let inbox = self.inner.inbox();
-        self.inner.subscribe(Sink::Stream(InboxTx(Arc::clone(&inbox))), true);
-        EventStream { inbox }
-    }
-
-    /// Calls `handler` for every event, on the session's dispatcher thread.
-    /// The first subscriber also receives earlier events. A handler that
-    /// panics is reported and stays subscribed.
-    pub fn on(&self, handler: impl Fn(&SessionEvent) + Send + Sync + 'static) -> Subscription {
-        let id = self.inner.subscribe(Sink::Callback(Arc::new(handler)), true);
-        Subscription { session: Arc::downgrade(&self.inner), id }
-    }
-
-    /// Destroys the session in the CLI and ends its event stream. Waits
-    /// for the CLI's answer at most
-    /// [`ClientOptions::shutdown_grace`](crate::ClientOptions::shutdown_grace);
-    /// the session is released here whatever the CLI does.
-    pub fn destroy(self) -> Result<()> {
-        let grace = self.conn.deadlines.grace;
-        self.destroy_within(grace)
-    }
-
-    /// [`destroy`](Self::destroy), waiting for the CLI at most `grace`.
-    pub fn destroy_within(self, grace: Duration) -> Result<()> {
-        self.conn.close_session(self.handle);
-        let result = self.conn.request("session.destroy", &json!({ "sessionId": self.id }), Some(grace));
-        self.end("destroyed");
-        result.map(drop)
-    }
-
-    pub(crate) fn end(&self, reason: &str) {
-        if !self.ended.swap(true, Ordering::SeqCst) {
-            self.conn.release(self.handle);
-            self.inner.close(reason);
-        }
-    }
-}
-
-/// The calls of a [`Session`] with a timeout of their own
-/// ([`Session::with_timeout`]).
-#[derive(Debug, Clone, Copy)]
-pub struct SessionCalls<'a> {
-    session: &'a Session,
-    timeout: Option<Duration>,
-}
-
-impl SessionCalls<'_> {
-    fn deadline(&self) -> Instant {
-        Instant::now() + self.timeout.unwrap_or(self.session.conn.deadlines.request)
-    }
-
-    /// Sends a prompt; returns the message id.
-    pub fn send(&self, message: impl Into<MessageOptions>) -> Result<String> {
-        self.send_until(message.into(), self.deadline())
-    }
-
-    fn send_until(&self, message: MessageOptions, deadline: Instant) -> Result<String> {
-        let params = send_params(&self.session.id, message)?;
-        Ok(read_message_id(&self.call_until("session.send", &params, deadline)?))
-    }
-
-    /// See [`Session::execute_command`].
-    pub fn execute_command(&self, name: &str, args: &str) -> Result<Option<String>> {
-        let params = json!({ "sessionId": self.session.id, "commandName": name, "args": args });
-        Ok(read_command_error(&self.call("session.commands.execute", &params)?))
-    }
-
-    /// See [`Session::call_raw`].
-    pub fn call_raw(&self, method: &str, params: Value) -> Result<Value> {
-        self.call(method, &raw_params(&self.session.id, method, params)?)
-    }
-
-    /// See [`Session::abort`].
-    pub fn abort(&self) -> Result<()> {
-        self.call("session.abort", &json!({ "sessionId": self.session.id })).map(drop)
-    }
-
-    /// See [`Session::messages`].
-    pub fn messages(&self) -> Result<Vec<SessionEvent>> {
-        read_messages(&self.call("session.getMessages", &json!({ "sessionId": self.session.id }))?)
-    }
-
-    fn call<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<Value> {
-        self.call_until(method, params, self.deadline())
-    }
-
-    fn call_until<P: Serialize + ?Sized>(&self, method: &str, params: &P, deadline: Instant) -> Result<Value> {
-        let body = self.session.conn.request_until(method, params, deadline)?;
-        serde_json::from_slice(&body).map_err(|e| Error::Protocol(format!("unreadable {method} answer: {e}")))
-    }
-}
-
-/// The params of `session.send` (blocking and async).
-pub(crate) fn send_params(session_id: &str, message: MessageOptions) -> Result<Value> {
-    let mut params = serde_json::to_value(message).map_err(|e| Error::Protocol(e.to_string()))?;
-    params["sessionId"] = session_id.into();
-    Ok(params)
-}
-
-/// The message id of a `session.send` answer.
-pub(crate) fn read_message_id(result: &Value) -> String {
-    result.get("messageId").and_then(Value::as_str).unwrap_or_default().to_owned()
-}
-
-/// The error text of a `session.commands.execute` answer, if any.
-pub(crate) fn read_command_error(result: &Value) -> Option<String> {
-    result.get("error").and_then(Value::as_str).map(String::from)
-}
-
-/// The params of a raw session call: `params` (an object, or null for
-/// none) with `sessionId` added.
-pub(crate) fn raw_params(session_id: &str, method: &str, params: Value) -> Result<Map<String, Value>> {
-    let mut params = match params {
-        Value::Object(map) => map,
-        Value::Null => Map::new(),
-        other => {
-            return Err(Error::Config(format!(
-                "the params of {method} must be a JSON object (sessionId is added to it), not {other}"
-            )))
-        }
-    };
-    params.insert("sessionId".into(), session_id.into());
-    Ok(params)
-}
-
-/// The events of a `session.getMessages` answer.
-pub(crate) fn read_messages(result: &Value) -> Result<Vec<SessionEvent>> {
-    let events = result.get("events").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-    events
-        .iter()
-        .map(|e| {
-            let bytes = serde_json::to_vec(e).map_err(|e| Error::Protocol(e.to_string()))?;
-            SessionEvent::from_json(&bytes).map_err(|e| Error::Protocol(format!("unreadable event: {e}")))
-        })
-        .collect()
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        self.end("session handle dropped");
     }
 }

@@ -474,6 +474,18 @@ pub struct SessionHooks {
     by_type: HashMap<HookType, Arc<HookFn>>,
 }
 
+impl SessionHooks {
+    /// Runs the hook of `hook_type`; `None` if none is set.
+    pub(crate) fn call(
+        &self,
+        hook_type: HookType,
+        input: &Value,
+        invocation: &HookInvocation,
+    ) -> Option<Result<Option<Value>, HookFailure>> {
+        self.by_type.get(&hook_type).map(|hook| hook(input, invocation))
+    }
+}
+
 impl fmt::Debug for SessionHooks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut set: Vec<&str> = self.by_type.keys().map(|t| t.name()).collect();
@@ -569,54 +581,14 @@ impl SessionHooks {
     }
 }
 
-/// The `hooks.invoke` params.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct InvokeParams {
-    #[serde(default)]
-    session_id: Option<String>,
-    hook_type: String,
-    #[serde(default)]
-    input: Value,
-}
-
-/// What the hooks make of a `hooks.invoke`: the hook's output (the engine
-/// answers `{output}`), or why the engine's refusal goes.
-pub(crate) enum HookAnswer {
-    /// This output goes (`null`: none, the engine answers `{}`).
-    Answer(Value),
-    /// No hook of this type is set.
-    NoHook,
-    /// The call or the hook failed.
-    Failed(HookFailure),
-}
-
-/// Runs the hook `params` names. Unknown hook types and unset hooks have
-/// no hook; the engine answers them.
-pub(crate) fn invoke(hooks: &SessionHooks, params: &[u8], session_id: &str) -> HookAnswer {
-    let Ok(params) = serde_json::from_slice::<InvokeParams>(params) else {
-        return HookAnswer::Failed(HookFailure::Unreadable);
-    };
-    let Some(hook_type) = HookType::from_name(&params.hook_type) else { return HookAnswer::NoHook };
-    let Some(hook) = hooks.by_type.get(&hook_type) else { return HookAnswer::NoHook };
-    let invocation =
-        HookInvocation { session_id: params.session_id.unwrap_or_else(|| session_id.to_owned()), hook_type };
-    match hook(&params.input, &invocation) {
-        // The engine puts it under `output` (`{}` for none).
-        Ok(output) => HookAnswer::Answer(output.unwrap_or(Value::Null)),
-        Err(e) => HookAnswer::Failed(e),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn every_hook_type_of_the_schema_has_a_name_that_round_trips() {
         let schema: Value =
-            serde_json::from_str(include_str!("../../core/schemas/1.0.102/api.schema.json")).expect("schema");
+            serde_json::from_str(include_str!("../../../core/schemas/1.0.102/api.schema.json")).expect("schema");
         let names: Vec<&str> = schema["definitions"]["HookType"]["enum"]
             .as_array()
             .expect("HookType is an enum")
@@ -628,37 +600,5 @@ mod tests {
         for t in HookType::ALL {
             assert_eq!(HookType::from_name(t.name()), Some(t));
         }
-    }
-
-    #[test]
-    fn a_typed_hook_reads_its_input_and_writes_its_output() {
-        let hooks = SessionHooks::new().on_pre_tool_use(|input, inv| {
-            assert_eq!(inv.session_id, "s-1");
-            assert_eq!(inv.hook_type, HookType::PreToolUse);
-            (input.tool_name == "bash").then(|| PreToolUseOutput::deny(format!("no {}", input.tool_args["command"])))
-        });
-        let call = |tool: &str| {
-            let params = json!({"sessionId": "s-1", "hookType": "preToolUse",
-                "input": {"cwd": "/w", "timestamp": 1.0e12, "toolName": tool, "toolArgs": {"command": "ls"}, "new": 1}});
-            invoke(&hooks, params.to_string().as_bytes(), "s-0")
-        };
-        match call("bash") {
-            HookAnswer::Answer(v) => {
-                assert_eq!(v, json!({"permissionDecision": "deny", "permissionDecisionReason": "no \"ls\""}))
-            }
-            _ => panic!("answered"),
-        }
-        assert!(matches!(call("view"), HookAnswer::Answer(Value::Null)));
-    }
-
-    #[test]
-    fn unset_unknown_and_unreadable_hooks_leave_the_answer_to_the_engine() {
-        let hooks = SessionHooks::new().on_session_end(|_, _| None);
-        let run = |p: Value| invoke(&hooks, p.to_string().as_bytes(), "s");
-        assert!(matches!(run(json!({"hookType": "sessionStart", "input": {}})), HookAnswer::NoHook));
-        assert!(matches!(run(json!({"hookType": "someday", "input": {}})), HookAnswer::NoHook));
-        assert!(matches!(run(json!({"input": {}})), HookAnswer::Failed(HookFailure::Unreadable)));
-        let wrong = json!({"hookType": "sessionEnd", "input": {"reason": 3}});
-        assert!(matches!(run(wrong), HookAnswer::Failed(HookFailure::Unreadable)));
     }
 }

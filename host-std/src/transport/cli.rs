@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::connection::{CauseProbe, CloseCause};
+use super::close::{CauseProbe, CloseCause};
 use crate::error::{Error, Result};
 
 /// The CLI version this client is built and tested against.

@@ -4,277 +4,25 @@
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-use std::path::PathBuf;
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use copilot_core::Stats;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::cli::{self, CliProcess, Launch, AUTH_TOKEN_ENV, CONNECTION_TOKEN_ENV};
-use crate::config::SessionConfig;
-use crate::connection::{CloseCause, Connection, Deadlines, InFlight, ReplyTx, Waiter};
+use super::client_options::{ClientOptions, Transport, PROTOCOL_VERSION};
+use super::config::SessionConfig;
+use super::replies::{parse, read_delete, read_last_id, read_session_list};
+use super::replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
+use super::session::Session;
+use crate::answering::{run_client_wide, RequestHandlers};
+use crate::delivery::{lifecycle_sink, SessionInner};
+use crate::driver::{ClientWide, Connection, InFlight, ReplyTx, Waiter};
 use crate::error::{Error, Result};
 use crate::events::LifecycleEvent;
-use crate::requests::{RequestHandler, RequestHandlers};
-use crate::session::{Session, SessionInner};
-
-/// The protocol version this client speaks.
-pub const PROTOCOL_VERSION: u64 = 3;
-
-/// How a spawned CLI talks to us.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Transport {
-    /// Its stdin and stdout (`--stdio`).
-    #[default]
-    Stdio,
-    /// A TCP port on 127.0.0.1 (`--port N`; 0 lets it choose).
-    Tcp {
-        /// The port to ask for; 0 for any free port.
-        port: u16,
-    },
-}
-
-/// How long a call to the CLI may take unless told otherwise.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long a handler may take to answer a wait of the agent, unless
-/// [`ClientOptions::handler_timeout`] says otherwise.
-pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// Threads running handlers, unless [`ClientOptions::handler_threads`]
-/// says otherwise.
-pub const DEFAULT_HANDLER_THREADS: usize = 16;
-
-/// How long `Session::destroy` and `Client::stop` (in total) wait for a CLI
-/// that does not answer before they release everything and go on.
-pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
-
-/// How to start a CLI. Its `Debug` output shows no token and no
-/// environment value.
-#[derive(Clone)]
-pub struct ClientOptions {
-    /// The CLI to run. `None`: `COPILOT_CLI_PATH`, `PATH`, then
-    /// `./node_modules/.bin/copilot`.
-    pub cli_path: Option<PathBuf>,
-    /// Install the CLI with npm into [`install_dir`](Self::install_dir) if
-    /// it is not found.
-    pub install_if_missing: bool,
-    /// Where to install it; `None`: the user's cache folder.
-    pub install_dir: Option<PathBuf>,
-    /// Stdio or TCP.
-    pub transport: Transport,
-    /// The CLI's `--log-level`.
-    pub log_level: String,
-    /// A GitHub token for the CLI, passed in its environment (never argv),
-    /// and named to the CLI as a secret (`--secret-env-vars`), so that the
-    /// shell commands and MCP servers it starts do not receive it.
-    pub auth_token: Option<String>,
-    /// For TCP: a token the CLI requires of every connection
-    /// (`COPILOT_CONNECTION_TOKEN`); sent in `connect`. `None`: a random
-    /// one is generated, so no other local process can drive the CLI.
-    pub connection_token: Option<String>,
-    /// Extra arguments for the CLI (for example `--no-auto-login`).
-    pub extra_args: Vec<String>,
-    /// Extra environment for the CLI.
-    pub env: Vec<(OsString, OsString)>,
-    /// The CLI's working directory.
-    pub cwd: Option<PathBuf>,
-    /// How long the CLI may take to start and answer `connect`.
-    pub startup_timeout: Duration,
-    /// How long any call to the CLI may take (create, send, abort, ping,
-    /// the answers to the agent's requests, ...) unless the call is given
-    /// its own timeout ([`Client::with_timeout`], [`Session::with_timeout`],
-    /// `send_and_wait`'s).
-    ///
-    /// [`Session::with_timeout`]: crate::Session::with_timeout
-    pub request_timeout: Duration,
-    /// How long `Session::destroy` and [`Client::stop`] (in total, however
-    /// many sessions are open) wait for the CLI; then local state is
-    /// released and a CLI this client started is killed.
-    pub shutdown_grace: Duration,
-    /// How long a handler (permission, tool, user input, ...) may take to
-    /// answer a wait of the agent; then the agent gets the refusal the
-    /// handler's kind has without a handler, and a later answer is not sent.
-    pub handler_timeout: Duration,
-    /// Threads running handlers (a fixed pool, shared by every session):
-    /// this many handlers can block at once; later waits queue, and are
-    /// refused if [`handler_timeout`](Self::handler_timeout) passes first.
-    pub handler_threads: usize,
-    /// Handlers of client-wide requests: those that carry no session id
-    /// (`host.*`, `uiThread.run`, `installations.confirm`, ...). Set them
-    /// with [`on_request`](Self::on_request).
-    pub request_handlers: RequestHandlers,
-}
-
-impl ClientOptions {
-    /// Answers the client-wide request `method` with `handler` (see
-    /// [`RequestHandlers`]); a request that names a session goes to that
-    /// session's handlers instead
-    /// ([`SessionConfig::on_request`](crate::SessionConfig::on_request)).
-    pub fn on_request(mut self, method: impl Into<String>, handler: impl RequestHandler + 'static) -> Self {
-        self.request_handlers.insert(method, Arc::new(handler));
-        self
-    }
-
-    /// Answers the client-wide request `M` with typed params and result
-    /// (feature `rpc-types`).
-    #[cfg(feature = "rpc-types")]
-    pub fn on_rpc<M: crate::rpc::RpcMethod + 'static>(
-        self,
-        handler: impl Fn(M::Params) -> std::result::Result<M::Result, String> + Send + Sync + 'static,
-    ) -> Self
-    where
-        M::Params: serde::de::DeserializeOwned,
-        M::Result: serde::Serialize,
-    {
-        self.on_request(M::NAME, crate::requests::typed::<M>(handler))
-    }
-}
-
-/// Shown in place of a secret in `Debug` output.
-const REDACTED: &str = "<redacted>";
-
-impl std::fmt::Debug for ClientOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let secret = |t: &Option<String>| t.as_ref().map(|_| REDACTED);
-        let env: Vec<(&OsString, &str)> = self.env.iter().map(|(k, _)| (k, REDACTED)).collect();
-        f.debug_struct("ClientOptions")
-            .field("cli_path", &self.cli_path)
-            .field("install_if_missing", &self.install_if_missing)
-            .field("install_dir", &self.install_dir)
-            .field("transport", &self.transport)
-            .field("log_level", &self.log_level)
-            .field("auth_token", &secret(&self.auth_token))
-            .field("connection_token", &secret(&self.connection_token))
-            .field("extra_args", &self.extra_args)
-            .field("env", &env)
-            .field("cwd", &self.cwd)
-            .field("startup_timeout", &self.startup_timeout)
-            .field("request_timeout", &self.request_timeout)
-            .field("shutdown_grace", &self.shutdown_grace)
-            .field("handler_timeout", &self.handler_timeout)
-            .field("handler_threads", &self.handler_threads)
-            .field("request_handlers", &self.request_handlers)
-            .finish()
-    }
-}
-
-impl ClientOptions {
-    fn deadlines(&self) -> Deadlines {
-        Deadlines {
-            request: self.request_timeout,
-            grace: self.shutdown_grace,
-            handler: self.handler_timeout,
-            handler_threads: self.handler_threads.max(1),
-        }
-    }
-}
-
-impl Default for ClientOptions {
-    fn default() -> Self {
-        ClientOptions {
-            cli_path: None,
-            install_if_missing: false,
-            install_dir: None,
-            transport: Transport::Stdio,
-            log_level: "error".into(),
-            auth_token: None,
-            connection_token: None,
-            extra_args: Vec::new(),
-            env: Vec::new(),
-            cwd: None,
-            startup_timeout: Duration::from_secs(60),
-            request_timeout: DEFAULT_REQUEST_TIMEOUT,
-            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
-            handler_timeout: DEFAULT_HANDLER_TIMEOUT,
-            handler_threads: DEFAULT_HANDLER_THREADS,
-            request_handlers: RequestHandlers::default(),
-        }
-    }
-}
-
-/// The answer to `status.get`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[non_exhaustive]
-pub struct Status {
-    /// The CLI's version.
-    pub version: String,
-    /// The protocol version it speaks.
-    pub protocol_version: u64,
-}
-
-/// The answer to `ping`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[non_exhaustive]
-pub struct Pong {
-    /// The message sent, echoed.
-    #[serde(default)]
-    pub message: Option<String>,
-    /// When the server answered.
-    #[serde(default)]
-    pub timestamp: Option<Value>,
-    /// The protocol version, if the server says.
-    #[serde(default)]
-    pub protocol_version: Option<u64>,
-}
-
-/// One entry of `session.list`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[non_exhaustive]
-pub struct SessionMetadata {
-    /// The session id.
-    pub session_id: String,
-    /// When it started.
-    #[serde(default)]
-    pub start_time: Option<String>,
-    /// When it last changed.
-    #[serde(default)]
-    pub modified_time: Option<String>,
-    /// A summary, once the CLI has one.
-    #[serde(default)]
-    pub summary: Option<String>,
-    /// Whether it runs remotely.
-    #[serde(default)]
-    pub is_remote: bool,
-    /// Where it runs (cwd, repository, ...).
-    #[serde(default)]
-    pub context: Option<Value>,
-}
-
-/// The answer to `auth.getStatus`: whether the CLI has a Copilot login.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[non_exhaustive]
-pub struct AuthStatus {
-    /// Whether the CLI can call the model with the login it has.
-    pub is_authenticated: bool,
-    /// How it is authenticated (`user`, `env`, `gh-cli`, `token`, ...).
-    #[serde(default)]
-    pub auth_type: Option<String>,
-    /// The GitHub host.
-    #[serde(default)]
-    pub host: Option<String>,
-    /// The user's login name.
-    #[serde(default)]
-    pub login: Option<String>,
-    /// A message for a person.
-    #[serde(default)]
-    pub status_message: Option<String>,
-}
-
-/// What the handshake learned.
-#[derive(Debug, Clone)]
-pub struct ServerInfo {
-    /// The protocol version agreed.
-    pub protocol_version: u64,
-    /// The CLI's version, if it said.
-    pub version: Option<String>,
-}
+use crate::transport::cli::{self, CliProcess, Launch, AUTH_TOKEN_ENV, CONNECTION_TOKEN_ENV};
+use crate::transport::{tcp_halves, CloseCause};
 
 /// A connection to one Copilot CLI.
 pub struct Client {
@@ -359,7 +107,7 @@ impl Client {
             writer,
             options.deadlines(),
             Some(probe),
-            options.request_handlers.clone(),
+            client_wide(&options.request_handlers),
         )?;
         let mut client = Client {
             conn,
@@ -433,8 +181,14 @@ impl Client {
         options: &ClientOptions,
     ) -> Result<Client> {
         options.request_handlers.check()?;
-        let (conn, reader) =
-            Connection::start(label, reader, writer, options.deadlines(), None, options.request_handlers.clone())?;
+        let (conn, reader) = Connection::start(
+            label,
+            reader,
+            writer,
+            options.deadlines(),
+            None,
+            client_wide(&options.request_handlers),
+        )?;
         let mut client = Client {
             conn,
             reader: Mutex::new(Some(reader)),
@@ -589,7 +343,9 @@ impl Client {
 
     /// A receiver of every `session.lifecycle` notification from now on.
     pub fn lifecycle_events(&self) -> mpsc::Receiver<LifecycleEvent> {
-        self.conn.subscribe_lifecycle()
+        let (tx, rx) = mpsc::channel();
+        self.conn.subscribe_lifecycle_with(lifecycle_sink(move |e| tx.send(e.clone()).is_ok()));
+        rx
     }
 
     /// Stops cleanly, within [`ClientOptions::shutdown_grace`] in total
@@ -769,7 +525,7 @@ impl Calls<'_> {
             (None, false) => Some(config.session_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string())),
         };
         let params = config.to_params(id.as_deref(), resuming)?;
-        let inner = SessionInner::new(id.as_deref(), config.answerers(), conn);
+        let inner = SessionInner::new(id.as_deref(), config.answerer(), conn);
         let handle = conn.reserve(id.as_deref(), resuming, inner.clone())?;
         let (tx, rx) = mpsc::sync_channel(1);
         let waiter = Waiter::Open { handle, target: inner.clone(), reply: ReplyTx::Sync(tx) };
@@ -801,40 +557,8 @@ impl Drop for Client {
     }
 }
 
-fn tcp_halves(stream: &TcpStream) -> Result<(Box<dyn Read + Send>, Box<dyn Write + Send>)> {
-    // Answers are small and awaited by the agent: do not let Nagle hold them.
-    stream.set_nodelay(true)?;
-    Ok((Box::new(stream.try_clone()?), Box::new(stream.try_clone()?)))
-}
-
-pub(crate) fn parse<T: for<'de> Deserialize<'de>>(body: &[u8], method: &str) -> Result<T> {
-    serde_json::from_slice(body).map_err(|e| Error::Protocol(format!("unreadable {method} answer: {e}")))
-}
-
-/// The sessions of a `session.list` answer (blocking and async).
-pub(crate) fn read_session_list(body: &[u8]) -> Result<Vec<SessionMetadata>> {
-    #[derive(Deserialize)]
-    struct List {
-        sessions: Vec<SessionMetadata>,
-    }
-    Ok(parse::<List>(body, "session.list")?.sessions)
-}
-
-/// A `session.delete` answer: `{success: false, error}` is a failure.
-pub(crate) fn read_delete(body: &[u8]) -> Result<()> {
-    let v: Value = parse(body, "session.delete")?;
-    match v.get("success").and_then(Value::as_bool) {
-        Some(false) => Err(Error::Rpc {
-            code: 0,
-            message: v.get("error").and_then(Value::as_str).unwrap_or("session.delete failed").to_owned(),
-            data: None,
-        }),
-        _ => Ok(()),
-    }
-}
-
-/// The session id of a `session.getLastId` answer, if any.
-pub(crate) fn read_last_id(body: &[u8]) -> Result<Option<String>> {
-    let v: Value = parse(body, "session.getLastId")?;
-    Ok(v.get("sessionId").and_then(Value::as_str).map(String::from))
+/// The client's generic handlers answer the waits of client-wide requests.
+fn client_wide(requests: &RequestHandlers) -> ClientWide {
+    let requests = Arc::new(requests.clone());
+    Arc::new(move |job| run_client_wide(job, &requests))
 }

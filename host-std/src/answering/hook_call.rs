@@ -1,0 +1,85 @@
+//! A `hooks.invoke`: the session's hook of the type it names is called
+//! with its input.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::hooks::{HookFailure, HookInvocation, HookType, SessionHooks};
+
+/// The `hooks.invoke` params.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InvokeParams {
+    #[serde(default)]
+    session_id: Option<String>,
+    hook_type: String,
+    #[serde(default)]
+    input: Value,
+}
+
+/// What the hooks make of a `hooks.invoke`: the hook's output (the engine
+/// answers `{output}`), or why the engine's refusal goes.
+pub(crate) enum HookAnswer {
+    /// This output goes (`null`: none, the engine answers `{}`).
+    Answer(Value),
+    /// No hook of this type is set.
+    NoHook,
+    /// The call or the hook failed.
+    Failed(HookFailure),
+}
+
+/// Runs the hook `params` names. Unknown hook types and unset hooks have
+/// no hook; the engine answers them.
+pub(crate) fn invoke(hooks: &SessionHooks, params: &[u8], session_id: &str) -> HookAnswer {
+    let Ok(params) = serde_json::from_slice::<InvokeParams>(params) else {
+        return HookAnswer::Failed(HookFailure::Unreadable);
+    };
+    let Some(hook_type) = HookType::from_name(&params.hook_type) else { return HookAnswer::NoHook };
+    let invocation =
+        HookInvocation { session_id: params.session_id.unwrap_or_else(|| session_id.to_owned()), hook_type };
+    let Some(outcome) = hooks.call(hook_type, &params.input, &invocation) else { return HookAnswer::NoHook };
+    match outcome {
+        // The engine puts it under `output` (`{}` for none).
+        Ok(output) => HookAnswer::Answer(output.unwrap_or(Value::Null)),
+        Err(e) => HookAnswer::Failed(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::answering::hooks::PreToolUseOutput;
+    use serde_json::json;
+
+    #[test]
+    fn a_typed_hook_reads_its_input_and_writes_its_output() {
+        let hooks = SessionHooks::new().on_pre_tool_use(|input, inv| {
+            assert_eq!(inv.session_id, "s-1");
+            assert_eq!(inv.hook_type, HookType::PreToolUse);
+            (input.tool_name == "bash").then(|| PreToolUseOutput::deny(format!("no {}", input.tool_args["command"])))
+        });
+        let call = |tool: &str| {
+            let params = json!({"sessionId": "s-1", "hookType": "preToolUse",
+                "input": {"cwd": "/w", "timestamp": 1.0e12, "toolName": tool, "toolArgs": {"command": "ls"}, "new": 1}});
+            invoke(&hooks, params.to_string().as_bytes(), "s-0")
+        };
+        match call("bash") {
+            HookAnswer::Answer(v) => {
+                assert_eq!(v, json!({"permissionDecision": "deny", "permissionDecisionReason": "no \"ls\""}))
+            }
+            _ => panic!("answered"),
+        }
+        assert!(matches!(call("view"), HookAnswer::Answer(Value::Null)));
+    }
+
+    #[test]
+    fn unset_unknown_and_unreadable_hooks_leave_the_answer_to_the_engine() {
+        let hooks = SessionHooks::new().on_session_end(|_, _| None);
+        let run = |p: Value| invoke(&hooks, p.to_string().as_bytes(), "s");
+        assert!(matches!(run(json!({"hookType": "sessionStart", "input": {}})), HookAnswer::NoHook));
+        assert!(matches!(run(json!({"hookType": "someday", "input": {}})), HookAnswer::NoHook));
+        assert!(matches!(run(json!({"input": {}})), HookAnswer::Failed(HookFailure::Unreadable)));
+        let wrong = json!({"hookType": "sessionEnd", "input": {"reason": 3}});
+        assert!(matches!(run(wrong), HookAnswer::Failed(HookFailure::Unreadable)));
+    }
+}

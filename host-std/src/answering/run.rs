@@ -1,0 +1,314 @@
+//! Answering a wait of the agent: the user's handler is called on the
+//! handler pool, and the core decides what is sent from its outcome.
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use copilot_core::{Cause, HandlerKind};
+use serde_json::{json, Value};
+
+use super::handlers::{
+    ElicitationResponse, ExitPlanModeRequest, ProviderTokenRequest, SectionTransform, SessionHandlers, Tool,
+    ToolInvocation, ToolResult, UserInputRequest,
+};
+use super::hook_call::{invoke, HookAnswer};
+use super::hooks::HookFailure;
+use super::outcome::Outcome;
+use super::permission::PermissionRequest;
+use super::requests::{event_data, is_event, is_generic, IncomingRequest, RequestHandlers};
+use crate::driver::{Job, Replier};
+use crate::events::{EventKind, ExternalToolRequestedData, SessionEvent};
+use crate::pool::panic_text;
+
+/// Calls the user's handler for `job` and passes its answer on. Runs on the
+/// handler pool.
+pub(crate) fn run(job: Job, handlers: &SessionHandlers, session_id: &str) {
+    let Job { kind, name, data, reply } = job;
+    let outcome =
+        match reply.scope(|| catch_unwind(AssertUnwindSafe(|| decide(kind, name, &data, handlers, session_id)))) {
+            Ok(o) => o,
+            Err(panic) => Outcome::Fail(format!("the handler panicked: {}", panic_text(&*panic))),
+        };
+    send(&reply, name, outcome);
+}
+
+/// Calls the client's generic handler for a client-wide request (one that
+/// names no session) and passes its answer on. Runs on the handler pool.
+pub(crate) fn run_client_wide(job: Job, requests: &RequestHandlers) {
+    let Job { kind, name, data, reply } = job;
+    let outcome =
+        match reply.scope(|| catch_unwind(AssertUnwindSafe(|| generic(kind, name, &data, requests, None, false)))) {
+            Ok(o) => o,
+            Err(panic) => Outcome::Fail(format!("the handler panicked: {}", panic_text(&*panic))),
+        };
+    send(&reply, name, outcome);
+}
+
+/// Runs the generic handler of `name`, if the kind is generic and one is set.
+fn generic(
+    kind: HandlerKind,
+    name: &'static str,
+    data: &[u8],
+    requests: &RequestHandlers,
+    session_id: Option<&str>,
+    event: bool,
+) -> Outcome {
+    if !is_generic(kind) || requests.is_empty() {
+        return Outcome::Refuse(Cause::NoHandler);
+    }
+    let params = if event { event_data(data) } else { serde_json::from_slice(data).ok() };
+    let Some(params) = params else { return Outcome::Refuse(Cause::Unreadable) };
+    let request = IncomingRequest { name, session_id: session_id.map(str::to_owned), params };
+    match requests.handle(&request) {
+        None => Outcome::Refuse(Cause::NoHandler),
+        Some(Ok(v)) => Outcome::Answer(v),
+        Some(Err(e)) => Outcome::Fail(e),
+    }
+}
+
+fn send(reply: &Replier, name: &str, outcome: Outcome) {
+    match outcome {
+        Outcome::Answer(v) => reply.answer(&v, None),
+        Outcome::AnswerWith(v, siblings) => reply.answer(&v, Some(&siblings)),
+        Outcome::Decline => reply.decline(),
+        Outcome::Refuse(cause) => reply.refuse(cause),
+        Outcome::Fail(detail) => {
+            log::error!("the {name} handler failed ({detail}); the agent is told only that it failed");
+            reply.fail(&detail)
+        }
+    }
+}
+
+/// The typed data of a waiting event, or why it has none.
+fn event_kind(data: &[u8]) -> Result<EventKind, Outcome> {
+    match SessionEvent::from_json(data) {
+        Ok(e) => Ok(e.kind),
+        Err(_) => Err(Outcome::Refuse(Cause::Unreadable)),
+    }
+}
+
+fn decide(kind: HandlerKind, name: &'static str, data: &[u8], handlers: &SessionHandlers, session_id: &str) -> Outcome {
+    use Outcome::{Answer, Refuse};
+    let unreadable = Refuse(Cause::Unreadable);
+    match kind {
+        HandlerKind::Permission => {
+            let Some(h) = &handlers.permission else { return Refuse(Cause::NoHandler) };
+            let data = match event_kind(data) {
+                Ok(EventKind::PermissionRequested(d)) => d,
+                Ok(_) => return unreadable,
+                Err(o) => return o,
+            };
+            let request = PermissionRequest {
+                session_id: session_id.to_owned(),
+                kind: data.kind().unwrap_or_default().to_owned(),
+                tool_call_id: data.permission_request.get("toolCallId").and_then(Value::as_str).map(String::from),
+                data,
+            };
+            h.decide(&request).outcome()
+        }
+        HandlerKind::Tool => {
+            let data = match event_kind(data) {
+                Ok(EventKind::ExternalToolRequested(d)) => d,
+                Ok(_) => return unreadable,
+                Err(o) => return o,
+            };
+            match handlers.tools.iter().find(|t| t.name == data.tool_name) {
+                Some(tool) => run_tool(tool, session_id, &data).outcome(),
+                None => Refuse(Cause::NoHandler),
+            }
+        }
+        HandlerKind::Elicitation => {
+            let Some(h) = &handlers.elicitation else { return Refuse(Cause::NoHandler) };
+            let data = match event_kind(data) {
+                Ok(EventKind::ElicitationRequested(d)) => d,
+                Ok(_) => return unreadable,
+                Err(o) => return o,
+            };
+            Answer(match h.answer(&data) {
+                ElicitationResponse::Accept(content) => json!({ "action": "accept", "content": content }),
+                ElicitationResponse::Decline => json!({ "action": "decline" }),
+                ElicitationResponse::Cancel => json!({ "action": "cancel" }),
+            })
+        }
+        HandlerKind::McpOAuth => {
+            let Some(h) = &handlers.mcp_oauth else { return Refuse(Cause::NoHandler) };
+            let data = match event_kind(data) {
+                Ok(EventKind::McpOauthRequired(d)) => d,
+                Ok(_) => return unreadable,
+                Err(o) => return o,
+            };
+            Answer(match h.token(&data) {
+                Some(t) => {
+                    let mut r = json!({ "kind": "token", "accessToken": t.access_token });
+                    if let Some(tt) = t.token_type {
+                        r["tokenType"] = tt.into();
+                    }
+                    if let Some(e) = t.expires_in {
+                        r["expiresIn"] = e.into();
+                    }
+                    r
+                }
+                None => json!({ "kind": "cancelled" }),
+            })
+        }
+        HandlerKind::Command => {
+            let data = match event_kind(data) {
+                Ok(EventKind::CommandExecute(d)) => d,
+                Ok(_) => return unreadable,
+                Err(o) => return o,
+            };
+            match handlers.commands.iter().find(|c| c.name == data.command_name) {
+                Some(c) => match (c.handler)(&data) {
+                    Ok(()) => Answer(Value::Null),
+                    Err(e) => Answer(Value::String(e)),
+                },
+                None => Refuse(Cause::NoHandler),
+            }
+        }
+        HandlerKind::UserInput => {
+            let Some(h) = &handlers.user_input else { return Refuse(Cause::NoHandler) };
+            let Ok(request) = serde_json::from_slice::<UserInputRequest>(data) else { return unreadable };
+            match h.answer(&request) {
+                Some(r) => Answer(json!({ "answer": r.answer, "wasFreeform": r.was_freeform })),
+                None => Refuse(Cause::NoHandler),
+            }
+        }
+        HandlerKind::ExitPlanMode => {
+            let Some(h) = &handlers.exit_plan_mode else { return Refuse(Cause::NoHandler) };
+            let Ok(request) = serde_json::from_slice::<ExitPlanModeRequest>(data) else { return unreadable };
+            let r = h.answer(&request);
+            let mut v = json!({ "approved": r.approved });
+            if let Some(a) = r.selected_action {
+                v["selectedAction"] = a.into();
+            }
+            if let Some(f) = r.feedback {
+                v["feedback"] = f.into();
+            }
+            Answer(v)
+        }
+        HandlerKind::SystemMessageTransform => {
+            if handlers.transforms.is_empty() {
+                return Refuse(Cause::NoHandler);
+            }
+            let Ok(request) = serde_json::from_slice::<TransformRequest>(data) else { return unreadable };
+            Answer(json!({ "sections": transform_sections(&request.sections, &handlers.transforms) }))
+        }
+        HandlerKind::ProviderToken => {
+            let Some(h) = &handlers.provider_token else { return Refuse(Cause::NoHandler) };
+            let Ok(request) = serde_json::from_slice::<ProviderTokenRequest>(data) else { return unreadable };
+            // One callback: the session's single provider, named `default`.
+            if request.provider_name != "default" {
+                return Refuse(Cause::NoHandler);
+            }
+            match h.token(&request) {
+                Some(token) => Answer(json!({ "token": token })),
+                None => Refuse(Cause::HandlerFailed),
+            }
+        }
+        HandlerKind::Hooks => match invoke(&handlers.hooks, data, session_id) {
+            HookAnswer::Answer(v) => Answer(v),
+            HookAnswer::NoHook => Refuse(Cause::NoHandler),
+            HookAnswer::Failed(HookFailure::Unreadable) => unreadable,
+            HookAnswer::Failed(HookFailure::Unwritable) => Refuse(Cause::HandlerFailed),
+        },
+        // The other kinds: a generic handler by name, or the engine's refusal.
+        _ => {
+            let event = is_event(name);
+            generic(kind, name, data, &handlers.requests, Some(session_id), event)
+        }
+    }
+}
+
+/// `systemMessage.transform` params.
+#[derive(serde::Deserialize)]
+struct TransformRequest {
+    sections: BTreeMap<String, SectionText>,
+}
+
+#[derive(serde::Deserialize, serde::Serialize)]
+struct SectionText {
+    content: String,
+}
+
+/// Every section, rewritten by its transform if it has one; a section
+/// without one, or whose transform panics, keeps its text.
+fn transform_sections(
+    sections: &BTreeMap<String, SectionText>,
+    transforms: &BTreeMap<String, Arc<dyn SectionTransform>>,
+) -> BTreeMap<String, SectionText> {
+    sections
+        .iter()
+        .map(|(id, s)| {
+            let content = match transforms.get(id) {
+                Some(t) => catch_unwind(AssertUnwindSafe(|| t.transform(&s.content))).unwrap_or_else(|_| {
+                    log::error!("the transform of system prompt section {id} panicked; the section is kept");
+                    s.content.clone()
+                }),
+                None => s.content.clone(),
+            };
+            (id.clone(), SectionText { content })
+        })
+        .collect()
+}
+
+fn run_tool(tool: &Tool, session_id: &str, data: &ExternalToolRequestedData) -> ToolResult {
+    let call = ToolInvocation {
+        session_id: session_id.to_owned(),
+        tool_call_id: data.tool_call_id.clone(),
+        tool_name: data.tool_name.clone(),
+        arguments: data.arguments.clone().unwrap_or(Value::Null),
+        working_directory: data.working_directory.clone(),
+    };
+    // A tool that panics fails as a tool that returns an error does (the
+    // panic is caught around the whole decision).
+    (tool.handler)(&call)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::answering::OFFERED_HANDLER_KINDS;
+    use crate::answering::{approve_all, generic_request_names, Command, ExitPlanModeResponse, HookType, SessionHooks};
+    use crate::events::{CommandExecuteData, ElicitationRequestedData, McpOauthRequiredData};
+
+    /// A session with a handler of every type this client has.
+    fn every_handler() -> SessionHandlers {
+        let mut h = SessionHandlers {
+            permission: Some(approve_all()),
+            tools: vec![Tool::new("t", "", json!({}), |_: &ToolInvocation| "ok")],
+            user_input: Some(Arc::new(|_: &UserInputRequest| None)),
+            elicitation: Some(Arc::new(|_: &ElicitationRequestedData| ElicitationResponse::Cancel)),
+            mcp_oauth: Some(Arc::new(|_: &McpOauthRequiredData| None)),
+            exit_plan_mode: Some(Arc::new(|_: &ExitPlanModeRequest| ExitPlanModeResponse {
+                approved: false,
+                selected_action: None,
+                feedback: None,
+            })),
+            commands: vec![Command::new("c", "", |_: &CommandExecuteData| Ok(()))],
+            ..SessionHandlers::default()
+        };
+        h.transforms.insert("identity".into(), Arc::new(|s: &str| s.to_owned()));
+        h.provider_token = Some(Arc::new(|_: &ProviderTokenRequest| None));
+        h.hooks = SessionHooks::new().on_hook(HookType::PreToolUse, |_, _| None);
+        for name in generic_request_names() {
+            h.requests.insert(name, Arc::new(|_: &IncomingRequest| Ok(json!({}))));
+        }
+        h
+    }
+
+    #[test]
+    fn the_offered_kinds_are_the_kinds_a_handler_is_called_for() {
+        let all = every_handler();
+        for row in copilot_core::ANSWERS {
+            let kind = row.handler;
+            let (copilot_core::Trigger::Event(name) | copilot_core::Trigger::Request(name)) = row.trigger;
+            // Data no handler can read: a kind with a handler says so; a
+            // kind without one is refused for that.
+            let no_handler = matches!(decide(kind, name, b"{}", &all, "s"), Outcome::Refuse(Cause::NoHandler));
+            assert_eq!(no_handler, !OFFERED_HANDLER_KINDS.contains(&kind), "{}", kind.name());
+            let bare = decide(kind, name, b"{}", &SessionHandlers::default(), "s");
+            assert!(matches!(bare, Outcome::Refuse(Cause::NoHandler | Cause::Unreadable)), "{}", kind.name());
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! How a client starts: the transport, deadlines, handler threads and the
+//! CLI's launch options ([`ClientOptions`]).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::answering::{RequestHandler, RequestHandlers};
+use crate::driver::Deadlines;
+
+/// The protocol version this client speaks.
+pub const PROTOCOL_VERSION: u64 = 3;
+
+/// How a spawned CLI talks to us.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Transport {
+    /// Its stdin and stdout (`--stdio`).
+    #[default]
+    Stdio,
+    /// A TCP port on 127.0.0.1 (`--port N`; 0 lets it choose).
+    Tcp {
+        /// The port to ask for; 0 for any free port.
+        port: u16,
+    },
+}
+
+/// How long a call to the CLI may take unless told otherwise.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a handler may take to answer a wait of the agent, unless
+/// [`ClientOptions::handler_timeout`] says otherwise.
+pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Threads running handlers, unless [`ClientOptions::handler_threads`]
+/// says otherwise.
+pub const DEFAULT_HANDLER_THREADS: usize = 16;
+
+/// How long `Session::destroy` and `Client::stop` (in total) wait for a CLI
+/// that does not answer before they release everything and go on.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+
+/// How to start a CLI. Its `Debug` output shows no token and no
+/// environment value.
+#[derive(Clone)]
+pub struct ClientOptions {
+    /// The CLI to run. `None`: `COPILOT_CLI_PATH`, `PATH`, then
+    /// `./node_modules/.bin/copilot`.
+    pub cli_path: Option<PathBuf>,
+    /// Install the CLI with npm into [`install_dir`](Self::install_dir) if
+    /// it is not found.
+    pub install_if_missing: bool,
+    /// Where to install it; `None`: the user's cache folder.
+    pub install_dir: Option<PathBuf>,
+    /// Stdio or TCP.
+    pub transport: Transport,
+    /// The CLI's `--log-level`.
+    pub log_level: String,
+    /// A GitHub token for the CLI, passed in its environment (never argv),
+    /// and named to the CLI as a secret (`--secret-env-vars`), so that the
+    /// shell commands and MCP servers it starts do not receive it.
+    pub auth_token: Option<String>,
+    /// For TCP: a token the CLI requires of every connection
+    /// (`COPILOT_CONNECTION_TOKEN`); sent in `connect`. `None`: a random
+    /// one is generated, so no other local process can drive the CLI.
+    pub connection_token: Option<String>,
+    /// Extra arguments for the CLI (for example `--no-auto-login`).
+    pub extra_args: Vec<String>,
+    /// Extra environment for the CLI.
+    pub env: Vec<(OsString, OsString)>,
+    /// The CLI's working directory.
+    pub cwd: Option<PathBuf>,
+    /// How long the CLI may take to start and answer `connect`.
+    pub startup_timeout: Duration,
+    /// How long any call to the CLI may take (create, send, abort, ping,
+    /// the answers to the agent's requests, ...) unless the call is given
+    /// its own timeout ([`Client::with_timeout`](crate::Client::with_timeout), [`Session::with_timeout`],
+    /// `send_and_wait`'s).
+    ///
+    /// [`Session::with_timeout`]: crate::Session::with_timeout
+    pub request_timeout: Duration,
+    /// How long `Session::destroy` and [`Client::stop`](crate::Client::stop) (in total, however
+    /// many sessions are open) wait for the CLI; then local state is
+    /// released and a CLI this client started is killed.
+    pub shutdown_grace: Duration,
+    /// How long a handler (permission, tool, user input, ...) may take to
+    /// answer a wait of the agent; then the agent gets the refusal the
+    /// handler's kind has without a handler, and a later answer is not sent.
+    pub handler_timeout: Duration,
+    /// Threads running handlers (a fixed pool, shared by every session):
+    /// this many handlers can block at once; later waits queue, and are
+    /// refused if [`handler_timeout`](Self::handler_timeout) passes first.
+    pub handler_threads: usize,
+    /// Handlers of client-wide requests: those that carry no session id
+    /// (`host.*`, `uiThread.run`, `installations.confirm`, ...). Set them
+    /// with [`on_request`](Self::on_request).
+    pub request_handlers: RequestHandlers,
+}
+
+impl ClientOptions {
+    /// Answers the client-wide request `method` with `handler` (see
+    /// [`RequestHandlers`]); a request that names a session goes to that
+    /// session's handlers instead
+    /// ([`SessionConfig::on_request`](crate::SessionConfig::on_request)).
+    pub fn on_request(mut self, method: impl Into<String>, handler: impl RequestHandler + 'static) -> Self {
+        self.request_handlers.insert(method, Arc::new(handler));
+        self
+    }
+
+    /// Answers the client-wide request `M` with typed params and result
+    /// (feature `rpc-types`).
+    #[cfg(feature = "rpc-types")]
+    pub fn on_rpc<M: crate::rpc::RpcMethod + 'static>(
+        self,
+        handler: impl Fn(M::Params) -> std::result::Result<M::Result, String> + Send + Sync + 'static,
+    ) -> Self
+    where
+        M::Params: serde::de::DeserializeOwned,
+        M::Result: serde::Serialize,
+    {
+        self.on_request(M::NAME, crate::answering::typed::<M>(handler))
+    }
+}
+
+/// Shown in place of a secret in `Debug` output.
+const REDACTED: &str = "<redacted>";
+
+impl std::fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secret = |t: &Option<String>| t.as_ref().map(|_| REDACTED);
+        let env: Vec<(&OsString, &str)> = self.env.iter().map(|(k, _)| (k, REDACTED)).collect();
+        f.debug_struct("ClientOptions")
+            .field("cli_path", &self.cli_path)
+            .field("install_if_missing", &self.install_if_missing)
+            .field("install_dir", &self.install_dir)
+            .field("transport", &self.transport)
+            .field("log_level", &self.log_level)
+            .field("auth_token", &secret(&self.auth_token))
+            .field("connection_token", &secret(&self.connection_token))
+            .field("extra_args", &self.extra_args)
+            .field("env", &env)
+            .field("cwd", &self.cwd)
+            .field("startup_timeout", &self.startup_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .field("handler_timeout", &self.handler_timeout)
+            .field("handler_threads", &self.handler_threads)
+            .field("request_handlers", &self.request_handlers)
+            .finish()
+    }
+}
+
+impl ClientOptions {
+    pub(crate) fn deadlines(&self) -> Deadlines {
+        Deadlines {
+            request: self.request_timeout,
+            grace: self.shutdown_grace,
+            handler: self.handler_timeout,
+            handler_threads: self.handler_threads.max(1),
+        }
+    }
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            cli_path: None,
+            install_if_missing: false,
+            install_dir: None,
+            transport: Transport::Stdio,
+            log_level: "error".into(),
+            auth_token: None,
+            connection_token: None,
+            extra_args: Vec::new(),
+            env: Vec::new(),
+            cwd: None,
+            startup_timeout: Duration::from_secs(60),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            handler_timeout: DEFAULT_HANDLER_TIMEOUT,
+            handler_threads: DEFAULT_HANDLER_THREADS,
+            request_handlers: RequestHandlers::default(),
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! The way back for a wait of the agent: a handler's answer, or the reason
+//! there is none, handed to the engine, which decides what is sent.
+
+#[cfg(feature = "async")]
+use std::sync::Arc;
+#[cfg(feature = "async")]
+use std::time::Duration;
+
+#[cfg(feature = "async")]
+use copilot_core::ObligationId;
+use copilot_core::{AnswerError, Cause};
+
+#[cfg(feature = "async")]
+use super::connection::{lock, Connection};
+use super::connection::{sink, Replier};
+
+impl Replier {
+    /// Passes on the handler's answer (JSON; `null` leaves the answer's key
+    /// out), with `siblings` (an object's members) beside it.
+    pub(crate) fn answer(&self, payload: &serde_json::Value, siblings: Option<&serde_json::Value>) {
+        let siblings = siblings.map_or(Ok(Vec::new()), serde_json::to_vec);
+        match serde_json::to_vec(payload).and_then(|p| Ok((p, siblings?))) {
+            Ok((bytes, siblings)) => {
+                self.conn.with_engine(|e, _, wire| match e.answer_with(self.id, &bytes, &siblings, &mut sink(wire)) {
+                    Ok(()) => {}
+                    Err(AnswerError::Stale) => log::debug!("an answer came after its wait was answered; not sent"),
+                    Err(e) => log::warn!("{e}"),
+                })
+            }
+            Err(e) => {
+                log::warn!("cannot serialize a handler's answer: {e}; the refusal goes");
+                self.refuse(Cause::HandlerFailed);
+            }
+        }
+    }
+
+    /// Nothing goes: the handler left the wait to another client of the
+    /// session (a wait only this client can answer gets its refusal).
+    pub(crate) fn decline(&self) {
+        self.conn.with_engine(|e, _, wire| match e.decline(self.id, &mut sink(wire)) {
+            Ok(()) | Err(AnswerError::Stale) => {}
+            Err(e) => log::warn!("{e}"),
+        });
+    }
+
+    /// The handler failed with the text `detail`: the engine's failure
+    /// answer goes (a tool's generic failure, else the refusal).
+    pub(crate) fn fail(&self, detail: &str) {
+        self.conn.with_engine(|e, _, wire| {
+            let _ = e.fail(self.id, detail, &mut sink(wire));
+        });
+    }
+
+    /// The engine's refusal goes in place of an answer.
+    pub(crate) fn refuse(&self, cause: Cause) {
+        self.conn.with_engine(|e, _, wire| {
+            let _ = e.refuse(self.id, cause, &mut sink(wire));
+        });
+    }
+
+    /// Runs `f` (the user's handler) with this wait as the one the thread
+    /// answers, which an async handler reads ([`Answering::current`]) to
+    /// drop its future once the engine has refused the wait.
+    pub(crate) fn scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        #[cfg(feature = "async")]
+        {
+            struct Reset(Option<Answering>);
+            impl Drop for Reset {
+                fn drop(&mut self) {
+                    ANSWERING.with(|a| *a.borrow_mut() = self.0.take());
+                }
+            }
+            let wait = Answering { conn: Arc::downgrade(&self.conn), id: self.id };
+            let _reset = Reset(ANSWERING.with(|a| a.borrow_mut().replace(wait)));
+            f()
+        }
+        #[cfg(not(feature = "async"))]
+        f()
+    }
+}
+
+#[cfg(feature = "async")]
+thread_local! {
+    /// The wait of the agent the handler running on this thread answers.
+    static ANSWERING: std::cell::RefCell<Option<Answering>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The wait of the agent a handler pool thread is answering.
+#[cfg(feature = "async")]
+pub(crate) struct Answering {
+    conn: std::sync::Weak<Connection>,
+    id: ObligationId,
+}
+
+#[cfg(feature = "async")]
+impl Answering {
+    /// The wait the handler running on this thread answers, if any.
+    pub(crate) fn current() -> Option<Answering> {
+        ANSWERING.with(|a| a.borrow().as_ref().map(|w| Answering { conn: w.conn.clone(), id: w.id }))
+    }
+
+    /// How long the engine gives a handler; its deadline for this wait is
+    /// at most this long from now.
+    pub(crate) fn timeout(&self) -> Option<Duration> {
+        self.conn.upgrade().map(|c| c.deadlines.handler)
+    }
+
+    /// Whether the engine still waits for this handler's answer (it has
+    /// not refused the wait: its deadline, or its session or connection
+    /// ended).
+    pub(crate) fn is_open(&self) -> bool {
+        self.conn.upgrade().is_some_and(|c| lock(&c.engine).is_open(self.id))
+    }
+}

@@ -1,0 +1,481 @@
+//! One connection to a Copilot CLI: the engine under its lock, its clock,
+//! the sessions' table and the end of the connection. The reader
+//! (`reader.rs`), the request path (`calls.rs`), the timer (`timer.rs`) and
+//! the writer (`outbox.rs`) are its other parts.
+//!
+//! It knows no user type: it delivers through [`SessionSink`], hands each
+//! wait of the agent on as a [`Job`], and a client-wide request's wait to
+//! the [`ClientWide`] the layer above gives it.
+
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::task::Waker;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use copilot_core::{
+    Engine, EngineConfig, EngineStats, HandlerKind, ObligationId, Output, ReserveErrorKind, SessionHandle,
+    SessionState, Stats,
+};
+
+#[cfg(feature = "async")]
+use super::completion::Completion;
+use super::outbox::Outbox;
+use crate::error::{Error, Result};
+use crate::pool::Pool;
+use crate::transport::{CauseProbe, CloseCause};
+
+/// Sessions one client can have open at once.
+pub(crate) const MAX_SESSIONS: usize = 16_384;
+/// Requests one client can have in flight at once.
+pub(crate) const MAX_PENDING: usize = 1024;
+/// Waits of the agent open at once, at most; past it the engine refuses
+/// a new one at once (it is answered, never dropped).
+pub(crate) const MAX_OBLIGATIONS: usize = 4096;
+/// Frames held for a create whose id the server assigns, at most.
+const MAX_PARKED: usize = 10_000;
+/// Bytes of the frames held for such a create, at most (reserved, but
+/// touched only as frames are parked).
+const PARK_BYTES: usize = 8 << 20;
+/// Threads delivering sessions' events.
+const DISPATCHERS: usize = 4;
+
+/// How long calls may take: every call to the CLI has a deadline.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadlines {
+    /// Any call, unless the caller gives its own.
+    pub(crate) request: Duration,
+    /// `session.destroy` and `Client::stop` (in total).
+    pub(crate) grace: Duration,
+    /// A handler's answer to a wait of the agent; then the engine refuses.
+    pub(crate) handler: Duration,
+    /// Threads running handlers.
+    pub(crate) handler_threads: usize,
+}
+
+/// What the engine routes a session's frames to: the reader delivers
+/// through this, and knows nothing else of sessions.
+pub(crate) trait SessionSink: Send + Sync {
+    /// The session's id, once known.
+    fn id(&self) -> Option<String>;
+    /// The server named the session (a create whose id it assigns).
+    fn named(&self, id: &str);
+    /// Queues an event's JSON; never blocks. Delivery starts at the next
+    /// [`flush`](Self::flush).
+    fn push_event(&self, event: &[u8]);
+    /// Delivers what [`push_event`](Self::push_event) queued, or has it
+    /// delivered; never blocks. The reader calls it once per read, after
+    /// releasing the engine's lock.
+    fn flush(&self);
+    /// Runs the user's handler for `job` (on the handler pool), which then
+    /// answers through `job.reply`; never blocks.
+    fn obligation(&self, job: Job);
+    /// Ends delivery: streams end after the events already queued.
+    fn close(&self, reason: &str);
+}
+
+/// A session as the engine keeps it.
+pub(crate) type Target = Arc<dyn SessionSink>;
+
+pub(crate) type HostEngine = Engine<Target, Waiter, Vec<u8>, MAX_SESSIONS, MAX_PENDING, MAX_OBLIGATIONS>;
+
+/// The raw JSON of a result, or the error that replaced it.
+pub(crate) type Reply = Result<Vec<u8>>;
+
+/// Where a response goes: a blocked caller's channel, or a future's slot
+/// (its waker is woken by the thread that fills it: the reader, the timer
+/// or the one that ends the connection).
+pub(crate) enum ReplyTx {
+    /// A caller blocked on the channel.
+    Sync(mpsc::SyncSender<Reply>),
+    /// A future polled by the user's executor.
+    #[cfg(feature = "async")]
+    Async(Arc<Completion<Reply>>),
+}
+
+impl ReplyTx {
+    /// Hands over the reply; never blocks. A caller that gave up is not told.
+    pub(crate) fn send(self, reply: Reply) {
+        match self {
+            ReplyTx::Sync(tx) => {
+                let _ = tx.send(reply);
+            }
+            #[cfg(feature = "async")]
+            ReplyTx::Async(slot) => slot.complete(reply),
+        }
+    }
+}
+
+/// Who is waiting for a response.
+pub(crate) enum Waiter {
+    /// A caller waiting for the reply.
+    Reply(ReplyTx),
+    /// A `session.create` or `session.resume`: the reader completes the
+    /// open in the engine (naming a session whose id the server assigns,
+    /// or releasing the slot on any failure) and re-routes the frames
+    /// parked for it, in order, before it reads the next frame.
+    Open { handle: SessionHandle, target: Target, reply: ReplyTx },
+}
+
+impl Waiter {
+    pub(super) fn fail(self, error: Error) {
+        let reply = match self {
+            Waiter::Reply(r) | Waiter::Open { reply: r, .. } => r,
+        };
+        // A caller that gave up has dropped its receiver: nothing to tell.
+        reply.send(Err(error));
+    }
+}
+
+/// One wait of the agent to answer: the engine's obligation, the data the
+/// handler reads, and the way back.
+pub(crate) struct Job {
+    /// Which handler answers.
+    pub(crate) kind: HandlerKind,
+    /// The awaited event's type or the server request's method, as the
+    /// answer table names it.
+    pub(crate) name: &'static str,
+    /// For an event, its JSON object; for a server request, its params.
+    pub(crate) data: Vec<u8>,
+    /// Answers it (once).
+    pub(crate) reply: Replier,
+}
+
+/// The way back for one obligation: the handler's answer, or the reason
+/// there is none. The first call discharges it; later ones do nothing.
+pub(crate) struct Replier {
+    pub(super) conn: Arc<Connection>,
+    pub(super) id: ObligationId,
+}
+
+/// The waker of an async wait, updated at each poll.
+pub(crate) type WakerSlot = Arc<Mutex<Option<Waker>>>;
+
+/// A receiver of `session.lifecycle` notifications (their params' JSON):
+/// takes each one without waiting, and says `false` once it is gone.
+/// Dropped when the connection ends, which ends its stream.
+pub(crate) type LifecycleSink = Box<dyn FnMut(&[u8]) -> bool + Send>;
+
+/// Answers the wait of a client-wide server request (one without a
+/// session): the layer above runs the client's handlers for it. Called on
+/// the handler pool, never under the engine's lock.
+pub(crate) type ClientWide = Arc<dyn Fn(Job) + Send + Sync>;
+
+/// Wakes the timer thread when a deadline earlier than the one it sleeps
+/// towards appears.
+#[derive(Default)]
+pub(super) struct TimerState {
+    /// The deadline the timer sleeps towards (ms), if any.
+    pub(super) next: Option<u64>,
+    pub(super) stop: bool,
+}
+
+/// The engine's clock: milliseconds since the connection started. The
+/// system's, except in the driver's tests, which move it by hand.
+pub(super) struct Clock {
+    /// Time zero.
+    epoch: Instant,
+    #[cfg(test)]
+    manual: Option<Arc<std::sync::atomic::AtomicU64>>,
+}
+
+impl Clock {
+    /// The system clock, from now.
+    pub(super) fn system() -> Clock {
+        Clock {
+            epoch: Instant::now(),
+            #[cfg(test)]
+            manual: None,
+        }
+    }
+
+    /// A clock at `now` ms, which only the test moves.
+    #[cfg(test)]
+    pub(super) fn manual(now: Arc<std::sync::atomic::AtomicU64>) -> Clock {
+        Clock { epoch: Instant::now(), manual: Some(now) }
+    }
+
+    /// Milliseconds since time zero.
+    fn now(&self) -> u64 {
+        #[cfg(test)]
+        if let Some(now) = &self.manual {
+            return now.load(Ordering::SeqCst);
+        }
+        ms(self.epoch.elapsed())
+    }
+}
+
+/// A connection shared by the client, its sessions and the reader thread.
+pub(crate) struct Connection {
+    /// The protocol engine: every routing decision and every answer it
+    /// sends by itself. One lock; never held across user code.
+    pub(super) engine: Mutex<HostEngine>,
+    /// The engine's clock.
+    pub(super) clock: Clock,
+    pub(super) timer: Mutex<TimerState>,
+    pub(super) timer_wake: Condvar,
+    pub(super) outbox: Arc<Outbox>,
+    pub(super) closed: AtomicBool,
+    pub(super) close_cause: Mutex<Option<CloseCause>>,
+    pub(super) closed_signal: Condvar,
+    /// Set before this client ends the connection on purpose, so that the
+    /// end is reported as `Stopped` rather than as a fault.
+    pub(super) stopping: AtomicBool,
+    pub(super) probe: Mutex<Option<CauseProbe>>,
+    pub(crate) deadlines: Deadlines,
+    /// Wakers of async waits that have a deadline of their own (how long a
+    /// caller waits for a turn to end: not a protocol decision), woken by
+    /// the timer thread when it passes. One entry per such wait, removed
+    /// when due.
+    pub(super) wake_at: Mutex<Vec<(Instant, WakerSlot)>>,
+    pub(super) lifecycle: Mutex<Vec<LifecycleSink>>,
+    /// Delivers sessions' events (a fixed set of threads).
+    pub(crate) dispatchers: Arc<Pool>,
+    /// Runs the user's handlers (a fixed set of threads).
+    pub(crate) workers: Arc<Pool>,
+    /// A label for logs: "stdio", "tcp 127.0.0.1:4321", ...
+    pub(crate) label: String,
+    /// Answers client-wide requests (those without a session).
+    pub(super) client_wide: ClientWide,
+}
+
+impl Connection {
+    /// Starts the reader pump, the timer and the pools, and returns the connection.
+    pub(crate) fn start(
+        label: String,
+        reader: Box<dyn Read + Send>,
+        writer: Box<dyn Write + Send>,
+        deadlines: Deadlines,
+        probe: Option<CauseProbe>,
+        client_wide: ClientWide,
+    ) -> Result<(Arc<Connection>, thread::JoinHandle<()>)> {
+        Self::start_on(Clock::system(), label, reader, writer, deadlines, probe, client_wide)
+    }
+
+    /// [`start`](Self::start) on the clock `clock`.
+    pub(super) fn start_on(
+        clock: Clock,
+        label: String,
+        reader: Box<dyn Read + Send>,
+        writer: Box<dyn Write + Send>,
+        deadlines: Deadlines,
+        probe: Option<CauseProbe>,
+        client_wide: ClientWide,
+    ) -> Result<(Arc<Connection>, thread::JoinHandle<()>)> {
+        let config = EngineConfig::new()
+            .handler_timeout(Some(ms(deadlines.handler)))
+            .request_timeout(Some(ms(deadlines.request)))
+            .park_frames(MAX_PARKED);
+        // Its tables are written in place on the heap (the core's `alloc`
+        // feature): no stack of their size is needed, or touched.
+        let engine = HostEngine::new(vec![0; PARK_BYTES], config);
+        let outbox = Outbox::start(&label, writer)?;
+        let conn = Arc::new(Connection {
+            engine: Mutex::new(engine),
+            clock,
+            wake_at: Mutex::default(),
+            timer: Mutex::default(),
+            timer_wake: Condvar::new(),
+            outbox,
+            closed: AtomicBool::new(false),
+            close_cause: Mutex::new(None),
+            closed_signal: Condvar::new(),
+            stopping: AtomicBool::new(false),
+            probe: Mutex::new(probe),
+            deadlines,
+            lifecycle: Mutex::new(Vec::new()),
+            dispatchers: Pool::start(&format!("copilot-events ({label})"), DISPATCHERS).map_err(Error::Io)?,
+            workers: Pool::start(&format!("copilot-handlers ({label})"), deadlines.handler_threads)
+                .map_err(Error::Io)?,
+            label,
+            client_wide,
+        });
+        conn.start_timer()?;
+        let pump = Arc::clone(&conn);
+        let handle = thread::Builder::new()
+            .name(format!("copilot-reader ({})", conn.label))
+            .spawn(move || pump.pump(reader))
+            .map_err(Error::Io)?;
+        Ok((conn, handle))
+    }
+
+    /// Milliseconds on the engine's clock.
+    pub(super) fn now(&self) -> u64 {
+        self.clock.now()
+    }
+
+    /// `at` on the engine's clock (rounded up).
+    pub(super) fn at(&self, at: Instant) -> u64 {
+        let d = at.saturating_duration_since(self.clock.epoch);
+        ms(d) + u64::from(!d.subsec_nanos().is_multiple_of(1_000_000))
+    }
+
+    /// Runs `f` on the engine under its lock, with the time; frames the
+    /// engine sends go to the transport, then the timer learns of new
+    /// deadlines.
+    pub(crate) fn with_engine<R>(&self, f: impl FnOnce(&mut HostEngine, u64, &mut Vec<u8>) -> R) -> R {
+        let mut wire = Vec::new();
+        let (r, next) = {
+            let mut engine = lock(&self.engine);
+            let now = self.now();
+            let r = f(&mut engine, now, &mut wire);
+            self.send_engine_frames(wire);
+            (r, engine.poll_timeout())
+        };
+        self.kick_timer(next);
+        r
+    }
+
+    /// Frames the engine decided on go out whatever the outbox holds: an
+    /// answer is never dropped (its size is bounded by what was read).
+    /// Called under the engine's lock (the outbox never takes it), so the
+    /// wire's order is the engine's: once the engine shows a wait answered
+    /// (`open_obligations`), its answer is queued ahead of any later frame.
+    pub(super) fn send_engine_frames(&self, wire: Vec<u8>) {
+        if !wire.is_empty() && self.outbox.push_always(wire).is_err() {
+            log::debug!("{}: the connection is closed; the engine's frames are not sent", self.label);
+        }
+    }
+
+    /// Whether the connection has ended.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Why the connection ended, once it has.
+    pub(crate) fn close_cause(&self) -> Option<CloseCause> {
+        lock(&self.close_cause).clone()
+    }
+
+    /// Waits until the connection has ended, or `deadline`.
+    pub(crate) fn wait_closed(&self, deadline: Option<Instant>) -> Option<CloseCause> {
+        let mut cause = lock(&self.close_cause);
+        loop {
+            if cause.is_some() {
+                return cause.clone();
+            }
+            cause = match deadline {
+                None => self.closed_signal.wait(cause).unwrap_or_else(|p| p.into_inner()),
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return None;
+                    }
+                    self.closed_signal.wait_timeout(cause, left).unwrap_or_else(|p| p.into_inner()).0
+                }
+            };
+        }
+    }
+
+    /// From now on, the end of the connection is this client's doing.
+    pub(crate) fn mark_stopping(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    pub(super) fn disconnected(&self) -> Error {
+        Error::Disconnected(self.close_cause().map_or_else(|| "the connection is closed".into(), |c| c.to_string()))
+    }
+
+    /// The router's counters.
+    pub(crate) fn stats(&self) -> Stats {
+        lock(&self.engine).router().stats()
+    }
+
+    /// The engine's counters, with the open obligations and their age.
+    pub(crate) fn engine_stats(&self) -> EngineStats {
+        let now = self.now();
+        lock(&self.engine).stats(now)
+    }
+
+    /// Reserves a session before its create or resume is sent: `id` (a
+    /// resume may take over a session open on this client: its old handle's
+    /// streams end), or none when the server names it.
+    pub(crate) fn reserve(&self, id: Option<&str>, resume: bool, target: Target) -> Result<SessionHandle> {
+        let (handle, old) = self
+            .with_engine(|e, _, _| match (id, resume) {
+                (None, _) => e.reserve_unassigned(target).map(|h| (h, None)),
+                (Some(id), false) => e.reserve(id, target).map(|h| (h, None)),
+                (Some(id), true) => e.reserve_resume(id, target),
+            })
+            .map_err(|e| match e.kind {
+                ReserveErrorKind::Full => Error::Capacity(format!("cannot open another session: {}", e.kind)),
+                kind => Error::Config(format!("session {id:?}: {kind}")),
+            })?;
+        if let Some((_, old)) = old {
+            old.close("the session was resumed by another handle of this client");
+        }
+        Ok(handle)
+    }
+
+    /// Marks a session closing (its destroy is in flight).
+    pub(crate) fn close_session(&self, handle: SessionHandle) {
+        let _ = self.with_engine(|e, _, _| e.close(handle));
+    }
+
+    /// Releases a session's slot: its open waits are refused, and frames
+    /// parked for no session any more are dealt with.
+    pub(crate) fn release(&self, handle: SessionHandle) {
+        self.with_engine(|e, now, wire| {
+            e.release(handle, &mut sink(wire));
+            drain_parked(e, now, wire);
+        });
+    }
+
+    /// Every session in the table: handle, whether active, and target.
+    pub(crate) fn sessions(&self) -> Vec<(SessionHandle, bool, Target)> {
+        let engine = lock(&self.engine);
+        engine.router().sessions().iter().map(|(h, s, t)| (h, s == SessionState::Active, t)).collect()
+    }
+
+    /// Adds a receiver of every `session.lifecycle` notification from now
+    /// on; it is dropped when the connection ends (at once if it has).
+    pub(crate) fn subscribe_lifecycle_with(&self, sink: LifecycleSink) {
+        let mut subs = self.lifecycle.lock().unwrap_or_else(|p| p.into_inner());
+        // `shut_down` sets `closed` before it clears the list: either it
+        // clears this sink, or this check sees `closed`.
+        if !self.is_closed() {
+            subs.push(sink);
+        }
+    }
+}
+
+/// Routes what a session change made routable, in order.
+pub(super) fn drain_parked(engine: &mut HostEngine, now: u64, wire: &mut Vec<u8>) {
+    drain_parked_with(engine, now, wire, |o| log::debug!("a parked frame: {:?}", o.refused));
+}
+
+pub(super) fn drain_parked_with(
+    engine: &mut HostEngine,
+    now: u64,
+    wire: &mut Vec<u8>,
+    mut deliver: impl FnMut(Output<'_, Target, Waiter>),
+) {
+    loop {
+        let mut out_ = sink(wire);
+        let Some(out) = engine.poll_parked(now, &mut out_) else { break };
+        deliver(out);
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // Ends the writer thread once what is queued is written, and the pools.
+        self.outbox.close();
+        self.dispatchers.close();
+        self.workers.close();
+    }
+}
+
+/// A sink for the engine's frames, gathered into one write.
+pub(super) fn sink(wire: &mut Vec<u8>) -> impl FnMut(&[u8]) + '_ {
+    move |b| wire.extend_from_slice(b)
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+pub(super) fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

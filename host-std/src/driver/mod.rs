@@ -1,0 +1,32 @@
+//! The driver: one per connection. A reader, a writer and a timer around
+//! the core's engine; it moves bytes and acts on what the engine decides,
+//! and makes no protocol decision of its own.
+//!
+//! It knows no user type: no handler, no session options, no typed event.
+//! A session is a [`SessionSink`] it delivers raw event JSON to; a wait of
+//! the agent is a [`Job`] it hands on, answered through its [`Replier`]; a
+//! client-wide request's wait goes to the [`ClientWide`] the client gives
+//! it; `session.lifecycle` params go to [`LifecycleSink`]s as raw JSON.
+
+mod answer;
+mod calls;
+#[cfg(feature = "async")]
+mod completion;
+mod connection;
+mod outbox;
+mod reader;
+mod timer;
+
+#[cfg(feature = "async")]
+pub(crate) use answer::Answering;
+pub(crate) use calls::InFlight;
+#[cfg(feature = "async")]
+pub(crate) use completion::Completion;
+pub(crate) use connection::{
+    ClientWide, Connection, Deadlines, Job, LifecycleSink, Replier, ReplyTx, SessionSink, Waiter,
+};
+#[cfg(feature = "async")]
+pub(crate) use connection::{Reply, WakerSlot};
+
+#[cfg(test)]
+mod tests;

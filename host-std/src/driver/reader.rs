@@ -1,0 +1,243 @@
+//! The reader: bytes in, the engine's routes out, until the stream ends;
+//! then every waiter is told and every stream ends.
+
+use std::io::{self, Read};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use copilot_core::{FrameDecoder, GrowingBuffer, Output, Route, RpcError, SessionHandle};
+
+use super::connection::{drain_parked_with, lock, sink, Connection, HostEngine, Job, Replier, ReplyTx, Target, Waiter};
+use crate::error::Error;
+use crate::pool::panic_text;
+use crate::transport::CloseCause;
+
+/// The largest frame accepted. The read buffer grows to it only if such a
+/// frame arrives.
+pub(crate) const MAX_FRAME: usize = 64 << 20;
+/// Bytes asked of the transport per read.
+const READ_CHUNK: usize = 64 << 10;
+
+/// The event type or method of an answer table row.
+fn trigger_name(row: &copilot_core::AnswerRow) -> &'static str {
+    match row.trigger {
+        copilot_core::Trigger::Event(t) | copilot_core::Trigger::Request(t) => t,
+    }
+}
+
+impl Connection {
+    /// The read loop: bytes in, routes out, until the stream ends.
+    pub(super) fn pump(self: Arc<Self>, mut reader: Box<dyn Read + Send>) {
+        // Whatever fails in here (the caller's stream, a bug of ours), every
+        // waiter is told and every stream ends.
+        let cause = match catch_unwind(AssertUnwindSafe(|| self.read_loop(&mut *reader))) {
+            Ok(cause) => cause,
+            Err(panic) => {
+                let what = panic_text(&*panic);
+                log::error!("{}: the reader panicked: {what}", self.label);
+                CloseCause::ReaderFailed(format!("panicked: {what}"))
+            }
+        };
+        drop(reader);
+        let cause = if self.stopping.load(Ordering::SeqCst) {
+            CloseCause::Stopped
+        } else {
+            match lock(&self.probe).take() {
+                Some(probe) => catch_unwind(AssertUnwindSafe(|| probe(cause.clone()))).unwrap_or(cause),
+                None => cause,
+            }
+        };
+        log::debug!("{}: reader stops: {cause}", self.label);
+        self.shut_down(cause);
+    }
+
+    fn read_loop(self: &Arc<Self>, reader: &mut dyn Read) -> CloseCause {
+        let mut decoder = FrameDecoder::with_buffer(GrowingBuffer::new(READ_CHUNK)).with_limit(MAX_FRAME);
+        // Sessions given events during one read, to flush after it.
+        let mut touched: Vec<Target> = Vec::new();
+        let cause = loop {
+            let spare = decoder.spare();
+            let want = spare.len().min(READ_CHUNK);
+            match reader.read(&mut spare[..want]) {
+                Ok(0) => break CloseCause::PeerClosed,
+                Ok(n) => decoder.commit(n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => break CloseCause::ReadFailed(e.to_string()),
+            }
+            // The lock is held while this read's frames are routed; what
+            // is done under it never waits for a consumer or runs user code.
+            self.with_engine(|engine, now, wire| loop {
+                let mut out_ = sink(wire);
+                let polled = engine.poll(&mut decoder, now, &mut out_);
+                drop(out_);
+                let Some(out) = polled else { break };
+                match out.route {
+                    Route::Response { waiter: Waiter::Open { handle, target, reply }, result, .. } => {
+                        self.complete_open(engine, now, wire, handle, &target, reply, result, &mut touched)
+                    }
+                    _ => self.deliver(out, &mut touched),
+                }
+            });
+            // The sessions that got events deliver them (one batch each).
+            for target in touched.drain(..) {
+                target.flush();
+            }
+        };
+        if let Err(e) = decoder.finish() {
+            log::warn!("{}: {e}", self.label);
+        }
+        cause
+    }
+
+    /// Completes a create or resume in the engine and tells its caller;
+    /// frames parked for it are delivered first, so they keep their order.
+    #[allow(clippy::too_many_arguments)]
+    fn complete_open(
+        self: &Arc<Self>,
+        engine: &mut HostEngine,
+        now: u64,
+        wire: &mut Vec<u8>,
+        handle: SessionHandle,
+        target: &Target,
+        reply: ReplyTx,
+        result: std::result::Result<copilot_core::Value<'_>, RpcError<'_>>,
+        touched: &mut Vec<Target>,
+    ) {
+        let outcome = match &result {
+            Ok(v) => Ok(v.as_bytes().to_vec()),
+            Err(e) => Err(rpc_error(e)),
+        };
+        let name = result.as_ref().ok().and_then(|v| v.get("sessionId")).and_then(|s| s.as_str());
+        let mut buf = [0; copilot_core::MAX_SESSION_ID_LEN];
+        let name = name.and_then(|s| s.decode_into(&mut buf)).map(str::to_owned);
+        let opened = engine.complete_open(handle, result, &mut sink(wire));
+        let reply_value = match (opened, outcome) {
+            (Ok(()), Ok(body)) => {
+                if target.id().is_none() {
+                    if let Some(name) = &name {
+                        target.named(name);
+                    }
+                }
+                Ok(body)
+            }
+            (_, Err(e)) => Err(e),
+            (Err(e), Ok(_)) => Err(Error::Protocol(format!("the session could not be opened: {e}"))),
+        };
+        drain_parked_with(engine, now, wire, |out| self.deliver(out, touched));
+        reply.send(reply_value);
+    }
+
+    /// Delivers one routed frame. Runs under the engine's lock: it never
+    /// blocks (events go to per-session queues, flushed once the lock is
+    /// released and noted in `touched`; handlers go to the pool).
+    fn deliver(self: &Arc<Self>, out: Output<'_, Target, Waiter>, touched: &mut Vec<Target>) {
+        let Output { route, obligation, refused, answer_ack } = out;
+        match route {
+            Route::Event { target, event, .. } => {
+                let bytes = event.event.as_bytes();
+                target.push_event(bytes);
+                if touched.last().is_none_or(|t| !Arc::ptr_eq(t, &target)) {
+                    touched.push(Arc::clone(&target));
+                }
+                if let Some(ob) = obligation {
+                    let reply = Replier { conn: Arc::clone(self), id: ob.id };
+                    let name = copilot_core::row_for_event(event.event_type).map_or("", |(_, r)| trigger_name(r));
+                    target.obligation(Job { kind: ob.handler, name, data: bytes.to_vec(), reply });
+                }
+            }
+            Route::Request { method, params, session, .. } => match (obligation, session) {
+                (Some(ob), Some((_, target))) => {
+                    let data = params.map_or_else(|| b"{}".to_vec(), |p| p.as_bytes().to_vec());
+                    let reply = Replier { conn: Arc::clone(self), id: ob.id };
+                    let name = copilot_core::row_for_request(method).map_or("", |(_, r)| trigger_name(r));
+                    target.obligation(Job { kind: ob.handler, name, data, reply });
+                }
+                (Some(ob), None) => {
+                    // A client-wide request: the client's generic handlers answer.
+                    let data = params.map_or_else(|| b"{}".to_vec(), |p| p.as_bytes().to_vec());
+                    let reply = Replier { conn: Arc::clone(self), id: ob.id };
+                    let name = copilot_core::row_for_request(method).map_or("", |(_, r)| trigger_name(r));
+                    let job = Job { kind: ob.handler, name, data, reply };
+                    let client_wide = Arc::clone(&self.client_wide);
+                    // Not under the lock: the answer takes it.
+                    self.workers.submit(move || client_wide(job));
+                }
+                (None, _) => log::debug!("{}: server request {method}: {refused:?}", self.label),
+            },
+            Route::Lifecycle { params, .. } => self.deliver_lifecycle(params.as_bytes()),
+            Route::Response { waiter, result, request } => {
+                log::trace!("{}: <- response #{request}", self.label);
+                let reply = match result {
+                    Ok(v) => Ok(v.as_bytes().to_vec()),
+                    Err(e) => Err(rpc_error(&e)),
+                };
+                match waiter {
+                    // An open is handled by the read loop; never parked.
+                    Waiter::Reply(tx) | Waiter::Open { reply: tx, .. } => tx.send(reply),
+                }
+            }
+            Route::Notification { method, .. } => log::debug!("{}: notification {method}", self.label),
+            Route::Park { session_id, .. } => {
+                if let Some(cause) = refused {
+                    log::warn!("{}: a wait for session {session_id} was refused: {}", self.label, cause.name());
+                }
+            }
+            Route::UnknownSession { session_id, method, .. } => {
+                log::warn!("{}: {method} for unknown session {session_id} ({refused:?})", self.label)
+            }
+            Route::UnmatchedResponse { id, .. } => {
+                if answer_ack.is_none() {
+                    log::warn!("{}: response to unknown request {id}", self.label)
+                }
+            }
+            Route::Malformed(e) => log::warn!("{}: malformed message: {e}", self.label),
+            Route::FrameError(e) => log::warn!("{}: {e}", self.label),
+        }
+    }
+
+    /// Hands a `session.lifecycle`'s params to every receiver (which
+    /// reads them; the driver knows no typed event).
+    fn deliver_lifecycle(&self, params: &[u8]) {
+        let mut subs = self.lifecycle.lock().unwrap_or_else(|p| p.into_inner());
+        subs.retain_mut(|sink| sink(params));
+    }
+
+    /// Ends the connection: every waiting call fails with `Disconnected`
+    /// and the cause, every session's event stream ends.
+    fn shut_down(&self, cause: CloseCause) {
+        let reason = cause.to_string();
+        *lock(&self.close_cause) = Some(cause);
+        self.closed.store(true, Ordering::SeqCst);
+        self.outbox.fail(&reason);
+        let mut failed = Vec::new();
+        let targets: Vec<Target> = {
+            let mut engine = lock(&self.engine);
+            let forgotten = engine.disconnect(|_, w| failed.push(w));
+            if forgotten > 0 {
+                log::warn!("{}: {forgotten} waits of the agent were open when the connection ended", self.label);
+            }
+            engine.router().sessions().drain().map(|(_, t)| t).collect()
+        };
+        for w in failed {
+            w.fail(Error::Disconnected(reason.clone()));
+        }
+        for target in targets {
+            target.close(&reason);
+        }
+        self.lifecycle.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        let mut t = lock(&self.timer);
+        t.stop = true;
+        drop(t);
+        self.timer_wake.notify_all();
+        self.closed_signal.notify_all();
+    }
+}
+
+fn rpc_error(e: &RpcError<'_>) -> Error {
+    Error::Rpc {
+        code: e.code,
+        message: e.message.to_string(),
+        data: e.data.and_then(|d| serde_json::from_slice(d.as_bytes()).ok()),
+    }
+}
