@@ -5,6 +5,8 @@
 // official SDKs always send is sent too. No wasm here: this module is read
 // on its own by the tests that compare the two languages.
 
+import { ConfigError } from "./errors.js";
+
 /** Options of both `session.create` and `session.resume`. */
 export const SESSION_OPTIONS = Object.freeze([
   "clientName",
@@ -112,20 +114,6 @@ export const GENERIC_HANDLER_KINDS = Object.freeze([
 
 /** Keys checked and run by hooks.js: the generic request handlers, by name. */
 export const RESERVED_OPTIONS = Object.freeze(["requestHandlers"]);
-
-/** What the model reads when a tool's handler throws (the engine sends it; the error goes to the logs). */
-export const TOOL_FAILED_TEXT = "Invoking this tool produced an error. Detailed information is not available.";
-
-/** Every error this package throws. */
-export class CopilotError extends Error {
-  constructor(message, options) {
-    super(message, options);
-    this.name = new.target.name;
-  }
-}
-
-/** A configuration that cannot work (it would hang, or is malformed). */
-export class ConfigError extends CopilotError {}
 
 const CALLBACKS = ["onPermission", "onUserInput", "onElicitation", "onMcpOAuth", "onExitPlanMode"];
 

@@ -9,14 +9,10 @@ import { dirname, join, resolve as resolvePath, basename } from "node:path";
 import { fileURLToPath } from "node:url";
 
 import { initSync } from "../dist/copilot_wasm.js";
-import {
-  CopilotClient as BaseClient,
-  CopilotError,
-  DisconnectedError,
-  TimeoutError,
-  setWasmLoader,
-  streamTransport,
-} from "./client.js";
+import { CopilotClient as BaseClient } from "./client.js";
+import { CopilotError, DisconnectedError, TimeoutError } from "./errors.js";
+import { streamTransport } from "./transport.js";
+import { setWasmLoader } from "./wasm.js";
 
 // Everything of the browser entry; this module's own CopilotClient (which
 // can start and connect) takes precedence over the re-exported one.
