@@ -123,6 +123,74 @@ impl HandlerKind {
     }
 }
 
+impl HandlerKind {
+    /// Whether a user's generic request handler (set by name: the
+    /// request's method or the event's type) answers this kind; the others
+    /// have typed handlers or options of their own in every host
+    /// ([`TYPED_HANDLER_KINDS`]).
+    pub const fn is_generic(self) -> bool {
+        !matches!(
+            self,
+            HandlerKind::Permission
+                | HandlerKind::Tool
+                | HandlerKind::UserInput
+                | HandlerKind::Elicitation
+                | HandlerKind::McpOAuth
+                | HandlerKind::ExitPlanMode
+                | HandlerKind::Command
+                | HandlerKind::SystemMessageTransform
+                | HandlerKind::ProviderToken
+                | HandlerKind::Hooks
+        )
+    }
+}
+
+/// The handler kinds with typed handlers (or options) of their own in
+/// every host. Together with [`GENERIC_HANDLER_KINDS`], every kind of
+/// [`ANSWERS`], once.
+pub static TYPED_HANDLER_KINDS: &[HandlerKind] = &[
+    HandlerKind::Permission,
+    HandlerKind::Tool,
+    HandlerKind::UserInput,
+    HandlerKind::Elicitation,
+    HandlerKind::McpOAuth,
+    HandlerKind::ExitPlanMode,
+    HandlerKind::Command,
+    HandlerKind::SystemMessageTransform,
+    HandlerKind::ProviderToken,
+    HandlerKind::Hooks,
+];
+
+/// The handler kinds answered by a user's generic request handler, by name
+/// ([`HandlerKind::is_generic`]).
+pub static GENERIC_HANDLER_KINDS: &[HandlerKind] = &[
+    HandlerKind::McpHeadersRefresh,
+    HandlerKind::AutoModeSwitch,
+    HandlerKind::Sampling,
+    HandlerKind::SessionLimits,
+    HandlerKind::QueuedCommand,
+    HandlerKind::GitHubToken,
+    HandlerKind::SessionFs,
+    HandlerKind::SkillProvider,
+    HandlerKind::Workflow,
+    HandlerKind::Tasks,
+    HandlerKind::Canvas,
+    HandlerKind::Host,
+    HandlerKind::ExtensionLaunch,
+    HandlerKind::LlmInference,
+    HandlerKind::UiThread,
+    HandlerKind::Installations,
+];
+
+/// The names a generic request handler can be set for: the event type or
+/// request method of every row of [`ANSWERS`] whose kind is generic, in
+/// the table's order.
+pub fn generic_request_names() -> impl Iterator<Item = &'static str> {
+    ANSWERS.iter().filter(|r| r.handler.is_generic()).map(|r| match r.trigger {
+        Trigger::Event(name) | Trigger::Request(name) => name,
+    })
+}
+
 /// How an answer travels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AnswerVia {

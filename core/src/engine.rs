@@ -82,12 +82,17 @@ pub struct EngineConfig {
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { handler_timeout: Some(5 * 60_000), request_timeout: Some(60_000), park_frames: 10_000 }
+        EngineConfig {
+            handler_timeout: Some(crate::limits::DEFAULT_HANDLER_TIMEOUT_MS),
+            request_timeout: Some(crate::limits::DEFAULT_REQUEST_TIMEOUT_MS),
+            park_frames: crate::limits::MAX_PARKED_FRAMES,
+        }
     }
 }
 
 impl EngineConfig {
-    /// The defaults: handlers 5 minutes, requests 60 s, 10,000 parked frames.
+    /// The defaults of [`limits`](crate::limits): handlers 5 minutes,
+    /// requests 60 s, 10,000 parked frames.
     pub fn new() -> Self {
         Self::default()
     }
@@ -349,7 +354,9 @@ struct Park<P> {
 impl<P: FrameBuffer> Park<P> {
     fn push(&mut self, body: &[u8], max_frames: usize) -> bool {
         let end = self.len + 4 + body.len();
-        if self.frames >= max_frames || end > self.buf.bytes().len() || body.len() > u32::MAX as usize {
+        // A storage that grows (within its own bound) is grown only as
+        // frames are parked, so the bound costs no memory until a burst.
+        if self.frames >= max_frames || body.len() > u32::MAX as usize || !self.buf.grow(end) {
             return false;
         }
         let buf = self.buf.bytes_mut();
@@ -805,7 +812,9 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
     Engine<T, W, P, SESSIONS, PENDING, OBLIGATIONS>
 {
     /// An engine with empty tables, parking frames in `park` (its length is
-    /// the byte bound; `[0; 0]` parks nothing).
+    /// the byte bound; `[0; 0]` parks nothing). A storage that grows
+    /// ([`FrameBuffer::grow`]) is grown as frames are parked, as far as it
+    /// allows: its own bound is the byte bound.
     pub fn new(park: P, config: EngineConfig) -> Self {
         Engine {
             core: Core {

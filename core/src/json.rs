@@ -961,6 +961,22 @@ pub(crate) fn write_escaped(out: &mut [u8], at: &mut usize, s: &str) -> Option<(
     put(out, at, b"\"")
 }
 
+/// Writes `s` as a JSON string (with quotes) to `out`, in pieces.
+pub(crate) fn emit_escaped(s: &str, out: &mut impl FnMut(&[u8])) {
+    out(b"\"");
+    let bytes = s.as_bytes();
+    let mut run = 0;
+    let mut hex = [0; 6];
+    for (i, &c) in bytes.iter().enumerate() {
+        let Some(esc) = escape_of(c, &mut hex) else { continue };
+        out(&bytes[run..i]);
+        out(esc);
+        run = i + 1;
+    }
+    out(&bytes[run..]);
+    out(b"\"");
+}
+
 /// Appends `bytes` to `out` at `*at`; `None` if it does not fit.
 #[inline]
 pub(crate) fn put(out: &mut [u8], at: &mut usize, bytes: &[u8]) -> Option<()> {

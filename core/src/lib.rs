@@ -9,7 +9,9 @@
 //! ([`ANSWERS`]), the open obligations, their deadlines and refusals, and
 //! the sessions' lifecycle, so that every wait of the agent is answered
 //! exactly once, and what a client announces when it opens a session
-//! ([`write_open_params`]).
+//! ([`write_open_params`]) and sends once it is open
+//! ([`write_follow_ups`]). The protocol's constants, defaults and
+//! capacities are in [`limits`], for every host.
 //!
 //! It does not: read or write any socket or pipe, spawn threads, read a clock
 //! or allocate. It is `#![no_std]` without `alloc` and has no `unsafe`. (The
@@ -64,7 +66,10 @@ mod encode;
 mod engine;
 mod envelope;
 mod frame;
+mod handshake;
 pub mod json;
+mod launch;
+pub mod limits;
 mod lock;
 mod obligations;
 mod open;
@@ -72,10 +77,12 @@ mod pending;
 mod router;
 mod session;
 mod slots;
+mod stop;
+mod turn;
 
 pub use answers::{
-    row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, Trigger, ANSWERS, NOT_OBLIGATIONS,
-    TOOL_FAILED_TEXT,
+    generic_request_names, row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, Trigger,
+    ANSWERS, GENERIC_HANDLER_KINDS, NOT_OBLIGATIONS, TOOL_FAILED_TEXT, TYPED_HANDLER_KINDS,
 };
 pub use encode::{frame_header, EncodeError, Outgoing, Payload, Ser, WriteError, MAX_FRAME_HEADER_LEN};
 pub use engine::{
@@ -89,12 +96,25 @@ pub use envelope::{
 #[cfg(feature = "alloc")]
 pub use frame::GrowingBuffer;
 pub use frame::{FrameBuffer, FrameDecoder, FrameError, MAX_HEADER_LEN, MIN_FRAME_BUFFER};
+pub use handshake::{
+    read_handshake_answer, write_connect_params, HandshakeError, HandshakeRequest, HandshakeStep, HANDSHAKE_CONNECT,
+    HANDSHAKE_FALLBACK_CODE, HANDSHAKE_PING,
+};
 pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
+pub use launch::{
+    launch_items, read_announced_port, Launch, LaunchItem, LaunchSecret, LaunchTransport, AUTH_TOKEN_ENV, CLI_PATH_ENV,
+    CONNECTION_TOKEN_ENV, DEFAULT_LOG_LEVEL, LAUNCH_OWN_PROCESS_GROUP, PORT_ANNOUNCEMENT,
+};
 pub use obligations::{ObligationId, MAX_KEPT_REQUEST_ID, MAX_KEPT_SESSION_ID};
-pub use open::{write_open_params, Announce, OptionsNotAnObject, OPEN_ANNOUNCEMENTS};
+pub use open::{
+    write_follow_ups, write_open_params, Announce, FollowUp, OptionsNotAnObject, SessionIdTooLong, OPEN_ANNOUNCEMENTS,
+    OPEN_FOLLOW_UPS,
+};
 pub use pending::{Drain as PendingDrain, PendingFull, PendingTable, RequestId};
 pub use router::{Route, Router, Stats, UNKNOWN_SESSION};
 pub use session::{
     Drain as SessionDrain, Iter as SessionIter, Lookup, ReserveError, ReserveErrorKind, SessionHandle, SessionState,
     SessionTable, StaleHandle, MAX_SESSION_ID_LEN,
 };
+pub use stop::{StopStep, STOP_STEPS};
+pub use turn::{turn_step, Turn, TurnStep, TURN_END_EVENT, TURN_ERROR_EVENT, TURN_REPLY_EVENT, TURN_REPLY_UNLESS};

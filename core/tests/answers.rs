@@ -209,3 +209,28 @@ fn every_failure_answer_and_result_member_fits_the_schema() {
     }
     assert_eq!(failures, 1, "the tool's failure");
 }
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn every_handler_kind_is_typed_or_generic_once() {
+    use copilot_core::{generic_request_names, HandlerKind, GENERIC_HANDLER_KINDS, TYPED_HANDLER_KINDS};
+    let in_table: BTreeSet<&str> = ANSWERS.iter().map(|r| r.handler.name()).collect();
+    let typed: BTreeSet<&str> = TYPED_HANDLER_KINDS.iter().map(|k| k.name()).collect();
+    let generic: BTreeSet<&str> = GENERIC_HANDLER_KINDS.iter().map(|k| k.name()).collect();
+    assert_eq!((typed.len(), generic.len()), (TYPED_HANDLER_KINDS.len(), GENERIC_HANDLER_KINDS.len()), "a kind twice");
+    assert!(typed.is_disjoint(&generic));
+    assert_eq!(typed.union(&generic).copied().collect::<BTreeSet<_>>(), in_table);
+    for k in TYPED_HANDLER_KINDS {
+        assert!(!k.is_generic(), "{k:?}");
+    }
+    for k in GENERIC_HANDLER_KINDS {
+        assert!(k.is_generic(), "{k:?}");
+    }
+    // What a user sets a generic handler for: the rows of the generic kinds.
+    let names: Vec<&str> = generic_request_names().collect();
+    assert!(names.contains(&"sessionFs.readFile") && names.contains(&"sampling.requested"), "{names:?}");
+    assert!(!names.contains(&"permission.requested") && !names.contains(&"hooks.invoke"), "{names:?}");
+    let generic_rows = ANSWERS.iter().filter(|r| GENERIC_HANDLER_KINDS.contains(&r.handler)).count();
+    assert_eq!(names.len(), generic_rows);
+    assert!(HandlerKind::Sampling.is_generic());
+}

@@ -2,7 +2,10 @@
 //! the core announces for the members they leave out.
 #![cfg(not(loom))]
 
-use copilot_core::{write_open_params, Announce, HandlerKind, OptionsNotAnObject, OPEN_ANNOUNCEMENTS};
+use copilot_core::{
+    write_follow_ups, write_open_params, Announce, HandlerKind, OptionsNotAnObject, SessionIdTooLong, Trigger,
+    OPEN_ANNOUNCEMENTS, OPEN_FOLLOW_UPS,
+};
 
 fn params(options: &str, handlers: &[HandlerKind]) -> Result<String, OptionsNotAnObject> {
     let mut out = Vec::new();
@@ -62,5 +65,50 @@ fn every_announcement_is_json_and_every_handler_announced_is_in_the_answer_table
                 assert!(copilot_core::ANSWERS.iter().any(|r| r.handler == *k), "{key}: {k:?}")
             }
         }
+    }
+}
+
+fn follow_ups(id: &str, handlers: &[HandlerKind]) -> Vec<(&'static str, String)> {
+    let mut sent = Vec::new();
+    write_follow_ups(id, |k| handlers.contains(&k), &mut |m, p: &[u8]| {
+        sent.push((m, String::from_utf8(p.to_vec()).unwrap()))
+    })
+    .unwrap();
+    sent
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn an_mcp_oauth_handler_registers_interest_in_its_event_after_the_open() {
+    assert_eq!(follow_ups("s-1", &[]), []);
+    assert_eq!(follow_ups("s-1", &[HandlerKind::Permission, HandlerKind::Tool]), []);
+    assert_eq!(
+        follow_ups("s-1", &[HandlerKind::McpOAuth]),
+        [("session.eventLog.registerInterest", r#"{"sessionId":"s-1","eventType":"mcp.oauth_required"}"#.to_owned())]
+    );
+    // The id is escaped as JSON, at the longest the core keeps.
+    let odd = format!("\"\\\n{}", "\u{1}".repeat(copilot_core::MAX_SESSION_ID_LEN - 3));
+    let sent = follow_ups(&odd, &[HandlerKind::McpOAuth]);
+    let v: serde_json::Value = serde_json::from_str(&sent[0].1).unwrap();
+    assert_eq!(v["sessionId"], odd.as_str());
+    let long = "x".repeat(copilot_core::MAX_SESSION_ID_LEN + 1);
+    let r = write_follow_ups(&long, |_| true, &mut |_, _: &[u8]| panic!("nothing is sent"));
+    assert_eq!(r, Err(SessionIdTooLong));
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn every_follow_up_is_a_method_of_the_schema_for_an_event_its_handler_answers() {
+    let api: serde_json::Value = serde_json::from_str(include_str!("../schemas/1.0.102/api.schema.json")).unwrap();
+    let events = include_str!("../schemas/1.0.102/session-events.schema.json");
+    for f in OPEN_FOLLOW_UPS {
+        let path: Vec<&str> = f.method.split('.').collect();
+        let def = path.iter().fold(&api["session"], |v, k| if *k == "session" { v } else { &v[*k] });
+        assert_eq!(def["rpcMethod"], f.method, "{f:?} is not a session method of the schema");
+        let params = &def["params"]["properties"];
+        assert!(params.get("sessionId").is_some() && params.get("eventType").is_some(), "{f:?}: {params}");
+        assert!(events.contains(&format!("\"const\": \"{}\"", f.event_type)), "{f:?}: no such event");
+        let row = copilot_core::ANSWERS.iter().find(|r| r.trigger == Trigger::Event(f.event_type));
+        assert_eq!(row.map(|r| r.handler), Some(f.handler), "{f:?}: the event is answered by another handler");
     }
 }

@@ -31,10 +31,13 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use copilot_core::{
-    Cause, Engine, EngineConfig, EventInfo, FrameDecoder, GrowingBuffer, Id, JsonStr, ObligationId, Outgoing, Output,
-    Payload, Route, RpcError, SessionHandle, Value,
+    limits, Cause, Engine, EngineConfig, EventInfo, FrameDecoder, GrowingBuffer, Id, JsonStr, ObligationId, Outgoing,
+    Output, Payload, Route, RpcError, SessionHandle, Value,
 };
 use wasm_bindgen::prelude::*;
+
+#[cfg(test)]
+mod policy;
 
 /// The allocator: talc, smaller than the standard library's dlmalloc.
 /// The module is single-threaded (no `atomics` target feature).
@@ -51,22 +54,55 @@ fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     core::arch::wasm32::unreachable()
 }
 
-/// The largest frame accepted unless the constructor is told otherwise.
-const DEFAULT_MAX_FRAME: usize = 16 << 20;
-/// Frames held for a create whose id the server assigns, at most.
-const MAX_PARKED: usize = 10_000;
-
 /// The frame buffer's first size; it grows only when a larger frame arrives
 /// (WebAssembly memory, once grown, is never given back).
 const INITIAL_BUFFER: usize = 64 << 10;
 
-/// The engine's capacities in WebAssembly: sessions, requests in flight,
-/// open obligations. Parking is bounded by bytes (see [`CoreEngine::new`]).
-/// Requests have no waiter here (JavaScript keeps its own by id).
-type WasmEngine = Engine<u32, (), Vec<u8>, 256, 1024, 2048>;
+/// The engine with the core's capacities ([`copilot_core::limits`]), as
+/// the Rust host has. Requests have no waiter here (JavaScript keeps its
+/// own by id).
+type WasmEngine = Engine<
+    u32,
+    (),
+    ParkStorage,
+    { limits::MAX_SESSIONS },
+    { limits::MAX_PENDING_REQUESTS },
+    { limits::MAX_OBLIGATIONS },
+>;
 
-/// The parking storage unless the constructor is told otherwise.
-const DEFAULT_PARK_BYTES: usize = 4 << 20;
+/// The parking storage: its capacity, reserved up front, is the byte bound,
+/// and it is written (so its memory touched) only as frames are parked.
+/// WebAssembly memory is never given back: a zeroed buffer of the whole
+/// bound would cost every client its size in resident memory.
+struct ParkStorage {
+    bytes: Vec<u8>,
+    limit: usize,
+}
+
+impl copilot_core::FrameBuffer for ParkStorage {
+    fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.bytes
+    }
+
+    fn grow(&mut self, len: usize) -> bool {
+        if len > self.limit {
+            return false;
+        }
+        if len > self.bytes.len() {
+            // Within the capacity reserved: no reallocation.
+            self.bytes.resize(len, 0);
+        }
+        true
+    }
+
+    fn can_grow(&self, len: usize) -> bool {
+        len <= self.limit
+    }
+}
 
 /// The engine's sink for what it decides to send: the outbox. Every call
 /// passes this one closure type, so the engine's code that writes is
@@ -94,18 +130,20 @@ pub struct CoreEngine {
     decoder: FrameDecoder<GrowingBuffer>,
     engine: Box<WasmEngine>,
     /// The session handle of each tag. At most as many as the engine has
-    /// session slots (256): a list is smaller code than a hash map.
+    /// session slots: a list is smaller code than a hash map, and it is
+    /// searched only when a session is opened or closed.
     handles: Vec<(u32, SessionHandle)>,
     outbox: Vec<u8>,
 }
 
 #[wasm_bindgen]
 impl CoreEngine {
-    /// An engine accepting frames of at most `max_frame` bytes (16 MiB by
-    /// default), refusing in a handler's place after `handler_timeout_ms`
-    /// (5 minutes by default; 0: never), failing requests after
-    /// `request_timeout_ms` (60 s by default; 0: never), and parking at most
-    /// `park_bytes` (4 MiB by default) during a server-assigned create.
+    /// An engine accepting frames of at most `max_frame` bytes, refusing in
+    /// a handler's place after `handler_timeout_ms` (0: never), failing
+    /// requests sent without a timeout of their own after
+    /// `request_timeout_ms` (0: never), and parking at most `park_bytes`
+    /// during a server-assigned create. Each left out is the core's default
+    /// ([`policy`](Self::policy)'s `limits`: 64 MiB, 5 minutes, 60 s, 8 MiB).
     #[wasm_bindgen(constructor)]
     pub fn new(
         max_frame: Option<u32>,
@@ -113,17 +151,17 @@ impl CoreEngine {
         request_timeout_ms: Option<f64>,
         park_bytes: Option<u32>,
     ) -> CoreEngine {
-        let size = max_frame.map_or(DEFAULT_MAX_FRAME, |m| m as usize).max(copilot_core::MIN_FRAME_BUFFER);
+        let size = max_frame.map_or(limits::MAX_FRAME_BYTES, |m| m as usize).max(copilot_core::MIN_FRAME_BUFFER);
         let limit = |ms: Option<f64>, default: u64| match ms {
             None => Some(default),
             Some(ms) if ms <= 0.0 => None,
             Some(ms) => Some(ms as u64),
         };
         let config = EngineConfig::new()
-            .handler_timeout(limit(handler_timeout_ms, 5 * 60_000))
-            .request_timeout(limit(request_timeout_ms, 60_000))
-            .park_frames(MAX_PARKED);
-        let park = vec![0; park_bytes.map_or(DEFAULT_PARK_BYTES, |b| b as usize)];
+            .handler_timeout(limit(handler_timeout_ms, limits::DEFAULT_HANDLER_TIMEOUT_MS))
+            .request_timeout(limit(request_timeout_ms, limits::DEFAULT_REQUEST_TIMEOUT_MS));
+        let limit = park_bytes.map_or(limits::MAX_PARKED_BYTES, |b| b as usize);
+        let park = ParkStorage { bytes: Vec::with_capacity(limit), limit };
         CoreEngine {
             decoder: FrameDecoder::with_buffer(GrowingBuffer::new(INITIAL_BUFFER.min(size))).with_limit(size),
             engine: Box::new(Engine::new(park, config)),
@@ -287,10 +325,11 @@ impl CoreEngine {
         self.drain_parked(now)
     }
 
-    /// The engine's answer table as JSON: one `{"name", "handler"}` per
-    /// row, `name` being the awaited event's type or the server request's
-    /// method (what JavaScript needs to check the names generic request
-    /// handlers are set for).
+    /// The engine's answer table as JSON: one `{"name", "handler",
+    /// "generic"}` per row, `name` being the awaited event's type or the
+    /// server request's method, `generic` whether a generic request handler
+    /// (by name) answers it (`copilot_core::HandlerKind::is_generic`): the
+    /// names generic handlers can be set for are the `generic` rows'.
     #[wasm_bindgen(js_name = answerRows)]
     pub fn answer_rows() -> String {
         let mut out = vec![b'['];
@@ -302,6 +341,7 @@ impl CoreEngine {
             let mut w = Fields::new(&mut out);
             w.text("name", name);
             w.text("handler", row.handler.name());
+            w.raw("generic", if row.handler.is_generic() { b"true" } else { b"false" });
             w.end();
         }
         out.push(b']');
@@ -316,11 +356,9 @@ impl CoreEngine {
     #[wasm_bindgen(js_name = openParams)]
     pub fn open_params(options: &str, handlers: &str) -> Result<String, JsError> {
         let mut out = Vec::with_capacity(options.len() + 320);
-        copilot_core::write_open_params(
-            options.as_bytes(),
-            |kind| handlers.as_bytes().split(|b| *b == b',').any(|h| h == kind.name().as_bytes()),
-            &mut |b: &[u8]| out.extend_from_slice(b),
-        )
+        copilot_core::write_open_params(options.as_bytes(), |kind| names(handlers, kind), &mut |b: &[u8]| {
+            out.extend_from_slice(b)
+        })
         .map_err(|e| JsError::new(e.message()))?;
         Ok(into_string(out))
     }
@@ -496,6 +534,11 @@ impl CoreEngine {
         }
         batch.finish()
     }
+}
+
+/// Whether the comma-separated handler kinds `handlers` name `kind`.
+fn names(handlers: &str, kind: copilot_core::HandlerKind) -> bool {
+    handlers.as_bytes().split(|b| *b == b',').any(|h| h == kind.name().as_bytes())
 }
 
 /// A message's `params` as JSON text, `null` for none.
@@ -731,6 +774,8 @@ impl<'o> Fields<'o> {
     fn event(&mut self, e: &EventInfo<'_>) {
         self.json_str("type", &e.event_type);
         self.raw("event", e.event.as_bytes());
+        // The size the core's kept-events bound counts.
+        self.number("bytes", e.event.as_bytes().len() as u64);
     }
 
     /// The route's name and members.
@@ -831,8 +876,60 @@ mod tests {
         let rows = parse(&CoreEngine::answer_rows());
         let rows = rows.as_array().unwrap();
         assert_eq!(rows.len(), copilot_core::ANSWERS.len());
-        assert_eq!(rows[0], serde_json::json!({"name": "permission.requested", "handler": "permission"}));
-        assert!(rows.contains(&serde_json::json!({"name": "hooks.invoke", "handler": "hooks"})));
+        assert_eq!(
+            rows[0],
+            serde_json::json!({"name": "permission.requested", "handler": "permission", "generic": false})
+        );
+        assert!(rows.contains(&serde_json::json!({"name": "hooks.invoke", "handler": "hooks", "generic": false})));
+        let generic: Vec<&str> =
+            rows.iter().filter(|r| r["generic"] == true).map(|r| r["name"].as_str().unwrap()).collect();
+        assert_eq!(generic, copilot_core::generic_request_names().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn event_items_carry_their_size() {
+        let mut c = CoreEngine::new(None, None, None, None);
+        c.reserve(Some("s".into()), 1, false).unwrap();
+        let event = r#"{"type":"session.info","data":{}}"#;
+        let body =
+            format!(r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"s","event":{event}}}}}"#);
+        let batch = parse(&c.feed(&frame(&body), 0.0));
+        assert_eq!(batch[0]["bytes"], event.len());
+    }
+
+    #[test]
+    fn the_parking_storage_is_written_only_as_it_grows_within_its_bound() {
+        use copilot_core::FrameBuffer;
+        let mut park = ParkStorage { bytes: Vec::with_capacity(100), limit: 100 };
+        assert_eq!(park.bytes().len(), 0, "nothing is written before a frame is parked");
+        assert!(park.grow(60) && park.bytes().len() == 60);
+        assert!(park.grow(10) && park.bytes().len() == 60, "never shrinks");
+        assert!(park.grow(100) && !park.grow(101) && !park.can_grow(101));
+        assert_eq!(park.bytes.capacity(), 100, "no reallocation");
+    }
+
+    #[test]
+    fn parking_stops_at_its_byte_bound_and_holds_a_burst_of_the_frame_bound() {
+        let event = |n: usize| {
+            frame(&format!(
+                r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"new","event":{{"type":"session.info","id":"e{n}","data":{{}}}}}}}}"#
+            ))
+        };
+        let body = event(0).len() - b"Content-Length: 118\r\n\r\n".len();
+        // Room for two parked frames (each is its body and a 4-byte length).
+        let mut c = CoreEngine::new(None, None, None, Some(2 * (body as u32 + 4)));
+        c.reserve(None, 3, false).unwrap();
+        let input: Vec<u8> = (0..3).flat_map(event).collect();
+        c.feed(&input, 0.0);
+        let stats = parse(&c.stats(0.0));
+        assert_eq!((stats["parkedFrames"].clone(), stats["parkDropped"].clone()), (2.into(), 1.into()));
+        // The default bound is the core's: a burst of 10,000 events parks whole.
+        let mut c = CoreEngine::new(None, None, None, None);
+        c.reserve(None, 3, false).unwrap();
+        let input: Vec<u8> = (0..limits::MAX_PARKED_FRAMES).flat_map(event).collect();
+        c.feed(&input, 0.0);
+        let stats = parse(&c.stats(0.0));
+        assert_eq!((stats["parkedFrames"].clone(), stats["parkDropped"].clone()), (10_000.into(), 0.into()));
     }
 
     #[test]

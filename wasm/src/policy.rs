@@ -1,0 +1,221 @@
+//! `wasm/policy.json`: the core's protocol policy for JavaScript, and the
+//! tests that hold it to the core.
+//!
+//! The JSON is not in the WebAssembly module: the module has a size gate
+//! (`scripts/build-wasm`), and the policy as a string there cost 660 bytes
+//! gzipped (code that writes it, or one export per rule, several KB).
+//! `scripts/build-wasm` ships it beside the module as
+//! `dist/policy.js` (`export default {..}`), which the JS client imports.
+//! The tests below derive every member from the core (its constants, and
+//! the output of its functions for every case), so the file cannot drift
+//! from what the Rust host does.
+//!
+//! Its members, read once by the JS client (times in milliseconds):
+//! - `limits`: `protocolVersion`, `requestTimeoutMs`, `handlerTimeoutMs`,
+//!   `shutdownGraceMs`, `startupTimeoutMs`, `maxSessions`,
+//!   `maxPendingRequests`, `maxObligations`, `maxParkedFrames`,
+//!   `maxParkedBytes`, `maxFrameBytes`, `maxKeptEvents`, `maxKeptBytes`
+//!   (`copilot_core::limits`). A session nobody has subscribed to keeps an
+//!   event of `bytes` (its batch item's `bytes`) for its first subscriber
+//!   while none was left out, fewer than `maxKeptEvents` are kept and
+//!   `bytes` fits in what is left of `maxKeptBytes`.
+//! - `toolFailedText`: what the model reads when a tool's handler fails.
+//! - `turn` `{reply, replyUnless, error, end}`: a `sendAndWait` turn ends
+//!   at an event of type `end`; it failed if it had an event of type
+//!   `error` (the last one), else its reply is the data of its last event
+//!   of type `reply` whose data lacks `replyUnless` (`copilot_core::Turn`).
+//! - `handshake` `{connect, params, tokenParam, ping, pingOn}`: send
+//!   `connect` with `params` plus `tokenParam: token` when there is a
+//!   connection token; an error answer with code `pingOn` sends `ping`
+//!   with `{}` instead, any other error fails the handshake as it came;
+//!   the answer's `protocolVersion` must be `limits.protocolVersion`, and
+//!   `connect`'s `version` is the server's
+//!   (`copilot_core::read_handshake_answer`).
+//! - `followUps` `[{handler, method, eventType}]`: once a session is open,
+//!   for each entry whose handler kind is set, in order, the request
+//!   `method` with params `{sessionId, eventType}`, answered before the
+//!   session is handed over (`copilot_core::write_follow_ups`).
+//! - `launch`: a started CLI's argv is `args`, the log level (`logLevel`
+//!   unless the user says), then `authArgs` if the user gave a GitHub
+//!   token (non-empty), then `stdioArgs`, or `tcpArgs` and the port, then,
+//!   if any secret is set, `secretsArg` followed by the secrets' variable
+//!   names joined by `,` (the auth token's first), then the user's own
+//!   arguments. The secrets are set last in the child's environment: the
+//!   token in `authTokenEnv`, and for TCP the connection token (the
+//!   user's, else a random UUID) in `connectionTokenEnv`. `cliPathEnv`
+//!   names the CLI when none is given; `ownProcessGroup`: start it in a
+//!   process group of its own, ended on stop; `portAnnouncement`: a TCP
+//!   server prints it, in any case, then the port, on stdout
+//!   (`copilot_core::launch_items`, `copilot_core::read_announced_port`).
+//! - `stop` `[{step, method?, spawnedOnly?, errorFails?}]`: a stop's steps
+//!   in order, within one grace; a step with a `method` sends it only
+//!   while connected (`session.destroy {sessionId}` to every open session
+//!   at once; `runtime.shutdown {}`), `spawnedOnly` steps only for a CLI
+//!   this client started, and only an error of an `errorFails` step fails
+//!   the stop (`copilot_core::STOP_STEPS`).
+
+mod tests {
+    /// The file `scripts/build-wasm` ships.
+    const POLICY: &str = include_str!("../policy.json");
+    use copilot_core::{limits, HandlerKind, LaunchItem, LaunchTransport, StopStep};
+    use serde_json::{json, Value};
+
+    fn policy() -> Value {
+        serde_json::from_str(POLICY).expect("the policy is JSON")
+    }
+
+    #[test]
+    fn the_limits_are_the_cores() {
+        let p = policy();
+        let expected = json!({
+            "protocolVersion": limits::PROTOCOL_VERSION,
+            "requestTimeoutMs": limits::DEFAULT_REQUEST_TIMEOUT_MS,
+            "handlerTimeoutMs": limits::DEFAULT_HANDLER_TIMEOUT_MS,
+            "shutdownGraceMs": limits::DEFAULT_SHUTDOWN_GRACE_MS,
+            "startupTimeoutMs": limits::DEFAULT_STARTUP_TIMEOUT_MS,
+            "maxSessions": limits::MAX_SESSIONS,
+            "maxPendingRequests": limits::MAX_PENDING_REQUESTS,
+            "maxObligations": limits::MAX_OBLIGATIONS,
+            "maxParkedFrames": limits::MAX_PARKED_FRAMES,
+            "maxParkedBytes": limits::MAX_PARKED_BYTES,
+            "maxFrameBytes": limits::MAX_FRAME_BYTES,
+            "maxKeptEvents": limits::MAX_KEPT_EVENTS,
+            "maxKeptBytes": limits::MAX_KEPT_BYTES,
+        });
+        assert_eq!(p["limits"], expected);
+        assert_eq!(p["toolFailedText"], copilot_core::TOOL_FAILED_TEXT);
+    }
+
+    #[test]
+    fn the_turn_rule_is_the_cores() {
+        let t = &policy()["turn"];
+        let step = |ty: &Value, sub| copilot_core::turn_step(ty.as_str().unwrap(), sub);
+        assert_eq!(step(&t["reply"], false), copilot_core::TurnStep::Reply);
+        assert_eq!(step(&t["reply"], true), copilot_core::TurnStep::Other);
+        assert_eq!(step(&t["error"], false), copilot_core::TurnStep::Error);
+        assert_eq!(step(&t["end"], false), copilot_core::TurnStep::End);
+        assert_eq!(t["replyUnless"], copilot_core::TURN_REPLY_UNLESS);
+    }
+
+    #[test]
+    fn the_handshake_sends_what_the_core_writes_and_falls_back_as_it_reads() {
+        use copilot_core::{read_handshake_answer, HandshakeRequest, HandshakeStep};
+        let h = &policy()["handshake"];
+        for token in [None, Some("t\"1")] {
+            let mut core = Vec::new();
+            copilot_core::write_connect_params(token, &mut |b: &[u8]| core.extend_from_slice(b));
+            let mut params = h["params"].clone();
+            if let Some(t) = token {
+                params[h["tokenParam"].as_str().unwrap()] = t.into();
+            }
+            assert_eq!(params, serde_json::from_slice::<Value>(&core).unwrap(), "{token:?}");
+        }
+        assert_eq!((h["connect"].as_str(), h["ping"].as_str()), (Some("connect"), Some("ping")));
+        let code = h["pingOn"].as_i64().unwrap();
+        assert_eq!(read_handshake_answer(HandshakeRequest::Connect, Err(code)), HandshakeStep::Ping);
+        assert_ne!(read_handshake_answer(HandshakeRequest::Connect, Err(code - 1)), HandshakeStep::Ping);
+    }
+
+    #[test]
+    fn the_follow_ups_send_what_the_core_writes() {
+        let follow = &policy()["followUps"];
+        let kinds = copilot_core::TYPED_HANDLER_KINDS.iter().chain(copilot_core::GENERIC_HANDLER_KINDS);
+        for kind in kinds {
+            let mut core = Vec::new();
+            copilot_core::write_follow_ups("s\"1", |k| k == *kind, &mut |m, p: &[u8]| {
+                assert!(p.starts_with(br#"{"sessionId":"#), "the session id comes first");
+                core.push((m.to_owned(), serde_json::from_slice::<Value>(p).unwrap()))
+            })
+            .unwrap();
+            let from_policy: Vec<(String, Value)> = follow
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|f| f["handler"] == kind.name())
+                .map(|f| {
+                    let params = json!({"sessionId": "s\"1", "eventType": f["eventType"]});
+                    (f["method"].as_str().unwrap().to_owned(), params)
+                })
+                .collect();
+            assert_eq!(from_policy, core, "{kind:?}");
+        }
+        assert!(follow.as_array().unwrap().iter().any(|f| f["handler"] == HandlerKind::McpOAuth.name()));
+    }
+
+    /// A start as the policy's `launch` documents it: (argv, [(variable, secret)]).
+    fn launch_from_policy(tcp: Option<u16>, level: &str, auth: bool) -> (Vec<String>, Vec<(String, &'static str)>) {
+        let l = &policy()["launch"];
+        let strings = |v: &Value| -> Vec<String> {
+            v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_owned()).collect()
+        };
+        let mut args = strings(&l["args"]);
+        args.push(level.to_owned());
+        let mut secrets = Vec::new();
+        if auth {
+            args.extend(strings(&l["authArgs"]));
+            secrets.push((l["authTokenEnv"].as_str().unwrap().to_owned(), "auth"));
+        }
+        match tcp {
+            None => args.extend(strings(&l["stdioArgs"])),
+            Some(port) => {
+                args.extend(strings(&l["tcpArgs"]));
+                args.push(port.to_string());
+                secrets.push((l["connectionTokenEnv"].as_str().unwrap().to_owned(), "connection"));
+            }
+        }
+        if !secrets.is_empty() {
+            let names: Vec<&str> = secrets.iter().map(|(n, _)| n.as_str()).collect();
+            args.push(format!("{}{}", l["secretsArg"].as_str().unwrap(), names.join(",")));
+        }
+        (args, secrets)
+    }
+
+    #[test]
+    fn the_launch_is_what_the_core_gives_for_every_start() {
+        for tcp in [None, Some(0), Some(4321)] {
+            for auth in [false, true] {
+                let transport = tcp.map_or(LaunchTransport::Stdio, |port| LaunchTransport::Tcp { port });
+                let launch = copilot_core::Launch { transport, log_level: "debug", auth_token: auth };
+                let (mut args, mut secrets) = (Vec::new(), Vec::new());
+                copilot_core::launch_items(&launch, &mut |item| match item {
+                    LaunchItem::Arg(a) => args.push(a.to_owned()),
+                    LaunchItem::Secret { name, secret } => secrets.push((
+                        name.to_owned(),
+                        if secret == copilot_core::LaunchSecret::AuthToken { "auth" } else { "connection" },
+                    )),
+                });
+                assert_eq!(launch_from_policy(tcp, "debug", auth), (args, secrets), "{tcp:?} {auth}");
+            }
+        }
+        let l = &policy()["launch"];
+        assert_eq!(l["logLevel"], copilot_core::DEFAULT_LOG_LEVEL);
+        assert_eq!(l["cliPathEnv"], copilot_core::CLI_PATH_ENV);
+        assert_eq!(l["ownProcessGroup"], copilot_core::LAUNCH_OWN_PROCESS_GROUP);
+        let announcement = l["portAnnouncement"].as_str().unwrap();
+        assert_eq!(copilot_core::read_announced_port(&format!("CLI server {announcement} 4321")), Some(4321));
+    }
+
+    #[test]
+    fn the_stop_steps_are_the_cores_in_order() {
+        let stop = policy()["stop"].clone();
+        let expected: Vec<Value> = copilot_core::STOP_STEPS
+            .iter()
+            .map(|s: &StopStep| {
+                let mut v = json!({"step": s.name()});
+                if let Some(m) = s.method() {
+                    v["method"] = m.into();
+                    // A request needs the connection.
+                    assert!(!s.applies(true, false), "{s:?}");
+                }
+                if !s.applies(false, true) {
+                    v["spawnedOnly"] = true.into();
+                }
+                if s.error_fails_stop() {
+                    v["errorFails"] = true.into();
+                }
+                v
+            })
+            .collect();
+        assert_eq!(stop, Value::Array(expected));
+    }
+}
