@@ -13,6 +13,7 @@ import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   DEFAULT_SHUTDOWN_GRACE_MS,
   DEFAULT_STARTUP_MS,
+  POLICY,
   PROTOCOL_VERSION,
 } from "./constants.js";
 import {
@@ -31,8 +32,6 @@ import { Driver } from "./driver.js";
 import { answerWait } from "./answering.js";
 import { Session } from "./session.js";
 import { rpcCalls, SERVER_METHODS } from "./generated/rpc.js";
-
-const METHOD_NOT_FOUND = -32601;
 
 const noop = () => {};
 
@@ -183,20 +182,22 @@ export class CopilotClient {
     throw new CopilotError("CopilotClient.connect needs Node.js; in a browser use CopilotClient.fromStreams");
   }
 
+  /** The core's handshake (`POLICY.handshake`): `connect`, or `ping` where it is unknown. */
   async #handshake(token, timeoutMs) {
-    const params = { supportedTaskKinds: [] };
-    if (token != null) params.token = token;
+    const handshake = POLICY.handshake;
+    const params = structuredClone(handshake.params);
+    if (token != null) params[handshake.tokenParam] = token;
     let version, serverVersion;
     try {
-      const r = await this._request("connect", params, { timeoutMs });
+      const r = await this._request(handshake.connect, params, { timeoutMs });
       version = r?.protocolVersion;
       serverVersion = r?.version;
     } catch (e) {
-      if (!(e instanceof RpcError && e.code === METHOD_NOT_FOUND)) throw e;
-      const pong = await this._request("ping", {}, { timeoutMs });
+      if (!(e instanceof RpcError && e.code === handshake.pingOn)) throw e;
+      const pong = await this._request(handshake.ping, {}, { timeoutMs });
       version = pong?.protocolVersion;
     }
-    if (version !== PROTOCOL_VERSION) throw new ProtocolVersionError(version);
+    if (version !== PROTOCOL_VERSION) throw new ProtocolVersionError(version, PROTOCOL_VERSION);
     this.#serverInfo = { protocolVersion: version, version: serverVersion };
   }
 
@@ -321,11 +322,12 @@ export class CopilotClient {
     if (this.#driver.closed) throw this.#driver.disconnected();
     const serverAssigned = Boolean(config.serverAssignedId) && resumeId == null;
     const id = serverAssigned ? null : (resumeId ?? config.sessionId ?? crypto.randomUUID());
+    const kinds = handlerKindsOf(config);
     // The engine adds which waits the session answers, and the defaults.
     let params;
     try {
       const options = JSON.stringify(sessionParams(config, id, resumeId != null));
-      params = JSON.parse(CoreEngine.openParams(options, handlerKindsOf(config).join(",")));
+      params = JSON.parse(CoreEngine.openParams(options, kinds.join(",")));
     } catch (e) {
       throw new ConfigError(`cannot open session ${id ?? "(server-assigned)"}: ${errorText(e)}`);
     }
@@ -370,6 +372,18 @@ export class CopilotClient {
       this._releaseSession(tag, `${method} failed`);
       throw e;
     }
+    // The core's requests after an open, each answered before the session
+    // is handed over: the CLI asks some waits (mcp.oauth_required) only of
+    // a client that registered interest in them.
+    for (const followUp of POLICY.followUps) {
+      if (!kinds.includes(followUp.handler)) continue;
+      try {
+        await this._request(followUp.method, { sessionId: session.id, eventType: followUp.eventType });
+      } catch (e) {
+        this._releaseSession(tag, `${followUp.method} failed`);
+        throw e;
+      }
+    }
     session._opened(result);
     return session;
   }
@@ -396,35 +410,58 @@ export class CopilotClient {
     return this.#stopping;
   }
 
+  /**
+   * The core's stop (`POLICY.stop`): its steps in order, each waiting at
+   * most for what is left of the one grace; `spawnedOnly` steps only for a
+   * CLI this client started, and only an `errorFails` step's error fails
+   * the stop.
+   */
   async #stop(graceMs) {
     const deadline = Date.now() + graceMs;
     const left = () => Math.max(0, deadline - Date.now());
     let firstError;
-    const destroys = [];
-    for (const session of [...this.#sessions.values()]) {
-      if (session.active && !this.#driver.closed) destroys.push(session.destroy({ timeoutMs: left() }));
-      else this._releaseSession(session._tag, "client stopped");
-    }
-    for (const result of await Promise.allSettled(destroys)) {
-      if (result.status === "rejected") firstError ??= result.reason;
-    }
-    if (this.#process && !this.#driver.closed) {
-      try {
-        await this._request("runtime.shutdown", {}, { timeoutMs: left() });
-      } catch (e) {
-        if (!(e instanceof RpcError || e instanceof DisconnectedError)) firstError ??= e;
+    for (const step of POLICY.stop) {
+      if (step.spawnedOnly && !this.#process) continue;
+      let error;
+      switch (step.step) {
+        case "destroySessions": {
+          const destroys = [];
+          for (const session of [...this.#sessions.values()]) {
+            if (session.active && !this.#driver.closed) destroys.push(session.destroy({ timeoutMs: left() }));
+            else this._releaseSession(session._tag, "client stopped");
+          }
+          for (const result of await Promise.allSettled(destroys)) {
+            if (result.status === "rejected") error ??= result.reason;
+          }
+          break;
+        }
+        case "shutdownRuntime":
+          if (!this.#driver.closed) {
+            try {
+              await this._request(step.method, {}, { timeoutMs: left() });
+            } catch (e) {
+              error = e;
+            }
+          }
+          break;
+        case "closeWriter":
+          this.#driver.closeWriter();
+          break;
+        case "awaitExitOrKill":
+          if (!(await this.#process.waitForExit(left()))) {
+            this.#logger.warn?.(`the Copilot CLI did not exit within ${graceMs} ms; killing its process group`);
+            this.#process.kill();
+          }
+          break;
+        case "release":
+          this.#driver.stopReading();
+          this.#shutDown("the client was stopped");
+          break;
+        default:
+          this.#logger.warn?.(`stop: step ${step.step} is not known to this client; skipped`);
       }
+      if (error && step.errorFails) firstError ??= error;
     }
-    this.#driver.closeWriter();
-    if (this.#process) {
-      const exited = await this.#process.waitForExit(left());
-      if (!exited) {
-        this.#logger.warn?.(`the Copilot CLI did not exit within ${graceMs} ms; killing its process group`);
-        this.#process.kill();
-      }
-    }
-    this.#driver.stopReading();
-    this.#shutDown("the client was stopped");
     if (firstError) throw firstError;
   }
 
@@ -489,7 +526,7 @@ export class CopilotClient {
     switch (item.route) {
       case "event": {
         const session = this.#sessions.get(item.session);
-        session?._push(item.event);
+        session?._push(item.event, item.bytes);
         if (item.obligation !== undefined) this.#answer(item, session, item.event?.data);
         return;
       }

@@ -1,7 +1,6 @@
 // Every error class this package throws. No wasm and no other module of the
-// client here: everything else may import these.
-
-import { PROTOCOL_VERSION } from "./constants.js";
+// client here (config.js, which uses them, is read on its own by a test of
+// the workspace, before any build): everything else may import these.
 
 /** Every error this package throws. */
 export class CopilotError extends Error {
@@ -40,12 +39,12 @@ export class SessionError extends CopilotError {
   }
 }
 
-/** The CLI speaks another protocol version. */
+/** The CLI speaks another protocol version (`supported`: this client's). */
 export class ProtocolVersionError extends CopilotError {
-  constructor(server) {
-    super(`the CLI speaks protocol version ${server ?? "(unknown)"}; this client needs ${PROTOCOL_VERSION}`);
+  constructor(server, supported) {
+    super(`the CLI speaks protocol version ${server ?? "(unknown)"}; this client needs ${supported}`);
     this.server = server;
-    this.supported = PROTOCOL_VERSION;
+    this.supported = supported;
   }
 }
 

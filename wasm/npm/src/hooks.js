@@ -13,7 +13,6 @@
 // returns what goes back; a throw is a failed handler.
 
 import { CoreEngine } from "../dist/copilot_wasm.js";
-import { GENERIC_HANDLER_KINDS } from "./config.js";
 
 /** Every hook type of the CLI's schema, by the config name of its hook. */
 export const HOOKS = Object.freeze({
@@ -38,21 +37,26 @@ export const HOOKS = Object.freeze({
 
 const HOOK_BY_TYPE = new Map(Object.entries(HOOKS).map(([name, type]) => [type, name]));
 
-const GENERIC_KINDS = new Set(GENERIC_HANDLER_KINDS);
-
+let genericRows;
 let genericNames;
+let genericKinds;
+
+/** The rows of the engine's answer table that a generic handler answers (the core says which). */
+function genericAnswerRows() {
+  genericRows ??= JSON.parse(CoreEngine.answerRows()).filter((r) => r.generic);
+  return genericRows;
+}
 
 /** The names a generic handler can be set for (from the engine's answer table). */
 export function genericRequestNames() {
-  genericNames ??= JSON.parse(CoreEngine.answerRows())
-    .filter((r) => GENERIC_KINDS.has(r.handler))
-    .map((r) => r.name);
+  genericNames ??= genericAnswerRows().map((r) => r.name);
   return genericNames;
 }
 
-/** Whether the engine's handler kind `kind` is answered by name. */
+/** Whether the engine's handler kind `kind` is answered by name (the core says which). */
 export function isGenericKind(kind) {
-  return GENERIC_KINDS.has(kind);
+  genericKinds ??= new Set(genericAnswerRows().map((r) => r.handler));
+  return genericKinds.has(kind);
 }
 
 /** Throws `makeError(message)` unless `hooks` is a valid hooks object. */

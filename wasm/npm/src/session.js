@@ -1,10 +1,11 @@
 // A session of the client: sending prompts (`send`, `sendAndWait`), the
 // session's calls, and delivering its events, in order and never dropped,
 // to every subscriber (`on`, async iteration); the first subscriber also
-// receives those that arrived before it, up to `MAX_KEPT_EVENTS`. What
-// answers its waits is answering.js; its connection is the client's.
+// receives those that arrived before it, up to `MAX_KEPT_EVENTS` and
+// `MAX_KEPT_BYTES` (the core's bounds). What answers its waits is
+// answering.js; its connection is the client's.
 
-import { MAX_KEPT_EVENTS } from "./constants.js";
+import { MAX_KEPT_BYTES, MAX_KEPT_EVENTS, POLICY } from "./constants.js";
 import { ConfigError, DisconnectedError, SessionError, TimeoutError, errorText } from "./errors.js";
 import { SessionHandlers } from "./answering.js";
 import { rpcCalls, SESSION_METHODS } from "./generated/rpc.js";
@@ -94,11 +95,14 @@ export class Session {
   /** The user's handlers of its waits. */
   #handlers;
   #queue = [];
+  /** The size of each queued event (the engine's `bytes`), for the kept-bytes bound. */
+  #queueBytes = [];
   #scheduled = false;
   #subscribers = [];
   #version = 0;
   #claimed = false;
   #kept = [];
+  #keptBytes = 0;
   #delivered = 0;
   #notKept = 0;
   #ending = null;
@@ -182,6 +186,8 @@ export class Session {
       let timer;
       let settled = false;
       let unsubscribe = noop;
+      // The core's turn rule (`POLICY.turn`).
+      const turn = POLICY.turn;
       const settle = (f, v) => {
         if (settled) return;
         settled = true;
@@ -194,10 +200,10 @@ export class Session {
         internal: true,
         type: "*",
         fn: (e) => {
-          if (e.type === "assistant.message" && !e.data?.parentToolCallId) last = e.data;
-          else if (e.type === "session.error") {
+          if (e.type === turn.reply && (e.data?.[turn.replyUnless] ?? null) === null) last = e.data;
+          else if (e.type === turn.error) {
             error = new SessionError(e.data?.errorType, e.data?.message, e.data);
-          } else if (e.type === "session.idle") {
+          } else if (e.type === turn.end) {
             if (error) settle(reject, error);
             else settle(resolve, last);
           }
@@ -228,8 +234,8 @@ export class Session {
 
   /**
    * Delivery counters: `events` delivered (or kept), `notKept` (events that
-   * came while nobody had subscribed, past `MAX_KEPT_EVENTS`, and so are
-   * not kept for a late first subscriber).
+   * came while nobody had subscribed, past `MAX_KEPT_EVENTS` or
+   * `MAX_KEPT_BYTES`, and so are not kept for a late first subscriber).
    */
   stats() {
     return { events: this.#delivered, notKept: this.#notKept };
@@ -292,6 +298,7 @@ export class Session {
       this.#claimed = true;
       sub.owed = this.#kept;
       this.#kept = [];
+      this.#keptBytes = 0;
     }
     if (this.#ended !== null) {
       // Nothing more will come: what was owed, then the end.
@@ -319,9 +326,10 @@ export class Session {
     }
   }
 
-  /** @internal Called as an event is routed: queue it, deliver soon. */
-  _push(event) {
+  /** @internal Called as an event is routed: queue it, deliver soon. `bytes`: its size. */
+  _push(event, bytes = 0) {
     this.#queue.push(event);
+    this.#queueBytes.push(bytes);
     this.#schedule();
   }
 
@@ -336,7 +344,9 @@ export class Session {
   #drain() {
     this.#scheduled = false;
     const queue = this.#queue;
+    const sizes = this.#queueBytes;
     this.#queue = [];
+    this.#queueBytes = [];
     let version = -1;
     let subs;
     for (let q = 0; q <= queue.length; q++) {
@@ -357,11 +367,15 @@ export class Session {
       const e = queue[q];
       this.#delivered++;
       if (!this.#claimed) {
-        if (this.#kept.length < MAX_KEPT_EVENTS) this.#kept.push(e);
-        else {
+        // The core's rule: kept while none was left out, and both bounds hold.
+        const size = sizes[q] ?? 0;
+        if (this.#notKept === 0 && this.#kept.length < MAX_KEPT_EVENTS && this.#keptBytes + size <= MAX_KEPT_BYTES) {
+          this.#kept.push(e);
+          this.#keptBytes += size;
+        } else {
           if (this.#notKept === 0) {
             this.#client._logger.warn?.(
-              `session ${this.#id}: nobody has subscribed and ${MAX_KEPT_EVENTS} events are kept; later ones are not kept for a first subscriber (counted in stats())`,
+              `session ${this.#id}: nobody has subscribed and ${this.#kept.length} events (${this.#keptBytes} bytes) are kept; later ones are not kept for a first subscriber (counted in stats())`,
             );
           }
           this.#notKept++;
