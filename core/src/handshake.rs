@@ -121,13 +121,15 @@ mod tests {
         out
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn connect_carries_the_token_escaped_when_there_is_one() {
         assert_eq!(params(None), br#"{"supportedTaskKinds":[]}"#[..]);
         assert_eq!(params(Some("t\"1")), br#"{"supportedTaskKinds":[],"token":"t\"1"}"#[..]);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn method_not_found_falls_back_to_ping_once_and_other_errors_fail() {
         use HandshakeRequest::{Connect, Ping};
         assert_eq!(read_handshake_answer(Connect, Err(-32601)), HandshakeStep::Ping);
@@ -135,7 +137,8 @@ mod tests {
         assert_eq!(read_handshake_answer(Connect, Err(-32002)), HandshakeStep::Failed(HandshakeError::Refused));
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn the_protocol_version_must_be_three() {
         use HandshakeRequest::{Connect, Ping};
         let ok = br#"{"ok":true,"protocolVersion":3,"version":"1.0.102","taskKinds":["agent","shell"]}"#;

@@ -169,13 +169,15 @@ mod tests {
         v
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn stdio_without_a_token_names_no_secret() {
         let got = items(Launch { transport: LaunchTransport::Stdio, log_level: "error", auth_token: false });
         assert_eq!(got, ["--headless", "--no-auto-update", "--log-level", "error", "--stdio"]);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn tokens_go_in_variables_the_cli_is_told_to_keep_secret() {
         let got = items(Launch { transport: LaunchTransport::Tcp { port: 0 }, log_level: "debug", auth_token: true });
         assert_eq!(
@@ -203,7 +205,8 @@ mod tests {
         assert_eq!(got.last().unwrap(), "--secret-env-vars=COPILOT_SDK_AUTH_TOKEN");
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn the_port_is_read_from_its_announcement_only() {
         assert_eq!(read_announced_port("CLI server listening on port 4321"), Some(4321));
         assert_eq!(read_announced_port("Listening On Port\t65535\r"), Some(65535));

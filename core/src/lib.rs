@@ -10,8 +10,14 @@
 //! the sessions' lifecycle, so that every wait of the agent is answered
 //! exactly once, and what a client announces when it opens a session
 //! ([`write_open_params`]) and sends once it is open
-//! ([`write_follow_ups`]). The protocol's constants, defaults and
-//! capacities are in [`limits`], for every host.
+//! ([`write_follow_ups`]). The rest of the protocol's policy is here too,
+//! as data plus one function each, so that no host writes its own: the
+//! constants, defaults and capacities ([`limits`]), the handshake
+//! ([`read_handshake_answer`]), the session options ([`OPEN_OPTIONS`]),
+//! the `send_and_wait` rule ([`Turn`]), the hook call ([`read_hook_call`]),
+//! the elicitation answer ([`write_elicitation_answer`]), the generic
+//! handler kinds ([`HandlerKind::is_generic`]), the CLI's launch
+//! ([`launch_items`]) and the stop sequence ([`STOP_STEPS`]).
 //!
 //! It does not: read or write any socket or pipe, spawn threads, read a clock
 //! or allocate. It is `#![no_std]` without `alloc` and has no `unsafe`. (The
@@ -62,17 +68,20 @@
 extern crate alloc;
 
 mod answers;
+mod elicitation;
 mod encode;
 mod engine;
 mod envelope;
 mod frame;
 mod handshake;
+mod hooks;
 pub mod json;
 mod launch;
 pub mod limits;
 mod lock;
 mod obligations;
 mod open;
+mod options;
 mod pending;
 mod router;
 mod session;
@@ -84,6 +93,7 @@ pub use answers::{
     generic_request_names, row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, Trigger,
     ANSWERS, GENERIC_HANDLER_KINDS, NOT_OBLIGATIONS, TOOL_FAILED_TEXT, TYPED_HANDLER_KINDS,
 };
+pub use elicitation::{write_elicitation_answer, ContentNotAnObject, ElicitationAction, ELICITATION_ACCEPT_CONTENT};
 pub use encode::{frame_header, EncodeError, Outgoing, Payload, Ser, WriteError, MAX_FRAME_HEADER_LEN};
 pub use engine::{
     AnswerError, Cause, Engine, EngineConfig, EngineStats, Obligation, OpenError, Output, ANSWER_ID_PREFIX,
@@ -100,6 +110,7 @@ pub use handshake::{
     read_handshake_answer, write_connect_params, HandshakeError, HandshakeRequest, HandshakeStep, HANDSHAKE_CONNECT,
     HANDSHAKE_FALLBACK_CODE, HANDSHAKE_PING,
 };
+pub use hooks::{read_hook_call, HookCall, UnreadableHookCall, HOOK_DEFAULT_INPUT, HOOK_TYPES};
 pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
 pub use launch::{
     launch_items, read_announced_port, Launch, LaunchItem, LaunchSecret, LaunchTransport, AUTH_TOKEN_ENV, CLI_PATH_ENV,
@@ -110,6 +121,7 @@ pub use open::{
     write_follow_ups, write_open_params, Announce, FollowUp, OptionsNotAnObject, SessionIdTooLong, OPEN_ANNOUNCEMENTS,
     OPEN_FOLLOW_UPS,
 };
+pub use options::{open_option, OpenOption, OptionScope, OPEN_OPTIONS};
 pub use pending::{Drain as PendingDrain, PendingFull, PendingTable, RequestId};
 pub use router::{Route, Router, Stats, UNKNOWN_SESSION};
 pub use session::{

@@ -62,7 +62,8 @@ pub const fn keeps_for_first_subscriber(events: usize, bytes: usize, left_out: u
 mod tests {
     use super::*;
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn the_first_events_are_kept_up_to_either_bound_and_none_after_a_gap() {
         assert!(keeps_for_first_subscriber(0, 0, 0, 100));
         assert!(keeps_for_first_subscriber(MAX_KEPT_EVENTS - 1, 0, 0, 1));
@@ -76,7 +77,8 @@ mod tests {
         assert!(!keeps_for_first_subscriber(0, usize::MAX, 0, usize::MAX));
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn the_engine_defaults_are_these_limits() {
         let config = crate::EngineConfig::default();
         assert_eq!(config.handler_timeout, Some(DEFAULT_HANDLER_TIMEOUT_MS));

@@ -81,7 +81,8 @@ impl StopStep {
 mod tests {
     use super::*;
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn a_started_cli_is_shut_down_then_awaited_and_a_connected_one_only_closed() {
         let steps = |spawned, connected| {
             let mut v = heapless::Vec::<&str, 8>::new();

@@ -98,7 +98,8 @@ mod tests {
         None
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn the_last_top_level_message_is_the_reply_at_idle() {
         let events = [
             ("user.message", false),
@@ -114,7 +115,8 @@ mod tests {
         assert_eq!(run(&[("assistant.message", false)]), None, "not over before idle");
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn an_error_wins_at_idle_and_the_last_error_counts() {
         let events = [
             ("session.error", false),

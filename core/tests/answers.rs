@@ -234,3 +234,31 @@ fn every_handler_kind_is_typed_or_generic_once() {
     assert_eq!(names.len(), generic_rows);
     assert!(HandlerKind::Sampling.is_generic());
 }
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn every_elicitation_answer_fits_the_schema() {
+    use copilot_core::{write_elicitation_answer, ElicitationAction};
+    let api: Value = serde_json::from_str(API).unwrap();
+    let defs = &api["definitions"];
+    let mut session_methods = Vec::new();
+    methods(&api["session"], &mut session_methods);
+    let row = ANSWERS.iter().find(|r| r.trigger == Trigger::Event("elicitation.requested")).unwrap();
+    let AnswerVia::Rpc { method, key } = row.via else { panic!("{row:?}") };
+    let (_, def) = session_methods.iter().find(|(m, _)| *m == method).unwrap();
+    let member = &resolve(defs, &def["params"])["properties"][key];
+    let result = resolve(defs, member);
+    // The schema says content is present on an accept.
+    assert!(result["properties"]["content"]["description"].as_str().unwrap().contains("accept"));
+    for action in [ElicitationAction::Accept, ElicitationAction::Decline, ElicitationAction::Cancel] {
+        for content in [None, Some("null"), Some(r#"{"name":"x","n":1,"ok":true,"tags":["a"]}"#)] {
+            let mut out = Vec::new();
+            write_elicitation_answer(action, content.map(str::as_bytes), &mut |b: &[u8]| out.extend_from_slice(b))
+                .unwrap();
+            let v: Value = serde_json::from_slice(&out).unwrap();
+            assert!(conforms(defs, member, &v), "{v} does not fit {method}'s {key}");
+            assert_eq!(v.get("content").is_some(), action == ElicitationAction::Accept, "{v}");
+            assert!(v.get("content").is_none_or(Value::is_object), "{v}");
+        }
+    }
+}

@@ -94,3 +94,16 @@ fn every_stop_request_is_a_method_of_the_schema() {
     // The params `{}` of a method without params.
     assert!(shutdown["params"].is_null() || members(&shutdown, "params").is_empty());
 }
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn the_hook_types_and_the_hook_call_are_the_schemas() {
+    let api: Value = serde_json::from_str(API).unwrap();
+    let names: Vec<&str> =
+        api["definitions"]["HookType"]["enum"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(copilot_core::HOOK_TYPES, names.as_slice());
+    let invoke = method("hooks.invoke").expect("no hooks.invoke");
+    let mut params = members(&invoke, "params");
+    params.sort();
+    assert_eq!(params, ["hookType", "input", "sessionId"]);
+}

@@ -36,8 +36,11 @@ use copilot_core::{
 };
 use wasm_bindgen::prelude::*;
 
+mod park;
 #[cfg(test)]
 mod policy;
+
+use park::ParkStorage;
 
 /// The allocator: talc, smaller than the standard library's dlmalloc.
 /// The module is single-threaded (no `atomics` target feature).
@@ -69,40 +72,6 @@ type WasmEngine = Engine<
     { limits::MAX_PENDING_REQUESTS },
     { limits::MAX_OBLIGATIONS },
 >;
-
-/// The parking storage: its capacity, reserved up front, is the byte bound,
-/// and it is written (so its memory touched) only as frames are parked.
-/// WebAssembly memory is never given back: a zeroed buffer of the whole
-/// bound would cost every client its size in resident memory.
-struct ParkStorage {
-    bytes: Vec<u8>,
-    limit: usize,
-}
-
-impl copilot_core::FrameBuffer for ParkStorage {
-    fn bytes(&self) -> &[u8] {
-        &self.bytes
-    }
-
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.bytes
-    }
-
-    fn grow(&mut self, len: usize) -> bool {
-        if len > self.limit {
-            return false;
-        }
-        if len > self.bytes.len() {
-            // Within the capacity reserved: no reallocation.
-            self.bytes.resize(len, 0);
-        }
-        true
-    }
-
-    fn can_grow(&self, len: usize) -> bool {
-        len <= self.limit
-    }
-}
 
 /// The engine's sink for what it decides to send: the outbox. Every call
 /// passes this one closure type, so the engine's code that writes is

@@ -53,6 +53,19 @@
 //!   at once; `runtime.shutdown {}`), `spawnedOnly` steps only for a CLI
 //!   this client started, and only an error of an `errorFails` step fails
 //!   the stop (`copilot_core::STOP_STEPS`).
+//! - `answers` `{elicitationAcceptContent}`: an elicitation handler's
+//!   accept without content (or with `null`) answers with this content;
+//!   content that is not an object is a failed handler
+//!   (`copilot_core::write_elicitation_answer`).
+//! - `hooks` `{types, defaultInput}`: the hook types the CLI calls; a
+//!   `hooks.invoke` whose `input` is missing or null gives its hook
+//!   `defaultInput`, and its `sessionId` (else the session's) in the
+//!   invocation (`copilot_core::read_hook_call`).
+//! - `options` `{both, createOnly, resumeOnly, wire, onlyWhenTrue}`: the
+//!   session options by name and by request; an option goes under its
+//!   own name unless `wire` names another (`null`: not sent), and one of
+//!   `onlyWhenTrue` goes as `true` only when set true
+//!   (`copilot_core::OPEN_OPTIONS`).
 
 mod tests {
     /// The file `scripts/build-wasm` ships.
@@ -217,5 +230,42 @@ mod tests {
             })
             .collect();
         assert_eq!(stop, Value::Array(expected));
+    }
+
+    #[test]
+    fn an_accept_without_content_carries_the_cores_default() {
+        let mut core = Vec::new();
+        copilot_core::write_elicitation_answer(copilot_core::ElicitationAction::Accept, None, &mut |b: &[u8]| {
+            core.extend_from_slice(b)
+        })
+        .unwrap();
+        let core: Value = serde_json::from_slice(&core).unwrap();
+        assert_eq!(core["content"], policy()["answers"]["elicitationAcceptContent"]);
+        assert_eq!(policy()["answers"]["elicitationAcceptContent"], json!({}));
+    }
+
+    #[test]
+    fn the_hooks_are_the_cores() {
+        let h = &policy()["hooks"];
+        assert_eq!(h["types"], json!(copilot_core::HOOK_TYPES));
+        let call = copilot_core::read_hook_call(br#"{"hookType":"notification"}"#).unwrap();
+        assert_eq!(h["defaultInput"], serde_json::from_slice::<Value>(call.input.as_bytes()).unwrap());
+    }
+
+    #[test]
+    fn the_options_are_the_cores() {
+        use copilot_core::{OptionScope, OPEN_OPTIONS};
+        let o = &policy()["options"];
+        let names = |scope| OPEN_OPTIONS.iter().filter(|x| x.scope == scope).map(|x| x.name).collect::<Vec<_>>();
+        assert_eq!(o["both"], json!(names(OptionScope::Both)));
+        assert_eq!(o["createOnly"], json!(names(OptionScope::CreateOnly)));
+        assert_eq!(o["resumeOnly"], json!(names(OptionScope::ResumeOnly)));
+        let mut wire = serde_json::Map::new();
+        for x in OPEN_OPTIONS.iter().filter(|x| x.wire != Some(x.name)) {
+            wire.insert(x.name.into(), x.wire.map_or(Value::Null, Into::into));
+        }
+        assert_eq!(o["wire"], Value::Object(wire));
+        let flags: Vec<&str> = OPEN_OPTIONS.iter().filter(|x| x.only_when_true).map(|x| x.name).collect();
+        assert_eq!(o["onlyWhenTrue"], json!(flags));
     }
 }

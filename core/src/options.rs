@@ -1,0 +1,132 @@
+//! The session options of `session.create` and `session.resume`, by name,
+//! once for every host: the name a user sets (camel case; the Rust host's
+//! are the same words in snake case), the member it goes under on the wire
+//! where that differs, and which of the two requests takes it. A host
+//! writes each option it is given under [`OpenOption::wire`] and hands the
+//! object to [`write_open_params`](crate::write_open_params).
+
+/// Which open request takes an option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionScope {
+    /// `session.create` and `session.resume`.
+    Both,
+    /// `session.create` only.
+    CreateOnly,
+    /// `session.resume` only.
+    ResumeOnly,
+}
+
+/// One session option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenOption {
+    /// The option's name, as a user sets it (camel case).
+    pub name: &'static str,
+    /// The member it goes under in the request; `None`: not sent (it
+    /// changes what the client does, not what it asks).
+    pub wire: Option<&'static str>,
+    /// Which request takes it.
+    pub scope: OptionScope,
+    /// Sent only when set to `true`, as `true`; left out otherwise.
+    pub only_when_true: bool,
+}
+
+const fn opt(name: &'static str, wire: Option<&'static str>, scope: OptionScope, only_when_true: bool) -> OpenOption {
+    OpenOption { name, wire, scope, only_when_true }
+}
+
+use OptionScope as Scope;
+
+/// Every session option, in the order the hosts document them.
+pub static OPEN_OPTIONS: &[OpenOption] = &[
+    opt("clientName", Some("clientName"), Scope::Both, false),
+    opt("model", Some("model"), Scope::Both, false),
+    opt("reasoningEffort", Some("reasoningEffort"), Scope::Both, false),
+    opt("reasoningSummary", Some("reasoningSummary"), Scope::Both, false),
+    opt("contextTier", Some("contextTier"), Scope::Both, false),
+    opt("modelCapabilities", Some("modelCapabilities"), Scope::Both, false),
+    opt("enableExperimentalMode", Some("isExperimentalMode"), Scope::Both, false),
+    opt("workingDirectory", Some("workingDirectory"), Scope::Both, false),
+    opt("additionalDirectories", Some("additionalDirectories"), Scope::Both, false),
+    opt("configDirectory", Some("configDir"), Scope::Both, false),
+    opt("enableConfigDiscovery", Some("enableConfigDiscovery"), Scope::Both, false),
+    opt("streaming", Some("streaming"), Scope::Both, false),
+    opt("includeSubAgentStreamingEvents", Some("includeSubAgentStreamingEvents"), Scope::Both, false),
+    opt("systemMessage", Some("systemMessage"), Scope::Both, false),
+    opt("availableTools", Some("availableTools"), Scope::Both, false),
+    opt("excludedTools", Some("excludedTools"), Scope::Both, false),
+    opt("toolSearch", Some("toolSearch"), Scope::Both, false),
+    opt("excludedBuiltinAgents", Some("excludedBuiltinAgents"), Scope::Both, false),
+    opt("provider", Some("provider"), Scope::Both, false),
+    opt("capi", Some("capi"), Scope::Both, false),
+    opt("providers", Some("providers"), Scope::Both, false),
+    opt("models", Some("models"), Scope::Both, false),
+    opt("mcpServers", Some("mcpServers"), Scope::Both, false),
+    opt("mcpOAuthTokenStorage", Some("mcpOAuthTokenStorage"), Scope::Both, false),
+    opt("disabledMcpServers", Some("disabledMcpServers"), Scope::Both, false),
+    opt("enableMcpApps", Some("requestMcpApps"), Scope::Both, true),
+    opt("githubMcpToolConfig", Some("githubMcpToolConfig"), Scope::Both, false),
+    opt("customAgents", Some("customAgents"), Scope::Both, false),
+    opt("customAgentsLocalOnly", Some("customAgentsLocalOnly"), Scope::Both, false),
+    opt("defaultAgent", Some("defaultAgent"), Scope::Both, false),
+    opt("agent", Some("agent"), Scope::Both, false),
+    opt("skillDirectories", Some("skillDirectories"), Scope::Both, false),
+    opt("disabledSkills", Some("disabledSkills"), Scope::Both, false),
+    opt("pluginDirectories", Some("pluginDirectories"), Scope::Both, false),
+    opt("instructionDirectories", Some("instructionDirectories"), Scope::Both, false),
+    opt("infiniteSessions", Some("infiniteSessions"), Scope::Both, false),
+    opt("memory", Some("memory"), Scope::Both, false),
+    opt("largeOutput", Some("largeOutput"), Scope::Both, false),
+    opt("sessionLimits", Some("sessionLimits"), Scope::Both, false),
+    opt("enableSessionTelemetry", Some("enableSessionTelemetry"), Scope::Both, false),
+    opt("enableCitations", Some("enableCitations"), Scope::Both, false),
+    opt("enableFileChangeTracking", Some("enableFileChangeTracking"), Scope::Both, false),
+    opt("gitHubToken", Some("gitHubToken"), Scope::Both, false),
+    opt("enableManagedSettings", Some("enableManagedSettings"), Scope::Both, false),
+    opt("managedSettings", Some("managedSettings"), Scope::Both, false),
+    opt("skipEmbeddingRetrieval", Some("skipEmbeddingRetrieval"), Scope::Both, false),
+    opt("embeddingCacheStorage", Some("embeddingCacheStorage"), Scope::Both, false),
+    opt("organizationCustomInstructions", Some("organizationCustomInstructions"), Scope::Both, false),
+    opt("enableOnDemandInstructionDiscovery", Some("enableOnDemandInstructionDiscovery"), Scope::Both, false),
+    opt("enableFileHooks", Some("enableFileHooks"), Scope::Both, false),
+    opt("enableHostGitOperations", Some("enableHostGitOperations"), Scope::Both, false),
+    opt("enableSessionStore", Some("enableSessionStore"), Scope::Both, false),
+    opt("enableSkills", Some("enableSkills"), Scope::Both, false),
+    opt("remoteSession", Some("remoteSession"), Scope::Both, false),
+    opt("sessionId", Some("sessionId"), Scope::CreateOnly, false),
+    opt("serverAssignedId", None, Scope::CreateOnly, false),
+    opt("cloud", Some("cloud"), Scope::CreateOnly, false),
+    opt("suppressResumeEvent", Some("disableResume"), Scope::ResumeOnly, true),
+    opt("continuePendingWork", Some("continuePendingWork"), Scope::ResumeOnly, true),
+];
+
+/// The option named `name`, if there is one.
+pub fn open_option(name: &str) -> Option<&'static OpenOption> {
+    OPEN_OPTIONS.iter().find(|o| o.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn the_options_whose_wire_name_differs_are_these() {
+        let renamed: heapless::Vec<(&str, &str), 8> =
+            OPEN_OPTIONS.iter().filter_map(|o| o.wire.filter(|w| *w != o.name).map(|w| (o.name, w))).collect();
+        assert_eq!(
+            renamed,
+            [
+                ("enableExperimentalMode", "isExperimentalMode"),
+                ("configDirectory", "configDir"),
+                ("enableMcpApps", "requestMcpApps"),
+                ("suppressResumeEvent", "disableResume"),
+            ]
+        );
+        assert_eq!(open_option("serverAssignedId").map(|o| (o.wire, o.scope)), Some((None, Scope::CreateOnly)));
+        let flags: heapless::Vec<&str, 4> = OPEN_OPTIONS.iter().filter(|o| o.only_when_true).map(|o| o.name).collect();
+        assert_eq!(flags, ["enableMcpApps", "suppressResumeEvent", "continuePendingWork"]);
+        for (i, o) in OPEN_OPTIONS.iter().enumerate() {
+            assert!(OPEN_OPTIONS[..i].iter().all(|p| p.name != o.name && p.wire != o.wire), "{} twice", o.name);
+        }
+    }
+}
