@@ -6,6 +6,7 @@
 // decline (left to another client of the session), or a failure. What the
 // refusal or failure sends is the engine's.
 
+import { POLICY } from "./constants.js";
 import { errorText } from "./errors.js";
 import { sectionTransforms } from "./config.js";
 import { decideHook, decideRequest, isGenericKind } from "./hooks.js";
@@ -198,7 +199,11 @@ export class SessionHandlers {
         if (!readable || typeof data.message !== "string") return UNREADABLE;
         let r = await c.onElicitation({ ...data, sessionId });
         if (typeof r === "string") r = { action: r };
-        if (r?.action === "accept") return { answer: { action: "accept", content: r.content ?? {} } };
+        if (r?.action === "accept") {
+          // No content: the core's default.
+          const content = r.content ?? structuredClone(POLICY.answers.elicitationAcceptContent);
+          return { answer: { action: "accept", content } };
+        }
         if (r?.action === "decline" || r?.action === "cancel") return { answer: { action: r.action } };
         return FAILED;
       }

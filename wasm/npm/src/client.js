@@ -326,7 +326,7 @@ export class CopilotClient {
     // The engine adds which waits the session answers, and the defaults.
     let params;
     try {
-      const options = JSON.stringify(sessionParams(config, id, resumeId != null));
+      const options = JSON.stringify(sessionParams(config, id, resumeId != null, POLICY.options));
       params = JSON.parse(CoreEngine.openParams(options, kinds.join(",")));
     } catch (e) {
       throw new ConfigError(`cannot open session ${id ?? "(server-assigned)"}: ${errorText(e)}`);

@@ -13,27 +13,15 @@
 // returns what goes back; a throw is a failed handler.
 
 import { CoreEngine } from "../dist/copilot_wasm.js";
+import { POLICY } from "./constants.js";
 
-/** Every hook type of the CLI's schema, by the config name of its hook. */
-export const HOOKS = Object.freeze({
-  onPreToolUse: "preToolUse",
-  onPreMcpToolCall: "preMcpToolCall",
-  onPostToolUse: "postToolUse",
-  onPostToolUseFailure: "postToolUseFailure",
-  onUserPromptSubmitted: "userPromptSubmitted",
-  onUserPromptTransformed: "userPromptTransformed",
-  onSessionStart: "sessionStart",
-  onSessionEnd: "sessionEnd",
-  onPostResult: "postResult",
-  onPrePRDescription: "prePRDescription",
-  onErrorOccurred: "errorOccurred",
-  onAgentStop: "agentStop",
-  onSubagentStart: "subagentStart",
-  onSubagentStop: "subagentStop",
-  onPreCompact: "preCompact",
-  onPermissionRequest: "permissionRequest",
-  onNotification: "notification",
-});
+/**
+ * Every hook type the CLI calls (the core's list), by the config name of
+ * its hook: `on` and the type, capitalized (`preToolUse`: `onPreToolUse`).
+ */
+export const HOOKS = Object.freeze(
+  Object.fromEntries(POLICY.hooks.types.map((type) => [`on${type[0].toUpperCase()}${type.slice(1)}`, type])),
+);
 
 const HOOK_BY_TYPE = new Map(Object.entries(HOOKS).map(([name, type]) => [type, name]));
 
@@ -100,8 +88,8 @@ export async function decideHook(hooks, params, sessionId) {
     sessionId: typeof params.sessionId === "string" ? params.sessionId : sessionId,
     hookType: params.hookType,
   };
-  // The engine answers `{output}`, or `{}` for no output.
-  const output = await fn(params.input ?? {}, invocation);
+  // The engine answers `{output}`, or `{}` for no output. No input: the core's default.
+  const output = await fn(params.input ?? structuredClone(POLICY.hooks.defaultInput), invocation);
   return { answer: output ?? null };
 }
 

@@ -1,14 +1,27 @@
 // The JS client follows the core's policy (dist/policy.js, which the core's
 // tests hold to the core), against an in-process peer: the requests after
 // an open (registerInterest for an MCP OAuth handler), the bounds of the
-// events kept for a late first subscriber (by count and by bytes), and
-// which handler kinds a generic request handler answers.
+// events kept for a late first subscriber (by count and by bytes), which
+// handler kinds a generic request handler answers, the session options and
+// their wire names, the hook types and a hook's default input, the
+// elicitation accept default, and the stop's steps.
 
 import assert from "node:assert/strict";
 import { PassThrough } from "node:stream";
 import { test } from "node:test";
 
-import { CopilotClient, GENERIC_HANDLER_KINDS, RpcError, genericRequestNames, loadWasm } from "copilot-wasm";
+import { readFileSync } from "node:fs";
+
+import {
+  CREATE_ONLY_OPTIONS,
+  CopilotClient,
+  GENERIC_HANDLER_KINDS,
+  RESUME_ONLY_OPTIONS,
+  RpcError,
+  SESSION_OPTIONS,
+  genericRequestNames,
+  loadWasm,
+} from "copilot-wasm";
 
 /** The package as installed: its policy and glue are read by path (not exported). */
 const pkg = new URL(".", import.meta.resolve("copilot-wasm/package.json"));
@@ -28,7 +41,9 @@ async function connected(answer) {
 
 /** Answers like the CLI, but for registerInterest: the test answers it. */
 const opens = (m) => {
-  if (m.method === "session.create" || m.method === "session.resume") return { sessionId: m.params.sessionId };
+  if (m.method === "session.create" || m.method === "session.resume") {
+    return { sessionId: m.params.sessionId ?? `assigned-${m.id}` };
+  }
   if (m.method === "session.eventLog.registerInterest") return undefined;
   return m.method.startsWith("session.") ? { success: true } : undefined;
 };
@@ -144,4 +159,67 @@ test("stop follows the core's steps: every open session destroyed, no runtime.sh
   assert.equal(peer.received.filter((m) => m.method === "runtime.shutdown").length, 0);
   assert.equal(client.closed, true);
   assert.equal(a.active || b.active, false);
+});
+
+test("the session options are the core's, sent under the core's wire names", async () => {
+  const { options } = policy;
+  assert.deepEqual(SESSION_OPTIONS, options.both);
+  assert.deepEqual(CREATE_ONLY_OPTIONS, options.createOnly);
+  assert.deepEqual(RESUME_ONLY_OPTIONS, options.resumeOnly);
+  const { client, peer } = await connected(opens);
+  const sent = async (method, config) => {
+    const session =
+      method === "session.create" ? await client.createSession(config) : await client.resumeSession("r", config);
+    assert.ok(session.id);
+    return peer.received.findLast((m) => m.method === method).params;
+  };
+  for (const [key, wire] of Object.entries(options.wire)) {
+    const method = options.resumeOnly.includes(key) ? "session.resume" : "session.create";
+    const value = key === "configDirectory" ? "/cfg" : true;
+    const params = await sent(method, { [key]: value });
+    if (wire === null) assert.ok(!(key in params), `${key} is not sent`);
+    else {
+      assert.equal(params[wire], value, `${key} goes as ${wire}`);
+      assert.ok(!(key in params) || key === wire, `${key} is not sent under its own name`);
+    }
+  }
+  for (const key of options.onlyWhenTrue) {
+    const method = options.resumeOnly.includes(key) ? "session.resume" : "session.create";
+    const name = options.wire[key] ?? key;
+    assert.ok(!(name in (await sent(method, { [key]: false }))), `${key}: false is left out`);
+    assert.equal((await sent(method, { [key]: true }))[name], true, `${key}: true is sent`);
+  }
+  await client.stop();
+});
+
+test("the hooks are the core's hook types; a call without input gets the core's default", async () => {
+  const dts = readFileSync(new URL("types/index.d.ts", pkg), "utf8");
+  const declared = dts.slice(dts.indexOf("export interface SessionHooks"), dts.indexOf("// Generic handlers"));
+  const names = [...declared.matchAll(/^\s+(on\w+)\?:/gm)].map((m) => m[1]);
+  const fromCore = policy.hooks.types.map((t) => `on${t[0].toUpperCase()}${t.slice(1)}`);
+  assert.deepEqual([...names].sort(), [...fromCore].sort());
+  const { client, peer } = await connected(opens);
+  const inputs = [];
+  const hooks = Object.fromEntries(names.map((n) => [n, (input) => void inputs.push(input)]));
+  const session = await client.createSession({ hooks });
+  peer.send({ jsonrpc: "2.0", id: "h1", method: "hooks.invoke", params: { sessionId: session.id, hookType: "notification" } });
+  await eventually(() => peer.received.some((m) => m.id === "h1" && "result" in m), "the hook's answer");
+  assert.deepEqual(inputs, [policy.hooks.defaultInput]);
+  await client.stop();
+});
+
+test("an elicitation accepted without content is answered with the core's default content", async () => {
+  const { client, peer } = await connected(opens);
+  const session = await client.createSession({ onElicitation: () => "accept" });
+  peer.send({
+    jsonrpc: "2.0",
+    method: "session.event",
+    params: {
+      sessionId: session.id,
+      event: { type: "elicitation.requested", id: "e1", data: { requestId: "q1", message: "Sure?" } },
+    },
+  });
+  const answer = await peer.waitFor((m) => m.params?.requestId === "q1");
+  assert.deepEqual(answer.params.result, { action: "accept", content: policy.answers.elicitationAcceptContent });
+  await client.stop();
 });
