@@ -112,7 +112,7 @@ impl CoreEngine {
     /// requests sent without a timeout of their own after
     /// `request_timeout_ms` (0: never), and parking at most `park_bytes`
     /// during a server-assigned create. Each left out is the core's default
-    /// ([`policy`](Self::policy)'s `limits`: 64 MiB, 5 minutes, 60 s, 8 MiB).
+    /// (`copilot_core::limits`, as `dist/policy.js`'s `limits`: 64 MiB, 5 minutes, 60 s, 8 MiB).
     #[wasm_bindgen(constructor)]
     pub fn new(
         max_frame: Option<u32>,
