@@ -5,6 +5,8 @@
 // official SDKs always send is sent too. No wasm here: this module is read
 // on its own by the tests that compare the two languages.
 
+import { ConfigError } from "./errors.js";
+
 /** Options of both `session.create` and `session.resume`. */
 export const SESSION_OPTIONS = Object.freeze([
   "clientName",
@@ -112,20 +114,6 @@ export const GENERIC_HANDLER_KINDS = Object.freeze([
 
 /** Keys checked and run by hooks.js: the generic request handlers, by name. */
 export const RESERVED_OPTIONS = Object.freeze(["requestHandlers"]);
-
-/** What the model reads when a tool's handler throws (the engine sends it; the error goes to the logs). */
-export const TOOL_FAILED_TEXT = "Invoking this tool produced an error. Detailed information is not available.";
-
-/** Every error this package throws. */
-export class CopilotError extends Error {
-  constructor(message, options) {
-    super(message, options);
-    this.name = new.target.name;
-  }
-}
-
-/** A configuration that cannot work (it would hang, or is malformed). */
-export class ConfigError extends CopilotError {}
 
 const CALLBACKS = ["onPermission", "onUserInput", "onElicitation", "onMcpOAuth", "onExitPlanMode"];
 
@@ -240,23 +228,14 @@ function wireProvider(p) {
   return wire;
 }
 
-/** Keys whose wire name differs, and how the value is written. */
-const WIRE = {
-  configDirectory: (v) => ["configDir", String(v)],
-  workingDirectory: (v) => ["workingDirectory", String(v)],
-  enableExperimentalMode: (v) => ["isExperimentalMode", v],
-  enableMcpApps: (v) => (v ? ["requestMcpApps", true] : null),
-  suppressResumeEvent: (v) => (v ? ["disableResume", true] : null),
-  continuePendingWork: (v) => (v ? ["continuePendingWork", true] : null),
-  systemMessage: (v) => ["systemMessage", wireSystemMessage(v)],
-  provider: (v) => ["provider", wireProvider(v)],
-  mcpServers: (v) => ["mcpServers", wireMcpServers(v)],
-  customAgents: (v) => [
-    "customAgents",
-    v.map((a) => (a.mcpServers ? { ...a, mcpServers: wireMcpServers(a.mcpServers) } : a)),
-  ],
-  // Not sent.
-  serverAssignedId: () => null,
+/** How a value is written where it is not sent as given (the wire names are the core's). */
+const WIRE_VALUE = {
+  configDirectory: String,
+  workingDirectory: String,
+  systemMessage: wireSystemMessage,
+  provider: wireProvider,
+  mcpServers: wireMcpServers,
+  customAgents: (v) => v.map((a) => (a.mcpServers ? { ...a, mcpServers: wireMcpServers(a.mcpServers) } : a)),
 };
 
 /** Whether a handler of each key is set, by the key's handler kind. */
@@ -278,9 +257,12 @@ export function handlerKindsOf(config) {
 /**
  * The user's options of session.create / session.resume under their wire
  * names; the engine adds which waits the session answers and the defaults
- * (`CoreEngine.openParams`).
+ * (`CoreEngine.openParams`). `names` is the core's option table
+ * (`POLICY.options`): `wire` (an option's wire name where it differs,
+ * `null`: not sent) and `onlyWhenTrue` (sent as `true` when set, else left
+ * out). Given by the caller, so that this module loads before any build.
  */
-export function sessionParams(config, id, resuming = false) {
+export function sessionParams(config, id, resuming, { wire, onlyWhenTrue }) {
   const p = {};
   if (id != null) p.sessionId = id;
   if (config.tools?.length) {
@@ -298,8 +280,13 @@ export function sessionParams(config, id, resuming = false) {
   for (const key of options) {
     const value = config[key];
     if (value === undefined || value === null) continue;
-    const wire = WIRE[key] ? WIRE[key](value) : [key, value];
-    if (wire) p[wire[0]] = wire[1];
+    const name = Object.hasOwn(wire, key) ? wire[key] : key;
+    if (name === null) continue;
+    if (onlyWhenTrue.includes(key)) {
+      if (value) p[name] = true;
+    } else {
+      p[name] = WIRE_VALUE[key] ? WIRE_VALUE[key](value) : value;
+    }
   }
   return p;
 }

@@ -13,46 +13,38 @@
 // returns what goes back; a throw is a failed handler.
 
 import { CoreEngine } from "../dist/copilot_wasm.js";
-import { GENERIC_HANDLER_KINDS } from "./config.js";
+import { POLICY } from "./constants.js";
 
-/** Every hook type of the CLI's schema, by the config name of its hook. */
-export const HOOKS = Object.freeze({
-  onPreToolUse: "preToolUse",
-  onPreMcpToolCall: "preMcpToolCall",
-  onPostToolUse: "postToolUse",
-  onPostToolUseFailure: "postToolUseFailure",
-  onUserPromptSubmitted: "userPromptSubmitted",
-  onUserPromptTransformed: "userPromptTransformed",
-  onSessionStart: "sessionStart",
-  onSessionEnd: "sessionEnd",
-  onPostResult: "postResult",
-  onPrePRDescription: "prePRDescription",
-  onErrorOccurred: "errorOccurred",
-  onAgentStop: "agentStop",
-  onSubagentStart: "subagentStart",
-  onSubagentStop: "subagentStop",
-  onPreCompact: "preCompact",
-  onPermissionRequest: "permissionRequest",
-  onNotification: "notification",
-});
+/**
+ * Every hook type the CLI calls (the core's list), by the config name of
+ * its hook: `on` and the type, capitalized (`preToolUse`: `onPreToolUse`).
+ */
+export const HOOKS = Object.freeze(
+  Object.fromEntries(POLICY.hooks.types.map((type) => [`on${type[0].toUpperCase()}${type.slice(1)}`, type])),
+);
 
 const HOOK_BY_TYPE = new Map(Object.entries(HOOKS).map(([name, type]) => [type, name]));
 
-const GENERIC_KINDS = new Set(GENERIC_HANDLER_KINDS);
-
+let genericRows;
 let genericNames;
+let genericKinds;
+
+/** The rows of the engine's answer table that a generic handler answers (the core says which). */
+function genericAnswerRows() {
+  genericRows ??= JSON.parse(CoreEngine.answerRows()).filter((r) => r.generic);
+  return genericRows;
+}
 
 /** The names a generic handler can be set for (from the engine's answer table). */
 export function genericRequestNames() {
-  genericNames ??= JSON.parse(CoreEngine.answerRows())
-    .filter((r) => GENERIC_KINDS.has(r.handler))
-    .map((r) => r.name);
+  genericNames ??= genericAnswerRows().map((r) => r.name);
   return genericNames;
 }
 
-/** Whether the engine's handler kind `kind` is answered by name. */
+/** Whether the engine's handler kind `kind` is answered by name (the core says which). */
 export function isGenericKind(kind) {
-  return GENERIC_KINDS.has(kind);
+  genericKinds ??= new Set(genericAnswerRows().map((r) => r.handler));
+  return genericKinds.has(kind);
 }
 
 /** Throws `makeError(message)` unless `hooks` is a valid hooks object. */
@@ -96,8 +88,8 @@ export async function decideHook(hooks, params, sessionId) {
     sessionId: typeof params.sessionId === "string" ? params.sessionId : sessionId,
     hookType: params.hookType,
   };
-  // The engine answers `{output}`, or `{}` for no output.
-  const output = await fn(params.input ?? {}, invocation);
+  // The engine answers `{output}`, or `{}` for no output. No input: the core's default.
+  const output = await fn(params.input ?? structuredClone(POLICY.hooks.defaultInput), invocation);
   return { answer: output ?? null };
 }
 

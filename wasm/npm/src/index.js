@@ -4,11 +4,13 @@
 
 export {
   PROTOCOL_VERSION,
-  CopilotClient,
   DEFAULT_REQUEST_TIMEOUT_MS,
   DEFAULT_HANDLER_TIMEOUT_MS,
   DEFAULT_SHUTDOWN_GRACE_MS,
   MAX_KEPT_EVENTS,
+  TOOL_FAILED_TEXT,
+} from "./constants.js";
+export {
   CopilotError,
   RpcError,
   DisconnectedError,
@@ -16,16 +18,17 @@ export {
   SessionError,
   ProtocolVersionError,
   ConfigError,
-  Session,
-  approveAll,
-  withDecisionContext,
-  loadWasm,
+} from "./errors.js";
+export { CopilotClient } from "./client.js";
+export { Session } from "./session.js";
+export { approveAll, withDecisionContext } from "./answering.js";
+export { loadWasm } from "./wasm.js";
+export {
   SESSION_OPTIONS,
   CREATE_ONLY_OPTIONS,
   RESUME_ONLY_OPTIONS,
   HANDLER_OPTIONS,
   GENERIC_HANDLER_KINDS,
   RESERVED_OPTIONS,
-  TOOL_FAILED_TEXT,
-} from "./client.js";
+} from "./config.js";
 export { genericRequestNames } from "./hooks.js";

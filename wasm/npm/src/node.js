@@ -9,14 +9,11 @@ import { dirname, join, resolve as resolvePath, basename } from "node:path";
 import { fileURLToPath } from "node:url";
 
 import { initSync } from "../dist/copilot_wasm.js";
-import {
-  CopilotClient as BaseClient,
-  CopilotError,
-  DisconnectedError,
-  TimeoutError,
-  setWasmLoader,
-  streamTransport,
-} from "./client.js";
+import { CopilotClient as BaseClient } from "./client.js";
+import { DEFAULT_STARTUP_MS, POLICY } from "./constants.js";
+import { CopilotError, DisconnectedError, TimeoutError } from "./errors.js";
+import { streamTransport } from "./transport.js";
+import { setWasmLoader } from "./wasm.js";
 
 // Everything of the browser entry; this module's own CopilotClient (which
 // can start and connect) takes precedence over the re-exported one.
@@ -26,10 +23,11 @@ setWasmLoader(() => {
   initSync({ module: readFileSync(fileURLToPath(new URL("../dist/copilot_wasm_bg.wasm", import.meta.url))) });
 });
 
-/** The environment variable a started CLI reads its GitHub token from. */
-const AUTH_TOKEN_ENV = "COPILOT_SDK_AUTH_TOKEN";
-/** The environment variable a started TCP CLI reads its connection token from. */
-const CONNECTION_TOKEN_ENV = "COPILOT_CONNECTION_TOKEN";
+/**
+ * How a CLI is started (argv, the secrets' variables, its process group,
+ * how a TCP server announces its port): the core's launch table.
+ */
+const LAUNCH = POLICY.launch;
 /** How long, once the stream ended, to wait for the CLI's exit status to report it. */
 const EXIT_PROBE_MS = 2000;
 /** Lines of the CLI's stderr kept for error messages. */
@@ -108,7 +106,7 @@ export function nativeBinary(cli) {
 export function resolveCli(explicit) {
   const candidates = [];
   if (explicit) candidates.push(String(explicit));
-  if (process.env.COPILOT_CLI_PATH) candidates.push(process.env.COPILOT_CLI_PATH);
+  if (process.env[LAUNCH.cliPathEnv]) candidates.push(process.env[LAUNCH.cliPathEnv]);
   candidates.push(resolvePath("node_modules", ".bin", "copilot"));
   const searched = [];
   for (const c of candidates) {
@@ -229,7 +227,21 @@ function installExitHook() {
   });
 }
 
-/** Reads `... listening on port N` from the CLI's stdout. */
+/** `LAUNCH.portAnnouncement` in any case, then the port's digits. */
+const PORT_ANNOUNCEMENT = new RegExp(`${LAUNCH.portAnnouncement.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\s*(\\d+)`, "i");
+
+/**
+ * The port a TCP server announces in one line of its stdout, as the core
+ * reads it (1 to 65535, at most five digits); undefined if the line has none.
+ */
+function announcedPort(line) {
+  const m = PORT_ANNOUNCEMENT.exec(line);
+  if (!m || m[1].length > 5) return undefined;
+  const port = Number(m[1]);
+  return port > 0 && port <= 65535 ? port : undefined;
+}
+
+/** Reads the port the CLI announces on its stdout. */
 function readPort(proc, timeoutMs) {
   return new Promise((resolve, reject) => {
     const stdout = proc.child.stdout;
@@ -247,10 +259,14 @@ function readPort(proc, timeoutMs) {
       f(v);
     };
     const onData = (text) => {
-      buffered += text;
-      const m = /listening on port\s+(\d+)/i.exec(buffered);
-      if (m) done(resolve, Number(m[1]));
-      else if (buffered.length > 65536) buffered = buffered.slice(-1024);
+      const lines = (buffered + text).split("\n");
+      // The last piece is a line not yet ended.
+      buffered = lines.pop();
+      for (const line of lines) {
+        const port = announcedPort(line);
+        if (port !== undefined) return done(resolve, port);
+      }
+      if (buffered.length > 65536) buffered = buffered.slice(-1024);
     };
     stdout.on("data", onData);
     proc.exit.then(async () => {
@@ -301,8 +317,8 @@ export class CopilotClient extends BaseClient {
       cwd,
       authToken,
       connectionToken,
-      logLevel = "error",
-      startupTimeoutMs = 60_000,
+      logLevel = LAUNCH.logLevel,
+      startupTimeoutMs = DEFAULT_STARTUP_MS,
       logger,
       maxFrameBytes,
       requestTimeoutMs,
@@ -314,25 +330,26 @@ export class CopilotClient extends BaseClient {
       throw new CopilotError(`transport is "stdio" or "tcp", not ${JSON.stringify(transport)}`);
     }
     const program = resolveCli(cliPath);
-    const argv = ["--headless", "--no-auto-update", "--log-level", logLevel];
+    // The core's launch table (`POLICY.launch`, see wasm/src/policy.rs).
+    const argv = [...LAUNCH.args, logLevel];
     const childEnv = { ...process.env, ...env };
     // The CLI keeps these from the shells and MCP servers it starts.
     const secrets = [];
     if (authToken) {
-      argv.push("--auth-token-env", AUTH_TOKEN_ENV);
-      childEnv[AUTH_TOKEN_ENV] = authToken;
-      secrets.push(AUTH_TOKEN_ENV);
+      argv.push(...LAUNCH.authArgs);
+      childEnv[LAUNCH.authTokenEnv] = authToken;
+      secrets.push(LAUNCH.authTokenEnv);
     }
     // Without a token of the caller's, one is generated: no other local
     // process can drive a CLI this client started.
     const token = transport === "tcp" ? (connectionToken ?? randomUUID()) : undefined;
-    if (transport === "stdio") argv.push("--stdio");
+    if (transport === "stdio") argv.push(...LAUNCH.stdioArgs);
     else {
-      argv.push("--port", "0");
-      childEnv[CONNECTION_TOKEN_ENV] = token;
-      secrets.push(CONNECTION_TOKEN_ENV);
+      argv.push(...LAUNCH.tcpArgs, "0");
+      childEnv[LAUNCH.connectionTokenEnv] = token;
+      secrets.push(LAUNCH.connectionTokenEnv);
     }
-    if (secrets.length > 0) argv.push(`--secret-env-vars=${secrets.join(",")}`);
+    if (secrets.length > 0) argv.push(`${LAUNCH.secretsArg}${secrets.join(",")}`);
     argv.push(...args.map(String));
 
     installExitHook();
@@ -341,7 +358,7 @@ export class CopilotClient extends BaseClient {
       env: childEnv,
       stdio: ["pipe", "pipe", "pipe"],
       // Its own process group, so that stopping it stops what it started.
-      detached: process.platform !== "win32",
+      detached: LAUNCH.ownProcessGroup && process.platform !== "win32",
       windowsHide: true,
     });
     const proc = new CliProcess(child);
@@ -396,7 +413,7 @@ export class CopilotClient extends BaseClient {
     port,
     token,
     logger,
-    startupTimeoutMs = 60_000,
+    startupTimeoutMs = DEFAULT_STARTUP_MS,
     maxFrameBytes,
     requestTimeoutMs,
     shutdownGraceMs,

@@ -6,7 +6,7 @@
 // Works wherever a WHATWG `WebSocket` exists: browsers, Node 22+, and Node
 // 20 with --experimental-websocket (or pass `WebSocket` in the options).
 
-import { CopilotError, TimeoutError } from "./client.js";
+import { CopilotError, TimeoutError } from "./errors.js";
 
 /** The subprotocol prefix that carries the bridge's token. */
 export const TOKEN_PROTOCOL_PREFIX = "copilot.token.";

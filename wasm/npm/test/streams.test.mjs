@@ -6,7 +6,8 @@
 
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFileSync, readdirSync } from "node:fs";
+import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -352,8 +353,14 @@ test("the browser entry point runs over WHATWG streams and imports nothing of No
   });
   assert.equal(child.status, 0, `${child.stdout}\n${child.stderr}`);
   assert.match(child.stdout, /browser entry ok/);
-  for (const file of ["src/index.js", "src/client.js", "dist/copilot_wasm.js"]) {
-    const text = readFileSync(new URL(import.meta.resolve(`copilot-wasm/package.json`).replace("package.json", file)), "utf8");
+  // Every module of the client but the Node entry (node.js), and the glue.
+  const pkg = fileURLToPath(import.meta.resolve("copilot-wasm/package.json")).replace(/package\.json$/, "");
+  const modules = readdirSync(join(pkg, "src"), { recursive: true })
+    .filter((f) => f.endsWith(".js") && f !== "node.js")
+    .map((f) => `src/${f}`);
+  assert.ok(modules.includes("src/index.js") && modules.includes("src/client.js"), modules.join(", "));
+  for (const file of [...modules, "dist/copilot_wasm.js"]) {
+    const text = readFileSync(join(pkg, file), "utf8");
     assert.doesNotMatch(text, /from\s+["']node:|require\(/, `${file} must run in a browser`);
   }
 });

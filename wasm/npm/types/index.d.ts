@@ -769,9 +769,9 @@ export declare const DEFAULT_REQUEST_TIMEOUT_MS: number;
 export declare const DEFAULT_SHUTDOWN_GRACE_MS: number;
 /**
  * Events kept for a session's first subscriber while it has none, at most
- * (1024): the early events of a session are never lost to a subscriber that
- * comes right after `createSession`; later ones are counted in
- * `session.stats().notKept`.
+ * (1024, and 4 MiB of them: the core's bounds): the early events of a
+ * session are never lost to a subscriber that comes right after
+ * `createSession`; later ones are counted in `session.stats().notKept`.
  */
 export declare const MAX_KEPT_EVENTS: number;
 
@@ -1173,7 +1173,7 @@ export declare class Session implements AsyncIterable<TypedSessionEvent> {
   getMessages(options?: CallOptions): Promise<SessionEvent[]>;
   /**
    * Delivery counters: events delivered (or kept), and events not kept for
-   * a late first subscriber (past `MAX_KEPT_EVENTS`).
+   * a late first subscriber (past `MAX_KEPT_EVENTS` or 4 MiB).
    */
   stats(): { events: number; notKept: number };
   /** Calls a session method this client does not wrap; `sessionId` is added. */

@@ -1,0 +1,262 @@
+// One connection's driver: the engine (framing, routing, deadlines: all
+// decided in the core), the byte stream under it, the calls waiting for
+// their answers, and the one timer at the engine's next deadline. Every
+// byte read goes to the engine (`CoreEngine.feed`); what the engine decides
+// to send is written; answers settle their calls; every other route goes to
+// the driver's owner (the client). It knows no sessions and no user code.
+
+import { CoreEngine } from "../dist/copilot_wasm.js";
+import { DEFAULT_HANDLER_TIMEOUT_MS } from "./constants.js";
+import { CopilotError, DisconnectedError, RpcError, TimeoutError, errorText } from "./errors.js";
+
+/** The engine's clock, in milliseconds. */
+const now = () => performance.now();
+
+/** Drives one connection: see the top of this file. */
+export class Driver {
+  #core;
+  #transport;
+  #logger;
+  /** Routes of events, requests, lifecycle and notifications: the owner's. */
+  #onRoute;
+  /** The engine failed: the owner ends the connection (`shutDown`). */
+  #onCoreFailed;
+  /** Request id -> `{ method, timeoutMs, resolve, reject, onResponse }`. */
+  #pending = new Map();
+  /** The one timer, armed at the engine's `poll_timeout()`, and when it fires. */
+  #timer;
+  #timerAt;
+  #closed = false;
+  #closeReason = null;
+
+  /**
+   * `handlerTimeoutMs`: the engine's handler deadline (an infinite one
+   * means none). `onRoute(item)` gets every route that is not an answer to
+   * a call of this driver, as the engine routes it; `onCoreFailed(reason)`
+   * is called if the engine cannot go on (the owner ends the connection).
+   */
+  constructor(transport, { maxFrameBytes, handlerTimeoutMs, logger, onRoute, onCoreFailed }) {
+    const handlerMs = handlerTimeoutMs ?? DEFAULT_HANDLER_TIMEOUT_MS;
+    // The engine's handler deadline: 0 (or an infinite one) means none.
+    this.#core = new CoreEngine(maxFrameBytes, Number.isFinite(handlerMs) ? Math.max(1, handlerMs) : 0, 0, undefined);
+    this.#transport = transport;
+    this.#logger = logger;
+    this.#onRoute = onRoute;
+    this.#onCoreFailed = onCoreFailed;
+  }
+
+  /** Starts reading; `onEnd(reason)` is called once when the stream ends. */
+  start(onEnd) {
+    this.#transport.start((bytes) => this.#onData(bytes), onEnd);
+  }
+
+  /** Whether the connection has ended. */
+  get closed() {
+    return this.#closed;
+  }
+
+  /** Why the connection ended (null while open). */
+  get closeReason() {
+    return this.#closeReason;
+  }
+
+  /** The error of a call made after the end. */
+  disconnected() {
+    return new DisconnectedError(this.#closeReason ?? "connection closed");
+  }
+
+  /** The engine's counters, with the calls open. */
+  stats() {
+    return { ...JSON.parse(this.#core.stats(now())), pendingRequests: this.#pending.size };
+  }
+
+  /**
+   * Sends a request; resolves with its result. `onResponse(item)` runs as
+   * the answer is routed, before any later frame; a throw rejects the call.
+   */
+  request(method, params, timeoutMs, onResponse) {
+    if (this.#closed) return Promise.reject(this.disconnected());
+    let id;
+    try {
+      // The deadline is the engine's: the timer below wakes it. The
+      // request goes to the outbox, sent by flush.
+      const deadline = Number.isFinite(timeoutMs) ? Math.max(0, timeoutMs) : Infinity;
+      id = this.#core.encode_request(method, params === undefined ? "" : JSON.stringify(params), now(), deadline);
+    } catch (e) {
+      return Promise.reject(new CopilotError(`cannot send ${method}: ${errorText(e)}`, { cause: e }));
+    }
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { method, timeoutMs, resolve, reject, onResponse });
+      this.flush();
+    });
+  }
+
+  /** Reserves a session's slot before its open is sent (`CoreEngine.reserve`). */
+  reserve(id, tag, resuming) {
+    return this.#core.reserve(id, tag, resuming);
+  }
+
+  /**
+   * The open's answer reached the engine: it opens the session (or
+   * releases it) and gives back `{ opened, error?, routes }`.
+   */
+  completeOpen(tag, ok, payload) {
+    return JSON.parse(this.#core.complete_open(tag, ok, payload, now()));
+  }
+
+  /** Marks a session closing (its destroy is in flight); throws if released. */
+  closeSession(tag) {
+    this.#core.close_session(tag);
+  }
+
+  /** Frees a session's slot: its open waits are refused, frames parked for nobody come back. */
+  releaseSession(tag) {
+    this.#routeBatch(this.#core.release_session(tag, now()));
+    this.flush();
+  }
+
+  /** Settles an obligation (`CoreEngine.settle`); throws if it cannot. */
+  settle(obligation, how, value, siblings) {
+    this.#core.settle(obligation, how, value, siblings);
+  }
+
+  /** Closes the writing side of the stream. */
+  closeWriter() {
+    this.#transport.closeWriter();
+  }
+
+  /** Stops reading (and destroys what the client made). */
+  stopReading() {
+    this.#transport.stopReading();
+  }
+
+  /** Writes what the engine decided to send, then re-arms the timer. */
+  flush() {
+    if (this.#closed) return;
+    const out = this.#core.take_outgoing();
+    if (out.length > 0) this.#transport.write(out);
+    this.#arm();
+  }
+
+  /** Keeps the one timer armed at the engine's next deadline. */
+  #arm() {
+    const at = this.#core.poll_timeout();
+    if (at === undefined) {
+      if (this.#timer !== undefined) clearTimeout(this.#timer);
+      this.#timer = this.#timerAt = undefined;
+      return;
+    }
+    if (this.#timer !== undefined && this.#timerAt <= at) return;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timerAt = at;
+    this.#timer = setTimeout(() => this.#onTimer(), Math.max(0, Math.ceil(at - now())));
+  }
+
+  #onTimer() {
+    this.#timer = this.#timerAt = undefined;
+    if (this.#closed) return;
+    for (const id of this.#core.handle_timeout(now())) {
+      const entry = this.#pending.get(id);
+      if (!entry) continue;
+      this.#pending.delete(id);
+      // A late answer is then reported as unmatched.
+      entry.reject(new TimeoutError(`no answer to ${entry.method} within ${entry.timeoutMs} ms`));
+    }
+    this.flush();
+  }
+
+  /** Bytes read: the engine routes them, then its output is written. */
+  #onData(bytes) {
+    if (this.#closed) return;
+    let batch;
+    try {
+      batch = this.#core.feed(bytes, now());
+    } catch (e) {
+      this.#onCoreFailed(`the core failed: ${errorText(e)}`);
+      return;
+    }
+    this.#routeBatch(batch);
+    this.flush();
+  }
+
+  #routeBatch(text) {
+    if (text.length <= 2) return; // "[]"
+    this.routeItems(JSON.parse(text));
+  }
+
+  /** Does what each route says, in order; a failing route is logged. */
+  routeItems(items) {
+    for (let i = 0; i < items.length; i++) {
+      try {
+        this.#act(items[i]);
+      } catch (e) {
+        this.#logger.error?.(`routing a ${items[i]?.route} failed: ${errorText(e)}`);
+      }
+    }
+  }
+
+  /** Does what one route says. Never waits on user code. */
+  #act(item) {
+    switch (item.route) {
+      case "event":
+      case "request":
+      case "lifecycle":
+      case "notification":
+        this.#onRoute(item);
+        return;
+      case "response": {
+        const entry = this.#pending.get(item.id);
+        if (!entry) {
+          this.#logger.warn?.(`response to request ${item.id}, which nobody awaits`);
+          return;
+        }
+        this.#pending.delete(item.id);
+        try {
+          entry.onResponse?.(item);
+          if ("result" in item) entry.resolve(item.result);
+          else entry.reject(new RpcError(entry.method, item.code, item.message, item.data));
+        } catch (e) {
+          entry.reject(e);
+        }
+        return;
+      }
+      default:
+        // Refusals the engine sent itself, acknowledgements of answers,
+        // parked frames, frame errors: nothing to do but tell.
+        if (item.refused !== undefined) {
+          this.#logger.warn?.(`${item.type ?? item.method ?? item.route} refused by the engine: ${item.refused}`);
+        } else if (item.route === "malformed" || item.route === "frameError") {
+          this.#logger.warn?.(`${item.route}: ${item.error}`);
+        } else if (item.route === "unmatchedResponse" && item.answerAck === undefined) {
+          this.#logger.warn?.(`response to unknown request ${item.idText}`);
+        } else if (item.answerAck === false) {
+          this.#logger.warn?.(`the CLI did not accept an answer (${item.idText})`);
+        }
+    }
+  }
+
+  /**
+   * Ends the connection on the driver's side: every call fails, every open
+   * wait is forgotten, the timer stops. Returns false if it had ended
+   * already. The owner ends its sessions after.
+   */
+  shutDown(reason) {
+    if (this.#closed) return false;
+    // Every request fails; every open wait is forgotten (no answer can
+    // reach the CLI any more); a frame cut short is reported.
+    try {
+      this.#routeBatch(this.#core.disconnect());
+    } catch {
+      // Reporting a cut frame is all the batch holds.
+    }
+    this.#closed = true;
+    this.#closeReason = reason || "connection closed";
+    const error = this.disconnected();
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = this.#timerAt = undefined;
+    const pending = [...this.#pending.values()];
+    this.#pending.clear();
+    for (const entry of pending) entry.reject(error);
+    return true;
+  }
+}

@@ -1,0 +1,427 @@
+// A session of the client: sending prompts (`send`, `sendAndWait`), the
+// session's calls, and delivering its events, in order and never dropped,
+// to every subscriber (`on`, async iteration); the first subscriber also
+// receives those that arrived before it, up to `MAX_KEPT_EVENTS` and
+// `MAX_KEPT_BYTES` (the core's bounds). What answers its waits is
+// answering.js; its connection is the client's.
+
+import { MAX_KEPT_BYTES, MAX_KEPT_EVENTS, POLICY } from "./constants.js";
+import { ConfigError, DisconnectedError, SessionError, TimeoutError, errorText } from "./errors.js";
+import { SessionHandlers } from "./answering.js";
+import { rpcCalls, SESSION_METHODS } from "./generated/rpc.js";
+
+const noop = () => {};
+
+/** A queue that shifts in O(1). */
+class Fifo {
+  #items = [];
+  #head = 0;
+  get length() {
+    return this.#items.length - this.#head;
+  }
+  push(x) {
+    this.#items.push(x);
+  }
+  shift() {
+    const x = this.#items[this.#head];
+    this.#items[this.#head++] = undefined;
+    if (this.#head > 1024 && this.#head * 2 > this.#items.length) {
+      this.#items = this.#items.slice(this.#head);
+      this.#head = 0;
+    }
+    return x;
+  }
+}
+
+/** An async iterator's end of a subscription: never drops, unbounded. */
+class EventIterator {
+  #buffer = new Fifo();
+  #waiting = null;
+  #done = false;
+  #unsubscribe;
+
+  constructor(unsubscribe) {
+    this.#unsubscribe = unsubscribe;
+  }
+  _push(event) {
+    if (this.#waiting) {
+      const resolve = this.#waiting;
+      this.#waiting = null;
+      resolve({ value: event, done: false });
+    } else {
+      this.#buffer.push(event);
+    }
+  }
+  _end() {
+    this.#done = true;
+    if (this.#waiting && this.#buffer.length === 0) {
+      const resolve = this.#waiting;
+      this.#waiting = null;
+      resolve({ value: undefined, done: true });
+    }
+  }
+  next() {
+    if (this.#buffer.length > 0) return Promise.resolve({ value: this.#buffer.shift(), done: false });
+    if (this.#done) return Promise.resolve({ value: undefined, done: true });
+    return new Promise((resolve) => {
+      this.#waiting = resolve;
+    });
+  }
+  return() {
+    this.#unsubscribe();
+    this.#done = true;
+    this.#buffer = new Fifo();
+    if (this.#waiting) {
+      const resolve = this.#waiting;
+      this.#waiting = null;
+      resolve({ value: undefined, done: true });
+    }
+    return Promise.resolve({ value: undefined, done: true });
+  }
+  [Symbol.asyncIterator]() {
+    return this;
+  }
+}
+
+/**
+ * An open session. Its events are delivered in order to every subscriber
+ * (`on`, async iteration) in a microtask after they are read, never
+ * dropped; the first subscriber also receives those that arrived before it.
+ */
+export class Session {
+  #client;
+  #tag;
+  #id;
+  /** The user's handlers of its waits. */
+  #handlers;
+  #queue = [];
+  /** The size of each queued event (the engine's `bytes`), for the kept-bytes bound. */
+  #queueBytes = [];
+  #scheduled = false;
+  #subscribers = [];
+  #version = 0;
+  #claimed = false;
+  #kept = [];
+  #keptBytes = 0;
+  #delivered = 0;
+  #notKept = 0;
+  #ending = null;
+  #ended = null;
+  #active = false;
+  #result;
+  #rpc;
+
+  /** @internal */
+  constructor(client, tag, id, config) {
+    this.#client = client;
+    this.#tag = tag;
+    this.#id = id;
+    this.#handlers = new SessionHandlers(config);
+  }
+
+  /** The session id (for a server-assigned id: once the create answered). */
+  get id() {
+    return this.#id;
+  }
+
+  /** Where the CLI keeps this session's state, if it said. */
+  get workspacePath() {
+    return this.#result?.workspacePath;
+  }
+
+  /** The whole answer of `session.create` / `session.resume`. */
+  get createResult() {
+    return this.#result;
+  }
+
+  /** Whether the session is open (created and neither destroyed nor ended). */
+  get active() {
+    return this.#active && this.#ending === null;
+  }
+
+  /** @internal */
+  get _tag() {
+    return this.#tag;
+  }
+
+  /** @internal */
+  _setId(id) {
+    this.#id = id;
+  }
+
+  /** @internal */
+  _opened(result) {
+    this.#result = result;
+    this.#active = this.#ending === null;
+  }
+
+  /**
+   * Sends a prompt (a string, or `{ prompt, attachments?, mode? }`);
+   * resolves with the message id. The turn's events follow.
+   */
+  async send(message, { timeoutMs } = {}) {
+    if (this.#ending !== null) throw new DisconnectedError(`session ${this.#id} has ended: ${this.#ending}`);
+    const params = typeof message === "string" ? { prompt: message } : { ...message };
+    if (typeof params.prompt !== "string") throw new ConfigError("send needs a prompt string");
+    params.sessionId = this.#id;
+    const r = await this.#client._request("session.send", params, { timeoutMs });
+    return r?.messageId;
+  }
+
+  /**
+   * Sends a prompt and waits for `session.idle`. Resolves with the data of
+   * the turn's last top-level `assistant.message` (undefined if none);
+   * rejects with a SessionError if the turn had a `session.error`, a
+   * TimeoutError after `timeoutMs` (default: the client's
+   * `requestTimeoutMs`; it covers the whole call, the send included), or a
+   * DisconnectedError if the session ends first.
+   */
+  sendAndWait(message, { timeoutMs = this.#client.requestTimeoutMs } = {}) {
+    if (this.#ending !== null) {
+      return Promise.reject(new DisconnectedError(`session ${this.#id} has ended: ${this.#ending}`));
+    }
+    return new Promise((resolve, reject) => {
+      let last;
+      let error;
+      let timer;
+      let settled = false;
+      let unsubscribe = noop;
+      // The core's turn rule (`POLICY.turn`).
+      const turn = POLICY.turn;
+      const settle = (f, v) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        unsubscribe();
+        f(v);
+      };
+      // Subscribed before sending, so nothing of the turn can be missed.
+      unsubscribe = this.#subscribe({
+        internal: true,
+        type: "*",
+        fn: (e) => {
+          if (e.type === turn.reply && (e.data?.[turn.replyUnless] ?? null) === null) last = e.data;
+          else if (e.type === turn.error) {
+            error = new SessionError(e.data?.errorType, e.data?.message, e.data);
+          } else if (e.type === turn.end) {
+            if (error) settle(reject, error);
+            else settle(resolve, last);
+          }
+        },
+        end: (reason) => settle(reject, new DisconnectedError(`the session ended before it was idle: ${reason}`)),
+      });
+      if (Number.isFinite(timeoutMs)) {
+        timer = setTimeout(
+          () => settle(reject, new TimeoutError(`the session was not idle within ${timeoutMs} ms`)),
+          timeoutMs,
+        );
+      }
+      this.send(message, { timeoutMs }).catch((e) => settle(reject, e));
+    });
+  }
+
+  /** Aborts the running turn (harmless when idle). */
+  async abort(reason, options) {
+    const params = reason ? { sessionId: this.#id, reason } : { sessionId: this.#id };
+    await this.#client._request("session.abort", params, options);
+  }
+
+  /** The session's persisted events (`session.getMessages`). */
+  async getMessages(options) {
+    const r = await this.#client._request("session.getMessages", { sessionId: this.#id }, options);
+    return r?.events ?? [];
+  }
+
+  /**
+   * Delivery counters: `events` delivered (or kept), `notKept` (events that
+   * came while nobody had subscribed, past `MAX_KEPT_EVENTS` or
+   * `MAX_KEPT_BYTES`, and so are not kept for a late first subscriber).
+   */
+  stats() {
+    return { events: this.#delivered, notKept: this.#notKept };
+  }
+
+  /** Calls a session method this client does not wrap; `sessionId` is added. */
+  call(method, params = {}, options) {
+    return this.#client._request(method, { ...params, sessionId: this.#id }, options);
+  }
+
+  /** The CLI's session methods as calls, `sessionId` added: `session.rpc.model.switchTo({ modelId })`. */
+  get rpc() {
+    return (this.#rpc ??= rpcCalls(SESSION_METHODS, "session.", (method, params, options) =>
+      this.call(method, params, options),
+    ));
+  }
+
+  /**
+   * Destroys the session in the CLI; its event delivery then ends (after
+   * the events the CLI sends while destroying it, such as
+   * `session.shutdown`). The CLI's answer is awaited for `timeoutMs` at
+   * most (default: the client's `shutdownGraceMs`); the session is released
+   * then, answered or not.
+   */
+  async destroy({ timeoutMs = this.#client.shutdownGraceMs } = {}) {
+    if (this.#ending !== null) return;
+    this.#client._closeSession(this.#tag);
+    try {
+      await this.#client._request("session.destroy", { sessionId: this.#id }, { timeoutMs });
+    } finally {
+      this.#client._releaseSession(this.#tag, "destroyed");
+    }
+  }
+
+  /**
+   * Calls `handler(event)` for every event of `type` ("*" or omitted: all).
+   * Returns a function that unsubscribes.
+   */
+  on(type, handler) {
+    if (typeof type === "function") [type, handler] = ["*", type];
+    if (typeof handler !== "function") throw new TypeError("on(type, handler): the handler is not a function");
+    return this.#subscribe({ type: type ?? "*", fn: handler });
+  }
+
+  /** An async iterator over the events; it ends when the session ends. */
+  events() {
+    let unsubscribe = noop;
+    const iterator = new EventIterator(() => unsubscribe());
+    unsubscribe = this.#subscribe({ type: "*", iterator });
+    return iterator;
+  }
+
+  [Symbol.asyncIterator]() {
+    return this.events();
+  }
+
+  #subscribe(sub) {
+    sub.owed = [];
+    if (!sub.internal && !this.#claimed) {
+      this.#claimed = true;
+      sub.owed = this.#kept;
+      this.#kept = [];
+      this.#keptBytes = 0;
+    }
+    if (this.#ended !== null) {
+      // Nothing more will come: what was owed, then the end.
+      for (const e of sub.owed) this.#deliverTo(sub, e);
+      this.#endSubscriber(sub, this.#ended);
+      return noop;
+    }
+    this.#subscribers.push(sub);
+    this.#version++;
+    if (sub.owed.length > 0) this.#schedule();
+    return () => {
+      sub.removed = true;
+      const i = this.#subscribers.indexOf(sub);
+      if (i >= 0) {
+        this.#subscribers.splice(i, 1);
+        this.#version++;
+      }
+    };
+  }
+
+  #schedule() {
+    if (!this.#scheduled) {
+      this.#scheduled = true;
+      queueMicrotask(() => this.#drain());
+    }
+  }
+
+  /** @internal Called as an event is routed: queue it, deliver soon. `bytes`: its size. */
+  _push(event, bytes = 0) {
+    this.#queue.push(event);
+    this.#queueBytes.push(bytes);
+    this.#schedule();
+  }
+
+  /** @internal The session ended: deliver what is queued, then end streams. */
+  _end(reason) {
+    if (this.#ending !== null) return;
+    this.#ending = reason;
+    this.#active = false;
+    this.#schedule();
+  }
+
+  #drain() {
+    this.#scheduled = false;
+    const queue = this.#queue;
+    const sizes = this.#queueBytes;
+    this.#queue = [];
+    this.#queueBytes = [];
+    let version = -1;
+    let subs;
+    for (let q = 0; q <= queue.length; q++) {
+      if (version !== this.#version) {
+        // Subscribers changed (or this is the start): a newcomer gets what
+        // it is owed before anything newer.
+        version = this.#version;
+        subs = this.#subscribers.slice();
+        for (const sub of subs) {
+          if (sub.owed.length > 0) {
+            const owed = sub.owed;
+            sub.owed = [];
+            for (const e of owed) this.#deliverTo(sub, e);
+          }
+        }
+      }
+      if (q === queue.length) break;
+      const e = queue[q];
+      this.#delivered++;
+      if (!this.#claimed) {
+        // The core's rule: kept while none was left out, and both bounds hold.
+        const size = sizes[q] ?? 0;
+        if (this.#notKept === 0 && this.#kept.length < MAX_KEPT_EVENTS && this.#keptBytes + size <= MAX_KEPT_BYTES) {
+          this.#kept.push(e);
+          this.#keptBytes += size;
+        } else {
+          if (this.#notKept === 0) {
+            this.#client._logger.warn?.(
+              `session ${this.#id}: nobody has subscribed and ${this.#kept.length} events (${this.#keptBytes} bytes) are kept; later ones are not kept for a first subscriber (counted in stats())`,
+            );
+          }
+          this.#notKept++;
+        }
+      }
+      for (let i = 0; i < subs.length; i++) {
+        if (!subs[i].removed) this.#deliverTo(subs[i], e);
+      }
+    }
+    if (this.#ending !== null && this.#ended === null && this.#queue.length === 0) {
+      this.#ended = this.#ending;
+      const ending = this.#subscribers;
+      this.#subscribers = [];
+      this.#version++;
+      for (const sub of ending) this.#endSubscriber(sub, this.#ended);
+    }
+  }
+
+  #deliverTo(sub, e) {
+    if (sub.type !== "*" && sub.type !== e.type) return;
+    if (sub.iterator) {
+      sub.iterator._push(e);
+      return;
+    }
+    try {
+      const r = sub.fn(e);
+      if (r && typeof r.then === "function") {
+        r.then(noop, (err) => this.#client._logger.error?.(`an event handler failed on ${e.type}: ${errorText(err)}`));
+      }
+    } catch (err) {
+      this.#client._logger.error?.(`an event handler failed on ${e.type}: ${errorText(err)}`);
+    }
+  }
+
+  #endSubscriber(sub, reason) {
+    if (sub.iterator) sub.iterator._end();
+    else sub.end?.(reason);
+  }
+
+  /**
+   * @internal Resolves to `{ answer }` (the payload the engine sends) or
+   * `{ refuse: cause }` from the session's handler of `kind`
+   * (answering.js); a throwing handler is reported by the caller as
+   * `handlerFailed`.
+   */
+  _decide(kind, data, sessionId, name) {
+    return this.#handlers.decide(kind, data, sessionId, name, this.#client._logger);
+  }
+}
