@@ -97,14 +97,8 @@ where
     /// The handshake: `connect` with the connection token (if the CLI was
     /// started with one); fails unless the CLI speaks protocol version 3.
     pub fn connect(&mut self, token: Option<&str>) -> Result<(), Error<IO::Error>> {
-        let id = self.request(Call::Connect, &|out| {
-            out(b"{\"supportedTaskKinds\":[]");
-            if let Some(t) = token {
-                out(b",\"token\":");
-                put_str(out, t);
-            }
-            out(b"}");
-        })?;
+        // The params are the core's, as every host sends them.
+        let id = self.request(Call::Connect, &|mut out| copilot_core::write_connect_params(token, &mut out))?;
         match self.wait(Some(id), &mut NoHandlers)? {
             Reached::Answer(Some(PROTOCOL_VERSION)) => Ok(()),
             Reached::Answer(other) => Err(Error::ProtocolVersion(other)),

@@ -71,7 +71,7 @@ pub use copilot_core::{EngineStats, JsonStr, Value};
 pub use device::Device;
 
 /// The protocol version this client speaks.
-pub const PROTOCOL_VERSION: u64 = 3;
+pub const PROTOCOL_VERSION: u64 = copilot_core::limits::PROTOCOL_VERSION;
 
 /// Milliseconds of any monotonic clock (a tick counter, a hardware timer).
 pub trait Clock {
