@@ -156,19 +156,19 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH: u64 = ONES * 0x80;
 
-/// Marks with bit 7 the bytes of `w` (little-endian) that end a plain run
-/// inside a string: a quote, a backslash or a control character. A byte is
+/// Marks with bit 7 the bytes of `w` (little-endian) that end a plain ASCII
+/// run inside a string: a quote, a backslash, a control character, or a byte
+/// above 0x7F (the start of a character to check as UTF-8). An ASCII byte is
 /// zero exactly where subtracting one from it borrows, and below 0x20 exactly
-/// where subtracting 0x20 does; bytes above the first borrow may be marked
-/// falsely, so only the lowest mark is exact, and only it is used.
+/// where subtracting 0x20 does; no byte above 0x7F starts a borrow. Bytes above
+/// the first borrow may be marked falsely, so only the lowest mark is exact,
+/// and only it is used.
 #[inline(always)]
 fn string_stops(w: u64) -> u64 {
     let quote = (w ^ (ONES * u64::from(b'"'))).wrapping_sub(ONES);
     let backslash = (w ^ (ONES * u64::from(b'\\'))).wrapping_sub(ONES);
     let control = w.wrapping_sub(ONES * 0x20);
-    // `!w` drops bytes of 0x80 and above, which no subtraction above can mark
-    // truly (none of the three targets has bit 7 set).
-    (quote | backslash | control) & !w & HIGH
+    (quote | backslash | control | w) & HIGH
 }
 
 /// The eight bytes at `i`; past the end of `b`, quotes, so that a string cut
@@ -186,55 +186,58 @@ fn word_at(b: &[u8], i: usize) -> u64 {
     }
 }
 
+/// The length of the well-formed UTF-8 character at `i` (its first byte is
+/// above 0x7F), or `None`.
+fn utf8_char_len(b: &[u8], i: usize) -> Option<usize> {
+    let len = match b[i] {
+        0xC2..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF4 => 4,
+        _ => return None,
+    };
+    core::str::from_utf8(b.get(i..i + len)?).ok().map(|_| len)
+}
+
 /// Validates the string whose opening quote is at `i`; returns the index after
 /// the closing quote, and whether the string holds an escape.
 ///
 /// Most of a Copilot event is string content, so this is where decoding spends
 /// its time: it reads eight bytes at a time and jumps straight to the first
-/// byte that needs attention. UTF-8 is checked only for strings that hold a
-/// byte above 0x7F, and only once the string is known to end well, so errors
-/// are reported in text order.
+/// byte that needs attention, UTF-8 checked in the same pass. A bad UTF-8
+/// sequence is reported only once the string is known to end well, so errors
+/// come in text order.
 #[inline]
 fn scan_string(b: &[u8], i: usize) -> Result<(usize, bool), JsonError> {
-    let start = i + 1;
-    let mut i = start;
-    let mut high = 0u64;
+    let mut i = i + 1;
+    let mut bad_utf8 = None;
     let mut escaped = false;
+    // Where sixteen bytes can still be read without a bounds check failing.
+    let last_pair = b.len().saturating_sub(16);
     loop {
         // Most strings are short keys and values that end in their first
         // word; longer runs are then read sixteen bytes to a branch.
-        let mut w = word_at(b, i);
-        let mut stops = string_stops(w);
+        let mut stops = string_stops(word_at(b, i));
         while stops == 0 {
-            high |= w;
             i += 8;
-            if let Some(pair) = b.get(i..).and_then(<[u8]>::first_chunk::<16>) {
-                let pair = u128::from_le_bytes(*pair);
-                let w0 = pair as u64;
-                w = (pair >> 64) as u64;
-                let stops0 = string_stops(w0);
-                stops = string_stops(w);
+            if i <= last_pair {
+                let pair = u128::from_le_bytes(b[i..i + 16].try_into().unwrap_or([0; 16]));
+                let stops0 = string_stops(pair as u64);
+                stops = string_stops((pair >> 64) as u64);
                 if stops0 != 0 {
-                    (w, stops) = (w0, stops0);
+                    stops = stops0;
                     break;
                 }
-                high |= w0;
                 i += 8;
             } else {
-                w = word_at(b, i);
-                stops = string_stops(w);
+                stops = string_stops(word_at(b, i));
             }
         }
-        // Only the bytes before the stop belong to this run.
-        high |= w & ((stops & stops.wrapping_neg()) - 1);
         i += (stops.trailing_zeros() / 8) as usize;
         match b.get(i) {
             None => return Err(err(JsonErrorKind::UnexpectedEnd, b.len())),
             Some(b'"') => {
-                if high & HIGH != 0 {
-                    if let Err(e) = core::str::from_utf8(&b[start..i]) {
-                        return Err(err(JsonErrorKind::InvalidUtf8, start + e.valid_up_to()));
-                    }
+                if let Some(at) = bad_utf8 {
+                    return Err(err(JsonErrorKind::InvalidUtf8, at));
                 }
                 return Ok((i + 1, escaped));
             }
@@ -254,6 +257,15 @@ fn scan_string(b: &[u8], i: usize) -> Result<(usize, bool), JsonError> {
                     None => return Err(err(JsonErrorKind::UnexpectedEnd, b.len())),
                 }
             }
+            Some(0x80..) => match utf8_char_len(b, i) {
+                Some(len) => i += len,
+                None => {
+                    // The first bad sequence is the one reported; skipping
+                    // one byte keeps the scan on the string's ASCII stops.
+                    bad_utf8.get_or_insert(i);
+                    i += 1;
+                }
+            },
             Some(_) => return Err(err(JsonErrorKind::ControlCharacter, i)),
         }
     }
