@@ -441,12 +441,7 @@ fn event_info<'a>(get: &impl Fn(u8) -> Option<Value<'a>>, session_id: Option<Jso
     let event = get(P_EVENT).filter(|e| e.kind() == Kind::Object)?;
     let event_type = get(EV_TYPE)?.as_str()?;
     let data = get(EV_DATA);
-    // One search for a backslash, then plain byte comparisons.
-    let awaited = if event_type.as_bytes().contains(&b'\\') {
-        REQUEST_EVENT_TYPES.iter().any(|t| event_type == *t)
-    } else {
-        REQUEST_EVENT_TYPES.iter().any(|t| event_type.as_bytes() == t.as_bytes())
-    };
+    let awaited = REQUEST_EVENT_TYPES.iter().any(|t| event_type == *t);
     Some(EventInfo {
         event_type,
         id: get(EV_ID).and_then(|v| v.as_str()),
