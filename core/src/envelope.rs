@@ -280,7 +280,7 @@ impl Fields {
 
 impl Visitor for Fields {
     #[inline]
-    fn key(&mut self, depth: usize, key: &[u8]) {
+    fn key(&mut self, depth: usize, key: &[u8], escaped: bool) {
         if depth > 4 {
             return;
         }
@@ -290,6 +290,8 @@ impl Visitor for Fields {
             return;
         }
         let key = JsonStr::from_validated(key);
+        let match_key =
+            |key, names: &[(&str, u8)]| if escaped { match_escaped(key, names) } else { match_plain(key, names) };
         let field = match (depth, parent) {
             (1, _) => match_key(
                 key,
@@ -335,21 +337,14 @@ impl Visitor for Fields {
     }
 }
 
-fn match_key(key: JsonStr<'_>, names: &[(&str, u8)]) -> u8 {
-    names
-        .iter()
-        .find(|(n, _)| key.as_bytes() == n.as_bytes())
-        .map(|&(_, f)| f)
-        .unwrap_or_else(|| match_escaped(key, names))
+fn match_plain(key: JsonStr<'_>, names: &[(&str, u8)]) -> u8 {
+    names.iter().find(|(n, _)| key.as_bytes() == n.as_bytes()).map_or(0, |&(_, f)| f)
 }
 
 /// Keys written with escapes (`"\u0069d"`) are rare: compare them decoded.
 #[cold]
 fn match_escaped(key: JsonStr<'_>, names: &[(&str, u8)]) -> u8 {
-    if key.as_plain().is_some() {
-        return 0;
-    }
-    names.iter().find(|(n, _)| key == *n).map(|&(_, f)| f).unwrap_or(0)
+    names.iter().find(|(n, _)| key == *n).map_or(0, |&(_, f)| f)
 }
 
 impl<'a> Envelope<'a> {

@@ -81,8 +81,9 @@ impl core::error::Error for JsonError {}
 pub(crate) trait Visitor {
     /// A member key of an object whose members sit at `depth` (the root value
     /// is depth 0, so the root object's members are depth 1). `key` is the
-    /// validated text between the quotes.
-    fn key(&mut self, depth: usize, key: &[u8]);
+    /// validated text between the quotes; `escaped` tells whether it holds a
+    /// backslash escape.
+    fn key(&mut self, depth: usize, key: &[u8], escaped: bool);
     /// An array element starts at `depth`: it has no key.
     fn element(&mut self, depth: usize);
     /// The value at `depth` spans `text[start..end]`.
@@ -94,7 +95,7 @@ struct Ignore;
 
 impl Visitor for Ignore {
     #[inline(always)]
-    fn key(&mut self, _: usize, _: &[u8]) {}
+    fn key(&mut self, _: usize, _: &[u8], _: bool) {}
     #[inline(always)]
     fn element(&mut self, _: usize) {}
     #[inline(always)]
@@ -152,84 +153,118 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// Bytes that end the fast run inside a string: quote, backslash, controls.
-const STRING_STOP: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut i = 0;
-    while i < 0x20 {
-        t[i] = true;
-        i += 1;
-    }
-    t[b'"' as usize] = true;
-    t[b'\\' as usize] = true;
-    t
-};
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = ONES * 0x80;
 
-/// Skips string bytes that need no attention eight at a time: returns the
-/// index of the first 8-byte word holding a quote, a backslash or a control
-/// character (or of the tail shorter than a word), and 0x80 if any skipped
-/// byte was not ASCII. Most of a Copilot event is string content, so this
-/// loop is where decoding spends its time.
-#[inline]
-fn skip_plain_string_bytes(b: &[u8], mut i: usize) -> (usize, u8) {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let mut high = 0u64;
-    while let Some(word) = b.get(i..i + 8) {
-        let w = u64::from_le_bytes([word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7]]);
-        // A byte of `x` is zero exactly where `(x - ONES) & !x & HIGH` has its
-        // high bit; bytes below 0x20 are where `w - 0x20..` borrows likewise.
-        let quote = w ^ (ONES * u64::from(b'"'));
-        let backslash = w ^ (ONES * u64::from(b'\\'));
-        let found = (quote.wrapping_sub(ONES) & !quote)
-            | (backslash.wrapping_sub(ONES) & !backslash)
-            | (w.wrapping_sub(ONES * 0x20) & !w);
-        if found & HIGH != 0 {
-            break;
+/// Marks with bit 7 the bytes of `w` (little-endian) that end a plain ASCII
+/// run inside a string: a quote, a backslash, a control character, or a byte
+/// above 0x7F (the start of a character to check as UTF-8). An ASCII byte is
+/// zero exactly where subtracting one from it borrows, and below 0x20 exactly
+/// where subtracting 0x20 does; no byte above 0x7F starts a borrow. Bytes above
+/// the first borrow may be marked falsely, so only the lowest mark is exact,
+/// and only it is used.
+#[inline(always)]
+fn string_stops(w: u64) -> u64 {
+    let quote = (w ^ (ONES * u64::from(b'"'))).wrapping_sub(ONES);
+    let backslash = (w ^ (ONES * u64::from(b'\\'))).wrapping_sub(ONES);
+    let control = w.wrapping_sub(ONES * 0x20);
+    (quote | backslash | control | w) & HIGH
+}
+
+/// The eight bytes at `i`; past the end of `b`, quotes, so that a string cut
+/// off by the end of the text stops exactly at the end.
+#[inline(always)]
+fn word_at(b: &[u8], i: usize) -> u64 {
+    match b.get(i..).and_then(<[u8]>::first_chunk::<8>) {
+        Some(word) => u64::from_le_bytes(*word),
+        None => {
+            let mut word = [b'"'; 8];
+            let rest = &b[i.min(b.len())..];
+            word[..rest.len()].copy_from_slice(rest);
+            u64::from_le_bytes(word)
         }
-        high |= w;
-        i += 8;
     }
-    (i, if high & HIGH != 0 { 0x80 } else { 0 })
+}
+
+/// The length of the well-formed UTF-8 character at `i` (its first byte is
+/// above 0x7F), or `None`.
+fn utf8_char_len(b: &[u8], i: usize) -> Option<usize> {
+    let len = match b[i] {
+        0xC2..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF4 => 4,
+        _ => return None,
+    };
+    core::str::from_utf8(b.get(i..i + len)?).ok().map(|_| len)
 }
 
 /// Validates the string whose opening quote is at `i`; returns the index after
-/// the closing quote. `b` is already known to be UTF-8.
+/// the closing quote, and whether the string holds an escape.
+///
+/// Most of a Copilot event is string content, so this is where decoding spends
+/// its time: it reads eight bytes at a time and jumps straight to the first
+/// byte that needs attention, UTF-8 checked in the same pass. A bad UTF-8
+/// sequence is reported only once the string is known to end well, so errors
+/// come in text order.
 #[inline]
-fn scan_string(b: &[u8], mut i: usize) -> Result<usize, JsonError> {
-    let start = i + 1;
-    i += 1;
-    let mut high = 0u8;
+fn scan_string(b: &[u8], i: usize) -> Result<(usize, bool), JsonError> {
+    let mut i = i + 1;
+    let mut bad_utf8 = None;
+    let mut escaped = false;
+    // Where sixteen bytes can still be read without a bounds check failing.
+    let last_pair = b.len().saturating_sub(16);
     loop {
-        let (next, word_high) = skip_plain_string_bytes(b, i);
-        high |= word_high;
-        i = next;
-        while i < b.len() && !STRING_STOP[b[i] as usize] {
-            high |= b[i];
-            i += 1;
-        }
-        match b.get(i) {
-            None => return Err(err(JsonErrorKind::UnexpectedEnd, i)),
-            Some(b'"') => {
-                if high & 0x80 != 0 {
-                    if let Err(e) = core::str::from_utf8(&b[start..i]) {
-                        return Err(err(JsonErrorKind::InvalidUtf8, start + e.valid_up_to()));
-                    }
+        // Most strings are short keys and values that end in their first
+        // word; longer runs are then read sixteen bytes to a branch.
+        let mut stops = string_stops(word_at(b, i));
+        while stops == 0 {
+            i += 8;
+            if i <= last_pair {
+                let pair = u128::from_le_bytes(b[i..i + 16].try_into().unwrap_or([0; 16]));
+                let stops0 = string_stops(pair as u64);
+                stops = string_stops((pair >> 64) as u64);
+                if stops0 != 0 {
+                    stops = stops0;
+                    break;
                 }
-                return Ok(i + 1);
+                i += 8;
+            } else {
+                stops = string_stops(word_at(b, i));
             }
-            Some(b'\\') => match b.get(i + 1) {
-                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
-                Some(b'u') => {
-                    match b.get(i + 2..i + 6) {
-                        Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => {}
-                        Some(_) => return Err(err(JsonErrorKind::InvalidEscape, i)),
-                        None => return Err(err(JsonErrorKind::UnexpectedEnd, b.len())),
-                    }
-                    i += 6;
+        }
+        i += (stops.trailing_zeros() / 8) as usize;
+        match b.get(i) {
+            None => return Err(err(JsonErrorKind::UnexpectedEnd, b.len())),
+            Some(b'"') => {
+                if let Some(at) = bad_utf8 {
+                    return Err(err(JsonErrorKind::InvalidUtf8, at));
                 }
-                Some(_) => return Err(err(JsonErrorKind::InvalidEscape, i)),
-                None => return Err(err(JsonErrorKind::UnexpectedEnd, b.len())),
+                return Ok((i + 1, escaped));
+            }
+            Some(b'\\') => {
+                escaped = true;
+                match b.get(i + 1) {
+                    Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
+                    Some(b'u') => {
+                        match b.get(i + 2..i + 6) {
+                            Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => {}
+                            Some(_) => return Err(err(JsonErrorKind::InvalidEscape, i)),
+                            None => return Err(err(JsonErrorKind::UnexpectedEnd, b.len())),
+                        }
+                        i += 6;
+                    }
+                    Some(_) => return Err(err(JsonErrorKind::InvalidEscape, i)),
+                    None => return Err(err(JsonErrorKind::UnexpectedEnd, b.len())),
+                }
+            }
+            Some(0x80..) => match utf8_char_len(b, i) {
+                Some(len) => i += len,
+                None => {
+                    // The first bad sequence is the one reported; skipping
+                    // one byte keeps the scan on the string's ASCII stops.
+                    bad_utf8.get_or_insert(i);
+                    i += 1;
+                }
             },
             Some(_) => return Err(err(JsonErrorKind::ControlCharacter, i)),
         }
@@ -330,7 +365,7 @@ pub(crate) fn scan<V: Visitor>(text: &[u8], visitor: &mut V) -> Result<(usize, u
                 }
             }
             Some(b'"') => {
-                i = scan_string(b, i)?;
+                i = scan_string(b, i)?.0;
                 visitor.value(depth, start, i);
             }
             Some(b'-' | b'0'..=b'9') => {
@@ -408,8 +443,8 @@ fn scan_key<V: Visitor>(b: &[u8], i: usize, depth: usize, visitor: &mut V) -> Re
         None => return Err(err(JsonErrorKind::UnexpectedEnd, i)),
         Some(_) => return Err(err(JsonErrorKind::UnexpectedByte, i)),
     }
-    let end = scan_string(b, i)?;
-    visitor.key(depth, &b[i + 1..end - 1]);
+    let (end, escaped) = scan_string(b, i)?;
+    visitor.key(depth, &b[i + 1..end - 1], escaped);
     let colon = skip_ws(b, end);
     match b.get(colon) {
         Some(b':') => Ok(skip_ws(b, colon + 1)),
