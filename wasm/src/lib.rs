@@ -108,27 +108,20 @@ pub struct CoreEngine {
 #[wasm_bindgen]
 impl CoreEngine {
     /// An engine accepting frames of at most `max_frame` bytes, refusing in
-    /// a handler's place after `handler_timeout_ms` (0: never), failing
-    /// requests sent without a timeout of their own after
-    /// `request_timeout_ms` (0: never), and parking at most `park_bytes`
-    /// during a server-assigned create. Each left out is the core's default
-    /// (`copilot_core::limits`, as `dist/policy.js`'s `limits`: 64 MiB, 5 minutes, 60 s, 8 MiB).
+    /// a handler's place after `handler_timeout_ms` (0: never), and parking
+    /// at most `park_bytes` during a server-assigned create. Each left out
+    /// is the core's default (`copilot_core::limits`, as `dist/policy.js`'s
+    /// `limits`: 64 MiB, 5 minutes, 8 MiB). A request has the deadline its
+    /// caller gives it (`encode_request`), else the core's default (60 s).
     #[wasm_bindgen(constructor)]
-    pub fn new(
-        max_frame: Option<u32>,
-        handler_timeout_ms: Option<f64>,
-        request_timeout_ms: Option<f64>,
-        park_bytes: Option<u32>,
-    ) -> CoreEngine {
+    pub fn new(max_frame: Option<u32>, handler_timeout_ms: Option<f64>, park_bytes: Option<u32>) -> CoreEngine {
         let size = max_frame.map_or(limits::MAX_FRAME_BYTES, |m| m as usize).max(copilot_core::MIN_FRAME_BUFFER);
         let limit = |ms: Option<f64>, default: u64| match ms {
             None => Some(default),
             Some(ms) if ms <= 0.0 => None,
             Some(ms) => Some(ms as u64),
         };
-        let config = EngineConfig::new()
-            .handler_timeout(limit(handler_timeout_ms, limits::DEFAULT_HANDLER_TIMEOUT_MS))
-            .request_timeout(limit(request_timeout_ms, limits::DEFAULT_REQUEST_TIMEOUT_MS));
+        let config = EngineConfig::new().handler_timeout(limit(handler_timeout_ms, limits::DEFAULT_HANDLER_TIMEOUT_MS));
         let limit = park_bytes.map_or(limits::MAX_PARKED_BYTES, |b| b as usize);
         let park = ParkStorage { bytes: Vec::with_capacity(limit), limit };
         CoreEngine {
@@ -294,11 +287,11 @@ impl CoreEngine {
         self.drain_parked(now)
     }
 
-    /// The engine's answer table as JSON: one `{"name", "handler",
-    /// "generic"}` per row, `name` being the awaited event's type or the
-    /// server request's method, `generic` whether a generic request handler
-    /// (by name) answers it (`copilot_core::HandlerKind::is_generic`): the
-    /// names generic handlers can be set for are the `generic` rows'.
+    /// The engine's answer table as JSON: one `{"name", "handler"}` per
+    /// row, `name` being the awaited event's type or the server request's
+    /// method. Which handler kinds a generic request handler (by name)
+    /// answers is `dist/policy.js`'s `genericKinds`
+    /// (`copilot_core::HandlerKind::is_generic`).
     #[wasm_bindgen(js_name = answerRows)]
     pub fn answer_rows() -> String {
         let mut out = vec![b'['];
@@ -310,7 +303,6 @@ impl CoreEngine {
             let mut w = Fields::new(&mut out);
             w.text("name", name);
             w.text("handler", row.handler.name());
-            w.raw("generic", if row.handler.is_generic() { b"true" } else { b"false" });
             w.end();
         }
         out.push(b']');
@@ -845,19 +837,13 @@ mod tests {
         let rows = parse(&CoreEngine::answer_rows());
         let rows = rows.as_array().unwrap();
         assert_eq!(rows.len(), copilot_core::ANSWERS.len());
-        assert_eq!(
-            rows[0],
-            serde_json::json!({"name": "permission.requested", "handler": "permission", "generic": false})
-        );
-        assert!(rows.contains(&serde_json::json!({"name": "hooks.invoke", "handler": "hooks", "generic": false})));
-        let generic: Vec<&str> =
-            rows.iter().filter(|r| r["generic"] == true).map(|r| r["name"].as_str().unwrap()).collect();
-        assert_eq!(generic, copilot_core::generic_request_names().collect::<Vec<_>>());
+        assert_eq!(rows[0], serde_json::json!({"name": "permission.requested", "handler": "permission"}));
+        assert!(rows.contains(&serde_json::json!({"name": "hooks.invoke", "handler": "hooks"})));
     }
 
     #[test]
     fn event_items_carry_their_size() {
-        let mut c = CoreEngine::new(None, None, None, None);
+        let mut c = CoreEngine::new(None, None, None);
         c.reserve(Some("s".into()), 1, false).unwrap();
         let event = r#"{"type":"session.info","data":{}}"#;
         let body =
@@ -886,14 +872,14 @@ mod tests {
         };
         let body = event(0).len() - b"Content-Length: 118\r\n\r\n".len();
         // Room for two parked frames (each is its body and a 4-byte length).
-        let mut c = CoreEngine::new(None, None, None, Some(2 * (body as u32 + 4)));
+        let mut c = CoreEngine::new(None, None, Some(2 * (body as u32 + 4)));
         c.reserve(None, 3, false).unwrap();
         let input: Vec<u8> = (0..3).flat_map(event).collect();
         c.feed(&input, 0.0);
         let stats = parse(&c.stats(0.0));
         assert_eq!((stats["parkedFrames"].clone(), stats["parkDropped"].clone()), (2.into(), 1.into()));
         // The default bound is the core's: a burst of 10,000 events parks whole.
-        let mut c = CoreEngine::new(None, None, None, None);
+        let mut c = CoreEngine::new(None, None, None);
         c.reserve(None, 3, false).unwrap();
         let input: Vec<u8> = (0..limits::MAX_PARKED_FRAMES).flat_map(event).collect();
         c.feed(&input, 0.0);
@@ -903,7 +889,7 @@ mod tests {
 
     #[test]
     fn events_and_responses_come_back_as_one_json_batch() {
-        let mut c = CoreEngine::new(None, None, None, None);
+        let mut c = CoreEngine::new(None, None, None);
         c.reserve(Some("s\"1".into()), 7, false).unwrap();
         let req = c.encode_request("session.send", r#"{"sessionId":"s\"1","prompt":"hi"}"#, 0.0, None).unwrap();
         assert_eq!(req, 1.0);
@@ -940,7 +926,7 @@ mod tests {
 
     #[test]
     fn error_texts_are_the_cores_messages_with_their_numbers() {
-        let mut c = CoreEngine::new(Some(128), None, None, None);
+        let mut c = CoreEngine::new(Some(128), None, None);
         let oversize = format!(r#"{{"jsonrpc":"2.0","method":"x","params":{{"pad":"{}"}}}}"#, "p".repeat(200));
         let cut = r#"{"jsonrpc":"2.0","id":"a\"b","method":"#;
         let mut input = frame(&oversize);
@@ -966,21 +952,21 @@ mod tests {
 
     #[test]
     fn requests_take_their_own_deadline_or_the_default() {
-        let mut c = CoreEngine::new(None, None, Some(1000.0), None);
+        let mut c = CoreEngine::new(None, None, None);
         let a = c.encode_request("ping", "{}", 10.0, Some(50.0)).unwrap();
         let b = c.encode_request("ping", "{}", 10.0, None).unwrap();
         let _never = c.encode_request("ping", "{}", 10.0, Some(f64::INFINITY)).unwrap();
         assert_eq!(c.poll_timeout(), Some(60.0));
         assert_eq!(c.handle_timeout(59.0), Vec::<f64>::new());
         assert_eq!(c.handle_timeout(60.0), vec![a]);
-        assert_eq!(c.poll_timeout(), Some(1010.0));
-        assert_eq!(c.handle_timeout(5000.0), vec![b]);
+        assert_eq!(c.poll_timeout(), Some(10.0 + copilot_core::limits::DEFAULT_REQUEST_TIMEOUT_MS as f64));
+        assert_eq!(c.handle_timeout(100_000.0), vec![b]);
         assert_eq!(c.poll_timeout(), None, "the third has no deadline");
     }
 
     #[test]
     fn parked_frames_are_released_in_order_when_the_session_is_named() {
-        let mut c = CoreEngine::new(None, None, None, None);
+        let mut c = CoreEngine::new(None, None, None);
         c.reserve(None, 3, false).unwrap();
         let mut input = Vec::new();
         for n in 0..3 {
@@ -1002,7 +988,7 @@ mod tests {
 
     #[test]
     fn engine_items_carry_the_obligation_and_answers_go_to_the_outbox() {
-        let mut e = CoreEngine::new(None, Some(1000.0), Some(0.0), None);
+        let mut e = CoreEngine::new(None, Some(1000.0), None);
         e.reserve(Some("s1".into()), 4, false).unwrap();
         let opened = parse(&e.try_complete_open(4, true, "{}", 0.0).unwrap());
         assert_eq!(opened["opened"], true);
@@ -1029,7 +1015,7 @@ mod tests {
 
     #[test]
     fn engine_refuses_at_deadlines_and_for_gone_sessions() {
-        let mut e = CoreEngine::new(None, Some(100.0), None, None);
+        let mut e = CoreEngine::new(None, Some(100.0), None);
         e.reserve(Some("s1".into()), 1, false).unwrap();
         let batch = parse(&e.feed(
             &frame(
@@ -1062,7 +1048,7 @@ mod tests {
 
     #[test]
     fn engine_sessions_open_park_and_take_over() {
-        let mut e = CoreEngine::new(None, None, None, None);
+        let mut e = CoreEngine::new(None, None, None);
         e.reserve(None, 3, false).unwrap();
         let parked = parse(&e.feed(
             &frame(r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"new","event":{"type":"command.queued","data":{"requestId":"c1","command":"/x"}}}}"#),

@@ -53,6 +53,9 @@
 //!   at once; `runtime.shutdown {}`), `spawnedOnly` steps only for a CLI
 //!   this client started, and only an error of an `errorFails` step fails
 //!   the stop (`copilot_core::STOP_STEPS`).
+//! - `genericKinds`: the handler kinds (as the answer rows name them) that
+//!   a user's generic request handler answers, by the row's name; the
+//!   others have typed handlers (`copilot_core::GENERIC_HANDLER_KINDS`).
 //! - `answers` `{elicitationAcceptContent}`: an elicitation handler's
 //!   accept without content (or with `null`) answers with this content;
 //!   content that is not an object is a failed handler
@@ -242,6 +245,23 @@ mod tests {
         let core: Value = serde_json::from_slice(&core).unwrap();
         assert_eq!(core["content"], policy()["answers"]["elicitationAcceptContent"]);
         assert_eq!(policy()["answers"]["elicitationAcceptContent"], json!({}));
+    }
+
+    #[test]
+    fn the_generic_kinds_are_the_cores() {
+        let names: Vec<&str> = copilot_core::GENERIC_HANDLER_KINDS.iter().map(|k| k.name()).collect();
+        assert_eq!(policy()["genericKinds"], json!(names));
+        // The rows a generic handler answers, found as the JS client finds them.
+        let kinds = policy()["genericKinds"].clone();
+        let rows: Value = serde_json::from_str(&crate::CoreEngine::answer_rows()).unwrap();
+        let generic: Vec<&str> = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| kinds.as_array().unwrap().contains(&r["handler"]))
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(generic, copilot_core::generic_request_names().collect::<Vec<_>>());
     }
 
     #[test]

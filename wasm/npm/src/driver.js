@@ -38,7 +38,8 @@ export class Driver {
   constructor(transport, { maxFrameBytes, handlerTimeoutMs, logger, onRoute, onCoreFailed }) {
     const handlerMs = handlerTimeoutMs ?? DEFAULT_HANDLER_TIMEOUT_MS;
     // The engine's handler deadline: 0 (or an infinite one) means none.
-    this.#core = new CoreEngine(maxFrameBytes, Number.isFinite(handlerMs) ? Math.max(1, handlerMs) : 0, 0, undefined);
+    // Every call is given its own deadline (`encode_request`).
+    this.#core = new CoreEngine(maxFrameBytes, Number.isFinite(handlerMs) ? Math.max(1, handlerMs) : 0, undefined);
     this.#transport = transport;
     this.#logger = logger;
     this.#onRoute = onRoute;

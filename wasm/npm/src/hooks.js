@@ -29,9 +29,10 @@ let genericRows;
 let genericNames;
 let genericKinds;
 
-/** The rows of the engine's answer table that a generic handler answers (the core says which). */
+/** The rows of the engine's answer table that a generic handler answers (the core's `genericKinds` say which). */
 function genericAnswerRows() {
-  genericRows ??= JSON.parse(CoreEngine.answerRows()).filter((r) => r.generic);
+  const kinds = new Set(POLICY.genericKinds);
+  genericRows ??= JSON.parse(CoreEngine.answerRows()).filter((r) => kinds.has(r.handler));
   return genericRows;
 }
 
@@ -43,7 +44,7 @@ export function genericRequestNames() {
 
 /** Whether the engine's handler kind `kind` is answered by name (the core says which). */
 export function isGenericKind(kind) {
-  genericKinds ??= new Set(genericAnswerRows().map((r) => r.handler));
+  genericKinds ??= new Set(POLICY.genericKinds);
   return genericKinds.has(kind);
 }
 
