@@ -17,6 +17,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+use copilot_core::limits::keeps_for_first_subscriber;
+
 #[cfg(feature = "async")]
 use super::event_channel::EventTx;
 use super::inbox::{Batch, Inbox, InboxTx};
@@ -65,17 +67,18 @@ impl Queue {
 /// by step, and a burst's memory is given back once it has passed.
 const KEEP_QUEUE_BYTES: usize = 1 << 20;
 
-/// Events kept for a first subscriber that has yet to come, at most: the
-/// first `MAX_KEPT_EVENTS` events, or `MAX_KEPT_BYTES` of their JSON,
-/// whichever comes first. A whole turn (tens of events) fits many times
-/// over, so subscribing right after `create_session` returns loses nothing;
-/// a session used only through `send_and_wait` keeps memory flat. Events
-/// past the bound are not kept for the late subscriber (they are still
-/// delivered to every subscriber present) and are counted in
-/// [`Session::stats`](crate::Session::stats).
-pub const MAX_KEPT_EVENTS: usize = 1024;
+/// Events kept for a first subscriber that has yet to come, at most (the
+/// core's limit; the rule is [`keeps_for_first_subscriber`]): the first
+/// `MAX_KEPT_EVENTS` events, or `MAX_KEPT_BYTES` of their JSON, whichever
+/// comes first, and none after the first left out, so a late subscriber
+/// sees no gap. A whole turn (tens of events) fits many times over, so
+/// subscribing right after `create_session` returns loses nothing; a
+/// session used only through `send_and_wait` keeps memory flat. Events not
+/// kept for the late subscriber are still delivered to every subscriber
+/// present, and are counted in [`Session::stats`](crate::Session::stats).
+pub const MAX_KEPT_EVENTS: usize = copilot_core::limits::MAX_KEPT_EVENTS;
 /// See [`MAX_KEPT_EVENTS`].
-pub const MAX_KEPT_BYTES: usize = 4 << 20;
+pub const MAX_KEPT_BYTES: usize = copilot_core::limits::MAX_KEPT_BYTES;
 
 pub(crate) enum Sink {
     Stream(InboxTx),
@@ -135,8 +138,8 @@ pub struct SessionStats {
     /// Events handed to the subscribers present (or kept).
     pub events: u64,
     /// Events that arrived before any subscriber, past the bound
-    /// ([`MAX_KEPT_EVENTS`], [`MAX_KEPT_BYTES`]), and so not kept for the
-    /// first subscriber.
+    /// ([`MAX_KEPT_EVENTS`], [`MAX_KEPT_BYTES`]) or after one that was past
+    /// it, and so not kept for the first subscriber.
     pub not_kept: u64,
     /// Events whose JSON could not be read into a [`SessionEvent`].
     pub unreadable: u64,
@@ -333,7 +336,7 @@ impl SessionInner {
             if let Some(e) = &event {
                 subs.delivered += 1;
                 if !subs.claimed {
-                    if subs.kept.len() < MAX_KEPT_EVENTS && subs.kept_bytes + size <= MAX_KEPT_BYTES {
+                    if keeps_for_first_subscriber(subs.kept.len(), subs.kept_bytes, subs.not_kept, size) {
                         subs.kept.push(Arc::clone(e));
                         subs.kept_bytes += size;
                     } else {
