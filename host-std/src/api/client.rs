@@ -507,11 +507,10 @@ impl Calls<'_> {
     fn open(&self, method: &str, config: SessionConfig, resume: Option<String>) -> Result<Session> {
         config.check(resume.is_some())?;
         let session = self.open_unchecked(method, &config, resume)?;
-        if config.handlers.mcp_oauth.is_some() {
-            // The CLI sends mcp.oauth_required only to clients that ask;
-            // MCP servers connect at the first send, so now is in time.
-            let params = json!({ "sessionId": session.id(), "eventType": "mcp.oauth_required" });
-            self.client.conn.request("session.eventLog.registerInterest", &params, self.timeout)?;
+        // The core's steps after an open (registerInterest for the waits
+        // the CLI asks only of clients that say they answer them).
+        for (method, params) in config.follow_ups(session.id())? {
+            self.client.conn.request(method, &params, self.timeout)?;
         }
         Ok(session)
     }

@@ -18,6 +18,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::config_parts::{
@@ -456,6 +457,25 @@ impl SessionConfig {
         h.transforms = self.system_message.as_ref().map(SystemMessage::transforms).unwrap_or_default();
         h.provider_token = self.provider.as_ref().and_then(|p| p.bearer_token_provider.clone());
         h
+    }
+
+    /// The requests to send, in order, after an open of a session of this
+    /// config answers and before the session is handed over: the core's
+    /// follow-ups ([`write_follow_ups`](copilot_core::write_follow_ups))
+    /// for the handlers it has, their params as the core wrote them.
+    pub(crate) fn follow_ups(&self, session_id: &str) -> Result<Vec<(&'static str, Box<RawValue>)>> {
+        let handlers = self.answerers();
+        let mut calls = Vec::new();
+        let mut send = |method: &'static str, params: &[u8]| {
+            // The core writes JSON text; a host sends it as is.
+            let text = String::from_utf8_lossy(params).into_owned();
+            if let Ok(params) = RawValue::from_string(text) {
+                calls.push((method, params));
+            }
+        };
+        copilot_core::write_follow_ups(session_id, |kind| handlers.has(kind), &mut send)
+            .map_err(|e| Error::Protocol(format!("session id {session_id:?}: {}", e.message())))?;
+        Ok(calls)
     }
 
     /// What the delivery layer hands a session's waits to: its
