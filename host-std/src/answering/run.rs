@@ -16,7 +16,7 @@ use super::hook_call::{invoke, HookAnswer};
 use super::hooks::HookFailure;
 use super::outcome::Outcome;
 use super::permission::PermissionRequest;
-use super::requests::{event_data, is_event, is_generic, IncomingRequest, RequestHandlers};
+use super::requests::{event_data, is_event, IncomingRequest, RequestHandlers};
 use crate::driver::{Job, Replier};
 use crate::events::{EventKind, ExternalToolRequestedData, SessionEvent};
 use crate::pool::panic_text;
@@ -54,7 +54,7 @@ fn generic(
     session_id: Option<&str>,
     event: bool,
 ) -> Outcome {
-    if !is_generic(kind) || requests.is_empty() {
+    if !kind.is_generic() || requests.is_empty() {
         return Outcome::Refuse(Cause::NoHandler);
     }
     let params = if event { event_data(data) } else { serde_json::from_slice(data).ok() };
