@@ -18,6 +18,7 @@ use std::sync::{mpsc, Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use copilot_core::limits::keeps_for_first_subscriber;
+use copilot_core::{turn_step, TURN_REPLY_UNLESS};
 
 #[cfg(feature = "async")]
 use super::event_channel::EventTx;
@@ -493,33 +494,53 @@ fn feed_streams(subs: &mut Subscribers, batch: &Arc<Batch>) {
     });
 }
 
-/// What `send_and_wait` (blocking and async) makes of a turn's events: the
-/// last top-level `assistant.message`, or the `session.error` it had.
+/// What `send_and_wait` (blocking and async) makes of a turn's events:
+/// the core's rule ([`copilot_core::Turn`], [`turn_step`]), holding this
+/// host's events; a `session.error` becomes [`Error::Session`].
 #[derive(Default)]
 pub(crate) struct Turn {
-    last: Option<Arc<SessionEvent>>,
-    error: Option<Error>,
+    rule: copilot_core::Turn<Arc<SessionEvent>>,
+    outcome: Option<std::result::Result<Option<Arc<SessionEvent>>, Arc<SessionEvent>>>,
 }
 
 impl Turn {
-    /// Takes one event of the turn; `true` once the session is idle.
+    /// Takes one event of the turn; `true` once the turn is over.
     pub(crate) fn see(&mut self, event: &Arc<SessionEvent>) -> bool {
-        match &event.kind {
-            EventKind::AssistantMessage(m) if m.parent_tool_call_id.is_none() => self.last = Some(Arc::clone(event)),
-            EventKind::SessionError(e) => {
-                self.error = Some(Error::Session { error_type: e.error_type.clone(), message: e.message.clone() })
-            }
-            EventKind::SessionIdle(_) => return true,
-            _ => {}
-        }
-        false
+        let step = turn_step(event.event_type(), sub_agent(event));
+        self.outcome = self.rule.see(step, || Arc::clone(event));
+        self.outcome.is_some()
     }
 
     /// The turn's result.
     pub(crate) fn finish(self) -> Result<Option<Arc<SessionEvent>>> {
-        match self.error {
-            Some(e) => Err(e),
-            None => Ok(self.last),
+        match self.outcome {
+            Some(Ok(reply)) => Ok(reply),
+            Some(Err(error)) => Err(session_error(&error)),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Whether the event's `data` has the member that marks a sub-agent's
+/// message ([`TURN_REPLY_UNLESS`], not null).
+fn sub_agent(event: &SessionEvent) -> bool {
+    match &event.kind {
+        EventKind::AssistantMessage(m) => m.parent_tool_call_id.is_some(),
+        EventKind::Other { data, .. } => !data.get(TURN_REPLY_UNLESS).is_none_or(serde_json::Value::is_null),
+        _ => false,
+    }
+}
+
+/// The [`Error::Session`] of a turn's error event.
+fn session_error(event: &SessionEvent) -> Error {
+    match &event.kind {
+        EventKind::SessionError(e) => Error::Session { error_type: e.error_type.clone(), message: e.message.clone() },
+        other => {
+            let text = |key: &str| match other {
+                EventKind::Other { data, .. } => data.get(key).and_then(|v| v.as_str()).unwrap_or_default().to_owned(),
+                _ => String::new(),
+            };
+            Error::Session { error_type: text("errorType"), message: text("message") }
         }
     }
 }
