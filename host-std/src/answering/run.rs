@@ -91,9 +91,9 @@ fn elicitation_answer(response: ElicitationResponse) -> Outcome {
         ElicitationResponse::Cancel => (ElicitationAction::Cancel, None),
     };
     let mut answer = Vec::new();
-    if let Err(e) = write_elicitation_answer(action, content.as_deref().map(str::as_bytes), &mut |b| {
-        answer.extend_from_slice(b)
-    }) {
+    if let Err(e) =
+        write_elicitation_answer(action, content.as_deref().map(str::as_bytes), &mut |b| answer.extend_from_slice(b))
+    {
         return Outcome::Fail(e.message().to_owned());
     }
     match serde_json::from_slice(&answer) {

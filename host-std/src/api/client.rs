@@ -8,12 +8,13 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use copilot_core::Stats;
+use copilot_core::{read_handshake_answer, HandshakeError, HandshakeRequest, HandshakeStep, Stats};
+use copilot_core::{HANDSHAKE_CONNECT, HANDSHAKE_PING};
 use serde_json::{json, Value};
 
 use super::client_options::{ClientOptions, Transport, PROTOCOL_VERSION};
 use super::config::SessionConfig;
-use super::replies::{parse, read_delete, read_last_id, read_session_list};
+use super::replies::{parse, raw_json, read_delete, read_last_id, read_session_list};
 use super::replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
 use super::session::Session;
 use crate::answering::{run_client_wide, RequestHandlers};
@@ -209,29 +210,40 @@ impl Client {
         }
     }
 
-    /// `connect`, falling back to `ping` for servers that lack it.
+    /// The core's handshake ([`copilot_core::read_handshake_answer`]):
+    /// `connect` with the params the core writes, `ping` for servers that
+    /// lack it, and the protocol version checked.
     fn handshake(&self, token: Option<&str>, timeout: Duration) -> Result<ServerInfo> {
-        let mut params = json!({ "supportedTaskKinds": [] });
-        if let Some(t) = token {
-            params["token"] = t.into();
-        }
-        let (version, server_version) = match self.conn.request("connect", &params, Some(timeout)) {
-            Ok(body) => {
-                let v: Value = parse(&body, "connect")?;
-                (
-                    v.get("protocolVersion").and_then(Value::as_u64),
-                    v.get("version").and_then(Value::as_str).map(String::from),
-                )
+        let mut params = Vec::new();
+        copilot_core::write_connect_params(token, &mut |b| params.extend_from_slice(b));
+        let params = raw_json(params)?;
+        let mut to = HandshakeRequest::Connect;
+        let mut answer = self.conn.request(HANDSHAKE_CONNECT, &params, Some(timeout));
+        let body = loop {
+            match answer {
+                Ok(body) => break body,
+                Err(e) => {
+                    let Error::Rpc { code, .. } = &e else { return Err(e) };
+                    match read_handshake_answer(to, Err(*code)) {
+                        HandshakeStep::Ping => {
+                            to = HandshakeRequest::Ping;
+                            answer = self.conn.request(HANDSHAKE_PING, &json!({}), Some(timeout));
+                        }
+                        // The answer's own error, as it came (-32002: a
+                        // wrong connection token).
+                        _ => return Err(e),
+                    }
+                }
             }
-            Err(Error::Rpc { code: copilot_core::METHOD_NOT_FOUND, .. }) => {
-                let pong: Pong = parse(&self.conn.request("ping", &json!({}), Some(timeout))?, "ping")?;
-                (pong.protocol_version, None)
-            }
-            Err(e) => return Err(e),
         };
-        match version {
-            Some(PROTOCOL_VERSION) => Ok(ServerInfo { protocol_version: PROTOCOL_VERSION, version: server_version }),
-            other => Err(Error::ProtocolVersion { server: other, supported: PROTOCOL_VERSION }),
+        match read_handshake_answer(to, Ok(&body)) {
+            HandshakeStep::Ready { version } => {
+                Ok(ServerInfo { protocol_version: PROTOCOL_VERSION, version: version.map(|v| v.to_string()) })
+            }
+            HandshakeStep::Failed(HandshakeError::Version { server }) => {
+                Err(Error::ProtocolVersion { server, supported: PROTOCOL_VERSION })
+            }
+            step => Err(Error::Protocol(format!("the handshake's answer: {step:?}"))),
         }
     }
 

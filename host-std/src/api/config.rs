@@ -25,6 +25,7 @@ use super::config_parts::{
     CustomAgentConfig, DefaultAgentConfig, InfiniteSessionConfig, McpServerConfig, ProviderConfig, ReasoningEffort,
     SystemMessage, REDACTED,
 };
+use super::replies::raw_json;
 use crate::answering::{
     run, Command, ElicitationHandler, ExitPlanModeHandler, McpOAuthHandler, PermissionHandler, RequestHandler,
     SessionHandlers, SessionHooks, Tool, UserInputHandler,
@@ -465,17 +466,11 @@ impl SessionConfig {
     /// for the handlers it has, their params as the core wrote them.
     pub(crate) fn follow_ups(&self, session_id: &str) -> Result<Vec<(&'static str, Box<RawValue>)>> {
         let handlers = self.answerers();
-        let mut calls = Vec::new();
-        let mut send = |method: &'static str, params: &[u8]| {
-            // The core writes JSON text; a host sends it as is.
-            let text = String::from_utf8_lossy(params).into_owned();
-            if let Ok(params) = RawValue::from_string(text) {
-                calls.push((method, params));
-            }
-        };
+        let mut written = Vec::new();
+        let mut send = |method: &'static str, params: &[u8]| written.push((method, params.to_vec()));
         copilot_core::write_follow_ups(session_id, |kind| handlers.has(kind), &mut send)
             .map_err(|e| Error::Protocol(format!("session id {session_id:?}: {}", e.message())))?;
-        Ok(calls)
+        written.into_iter().map(|(method, params)| Ok((method, raw_json(params)?))).collect()
     }
 
     /// What the delivery layer hands a session's waits to: its
