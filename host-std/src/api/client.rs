@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use copilot_core::{read_handshake_answer, HandshakeError, HandshakeRequest, HandshakeStep, Stats};
-use copilot_core::{HANDSHAKE_CONNECT, HANDSHAKE_PING};
+use copilot_core::{LaunchTransport, HANDSHAKE_CONNECT, HANDSHAKE_PING};
 use serde_json::{json, Value};
 
 use super::client_options::{ClientOptions, Transport, PROTOCOL_VERSION};
@@ -22,7 +22,7 @@ use crate::delivery::{lifecycle_sink, SessionInner};
 use crate::driver::{ClientWide, Connection, InFlight, ReplyTx, Waiter};
 use crate::error::{Error, Result};
 use crate::events::LifecycleEvent;
-use crate::transport::cli::{self, CliProcess, Launch, AUTH_TOKEN_ENV, CONNECTION_TOKEN_ENV};
+use crate::transport::cli::{self, CliProcess, Launch};
 use crate::transport::{tcp_halves, CloseCause};
 
 /// A connection to one Copilot CLI.
@@ -60,31 +60,21 @@ impl Client {
             }
             Err(e) => return Err(e),
         };
-        let mut args: Vec<OsString> =
-            ["--headless", "--no-auto-update", "--log-level"].iter().map(OsString::from).collect();
-        args.push(options.log_level.clone().into());
+        let transport = match options.transport {
+            Transport::Stdio => LaunchTransport::Stdio,
+            Transport::Tcp { port } => LaunchTransport::Tcp { port },
+        };
+        // The core's arguments and secrets; the user's arguments go after
+        // them, and the secrets after the user's environment.
+        let items = cli::start_items(
+            transport,
+            &options.log_level,
+            options.auth_token.as_deref(),
+            options.connection_token.as_deref(),
+        );
+        let (mut args, connection_token) = (items.args, items.connection_token);
         let mut env = options.env.clone();
-        // The CLI keeps these from the shells and MCP servers it starts.
-        let mut secrets = Vec::new();
-        if let Some(token) = &options.auth_token {
-            args.extend(["--auth-token-env".into(), AUTH_TOKEN_ENV.into()]);
-            env.push((AUTH_TOKEN_ENV.into(), token.into()));
-            secrets.push(AUTH_TOKEN_ENV);
-        }
-        let mut connection_token = None;
-        match options.transport {
-            Transport::Stdio => args.push("--stdio".into()),
-            Transport::Tcp { port } => {
-                args.extend(["--port".into(), port.to_string().into()]);
-                let token = options.connection_token.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-                env.push((CONNECTION_TOKEN_ENV.into(), token.clone().into()));
-                secrets.push(CONNECTION_TOKEN_ENV);
-                connection_token = Some(token);
-            }
-        }
-        if !secrets.is_empty() {
-            args.push(format!("--secret-env-vars={}", secrets.join(",")).into());
-        }
+        env.extend(items.secrets);
         args.extend(options.extra_args.iter().map(OsString::from));
         let launch = Launch { program: &program, args, env: &env, cwd: options.cwd.as_deref() };
         let (mut process, stdin, stdout) = CliProcess::spawn(&launch)?;

@@ -172,7 +172,7 @@ impl Default for ClientOptions {
             install_if_missing: false,
             install_dir: None,
             transport: Transport::Stdio,
-            log_level: "error".into(),
+            log_level: copilot_core::DEFAULT_LOG_LEVEL.into(),
             auth_token: None,
             connection_token: None,
             extra_args: Vec::new(),
