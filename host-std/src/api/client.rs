@@ -19,7 +19,7 @@ use super::replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
 use super::session::Session;
 use crate::answering::{run_client_wide, RequestHandlers};
 use crate::delivery::{lifecycle_sink, SessionInner};
-use crate::driver::{ClientWide, Connection, InFlight, ReplyTx, Waiter};
+use crate::driver::{ClientWide, Connection, ReplyTx, Waiter};
 use crate::error::{Error, Result};
 use crate::events::LifecycleEvent;
 use crate::transport::cli::{self, CliProcess, Launch};
@@ -27,11 +27,11 @@ use crate::transport::{tcp_halves, CloseCause};
 
 /// A connection to one Copilot CLI.
 pub struct Client {
-    conn: Arc<Connection>,
+    pub(super) conn: Arc<Connection>,
     reader: Mutex<Option<JoinHandle<()>>>,
-    process: Mutex<Option<CliProcess>>,
+    pub(super) process: Mutex<Option<CliProcess>>,
     pid: Option<u32>,
-    socket: Option<TcpStream>,
+    pub(super) socket: Option<TcpStream>,
     server: ServerInfo,
 }
 
@@ -350,75 +350,6 @@ impl Client {
         rx
     }
 
-    /// Stops cleanly, within [`ClientOptions::shutdown_grace`] in total
-    /// however many sessions are open: destroys the sessions still open
-    /// (all at once), asks a CLI we started to shut down and waits for it to
-    /// exit; when the grace is over, kills its process group. Sessions and
-    /// their streams are released at once, whatever the CLI does. Returns
-    /// the first failure (such as a `Timeout` from a CLI that did not
-    /// answer) after everything is released.
-    pub fn stop(self) -> Result<()> {
-        let grace = self.conn.deadlines.grace;
-        let deadline = Instant::now() + grace;
-        self.conn.mark_stopping();
-        let mut first_error = None;
-        let mut destroys: Vec<InFlight> = Vec::new();
-        for (handle, active, session) in self.conn.sessions() {
-            if let (Some(id), true) = (session.id(), active) {
-                self.conn.close_session(handle);
-                let (tx, rx) = mpsc::sync_channel(1);
-                let params = json!({ "sessionId": id });
-                match self.conn.start_request(
-                    "session.destroy",
-                    &params,
-                    Waiter::Reply(ReplyTx::Sync(tx)),
-                    rx,
-                    deadline,
-                ) {
-                    Ok(sent) => destroys.push(sent),
-                    Err(e) => {
-                        first_error.get_or_insert(e);
-                    }
-                }
-            }
-            self.conn.release(handle);
-            session.close("client stopped");
-        }
-        for sent in destroys {
-            if let Err(e) = sent.wait(&self.conn) {
-                first_error.get_or_insert(e);
-            }
-        }
-        let mut process = self.process.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if process.is_some() && !self.conn.is_closed() {
-            match self.conn.request_until("runtime.shutdown", &json!({}), deadline) {
-                Ok(_) | Err(Error::Rpc { .. }) | Err(Error::Disconnected(_)) => {}
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        self.conn.close_writer();
-        if let Some(p) = process.as_mut() {
-            if p.wait_for_exit(deadline.saturating_duration_since(Instant::now())).is_none() {
-                log::warn!("the Copilot CLI did not exit within {grace:?}; killing its process group");
-                p.kill();
-            }
-        }
-        if let Some(s) = &self.socket {
-            let _ = s.shutdown(Shutdown::Both);
-        }
-        if process.is_some() || self.socket.is_some() {
-            // Its end of the connection is closed: the reader ends now.
-            self.join_reader();
-        } else if self.conn.wait_closed(Some(deadline)).is_some() {
-            self.join_reader();
-        }
-        // A stream of the caller's that stays open keeps its reader; the
-        // calls and sessions of this client are released all the same.
-        first_error.map_or(Ok(()), Err)
-    }
-
     /// Stops at once: kills a CLI we started and closes the connection.
     pub fn force_stop(self) {
         self.force_stop_inner();
@@ -439,7 +370,7 @@ impl Client {
         }
     }
 
-    fn join_reader(&self) {
+    pub(super) fn join_reader(&self) {
         if let Some(r) = self.reader.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = r.join();
         }
