@@ -27,9 +27,12 @@
 //! one TCP connection, so a benchmark can spawn the fake exactly as it would
 //! spawn the real CLI.
 
+use std::collections::BTreeSet;
 use std::collections::HashMap;
+use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -99,6 +102,11 @@ pub struct FakeServerConfig {
     /// the connection without answering it (so every call the client is
     /// waiting on should fail as disconnected). Default `None`.
     pub close_on_method: Option<String>,
+    /// Write the body of every frame the client sends, as it arrives and as
+    /// it came (byte for byte, but line breaks become spaces), to this file,
+    /// one line each: what [`FakeServer::received`] holds, for a fake in
+    /// another process, unparsed. Default `None`.
+    pub record_to: Option<PathBuf>,
 }
 
 impl Default for FakeServerConfig {
@@ -114,6 +122,7 @@ impl Default for FakeServerConfig {
             hold_turns: false,
             reply_text: None,
             close_on_method: None,
+            record_to: None,
         }
     }
 }
@@ -689,7 +698,11 @@ fn serve_loop(shared: &Arc<Shared>, config: FakeServerConfig, mut reader: Box<dy
             break;
         }
         while let Some(frame) = decoder.poll() {
-            let message = frame.ok().and_then(|body| serde_json::from_slice::<Value>(body).ok());
+            let body = frame.ok();
+            if let Some(body) = body {
+                handler.write_record(body);
+            }
+            let message = body.and_then(|body| serde_json::from_slice::<Value>(body).ok());
             let flow = match message {
                 Some(message) => handler.handle(message),
                 None => handler.error(Value::Null, PARSE_ERROR, "Parse error").map(|()| Flow::Continue),
@@ -724,11 +737,40 @@ struct Handler {
     sessions: Vec<Session>,
     next_session: u64,
     next_message: u64,
+    /// The file of [`FakeServerConfig::record_to`], if it opened.
+    record: Option<File>,
+    /// An `obligations:` turn waiting for its answers: the session, and the
+    /// request ids (of events and of server requests) not answered yet.
+    awaiting: Option<(String, BTreeSet<String>)>,
 }
 
 impl Handler {
     fn new(shared: Arc<Shared>, config: FakeServerConfig) -> Handler {
-        Handler { shared, config, sessions: Vec::new(), next_session: 1, next_message: 1 }
+        let record = config.record_to.as_ref().and_then(|path| File::create(path).ok());
+        Handler { shared, config, sessions: Vec::new(), next_session: 1, next_message: 1, record, awaiting: None }
+    }
+
+    /// Writes a frame's `body` to the record file, as it came, as one line
+    /// (line breaks in a body are JSON whitespace: they become spaces).
+    fn write_record(&mut self, body: &[u8]) {
+        if let Some(file) = &mut self.record {
+            let mut line: Vec<u8> = body.iter().map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b }).collect();
+            line.push(b'\n');
+            let _ = file.write_all(&line);
+        }
+    }
+
+    /// Marks `request_id` of an `obligations:` turn answered; the last
+    /// answer ends the turn with `session.idle`.
+    fn answered(&mut self, request_id: &str) -> io::Result<()> {
+        let Some((sid, left)) = &mut self.awaiting else { return Ok(()) };
+        left.remove(request_id);
+        if left.is_empty() {
+            let sid = sid.clone();
+            self.awaiting = None;
+            self.shared.event(&sid, "session.idle", json!({}))?;
+        }
+        Ok(())
     }
 
     fn result(&self, id: Value, result: Value) -> io::Result<()> {
@@ -749,8 +791,12 @@ impl Handler {
         let params = message.get("params").cloned().unwrap_or(Value::Null);
         let Some(method) = method else {
             // A response to one of our requests.
+            let answered = message.get("id").and_then(Value::as_str).map(str::to_owned);
             self.shared.record(message.clone());
             self.shared.answer(message);
+            if let Some(request_id) = answered {
+                self.answered(&request_id)?;
+            }
             return Ok(Flow::Continue);
         };
         self.shared.record(message);
@@ -826,6 +872,14 @@ impl Handler {
                     s.active = false;
                 }
                 self.result(id, json!({"success": true}))?;
+            }
+            // The answers to the waits of `permission.requested`,
+            // `elicitation.requested`, `external_tool.requested`, ...
+            answer if answer.starts_with("session.") && answer.contains(".handlePending") => {
+                self.result(id, json!({"success": true}))?;
+                if let Some(request_id) = params.get("requestId").and_then(Value::as_str) {
+                    self.answered(request_id)?;
+                }
             }
             other => self.error(id, METHOD_NOT_FOUND, &format!("Method not found: {other}"))?,
         }
@@ -934,6 +988,9 @@ impl Handler {
             self.shared.flood(sid, events)?;
             return self.shared.event(sid, "session.idle", json!({}));
         }
+        if let Some(tool) = prompt.strip_prefix("obligations:") {
+            return self.obligations(sid, &message_id, tool.trim());
+        }
         let turn = json!({"turnId": n.to_string()});
         self.shared.event(sid, "user.message", json!({"content": prompt, "messageId": message_id}))?;
         if self.config.hold_turns {
@@ -956,6 +1013,66 @@ impl Handler {
             }
         }
         self.shared.event(sid, "session.idle", json!({}))
+    }
+}
+
+impl Handler {
+    /// An `obligations:<tool>` turn: one wait of each kind a client
+    /// answers, at once; `session.idle` comes when all are answered.
+    fn obligations(&mut self, sid: &str, message_id: &str, tool: &str) -> io::Result<()> {
+        self.shared.event(
+            sid,
+            "user.message",
+            json!({"content": format!("obligations:{tool}"), "messageId": message_id}),
+        )?;
+        self.shared.event(sid, "assistant.turn_start", json!({"turnId": "obligations"}))?;
+        let requests = [
+            (
+                "hook-pre",
+                "hooks.invoke",
+                json!({"sessionId": sid, "hookType": "preToolUse",
+                "input": {"sessionId": sid, "timestamp": 1_764_000_000_000_u64, "cwd": "/tmp",
+                          "toolName": "bash", "toolArgs": {"command": "ls"}}}),
+            ),
+            (
+                "hook-unset",
+                "hooks.invoke",
+                json!({"sessionId": sid, "hookType": "sessionEnd",
+                "input": {"sessionId": sid, "timestamp": 1_764_000_000_000_u64, "cwd": "/tmp", "reason": "complete"}}),
+            ),
+            ("no-handler", "sessionFs.readFile", json!({"sessionId": sid, "path": "/etc/hostname"})),
+            ("unknown-method", "fake.unknownMethod", json!({"sessionId": sid})),
+        ];
+        let events = [
+            (
+                "perm-1",
+                "permission.requested",
+                json!({"requestId": "perm-1",
+                "permissionRequest": {"kind": "shell", "fullCommandText": "ls", "intention": "List files"}}),
+            ),
+            (
+                "elicit-1",
+                "elicitation.requested",
+                json!({"requestId": "elicit-1", "message": "Name?",
+                "requestedSchema": {"type": "object", "properties": {}}}),
+            ),
+            (
+                "tool-1",
+                "external_tool.requested",
+                json!({"requestId": "tool-1", "sessionId": sid,
+                "toolCallId": "call-1", "toolName": tool, "arguments": {}}),
+            ),
+        ];
+        let ids = requests.iter().map(|r| r.0).chain(events.iter().map(|e| e.0)).map(str::to_owned).collect();
+        self.awaiting = Some((sid.to_owned(), ids));
+        for (id, ty, data) in events {
+            debug_assert!(data["requestId"] == id);
+            self.shared.event(sid, ty, data)?;
+        }
+        for (id, method, params) in requests {
+            self.shared.write_json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
+        }
+        Ok(())
     }
 }
 

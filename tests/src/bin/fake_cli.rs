@@ -5,6 +5,7 @@
 //! ```text
 //! fake_cli (--stdio | --port N) [--early-events N] [--early-permission-requests N]
 //!          [--create-delay-ms N] [--reply TEXT] [--legacy-connect] [--protocol-version N]
+//!          [--record FILE]
 //! ```
 //!
 //! It takes the flags a client passes to the real CLI (`--headless`,
@@ -19,7 +20,12 @@
 //! sent before the `session.create` answer, a delay of that answer, and the
 //! reply of every turn (`--reply`, or `FAKE_CLI_REPLY` in the environment;
 //! without one a turn ends in `session.error` as the real CLI's does with
-//! no login). The prompt `flood:N` floods N `assistant.message_delta` events.
+//! no login). The prompt `flood:N` floods N `assistant.message_delta` events;
+//! the prompt `obligations:TOOL` raises one wait of each kind a client
+//! answers (a permission prompt, an elicitation, two hook calls, a call of
+//! the client's tool TOOL, a request nobody serves, an unknown request) and
+//! ends the turn when all are answered. `--record FILE` writes the body of
+//! every frame the client sent to FILE as it came, one line each.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -57,6 +63,7 @@ fn parse(args: &[String]) -> Result<(Mode, FakeServerConfig), String> {
             "--early-permission-requests" => config.early_permission_requests = number(value()?)? as usize,
             "--create-delay-ms" => config.create_response_delay = Duration::from_millis(number(value()?)?),
             "--reply" => config.reply_text = Some(value()?.clone()),
+            "--record" => config.record_to = Some(value()?.into()),
             "--legacy-connect" => config.legacy_connect = true,
             "--protocol-version" => {
                 config.protocol_version = u32::try_from(number(value()?)?).map_err(|e| e.to_string())?
