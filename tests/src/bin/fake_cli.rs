@@ -25,7 +25,8 @@
 //! answers (a permission prompt, an elicitation, two hook calls, a call of
 //! the client's tool TOOL, a request nobody serves, an unknown request) and
 //! ends the turn when all are answered. `--record FILE` writes the body of
-//! every frame the client sent to FILE as it came, one line each.
+//! every frame the client sent to FILE as it came, one line each, and its
+//! own arguments to FILE.argv as a JSON array.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -87,6 +88,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(record) = &config.record_to {
+        // The command line the client started it with, beside the frames.
+        let mut argv = record.clone().into_os_string();
+        argv.push(".argv");
+        if let Err(e) = std::fs::write(&argv, serde_json::to_vec(&args).unwrap_or_default()) {
+            eprintln!("fake_cli: write {}: {e}", argv.to_string_lossy());
+            return ExitCode::FAILURE;
+        }
+    }
     let served = match mode {
         Mode::Stdio => run_stdio(config),
         Mode::Tcp => run_tcp_announcing(config),
