@@ -2,19 +2,28 @@
 // (from its sources) runs the same scenario as the Rust half against the
 // fake CLI, which writes what the client sent to a file.
 //
-//   node same_bytes.mjs FAKE_CLI RECORD_FILE
+//   node same_bytes.mjs FAKE_CLI SCENARIO TRANSPORT FAKE_ARGS...
 //
-// Start the fake (stdio), open a session with a permission handler, a tool
+// Starts the fake over TRANSPORT (stdio or tcp) with FAKE_ARGS (among them
+// `--record FILE`). The scenario `start-stop` stops at once; `obligations`
+// opens a session with a permission handler, a tool
 // whose handler throws, an MCP OAuth handler, an elicitation handler that
-// accepts without content and a pre-tool-use hook that denies; run the
+// accepts without content and a pre-tool-use hook that denies, runs the
 // turn `obligations:failing_tool` (the fake raises one wait of each kind
-// and ends the turn when all are answered); stop the client.
+// and ends the turn when all are answered), then stops.
 
 import { CopilotClient, approveAll } from "../../wasm/npm/src/node.js";
 
-const [fakeCli, record] = process.argv.slice(2);
-const client = await CopilotClient.start({ cliPath: fakeCli, transport: "stdio", args: ["--record", record] });
+const [fakeCli, scenario, transport, ...args] = process.argv.slice(2);
+const client = await CopilotClient.start({ cliPath: fakeCli, transport, args });
 try {
+  if (scenario === "obligations") await obligations();
+  await client.stop();
+} finally {
+  client.forceStop();
+}
+
+async function obligations() {
   const session = await client.createSession({
     onPermission: approveAll,
     onElicitation: () => ({ action: "accept" }),
@@ -34,7 +43,4 @@ try {
     },
   });
   await session.sendAndWait("obligations:failing_tool", { timeoutMs: 30_000 });
-  await client.stop();
-} finally {
-  client.forceStop();
 }

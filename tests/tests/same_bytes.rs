@@ -15,6 +15,10 @@
 //! ends the turn when all are answered; stop the client (which destroys the
 //! session and shuts the spawned CLI down, as the core's `STOP_STEPS` say).
 //!
+//! A second test starts and stops alone, over TCP (the connection token)
+//! and against a CLI without `connect` (the `ping` fallback), and compares
+//! the argv and every frame.
+//!
 //! The JavaScript half is `tests/js/same_bytes.mjs`, run by Node on the
 //! package's sources; it needs the WebAssembly built (`scripts/build-wasm`).
 
@@ -67,15 +71,26 @@ fn fake_cli() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_fake_cli"))
 }
 
-/// The scenario through `copilot_host`, in this process.
-fn run_rust(record: &Path) {
+/// `fake_cli`'s arguments after the client's own: `extra`, then the record.
+fn fake_args(record: &Path, extra: &[&str]) -> Vec<String> {
+    let record = ["--record".to_owned(), record.display().to_string()];
+    extra.iter().map(|a| (*a).to_owned()).chain(record).collect()
+}
+
+/// A client of `copilot_host`, in this process, started on the fake.
+fn start_rust(record: &Path, transport: Transport, extra: &[&str]) -> Client {
     let options = ClientOptions {
         cli_path: Some(fake_cli()),
-        transport: Transport::Stdio,
-        extra_args: vec!["--record".into(), record.display().to_string()],
+        transport,
+        extra_args: fake_args(record, extra),
         ..ClientOptions::default()
     };
-    let client = Client::start(options).expect("start the fake CLI");
+    Client::start(options).expect("start the fake CLI")
+}
+
+/// The obligations scenario through `copilot_host`.
+fn run_rust(record: &Path) {
+    let client = start_rust(record, Transport::Stdio, &[]);
     let failing = Tool::new("failing_tool", "Always fails.", json!({"type": "object"}), |_: &ToolInvocation| {
         Err::<String, _>("the tool broke")
     });
@@ -90,12 +105,18 @@ fn run_rust(record: &Path) {
     client.stop().expect("stop");
 }
 
-/// The scenario through the npm package's client, in Node.
-fn run_js(record: &Path) {
+/// A scenario (`obligations` or `start-stop`) through the npm package's
+/// client, in Node.
+fn run_js(record: &Path, scenario: &str, transport: &str, extra: &[&str]) {
     let dist = root().join("wasm/npm/dist/copilot_wasm_bg.wasm");
     assert!(dist.exists(), "{} is missing: run scripts/build-wasm first (this test never skips)", dist.display());
     let script = root().join("tests/js/same_bytes.mjs");
-    let out = Command::new("node").arg(&script).arg(fake_cli()).arg(record).output().expect("run node");
+    let out = Command::new("node")
+        .arg(&script)
+        .args([fake_cli().as_os_str(), scenario.as_ref(), transport.as_ref()])
+        .args(fake_args(record, extra))
+        .output()
+        .expect("run node");
     assert!(
         out.status.success(),
         "the JavaScript half failed: {}\n{}",
@@ -126,6 +147,33 @@ struct Message {
     json: Value,
 }
 
+/// `bodies` read, and with the client's random values replaced in their
+/// bytes: its request ids (`"<id>"`), the session id it picked
+/// (`"<session>"`) and the connection token (`"<token>"`).
+fn normalised(bodies: Vec<String>) -> Vec<Message> {
+    let json: Vec<Value> =
+        bodies.iter().map(|b| serde_json::from_str(b).unwrap_or_else(|e| panic!("{e}: {b}"))).collect();
+    let quoted = |v: &Value| v.as_str().map(|s| Value::from(s).to_string());
+    let session = json.iter().find(|m| m["method"] == "session.create").and_then(|m| quoted(&m["params"]["sessionId"]));
+    let token = json.iter().find(|m| m["method"] == "connect").and_then(|m| quoted(&m["params"]["token"]));
+    bodies
+        .into_iter()
+        .zip(json)
+        .map(|(mut bytes, json)| {
+            if json.get("method").is_some() && json.get("id").is_some() {
+                bytes = bytes.replacen(&format!("\"id\":{}", json["id"]), "\"id\":\"<id>\"", 1);
+            }
+            if let Some(session) = &session {
+                bytes = bytes.replace(session, "\"<session>\"");
+            }
+            if let Some(token) = &token {
+                bytes = bytes.replace(token, "\"<token>\"");
+            }
+            Message { bytes, json }
+        })
+        .collect()
+}
+
 /// One client's messages, split into the items compared: each item is the
 /// bytes of its messages, one message a line.
 struct Sent {
@@ -133,32 +181,9 @@ struct Sent {
 }
 
 impl Sent {
-    /// Splits `bodies`, normalising the client's random values in the
-    /// bytes: its request ids (`"<id>"`), the session id it picked
-    /// (`"<session>"`) and the connection token (`"<token>"`).
+    /// Splits `bodies`, [`normalised`].
     fn new(argv: String, bodies: Vec<String>) -> Sent {
-        let json: Vec<Value> =
-            bodies.iter().map(|b| serde_json::from_str(b).unwrap_or_else(|e| panic!("{e}: {b}"))).collect();
-        let quoted = |v: &Value| v.as_str().map(|s| Value::from(s).to_string());
-        let session =
-            json.iter().find(|m| m["method"] == "session.create").and_then(|m| quoted(&m["params"]["sessionId"]));
-        let token = json.iter().find(|m| m["method"] == "connect").and_then(|m| quoted(&m["params"]["token"]));
-        let messages: Vec<Message> = bodies
-            .into_iter()
-            .zip(json)
-            .map(|(mut bytes, json)| {
-                if json.get("method").is_some() && json.get("id").is_some() {
-                    bytes = bytes.replacen(&format!("\"id\":{}", json["id"]), "\"id\":\"<id>\"", 1);
-                }
-                if let Some(session) = &session {
-                    bytes = bytes.replace(session, "\"<session>\"");
-                }
-                if let Some(token) = &token {
-                    bytes = bytes.replace(token, "\"<token>\"");
-                }
-                Message { bytes, json }
-            })
-            .collect();
+        let messages = normalised(bodies);
 
         let server_ids: Vec<&str> = SERVER_REQUESTS.iter().map(|r| r.0).collect();
         let wait_ids: Vec<&str> = EVENT_WAITS.iter().map(|w| w.0).collect();
@@ -219,7 +244,7 @@ fn the_rust_and_javascript_clients_send_the_same_bytes() {
     let dir = TempDir::new("copilot-same-bytes");
     let (rust_record, js_record) = (dir.path().join("rust.jsonl"), dir.path().join("js.jsonl"));
     run_rust(&rust_record);
-    run_js(&js_record);
+    run_js(&js_record, "obligations", "stdio", &[]);
     let rust = Sent::new(launch_argv(&rust_record), recorded(&rust_record));
     let js = Sent::new(launch_argv(&js_record), recorded(&js_record));
 
@@ -236,6 +261,38 @@ fn the_rust_and_javascript_clients_send_the_same_bytes() {
             }
             _ if r == j => {}
             _ => differences.push(format!("{name}:\n  Rust: {r}\n  JS:   {j}")),
+        }
+    }
+    assert!(differences.is_empty(), "the clients differ in {} item(s):\n{}", differences.len(), differences.join("\n"));
+}
+
+/// Starting and stopping alone, over TCP (a connection token in `connect`,
+/// `runtime.shutdown` for a server that does not end with its socket) and
+/// against a CLI older than `connect` (the `ping` fallback): the argv and
+/// every frame, in order, the same bytes.
+#[test]
+fn the_rust_and_javascript_clients_start_and_stop_with_the_same_bytes() {
+    let dir = TempDir::new("copilot-same-bytes-start");
+    let cases: [(&str, Transport, &str, &[&str]); 2] = [
+        ("over TCP", Transport::Tcp { port: 0 }, "tcp", &[]),
+        ("against a CLI without connect", Transport::Stdio, "stdio", &["--legacy-connect"]),
+    ];
+    let mut differences = Vec::new();
+    for (n, (case, transport, js_transport, extra)) in cases.into_iter().enumerate() {
+        let (rust_record, js_record) =
+            (dir.path().join(format!("rust-{n}.jsonl")), dir.path().join(format!("js-{n}.jsonl")));
+        start_rust(&rust_record, transport, extra).stop().expect("stop");
+        run_js(&js_record, "start-stop", js_transport, extra);
+        let sent = |record: &Path| {
+            let frames = normalised(recorded(record)).into_iter().map(|m| m.bytes).collect::<Vec<_>>();
+            [("the CLI's launch (argv)", launch_argv(record)), ("every frame", frames.join("\n"))]
+        };
+        for ((item, r), (_, j)) in sent(&rust_record).into_iter().zip(sent(&js_record)) {
+            println!("{case}, {item}:\n  Rust: {r}\n  JS:   {j}");
+            assert!(!r.is_empty() || !j.is_empty(), "neither client sent {item} {case}");
+            if r != j {
+                differences.push(format!("{case}, {item}:\n  Rust: {r}\n  JS:   {j}"));
+            }
         }
     }
     assert!(differences.is_empty(), "the clients differ in {} item(s):\n{}", differences.len(), differences.join("\n"));
