@@ -1,21 +1,9 @@
 //! A `hooks.invoke`: the session's hook of the type it names is called
 //! with its input.
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::hooks::{HookFailure, HookInvocation, HookType, SessionHooks};
-
-/// The `hooks.invoke` params.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct InvokeParams {
-    #[serde(default)]
-    session_id: Option<String>,
-    hook_type: String,
-    #[serde(default)]
-    input: Value,
-}
 
 /// What the hooks make of a `hooks.invoke`: the hook's output (the engine
 /// answers `{output}`), or why the engine's refusal goes.
@@ -28,16 +16,21 @@ pub(crate) enum HookAnswer {
     Failed(HookFailure),
 }
 
-/// Runs the hook `params` names. Unknown hook types and unset hooks have
-/// no hook; the engine answers them.
+/// Runs the hook `params` names, as the core reads the call
+/// ([`read_hook_call`](copilot_core::read_hook_call): a missing or null
+/// input is `{}`). Unknown hook types and unset hooks have no hook; the
+/// engine answers them.
 pub(crate) fn invoke(hooks: &SessionHooks, params: &[u8], session_id: &str) -> HookAnswer {
-    let Ok(params) = serde_json::from_slice::<InvokeParams>(params) else {
+    let Ok(call) = copilot_core::read_hook_call(params) else {
         return HookAnswer::Failed(HookFailure::Unreadable);
     };
-    let Some(hook_type) = HookType::from_name(&params.hook_type) else { return HookAnswer::NoHook };
-    let invocation =
-        HookInvocation { session_id: params.session_id.unwrap_or_else(|| session_id.to_owned()), hook_type };
-    let Some(outcome) = hooks.call(hook_type, &params.input, &invocation) else { return HookAnswer::NoHook };
+    let Ok(input) = serde_json::from_slice::<Value>(call.input.as_bytes()) else {
+        return HookAnswer::Failed(HookFailure::Unreadable);
+    };
+    let Some(hook_type) = HookType::from_name(&call.hook_type.to_string()) else { return HookAnswer::NoHook };
+    let session_id = call.session_id.map_or_else(|| session_id.to_owned(), |s| s.to_string());
+    let invocation = HookInvocation { session_id, hook_type };
+    let Some(outcome) = hooks.call(hook_type, &input, &invocation) else { return HookAnswer::NoHook };
     match outcome {
         // The engine puts it under `output` (`{}` for none).
         Ok(output) => HookAnswer::Answer(output.unwrap_or(Value::Null)),
@@ -70,6 +63,23 @@ mod tests {
             _ => panic!("answered"),
         }
         assert!(matches!(call("view"), HookAnswer::Answer(Value::Null)));
+    }
+
+    #[test]
+    fn a_missing_or_null_input_reaches_the_hook_as_an_empty_object() {
+        let hooks = SessionHooks::new().on_hook(HookType::SessionStart, |input, _| Some(input.clone()));
+        for params in [json!({"hookType": "sessionStart"}), json!({"hookType": "sessionStart", "input": null})] {
+            match invoke(&hooks, params.to_string().as_bytes(), "s") {
+                HookAnswer::Answer(v) => assert_eq!(v, json!({}), "{params}"),
+                _ => panic!("answered: {params}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_hook_types_are_the_cores() {
+        let ours: Vec<&str> = HookType::ALL.iter().map(|t| t.name()).collect();
+        assert_eq!(ours, copilot_core::HOOK_TYPES);
     }
 
     #[test]

@@ -1,41 +1,27 @@
 //! The handler kinds this client offers.
 
-use copilot_core::HandlerKind;
+use copilot_core::{HandlerKind, GENERIC_HANDLER_KINDS, TYPED_HANDLER_KINDS};
 
 /// The kinds of wait this client has handlers for: every kind of the core's
-/// answer table. The first [`TYPED_KINDS`] have typed handlers or options
-/// of their own; the rest are answered by generic handlers, by name
+/// answer table. The core's [`TYPED_HANDLER_KINDS`] come first, with typed
+/// handlers or options of their own; then its [`GENERIC_HANDLER_KINDS`],
+/// answered by generic handlers, by name
 /// ([`SessionConfig::on_request`](crate::SessionConfig::on_request)). The
 /// JavaScript package offers the same.
-pub const OFFERED_HANDLER_KINDS: &[HandlerKind] = &[
-    HandlerKind::Permission,
-    HandlerKind::Tool,
-    HandlerKind::UserInput,
-    HandlerKind::Elicitation,
-    HandlerKind::McpOAuth,
-    HandlerKind::ExitPlanMode,
-    HandlerKind::Command,
-    HandlerKind::SystemMessageTransform,
-    HandlerKind::ProviderToken,
-    HandlerKind::Hooks,
-    // Generic from here on.
-    HandlerKind::McpHeadersRefresh,
-    HandlerKind::AutoModeSwitch,
-    HandlerKind::Sampling,
-    HandlerKind::SessionLimits,
-    HandlerKind::QueuedCommand,
-    HandlerKind::GitHubToken,
-    HandlerKind::SessionFs,
-    HandlerKind::SkillProvider,
-    HandlerKind::Workflow,
-    HandlerKind::Tasks,
-    HandlerKind::Canvas,
-    HandlerKind::Host,
-    HandlerKind::ExtensionLaunch,
-    HandlerKind::LlmInference,
-    HandlerKind::UiThread,
-    HandlerKind::Installations,
-];
+pub const OFFERED_HANDLER_KINDS: &[HandlerKind] = &OFFERED;
 
-/// How many of [`OFFERED_HANDLER_KINDS`] come first with typed handlers.
-pub(crate) const TYPED_KINDS: usize = 10;
+/// The core's two lists, one after the other (built at compile time, so
+/// neither list is written here again).
+const OFFERED: [HandlerKind; TYPED_HANDLER_KINDS.len() + GENERIC_HANDLER_KINDS.len()] = {
+    let mut all = [HandlerKind::Permission; TYPED_HANDLER_KINDS.len() + GENERIC_HANDLER_KINDS.len()];
+    let mut i = 0;
+    while i < all.len() {
+        all[i] = if i < TYPED_HANDLER_KINDS.len() {
+            TYPED_HANDLER_KINDS[i]
+        } else {
+            GENERIC_HANDLER_KINDS[i - TYPED_HANDLER_KINDS.len()]
+        };
+        i += 1;
+    }
+    all
+};

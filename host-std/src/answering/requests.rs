@@ -17,28 +17,17 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use copilot_core::{HandlerKind, Trigger, ANSWERS};
+use copilot_core::{Trigger, ANSWERS};
 
-use super::kinds::{OFFERED_HANDLER_KINDS, TYPED_KINDS};
 #[cfg(feature = "rpc-types")]
 use serde::Deserialize as _;
 use serde_json::Value;
 
-/// Handler kinds answered through [`RequestHandlers`]: those without a
-/// typed handler in this crate, and without an option of their own.
-const GENERIC_KINDS: &[HandlerKind] = OFFERED_HANDLER_KINDS.split_at(TYPED_KINDS).1;
-
-/// Whether the generic handlers answer `kind`.
-pub(crate) fn is_generic(kind: HandlerKind) -> bool {
-    GENERIC_KINDS.contains(&kind)
-}
-
 /// The names a generic handler can be set for: the method or event type of
-/// every row of the answer table whose kind has no typed handler here.
+/// every row of the answer table whose kind has no typed handler (the
+/// core's [`generic_request_names`](copilot_core::generic_request_names)).
 pub fn generic_request_names() -> impl Iterator<Item = &'static str> {
-    ANSWERS.iter().filter(|r| is_generic(r.handler)).map(|r| match r.trigger {
-        Trigger::Event(t) | Trigger::Request(t) => t,
-    })
+    copilot_core::generic_request_names()
 }
 
 /// One wait a generic handler answers.

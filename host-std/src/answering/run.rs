@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use copilot_core::{Cause, HandlerKind};
+use copilot_core::{write_elicitation_answer, Cause, ElicitationAction, HandlerKind};
 use serde_json::{json, Value};
 
 use super::handlers::{
@@ -16,7 +16,7 @@ use super::hook_call::{invoke, HookAnswer};
 use super::hooks::HookFailure;
 use super::outcome::Outcome;
 use super::permission::PermissionRequest;
-use super::requests::{event_data, is_event, is_generic, IncomingRequest, RequestHandlers};
+use super::requests::{event_data, is_event, IncomingRequest, RequestHandlers};
 use crate::driver::{Job, Replier};
 use crate::events::{EventKind, ExternalToolRequestedData, SessionEvent};
 use crate::pool::panic_text;
@@ -54,7 +54,7 @@ fn generic(
     session_id: Option<&str>,
     event: bool,
 ) -> Outcome {
-    if !is_generic(kind) || requests.is_empty() {
+    if !kind.is_generic() || requests.is_empty() {
         return Outcome::Refuse(Cause::NoHandler);
     }
     let params = if event { event_data(data) } else { serde_json::from_slice(data).ok() };
@@ -77,6 +77,28 @@ fn send(reply: &Replier, name: &str, outcome: Outcome) {
             log::error!("the {name} handler failed ({detail}); the agent is told only that it failed");
             reply.fail(&detail)
         }
+    }
+}
+
+/// The answer to an elicitation, shaped by the core
+/// ([`write_elicitation_answer`](copilot_core::write_elicitation_answer):
+/// an accept without content, or with `null`, carries `{}`; content that is
+/// not an object fails the handler).
+fn elicitation_answer(response: ElicitationResponse) -> Outcome {
+    let (action, content) = match response {
+        ElicitationResponse::Accept(content) => (ElicitationAction::Accept, Some(content.to_string())),
+        ElicitationResponse::Decline => (ElicitationAction::Decline, None),
+        ElicitationResponse::Cancel => (ElicitationAction::Cancel, None),
+    };
+    let mut answer = Vec::new();
+    if let Err(e) =
+        write_elicitation_answer(action, content.as_deref().map(str::as_bytes), &mut |b| answer.extend_from_slice(b))
+    {
+        return Outcome::Fail(e.message().to_owned());
+    }
+    match serde_json::from_slice(&answer) {
+        Ok(answer) => Outcome::Answer(answer),
+        Err(e) => Outcome::Fail(format!("the elicitation's answer is not JSON: {e}")),
     }
 }
 
@@ -125,11 +147,7 @@ fn decide(kind: HandlerKind, name: &'static str, data: &[u8], handlers: &Session
                 Ok(_) => return unreadable,
                 Err(o) => return o,
             };
-            Answer(match h.answer(&data) {
-                ElicitationResponse::Accept(content) => json!({ "action": "accept", "content": content }),
-                ElicitationResponse::Decline => json!({ "action": "decline" }),
-                ElicitationResponse::Cancel => json!({ "action": "cancel" }),
-            })
+            elicitation_answer(h.answer(&data))
         }
         HandlerKind::McpOAuth => {
             let Some(h) = &handlers.mcp_oauth else { return Refuse(Cause::NoHandler) };

@@ -8,29 +8,30 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use copilot_core::Stats;
+use copilot_core::{read_handshake_answer, HandshakeError, HandshakeRequest, HandshakeStep, Stats};
+use copilot_core::{LaunchTransport, HANDSHAKE_CONNECT, HANDSHAKE_PING};
 use serde_json::{json, Value};
 
 use super::client_options::{ClientOptions, Transport, PROTOCOL_VERSION};
 use super::config::SessionConfig;
-use super::replies::{parse, read_delete, read_last_id, read_session_list};
+use super::replies::{parse, raw_json, read_delete, read_last_id, read_session_list};
 use super::replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
 use super::session::Session;
 use crate::answering::{run_client_wide, RequestHandlers};
 use crate::delivery::{lifecycle_sink, SessionInner};
-use crate::driver::{ClientWide, Connection, InFlight, ReplyTx, Waiter};
+use crate::driver::{ClientWide, Connection, ReplyTx, Waiter};
 use crate::error::{Error, Result};
 use crate::events::LifecycleEvent;
-use crate::transport::cli::{self, CliProcess, Launch, AUTH_TOKEN_ENV, CONNECTION_TOKEN_ENV};
+use crate::transport::cli::{self, CliProcess, Launch};
 use crate::transport::{tcp_halves, CloseCause};
 
 /// A connection to one Copilot CLI.
 pub struct Client {
-    conn: Arc<Connection>,
+    pub(super) conn: Arc<Connection>,
     reader: Mutex<Option<JoinHandle<()>>>,
-    process: Mutex<Option<CliProcess>>,
+    pub(super) process: Mutex<Option<CliProcess>>,
     pid: Option<u32>,
-    socket: Option<TcpStream>,
+    pub(super) socket: Option<TcpStream>,
     server: ServerInfo,
 }
 
@@ -59,31 +60,21 @@ impl Client {
             }
             Err(e) => return Err(e),
         };
-        let mut args: Vec<OsString> =
-            ["--headless", "--no-auto-update", "--log-level"].iter().map(OsString::from).collect();
-        args.push(options.log_level.clone().into());
+        let transport = match options.transport {
+            Transport::Stdio => LaunchTransport::Stdio,
+            Transport::Tcp { port } => LaunchTransport::Tcp { port },
+        };
+        // The core's arguments and secrets; the user's arguments go after
+        // them, and the secrets after the user's environment.
+        let items = cli::start_items(
+            transport,
+            &options.log_level,
+            options.auth_token.as_deref(),
+            options.connection_token.as_deref(),
+        );
+        let (mut args, connection_token) = (items.args, items.connection_token);
         let mut env = options.env.clone();
-        // The CLI keeps these from the shells and MCP servers it starts.
-        let mut secrets = Vec::new();
-        if let Some(token) = &options.auth_token {
-            args.extend(["--auth-token-env".into(), AUTH_TOKEN_ENV.into()]);
-            env.push((AUTH_TOKEN_ENV.into(), token.into()));
-            secrets.push(AUTH_TOKEN_ENV);
-        }
-        let mut connection_token = None;
-        match options.transport {
-            Transport::Stdio => args.push("--stdio".into()),
-            Transport::Tcp { port } => {
-                args.extend(["--port".into(), port.to_string().into()]);
-                let token = options.connection_token.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-                env.push((CONNECTION_TOKEN_ENV.into(), token.clone().into()));
-                secrets.push(CONNECTION_TOKEN_ENV);
-                connection_token = Some(token);
-            }
-        }
-        if !secrets.is_empty() {
-            args.push(format!("--secret-env-vars={}", secrets.join(",")).into());
-        }
+        env.extend(items.secrets);
         args.extend(options.extra_args.iter().map(OsString::from));
         let launch = Launch { program: &program, args, env: &env, cwd: options.cwd.as_deref() };
         let (mut process, stdin, stdout) = CliProcess::spawn(&launch)?;
@@ -209,29 +200,40 @@ impl Client {
         }
     }
 
-    /// `connect`, falling back to `ping` for servers that lack it.
+    /// The core's handshake ([`copilot_core::read_handshake_answer`]):
+    /// `connect` with the params the core writes, `ping` for servers that
+    /// lack it, and the protocol version checked.
     fn handshake(&self, token: Option<&str>, timeout: Duration) -> Result<ServerInfo> {
-        let mut params = json!({ "supportedTaskKinds": [] });
-        if let Some(t) = token {
-            params["token"] = t.into();
-        }
-        let (version, server_version) = match self.conn.request("connect", &params, Some(timeout)) {
-            Ok(body) => {
-                let v: Value = parse(&body, "connect")?;
-                (
-                    v.get("protocolVersion").and_then(Value::as_u64),
-                    v.get("version").and_then(Value::as_str).map(String::from),
-                )
+        let mut params = Vec::new();
+        copilot_core::write_connect_params(token, &mut |b| params.extend_from_slice(b));
+        let params = raw_json(params)?;
+        let mut to = HandshakeRequest::Connect;
+        let mut answer = self.conn.request(HANDSHAKE_CONNECT, &params, Some(timeout));
+        let body = loop {
+            match answer {
+                Ok(body) => break body,
+                Err(e) => {
+                    let Error::Rpc { code, .. } = &e else { return Err(e) };
+                    match read_handshake_answer(to, Err(*code)) {
+                        HandshakeStep::Ping => {
+                            to = HandshakeRequest::Ping;
+                            answer = self.conn.request(HANDSHAKE_PING, &json!({}), Some(timeout));
+                        }
+                        // The answer's own error, as it came (-32002: a
+                        // wrong connection token).
+                        _ => return Err(e),
+                    }
+                }
             }
-            Err(Error::Rpc { code: copilot_core::METHOD_NOT_FOUND, .. }) => {
-                let pong: Pong = parse(&self.conn.request("ping", &json!({}), Some(timeout))?, "ping")?;
-                (pong.protocol_version, None)
-            }
-            Err(e) => return Err(e),
         };
-        match version {
-            Some(PROTOCOL_VERSION) => Ok(ServerInfo { protocol_version: PROTOCOL_VERSION, version: server_version }),
-            other => Err(Error::ProtocolVersion { server: other, supported: PROTOCOL_VERSION }),
+        match read_handshake_answer(to, Ok(&body)) {
+            HandshakeStep::Ready { version } => {
+                Ok(ServerInfo { protocol_version: PROTOCOL_VERSION, version: version.map(|v| v.to_string()) })
+            }
+            HandshakeStep::Failed(HandshakeError::Version { server }) => {
+                Err(Error::ProtocolVersion { server, supported: PROTOCOL_VERSION })
+            }
+            step => Err(Error::Protocol(format!("the handshake's answer: {step:?}"))),
         }
     }
 
@@ -348,75 +350,6 @@ impl Client {
         rx
     }
 
-    /// Stops cleanly, within [`ClientOptions::shutdown_grace`] in total
-    /// however many sessions are open: destroys the sessions still open
-    /// (all at once), asks a CLI we started to shut down and waits for it to
-    /// exit; when the grace is over, kills its process group. Sessions and
-    /// their streams are released at once, whatever the CLI does. Returns
-    /// the first failure (such as a `Timeout` from a CLI that did not
-    /// answer) after everything is released.
-    pub fn stop(self) -> Result<()> {
-        let grace = self.conn.deadlines.grace;
-        let deadline = Instant::now() + grace;
-        self.conn.mark_stopping();
-        let mut first_error = None;
-        let mut destroys: Vec<InFlight> = Vec::new();
-        for (handle, active, session) in self.conn.sessions() {
-            if let (Some(id), true) = (session.id(), active) {
-                self.conn.close_session(handle);
-                let (tx, rx) = mpsc::sync_channel(1);
-                let params = json!({ "sessionId": id });
-                match self.conn.start_request(
-                    "session.destroy",
-                    &params,
-                    Waiter::Reply(ReplyTx::Sync(tx)),
-                    rx,
-                    deadline,
-                ) {
-                    Ok(sent) => destroys.push(sent),
-                    Err(e) => {
-                        first_error.get_or_insert(e);
-                    }
-                }
-            }
-            self.conn.release(handle);
-            session.close("client stopped");
-        }
-        for sent in destroys {
-            if let Err(e) = sent.wait(&self.conn) {
-                first_error.get_or_insert(e);
-            }
-        }
-        let mut process = self.process.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if process.is_some() && !self.conn.is_closed() {
-            match self.conn.request_until("runtime.shutdown", &json!({}), deadline) {
-                Ok(_) | Err(Error::Rpc { .. }) | Err(Error::Disconnected(_)) => {}
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        self.conn.close_writer();
-        if let Some(p) = process.as_mut() {
-            if p.wait_for_exit(deadline.saturating_duration_since(Instant::now())).is_none() {
-                log::warn!("the Copilot CLI did not exit within {grace:?}; killing its process group");
-                p.kill();
-            }
-        }
-        if let Some(s) = &self.socket {
-            let _ = s.shutdown(Shutdown::Both);
-        }
-        if process.is_some() || self.socket.is_some() {
-            // Its end of the connection is closed: the reader ends now.
-            self.join_reader();
-        } else if self.conn.wait_closed(Some(deadline)).is_some() {
-            self.join_reader();
-        }
-        // A stream of the caller's that stays open keeps its reader; the
-        // calls and sessions of this client are released all the same.
-        first_error.map_or(Ok(()), Err)
-    }
-
     /// Stops at once: kills a CLI we started and closes the connection.
     pub fn force_stop(self) {
         self.force_stop_inner();
@@ -437,7 +370,7 @@ impl Client {
         }
     }
 
-    fn join_reader(&self) {
+    pub(super) fn join_reader(&self) {
         if let Some(r) = self.reader.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = r.join();
         }
@@ -507,11 +440,10 @@ impl Calls<'_> {
     fn open(&self, method: &str, config: SessionConfig, resume: Option<String>) -> Result<Session> {
         config.check(resume.is_some())?;
         let session = self.open_unchecked(method, &config, resume)?;
-        if config.handlers.mcp_oauth.is_some() {
-            // The CLI sends mcp.oauth_required only to clients that ask;
-            // MCP servers connect at the first send, so now is in time.
-            let params = json!({ "sessionId": session.id(), "eventType": "mcp.oauth_required" });
-            self.client.conn.request("session.eventLog.registerInterest", &params, self.timeout)?;
+        // The core's steps after an open (registerInterest for the waits
+        // the CLI asks only of clients that say they answer them).
+        for (method, params) in config.follow_ups(session.id())? {
+            self.client.conn.request(method, &params, self.timeout)?;
         }
         Ok(session)
     }

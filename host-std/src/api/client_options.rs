@@ -6,11 +6,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use copilot_core::limits;
+
 use crate::answering::{RequestHandler, RequestHandlers};
 use crate::driver::Deadlines;
 
-/// The protocol version this client speaks.
-pub const PROTOCOL_VERSION: u64 = 3;
+/// The protocol version this client speaks (the core's
+/// [`PROTOCOL_VERSION`](copilot_core::limits::PROTOCOL_VERSION)).
+pub const PROTOCOL_VERSION: u64 = limits::PROTOCOL_VERSION;
 
 /// How a spawned CLI talks to us.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -25,19 +28,21 @@ pub enum Transport {
     },
 }
 
-/// How long a call to the CLI may take unless told otherwise.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a call to the CLI may take unless told otherwise (the core's
+/// default).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_millis(limits::DEFAULT_REQUEST_TIMEOUT_MS);
 /// How long a handler may take to answer a wait of the agent, unless
-/// [`ClientOptions::handler_timeout`] says otherwise.
-pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_secs(300);
+/// [`ClientOptions::handler_timeout`] says otherwise (the core's default).
+pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_millis(limits::DEFAULT_HANDLER_TIMEOUT_MS);
 
 /// Threads running handlers, unless [`ClientOptions::handler_threads`]
 /// says otherwise.
 pub const DEFAULT_HANDLER_THREADS: usize = 16;
 
 /// How long `Session::destroy` and `Client::stop` (in total) wait for a CLI
-/// that does not answer before they release everything and go on.
-pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+/// that does not answer before they release everything and go on (the
+/// core's default).
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_millis(limits::DEFAULT_SHUTDOWN_GRACE_MS);
 
 /// How to start a CLI. Its `Debug` output shows no token and no
 /// environment value.
@@ -168,13 +173,13 @@ impl Default for ClientOptions {
             install_if_missing: false,
             install_dir: None,
             transport: Transport::Stdio,
-            log_level: "error".into(),
+            log_level: copilot_core::DEFAULT_LOG_LEVEL.into(),
             auth_token: None,
             connection_token: None,
             extra_args: Vec::new(),
             env: Vec::new(),
             cwd: None,
-            startup_timeout: Duration::from_secs(60),
+            startup_timeout: Duration::from_millis(limits::DEFAULT_STARTUP_TIMEOUT_MS),
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             handler_timeout: DEFAULT_HANDLER_TIMEOUT,

@@ -18,12 +18,14 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::config_parts::{
     CustomAgentConfig, DefaultAgentConfig, InfiniteSessionConfig, McpServerConfig, ProviderConfig, ReasoningEffort,
     SystemMessage, REDACTED,
 };
+use super::replies::raw_json;
 use crate::answering::{
     run, Command, ElicitationHandler, ExitPlanModeHandler, McpOAuthHandler, PermissionHandler, RequestHandler,
     SessionHandlers, SessionHooks, Tool, UserInputHandler,
@@ -456,6 +458,19 @@ impl SessionConfig {
         h.transforms = self.system_message.as_ref().map(SystemMessage::transforms).unwrap_or_default();
         h.provider_token = self.provider.as_ref().and_then(|p| p.bearer_token_provider.clone());
         h
+    }
+
+    /// The requests to send, in order, after an open of a session of this
+    /// config answers and before the session is handed over: the core's
+    /// follow-ups ([`write_follow_ups`](copilot_core::write_follow_ups))
+    /// for the handlers it has, their params as the core wrote them.
+    pub(crate) fn follow_ups(&self, session_id: &str) -> Result<Vec<(&'static str, Box<RawValue>)>> {
+        let handlers = self.answerers();
+        let mut written = Vec::new();
+        let mut send = |method: &'static str, params: &[u8]| written.push((method, params.to_vec()));
+        copilot_core::write_follow_ups(session_id, |kind| handlers.has(kind), &mut send)
+            .map_err(|e| Error::Protocol(format!("session id {session_id:?}: {}", e.message())))?;
+        written.into_iter().map(|(method, params)| Ok((method, raw_json(params)?))).collect()
     }
 
     /// What the delivery layer hands a session's waits to: its

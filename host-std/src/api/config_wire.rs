@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use copilot_core::OptionScope;
 use serde_json::{json, Map, Value};
 
 use super::config::SessionConfig;
@@ -22,8 +23,6 @@ impl SessionConfig {
             set("sessionId", id.into());
         }
         let h = &self.handlers;
-        set("streaming", self.streaming.into());
-        set("includeSubAgentStreamingEvents", self.include_sub_agent_streaming_events.into());
         if !h.tools.is_empty() {
             set("tools", h.tools.iter().map(Tool::definition).collect::<Vec<_>>().into());
         }
@@ -36,19 +35,21 @@ impl SessionConfig {
         let flag = |v: &Option<bool>| v.map(Value::from);
         let list = |v: &[String]| (!v.is_empty()).then(|| json!(v));
         let options: Vec<(&str, Option<Value>)> = vec![
+            ("streaming", Some(self.streaming.into())),
+            ("includeSubAgentStreamingEvents", Some(self.include_sub_agent_streaming_events.into())),
             ("clientName", text(&self.client_name)),
             ("model", text(&self.model)),
             ("reasoningEffort", self.reasoning_effort.map(|e| e.wire_name().into())),
             ("reasoningSummary", text(&self.reasoning_summary)),
             ("contextTier", text(&self.context_tier)),
             ("modelCapabilities", self.model_capabilities.clone()),
-            ("isExperimentalMode", flag(&self.enable_experimental_mode)),
+            ("enableExperimentalMode", flag(&self.enable_experimental_mode)),
             ("workingDirectory", self.working_directory.as_ref().map(path)),
             (
                 "additionalDirectories",
                 (!self.additional_directories.is_empty()).then(|| paths(&self.additional_directories)),
             ),
-            ("configDir", self.config_directory.as_ref().map(path)),
+            ("configDirectory", self.config_directory.as_ref().map(path)),
             ("enableConfigDiscovery", flag(&self.enable_config_discovery)),
             ("systemMessage", self.system_message.as_ref().map(SystemMessage::to_json)),
             ("availableTools", self.available_tools.as_ref().map(|t| json!(t))),
@@ -62,7 +63,7 @@ impl SessionConfig {
             ("mcpServers", (!self.mcp_servers.is_empty()).then(|| mcp_servers_json(&self.mcp_servers))),
             ("mcpOAuthTokenStorage", text(&self.mcp_oauth_token_storage)),
             ("disabledMcpServers", list(&self.disabled_mcp_servers)),
-            ("requestMcpApps", self.enable_mcp_apps.then_some(true.into())),
+            ("enableMcpApps", Some(self.enable_mcp_apps.into())),
             ("githubMcpToolConfig", self.github_mcp_tool_config.clone()),
             (
                 "customAgents",
@@ -98,21 +99,25 @@ impl SessionConfig {
             ("enableSessionStore", flag(&self.enable_session_store)),
             ("enableSkills", flag(&self.enable_skills)),
             ("remoteSession", text(&self.remote_session)),
+            ("cloud", self.cloud.clone()),
+            ("suppressResumeEvent", Some(self.suppress_resume_event.into())),
+            ("continuePendingWork", Some(self.continue_pending_work.into())),
         ];
-        for (key, value) in options {
-            if let Some(v) = value {
-                p.insert(key.to_owned(), v);
+        // Each option goes under the core's wire name, to the request the
+        // core says takes it (`check` has refused one set for the other).
+        for (name, value) in options {
+            let Some(option) = copilot_core::open_option(name) else {
+                return Err(crate::Error::Config(format!("{name} is not a session option of the core")));
+            };
+            let scoped = match option.scope {
+                OptionScope::Both => true,
+                OptionScope::CreateOnly => !resuming,
+                OptionScope::ResumeOnly => resuming,
+            };
+            let value = value.filter(|v| !option.only_when_true || *v == Value::Bool(true));
+            if let (true, Some(wire), Some(v)) = (scoped, option.wire, value) {
+                p.insert(wire.to_owned(), v);
             }
-        }
-        if resuming {
-            if self.suppress_resume_event {
-                p.insert("disableResume".into(), true.into());
-            }
-            if self.continue_pending_work {
-                p.insert("continuePendingWork".into(), true.into());
-            }
-        } else if let Some(c) = &self.cloud {
-            p.insert("cloud".into(), c.clone());
         }
         // The core adds which waits this session answers, and the defaults.
         let options = serde_json::to_vec(&p).map_err(|e| crate::Error::Config(format!("the session options: {e}")))?;
@@ -122,5 +127,51 @@ impl SessionConfig {
         })
         .map_err(|e| crate::Error::Config(e.message().to_owned()))?;
         serde_json::from_slice(&params).map_err(|e| crate::Error::Config(format!("the session options: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use copilot_core::OPEN_OPTIONS;
+
+    /// `snake_case` -> `camelCase`.
+    fn camel(snake: &str) -> String {
+        let mut parts = snake.split('_');
+        let first = parts.next().unwrap_or_default().to_owned();
+        parts.fold(first, |mut out, p| {
+            let mut chars = p.chars();
+            out.extend(chars.next().map(|c| c.to_ascii_uppercase()));
+            out.push_str(chars.as_str());
+            out
+        })
+    }
+
+    #[test]
+    fn the_options_of_one_request_only_are_the_cores() {
+        let scoped = |scope| -> Vec<String> {
+            OPEN_OPTIONS.iter().filter(|o| o.scope == scope).map(|o| o.name.to_owned()).collect()
+        };
+        let create: Vec<String> = SessionConfig::CREATE_ONLY.iter().map(|n| camel(n)).collect();
+        let resume: Vec<String> = SessionConfig::RESUME_ONLY.iter().map(|n| camel(n)).collect();
+        assert_eq!(create, scoped(OptionScope::CreateOnly));
+        assert_eq!(resume, scoped(OptionScope::ResumeOnly));
+    }
+
+    #[test]
+    fn every_option_goes_under_the_cores_wire_name() {
+        let config = SessionConfig {
+            enable_experimental_mode: Some(true),
+            config_directory: Some("/c".into()),
+            enable_mcp_apps: true,
+            suppress_resume_event: true,
+            ..SessionConfig::default()
+        };
+        let params = config.to_params(Some("s"), true).expect("params");
+        for key in ["isExperimentalMode", "configDir", "requestMcpApps", "disableResume", "streaming"] {
+            assert!(params.get(key).is_some(), "{key} in {params}");
+        }
+        let created = SessionConfig::default().to_params(Some("s"), false).expect("params");
+        assert!(created.get("requestMcpApps").is_none() && created.get("disableResume").is_none(), "{created}");
     }
 }

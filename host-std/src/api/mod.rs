@@ -11,6 +11,7 @@ mod config_parts;
 mod config_wire;
 pub(crate) mod replies;
 pub(crate) mod session;
+mod stop;
 
 pub use client::{Calls, Client};
 pub use client_options::{

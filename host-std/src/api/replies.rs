@@ -117,3 +117,9 @@ pub(crate) fn read_last_id(body: &[u8]) -> Result<Option<String>> {
     let v: Value = parse(body, "session.getLastId")?;
     Ok(v.get("sessionId").and_then(Value::as_str).map(String::from))
 }
+
+/// JSON text the core wrote, to be sent as it is (a request's params).
+pub(crate) fn raw_json(json: Vec<u8>) -> Result<Box<serde_json::value::RawValue>> {
+    let text = String::from_utf8(json).map_err(|e| Error::Protocol(format!("the core wrote no UTF-8: {e}")))?;
+    serde_json::value::RawValue::from_string(text).map_err(|e| Error::Protocol(format!("the core wrote no JSON: {e}")))
+}

@@ -335,11 +335,10 @@ impl Calls<'_> {
         let result: Value = parse(&body, method)?;
         let id = inner.name().unwrap_or_default();
         let session = Session { inner: crate::Session::new(inner, Arc::clone(conn), handle, id, &result) };
-        if config.handlers.mcp_oauth.is_some() {
-            // The CLI sends mcp.oauth_required only to clients that ask;
-            // MCP servers connect at the first send, so now is in time.
-            let params = json!({ "sessionId": session.id(), "eventType": "mcp.oauth_required" });
-            self.body("session.eventLog.registerInterest", &params).await?;
+        // The core's steps after an open (registerInterest for the waits
+        // the CLI asks only of clients that say they answer them).
+        for (method, params) in config.follow_ups(session.id())? {
+            self.body(method, &params).await?;
         }
         Ok(session)
     }

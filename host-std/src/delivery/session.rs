@@ -17,6 +17,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+use copilot_core::limits::keeps_for_first_subscriber;
+use copilot_core::{turn_step, TURN_REPLY_UNLESS};
+
 #[cfg(feature = "async")]
 use super::event_channel::EventTx;
 use super::inbox::{Batch, Inbox, InboxTx};
@@ -65,17 +68,18 @@ impl Queue {
 /// by step, and a burst's memory is given back once it has passed.
 const KEEP_QUEUE_BYTES: usize = 1 << 20;
 
-/// Events kept for a first subscriber that has yet to come, at most: the
-/// first `MAX_KEPT_EVENTS` events, or `MAX_KEPT_BYTES` of their JSON,
-/// whichever comes first. A whole turn (tens of events) fits many times
-/// over, so subscribing right after `create_session` returns loses nothing;
-/// a session used only through `send_and_wait` keeps memory flat. Events
-/// past the bound are not kept for the late subscriber (they are still
-/// delivered to every subscriber present) and are counted in
-/// [`Session::stats`](crate::Session::stats).
-pub const MAX_KEPT_EVENTS: usize = 1024;
+/// Events kept for a first subscriber that has yet to come, at most (the
+/// core's limit; the rule is [`keeps_for_first_subscriber`]): the first
+/// `MAX_KEPT_EVENTS` events, or `MAX_KEPT_BYTES` of their JSON, whichever
+/// comes first, and none after the first left out, so a late subscriber
+/// sees no gap. A whole turn (tens of events) fits many times over, so
+/// subscribing right after `create_session` returns loses nothing; a
+/// session used only through `send_and_wait` keeps memory flat. Events not
+/// kept for the late subscriber are still delivered to every subscriber
+/// present, and are counted in [`Session::stats`](crate::Session::stats).
+pub const MAX_KEPT_EVENTS: usize = copilot_core::limits::MAX_KEPT_EVENTS;
 /// See [`MAX_KEPT_EVENTS`].
-pub const MAX_KEPT_BYTES: usize = 4 << 20;
+pub const MAX_KEPT_BYTES: usize = copilot_core::limits::MAX_KEPT_BYTES;
 
 pub(crate) enum Sink {
     Stream(InboxTx),
@@ -135,8 +139,8 @@ pub struct SessionStats {
     /// Events handed to the subscribers present (or kept).
     pub events: u64,
     /// Events that arrived before any subscriber, past the bound
-    /// ([`MAX_KEPT_EVENTS`], [`MAX_KEPT_BYTES`]), and so not kept for the
-    /// first subscriber.
+    /// ([`MAX_KEPT_EVENTS`], [`MAX_KEPT_BYTES`]) or after one that was past
+    /// it, and so not kept for the first subscriber.
     pub not_kept: u64,
     /// Events whose JSON could not be read into a [`SessionEvent`].
     pub unreadable: u64,
@@ -333,7 +337,7 @@ impl SessionInner {
             if let Some(e) = &event {
                 subs.delivered += 1;
                 if !subs.claimed {
-                    if subs.kept.len() < MAX_KEPT_EVENTS && subs.kept_bytes + size <= MAX_KEPT_BYTES {
+                    if keeps_for_first_subscriber(subs.kept.len(), subs.kept_bytes, subs.not_kept, size) {
                         subs.kept.push(Arc::clone(e));
                         subs.kept_bytes += size;
                     } else {
@@ -490,33 +494,53 @@ fn feed_streams(subs: &mut Subscribers, batch: &Arc<Batch>) {
     });
 }
 
-/// What `send_and_wait` (blocking and async) makes of a turn's events: the
-/// last top-level `assistant.message`, or the `session.error` it had.
+/// What `send_and_wait` (blocking and async) makes of a turn's events:
+/// the core's rule ([`copilot_core::Turn`], [`turn_step`]), holding this
+/// host's events; a `session.error` becomes [`Error::Session`].
 #[derive(Default)]
 pub(crate) struct Turn {
-    last: Option<Arc<SessionEvent>>,
-    error: Option<Error>,
+    rule: copilot_core::Turn<Arc<SessionEvent>>,
+    outcome: Option<std::result::Result<Option<Arc<SessionEvent>>, Arc<SessionEvent>>>,
 }
 
 impl Turn {
-    /// Takes one event of the turn; `true` once the session is idle.
+    /// Takes one event of the turn; `true` once the turn is over.
     pub(crate) fn see(&mut self, event: &Arc<SessionEvent>) -> bool {
-        match &event.kind {
-            EventKind::AssistantMessage(m) if m.parent_tool_call_id.is_none() => self.last = Some(Arc::clone(event)),
-            EventKind::SessionError(e) => {
-                self.error = Some(Error::Session { error_type: e.error_type.clone(), message: e.message.clone() })
-            }
-            EventKind::SessionIdle(_) => return true,
-            _ => {}
-        }
-        false
+        let step = turn_step(event.event_type(), sub_agent(event));
+        self.outcome = self.rule.see(step, || Arc::clone(event));
+        self.outcome.is_some()
     }
 
     /// The turn's result.
     pub(crate) fn finish(self) -> Result<Option<Arc<SessionEvent>>> {
-        match self.error {
-            Some(e) => Err(e),
-            None => Ok(self.last),
+        match self.outcome {
+            Some(Ok(reply)) => Ok(reply),
+            Some(Err(error)) => Err(session_error(&error)),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Whether the event's `data` has the member that marks a sub-agent's
+/// message ([`TURN_REPLY_UNLESS`], not null).
+fn sub_agent(event: &SessionEvent) -> bool {
+    match &event.kind {
+        EventKind::AssistantMessage(m) => m.parent_tool_call_id.is_some(),
+        EventKind::Other { data, .. } => !data.get(TURN_REPLY_UNLESS).is_none_or(serde_json::Value::is_null),
+        _ => false,
+    }
+}
+
+/// The [`Error::Session`] of a turn's error event.
+fn session_error(event: &SessionEvent) -> Error {
+    match &event.kind {
+        EventKind::SessionError(e) => Error::Session { error_type: e.error_type.clone(), message: e.message.clone() },
+        other => {
+            let text = |key: &str| match other {
+                EventKind::Other { data, .. } => data.get(key).and_then(|v| v.as_str()).unwrap_or_default().to_owned(),
+                _ => String::new(),
+            };
+            Error::Session { error_type: text("errorType"), message: text("message") }
         }
     }
 }

@@ -26,18 +26,11 @@ use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::transport::{CauseProbe, CloseCause};
 
-/// Sessions one client can have open at once.
-pub(crate) const MAX_SESSIONS: usize = 16_384;
-/// Requests one client can have in flight at once.
-pub(crate) const MAX_PENDING: usize = 1024;
-/// Waits of the agent open at once, at most; past it the engine refuses
-/// a new one at once (it is answered, never dropped).
-pub(crate) const MAX_OBLIGATIONS: usize = 4096;
-/// Frames held for a create whose id the server assigns, at most.
-const MAX_PARKED: usize = 10_000;
-/// Bytes of the frames held for such a create, at most (reserved, but
-/// touched only as frames are parked).
-const PARK_BYTES: usize = 8 << 20;
+// The engine's capacities are the core's limits (`copilot_core::limits`),
+// shared with every host. The parking storage of `MAX_PARKED_BYTES` is
+// reserved, but touched only as frames are parked.
+pub(crate) use copilot_core::limits::{MAX_OBLIGATIONS, MAX_PENDING_REQUESTS as MAX_PENDING, MAX_SESSIONS};
+use copilot_core::limits::{MAX_PARKED_BYTES, MAX_PARKED_FRAMES};
 /// Threads delivering sessions' events.
 const DISPATCHERS: usize = 4;
 
@@ -266,10 +259,10 @@ impl Connection {
         let config = EngineConfig::new()
             .handler_timeout(Some(ms(deadlines.handler)))
             .request_timeout(Some(ms(deadlines.request)))
-            .park_frames(MAX_PARKED);
+            .park_frames(MAX_PARKED_FRAMES);
         // Its tables are written in place on the heap (the core's `alloc`
         // feature): no stack of their size is needed, or touched.
-        let engine = HostEngine::new(vec![0; PARK_BYTES], config);
+        let engine = HostEngine::new(vec![0; MAX_PARKED_BYTES], config);
         let outbox = Outbox::start(&label, writer)?;
         let conn = Arc::new(Connection {
             engine: Mutex::new(engine),

@@ -13,9 +13,9 @@ use crate::error::Error;
 use crate::pool::panic_text;
 use crate::transport::CloseCause;
 
-/// The largest frame accepted. The read buffer grows to it only if such a
-/// frame arrives.
-pub(crate) const MAX_FRAME: usize = 64 << 20;
+/// The largest frame accepted (the core's limit). The read buffer grows to
+/// it only if such a frame arrives.
+pub(crate) const MAX_FRAME: usize = copilot_core::limits::MAX_FRAME_BYTES;
 /// Bytes asked of the transport per read.
 const READ_CHUNK: usize = 64 << 10;
 

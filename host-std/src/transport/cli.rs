@@ -9,6 +9,9 @@ use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use copilot_core::{launch_items, read_announced_port, LaunchItem, LaunchSecret, LaunchTransport};
+use copilot_core::{CLI_PATH_ENV, LAUNCH_OWN_PROCESS_GROUP};
+
 use super::close::{CauseProbe, CloseCause};
 use crate::error::{Error, Result};
 
@@ -19,12 +22,48 @@ pub const CLI_VERSION: &str = "1.0.102";
 pub const CLI_PACKAGE: &str = "@github/copilot";
 
 /// The name of the environment variable a spawned CLI reads its auth token
-/// from (`--auth-token-env`), so the token never appears in argv.
-pub const AUTH_TOKEN_ENV: &str = "COPILOT_SDK_AUTH_TOKEN";
+/// from (`--auth-token-env`), so the token never appears in argv (the
+/// core's [`AUTH_TOKEN_ENV`](copilot_core::AUTH_TOKEN_ENV)).
+pub const AUTH_TOKEN_ENV: &str = copilot_core::AUTH_TOKEN_ENV;
 
-/// The environment variable a spawned TCP CLI reads the connection token
-/// it requires of every client from.
-pub(crate) const CONNECTION_TOKEN_ENV: &str = "COPILOT_CONNECTION_TOKEN";
+/// The arguments and secret variables of a start, in the core's order
+/// ([`launch_items`]), with the secrets' values filled in.
+pub(crate) struct StartItems {
+    /// The arguments; the user's own go after them.
+    pub(crate) args: Vec<OsString>,
+    /// The secret variables; they go after the user's environment, so none
+    /// is overridden.
+    pub(crate) secrets: Vec<(OsString, OsString)>,
+    /// For TCP, the connection token the server is started with (the
+    /// user's, or a random UUID v4); the handshake sends it.
+    pub(crate) connection_token: Option<String>,
+}
+
+/// What a start of `transport` with `log_level` passes the CLI, as the
+/// core's [`launch_items`] lists it. An empty `auth_token` is none.
+pub(crate) fn start_items(
+    transport: LaunchTransport,
+    log_level: &str,
+    auth_token: Option<&str>,
+    connection_token: Option<&str>,
+) -> StartItems {
+    let auth_token = auth_token.filter(|t| !t.is_empty());
+    let connection_token = matches!(transport, LaunchTransport::Tcp { .. })
+        .then(|| connection_token.map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned));
+    let launch = copilot_core::Launch { transport, log_level, auth_token: auth_token.is_some() };
+    let mut items = StartItems { args: Vec::new(), secrets: Vec::new(), connection_token };
+    launch_items(&launch, &mut |item| match item {
+        LaunchItem::Arg(arg) => items.args.push(arg.into()),
+        LaunchItem::Secret { name, secret } => {
+            let value = match secret {
+                LaunchSecret::AuthToken => auth_token,
+                LaunchSecret::ConnectionToken => items.connection_token.as_deref(),
+            };
+            items.secrets.push((name.into(), value.unwrap_or_default().into()));
+        }
+    });
+    items
+}
 
 /// Stderr lines kept for error messages.
 const STDERR_LINES: usize = 40;
@@ -65,7 +104,7 @@ pub fn resolve_cli(explicit: Option<&Path>) -> Result<PathBuf> {
     if let Some(p) = explicit {
         candidates.push(p.to_owned());
     }
-    if let Some(p) = std::env::var_os("COPILOT_CLI_PATH").filter(|p| !p.is_empty()) {
+    if let Some(p) = std::env::var_os(CLI_PATH_ENV).filter(|p| !p.is_empty()) {
         candidates.push(PathBuf::from(p));
     }
     if let Some(path) = std::env::var_os("PATH") {
@@ -191,7 +230,7 @@ impl CliProcess {
             cmd.current_dir(dir);
         }
         #[cfg(unix)]
-        {
+        if LAUNCH_OWN_PROCESS_GROUP {
             use std::os::unix::process::CommandExt;
             // Its own group, so stopping it also stops what it started.
             cmd.process_group(0);
@@ -275,7 +314,7 @@ impl CliProcess {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 log::debug!("copilot stdout: {line}");
-                if let Some(port) = parse_port(&line) {
+                if let Some(port) = read_announced_port(&line) {
                     let _ = tx.send(port);
                 }
             }
@@ -311,13 +350,6 @@ fn wait_until(child: &Mutex<Child>, deadline: Instant) -> Option<std::process::E
     }
 }
 
-/// `... listening on port 4321` -> 4321.
-pub(crate) fn parse_port(line: &str) -> Option<u16> {
-    let lower = line.to_ascii_lowercase();
-    let at = lower.find("listening on port")? + "listening on port".len();
-    lower[at..].trim_start().split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
-}
-
 fn keep_tail(pipe: impl Read, tail: &StderrTail) {
     for line in BufReader::new(pipe).lines() {
         let Ok(line) = line else { break };
@@ -338,10 +370,30 @@ mod tests {
 
     #[test]
     fn port_announcements_are_read() {
-        assert_eq!(parse_port("CLI server listening on port 40437"), Some(40437));
-        assert_eq!(parse_port("Listening on port 7\r"), Some(7));
-        assert_eq!(parse_port("Warning: No COPILOT_CONNECTION_TOKEN was set"), None);
-        assert_eq!(parse_port("listening on port x"), None);
+        assert_eq!(read_announced_port("CLI server listening on port 40437"), Some(40437));
+        assert_eq!(read_announced_port("Listening on port 7\r"), Some(7));
+        assert_eq!(read_announced_port("Warning: No COPILOT_CONNECTION_TOKEN was set"), None);
+        assert_eq!(read_announced_port("listening on port x"), None);
+    }
+
+    #[test]
+    fn a_start_passes_its_secrets_in_the_variables_the_core_names() {
+        let items = start_items(LaunchTransport::Tcp { port: 0 }, "error", Some("gh"), Some("conn"));
+        assert_eq!(
+            items.secrets,
+            [
+                (OsString::from(AUTH_TOKEN_ENV), OsString::from("gh")),
+                ("COPILOT_CONNECTION_TOKEN".into(), "conn".into())
+            ]
+        );
+        assert_eq!(items.connection_token.as_deref(), Some("conn"));
+        assert!(!items.args.iter().any(|a| a == "gh" || a == "conn"), "no secret in argv: {:?}", items.args);
+        // An empty token is none; stdio has no connection token.
+        let items = start_items(LaunchTransport::Stdio, "error", Some(""), None);
+        assert!(items.secrets.is_empty() && items.connection_token.is_none());
+        assert!(!items.args.iter().any(|a| a == "--auth-token-env"), "{:?}", items.args);
+        let random = start_items(LaunchTransport::Tcp { port: 0 }, "error", None, None).connection_token;
+        assert_eq!(random.map(|t| t.len()), Some(36), "a UUID when the user gave none");
     }
 
     #[test]
