@@ -266,8 +266,20 @@ fn open_upstream(shared: &Shared, number: usize) -> io::Result<(Upstream, Box<dy
         return Ok((Upstream::Tcp(stream), Box::new(read)));
     }
     let program = copilot_host::resolve_cli(shared.cli_path.as_deref()).map_err(|e| io::Error::other(e.to_string()))?;
-    let mut args: Vec<OsString> =
-        ["--headless", "--no-auto-update", "--log-level", "error", "--stdio"].iter().map(OsString::from).collect();
+    // The CLI's arguments are the core's launch table, as copilot-host's
+    // (offline, the token variable names the stand-in's token, which the
+    // state folder's environment sets).
+    let start = copilot_host::core::Launch {
+        transport: copilot_host::core::LaunchTransport::Stdio,
+        log_level: copilot_host::core::DEFAULT_LOG_LEVEL,
+        auth_token: shared.offline.is_some(),
+    };
+    let mut args: Vec<OsString> = Vec::new();
+    copilot_host::core::launch_items(&start, &mut |item| {
+        if let copilot_host::core::LaunchItem::Arg(arg) = item {
+            args.push(arg.into());
+        }
+    });
     let mut env: Vec<(OsString, OsString)> = Vec::new();
     let mut state = None;
     if let Some(offline) = &shared.offline {
@@ -275,9 +287,7 @@ fn open_upstream(shared: &Shared, number: usize) -> io::Result<(Upstream, Box<dy
         env = dir.cli_env()?;
         // After the folders: for a repeated name, the last entry wins.
         env.extend(offline.cli_env());
-        args.extend(["--no-auto-login", "--auth-token-env", AUTH_TOKEN_ENV].map(OsString::from));
-        // As the client does: the CLI keeps the token from the shells it starts.
-        args.push(format!("--secret-env-vars={AUTH_TOKEN_ENV}").into());
+        args.push("--no-auto-login".into());
         state = Some(dir);
     }
     let cwd = state.as_ref().map(|s| s.0.join("work"));

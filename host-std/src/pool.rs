@@ -1,13 +1,19 @@
-//! A fixed set of named threads running queued tasks in order of arrival.
+//! A bounded set of named threads running queued tasks in order of arrival.
 //!
 //! The client runs two: one delivers sessions' events (a session is queued
 //! at most once at a time, so its events keep their order), one runs the
 //! user's handlers. Neither grows with sessions or requests; a task never
 //! waits to be queued, so the reader never blocks on a slow consumer.
+//!
+//! One thread starts with the pool (so a system that cannot start threads
+//! fails the client's start, not a later event); the others start only when
+//! a task is queued and every started thread is busy, up to the bound. A
+//! connection that never runs a handler keeps one handler thread, not the
+//! whole bound.
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 
 type Task = Box<dyn FnOnce() + Send>;
@@ -16,46 +22,79 @@ type Task = Box<dyn FnOnce() + Send>;
 struct State {
     tasks: VecDeque<Task>,
     closed: bool,
+    /// Threads started (never more than the bound).
+    started: usize,
+    /// Threads waiting for a task.
+    idle: usize,
 }
 
-/// A pool of `threads` threads. The queue's length is bounded by its
-/// callers: a session is queued once at a time, and a handler task exists
-/// only for an open obligation (a slot of the engine's table).
+/// A pool of at most `threads` threads. The queue's length is bounded by
+/// its callers: a session is queued once at a time, and a handler task
+/// exists only for an open obligation (a slot of the engine's table).
 pub(crate) struct Pool {
     state: Mutex<State>,
     ready: Condvar,
+    name: String,
+    max: usize,
 }
 
 impl Pool {
-    /// Starts the threads, named `name`.
+    /// A pool of at most `threads` threads named `name`, one started now.
     pub(crate) fn start(name: &str, threads: usize) -> std::io::Result<Arc<Pool>> {
-        let pool = Arc::new(Pool { state: Mutex::default(), ready: Condvar::new() });
-        for _ in 0..threads {
-            let me = Arc::clone(&pool);
-            let name = name.to_owned();
-            thread::Builder::new().name(name.clone()).spawn(move || me.run(&name))?;
-        }
+        let pool = Arc::new(Pool {
+            state: Mutex::default(),
+            ready: Condvar::new(),
+            name: name.to_owned(),
+            max: threads.max(1),
+        });
+        let mut state = pool.lock();
+        Pool::spawn(&pool, &mut state)?;
+        drop(state);
         Ok(pool)
     }
 
-    /// Queues `task`; never waits.
-    pub(crate) fn submit(&self, task: impl FnOnce() + Send + 'static) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+    /// Queues `task`; never waits. Starts a thread when every started one
+    /// is busy and the bound allows.
+    pub(crate) fn submit(self: &Arc<Self>, task: impl FnOnce() + Send + 'static) {
+        let mut state = self.lock();
         state.tasks.push_back(Box::new(task));
+        if state.tasks.len() > state.idle && state.started < self.max {
+            // A thread that cannot start leaves the task to a started one.
+            if let Err(e) = Pool::spawn(self, &mut state) {
+                log::warn!("{}: no thread started for a queued task ({e}); it waits for a busy one", self.name);
+            }
+        }
         drop(state);
         self.ready.notify_one();
     }
 
     /// The threads end once the tasks queued are done.
     pub(crate) fn close(&self) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).closed = true;
+        self.lock().closed = true;
         self.ready.notify_all();
     }
 
-    fn run(&self, name: &str) {
+    /// Threads started so far.
+    #[cfg(test)]
+    fn started(&self) -> usize {
+        self.lock().started
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn spawn(pool: &Arc<Pool>, state: &mut State) -> std::io::Result<()> {
+        let me = Arc::clone(pool);
+        thread::Builder::new().name(pool.name.clone()).spawn(move || me.run())?;
+        state.started += 1;
+        Ok(())
+    }
+
+    fn run(&self) {
         loop {
             let task = {
-                let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                let mut state = self.lock();
                 loop {
                     if let Some(t) = state.tasks.pop_front() {
                         break t;
@@ -63,12 +102,14 @@ impl Pool {
                     if state.closed {
                         return;
                     }
+                    state.idle += 1;
                     state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
+                    state.idle -= 1;
                 }
             };
             // The tasks catch the user's panics themselves; this is a backstop.
             if catch_unwind(AssertUnwindSafe(task)).is_err() {
-                log::error!("{name}: a task panicked");
+                log::error!("{}: a task panicked", self.name);
             }
         }
     }
@@ -81,4 +122,48 @@ pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
         .map(|s| (*s).to_owned())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "(no message)".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[test]
+    fn a_pool_that_ran_nothing_holds_one_thread() {
+        let pool = Pool::start("pool-test", 16).unwrap();
+        assert_eq!(pool.started(), 1);
+        pool.close();
+    }
+
+    #[test]
+    fn a_busy_thread_gets_company_up_to_the_bound_and_no_further() {
+        let pool = Pool::start("pool-test", 2).unwrap();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let release_rx = Arc::new(Mutex::new(release_rx));
+        let (started_tx, started_rx) = mpsc::channel();
+        // Two tasks that hold their threads until released: both run at
+        // once, so the second got a thread of its own.
+        for i in 0..2 {
+            let (started, release) = (started_tx.clone(), Arc::clone(&release_rx));
+            pool.submit(move || {
+                started.send(i).unwrap();
+                release.lock().unwrap().recv().unwrap();
+            });
+        }
+        // (A safety net turns a hang into a failure; the claim is the order.)
+        let next = || started_rx.recv_timeout(std::time::Duration::from_secs(60)).expect("both tasks run at once");
+        let mut running = [next(), next()];
+        running.sort_unstable();
+        assert_eq!(running, [0, 1]);
+        // A third waits for one of them: the bound holds.
+        let (done, third) = mpsc::channel();
+        pool.submit(move || done.send(()).unwrap());
+        assert_eq!(pool.started(), 2);
+        release_tx.send(()).unwrap();
+        third.recv().unwrap();
+        release_tx.send(()).unwrap();
+        assert_eq!(pool.started(), 2);
+        pool.close();
+    }
 }

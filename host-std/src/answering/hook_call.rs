@@ -66,6 +66,23 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_or_null_input_reaches_the_hook_as_an_empty_object() {
+        let hooks = SessionHooks::new().on_hook(HookType::SessionStart, |input, _| Some(input.clone()));
+        for params in [json!({"hookType": "sessionStart"}), json!({"hookType": "sessionStart", "input": null})] {
+            match invoke(&hooks, params.to_string().as_bytes(), "s") {
+                HookAnswer::Answer(v) => assert_eq!(v, json!({}), "{params}"),
+                _ => panic!("answered: {params}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_hook_types_are_the_cores() {
+        let ours: Vec<&str> = HookType::ALL.iter().map(|t| t.name()).collect();
+        assert_eq!(ours, copilot_core::HOOK_TYPES);
+    }
+
+    #[test]
     fn unset_unknown_and_unreadable_hooks_leave_the_answer_to_the_engine() {
         let hooks = SessionHooks::new().on_session_end(|_, _| None);
         let run = |p: Value| invoke(&hooks, p.to_string().as_bytes(), "s");

@@ -91,7 +91,8 @@ pub struct ClientOptions {
     /// answer a wait of the agent; then the agent gets the refusal the
     /// handler's kind has without a handler, and a later answer is not sent.
     pub handler_timeout: Duration,
-    /// Threads running handlers (a fixed pool, shared by every session):
+    /// Threads running handlers, at most (started as handlers need them,
+    /// shared by every session):
     /// this many handlers can block at once; later waits queue, and are
     /// refused if [`handler_timeout`](Self::handler_timeout) passes first.
     pub handler_threads: usize,
