@@ -1,5 +1,8 @@
-//! The Rust client and the JavaScript client send the same bytes for every
-//! protocol rule of the core (issue 16, items 1-12): both run one scenario
+//! The Rust client and the JavaScript client send the same bytes for the
+//! core's rules that show on the wire (issue 16: answers and refusals, the
+//! hook call, generic kinds, follow-ups, handshake, stop, launch argv,
+//! option names, the tool-failure text; the kept events, the turn rule and
+//! the capacities send nothing of their own): both run one scenario
 //! against the fake CLI (`fake_cli --record FILE`, spawned by each client as
 //! it spawns the real CLI, over stdio), and what each SENT is compared item
 //! by item, normalised only where a value is legitimately random (the
