@@ -56,16 +56,6 @@ const EVENT_WAITS: &[(&str, &str)] = &[
     ("tool-1", "the answer for a tool whose handler fails"),
 ];
 
-/// Items whose bytes differ between the clients only in the order of
-/// object members (the same JSON value), and why. An item here must still
-/// differ (the test says when it no longer does) and in nothing else.
-const MEMBER_ORDER_ONLY: &[(&str, &str)] = &[(
-    "the session.create request (open params)",
-    "the Rust host builds the options in a serde_json map (members sorted, a tool's too) and reads the core's \
-     params back into one before sending, so the core's announcements come sorted among the options; the \
-     JavaScript client sends the core's bytes, the options in its own order",
-)];
-
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_owned()
 }
@@ -235,13 +225,6 @@ impl Sent {
     }
 }
 
-/// `lines` with every JSON line's members sorted (the same value, written
-/// one way).
-fn sorted_members(lines: &str) -> String {
-    let sorted = |line: &str| serde_json::from_str::<Value>(line).map_or(line.to_owned(), |v| v.to_string());
-    lines.lines().map(sorted).collect::<Vec<_>>().join("\n")
-}
-
 #[test]
 fn the_rust_and_javascript_clients_send_the_same_bytes() {
     let dir = TempDir::new("copilot-same-bytes");
@@ -256,14 +239,8 @@ fn the_rust_and_javascript_clients_send_the_same_bytes() {
         assert!(!r.is_empty() || !j.is_empty(), "neither client sent {name}");
         // Shown with `--nocapture`: what was compared.
         println!("{name}:\n  Rust: {r}\n  JS:   {j}");
-        let order_only = MEMBER_ORDER_ONLY.iter().find(|(item, _)| item == name);
-        match order_only {
-            Some(_) if r == j => differences.push(format!("{name}: now the same bytes; take it off MEMBER_ORDER_ONLY")),
-            Some((_, why)) if sorted_members(r) == sorted_members(j) => {
-                println!("  (the same JSON in another member order: {why})")
-            }
-            _ if r == j => {}
-            _ => differences.push(format!("{name}:\n  Rust: {r}\n  JS:   {j}")),
+        if r != j {
+            differences.push(format!("{name}:\n  Rust: {r}\n  JS:   {j}"));
         }
     }
     assert!(differences.is_empty(), "the clients differ in {} item(s):\n{}", differences.len(), differences.join("\n"));

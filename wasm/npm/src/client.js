@@ -24,7 +24,7 @@ import {
   RpcError,
   errorText,
 } from "./errors.js";
-import { checkConfig, handlerKindsOf, sessionParams } from "./config.js";
+import { checkConfig, handlerKindsOf, sessionParams, sortedMembers } from "./config.js";
 import { checkHooks, checkRequestHandlers } from "./hooks.js";
 import { loadWasm } from "./wasm.js";
 import { streamTransport } from "./transport.js";
@@ -327,7 +327,8 @@ export class CopilotClient {
     let params;
     try {
       const options = JSON.stringify(sessionParams(config, id, resumeId != null, POLICY.options));
-      params = JSON.parse(CoreEngine.openParams(options, kinds.join(",")));
+      // Members in the order the Rust host sends them: the same bytes.
+      params = sortedMembers(JSON.parse(CoreEngine.openParams(options, kinds.join(","))));
     } catch (e) {
       throw new ConfigError(`cannot open session ${id ?? "(server-assigned)"}: ${errorText(e)}`);
     }

@@ -290,3 +290,17 @@ export function sessionParams(config, id, resuming, { wire, onlyWhenTrue }) {
   }
   return p;
 }
+
+/**
+ * `value` (parsed JSON) with the members of every object in code-point
+ * order of their names: the order the Rust host sends (a serde_json map),
+ * so both clients send the same bytes for the same open params
+ * (tests/tests/same_bytes.rs). JSON gives member order no meaning.
+ */
+export function sortedMembers(value) {
+  if (Array.isArray(value)) return value.map(sortedMembers);
+  if (value === null || typeof value !== "object") return value;
+  const sorted = {};
+  for (const key of Object.keys(value).sort()) sorted[key] = sortedMembers(value[key]);
+  return sorted;
+}
