@@ -34,6 +34,29 @@ pub const AUTH_TOKEN_ENV: &str = auth_token_env!();
 pub const CONNECTION_TOKEN_ENV: &str = connection_token_env!();
 /// The variable that names the CLI to run when the host is given none.
 pub const CLI_PATH_ENV: &str = "COPILOT_CLI_PATH";
+/// One place a host looks for the CLI to start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CliCandidate {
+    /// The path the user gave; if it is not a file, the search ends there
+    /// with an error (never some other CLI in its place).
+    Explicit,
+    /// The path in this environment variable, when set and not empty.
+    Variable(&'static str),
+    /// This file name in each folder of `PATH`, in order.
+    PathFolders(&'static str),
+    /// This path, relative to the working folder.
+    Relative(&'static str),
+}
+
+/// Where a host looks for the CLI, in order; the first file found is
+/// started (the native binary beside it when it is npm's loader).
+pub static CLI_SEARCH: &[CliCandidate] = &[
+    CliCandidate::Explicit,
+    CliCandidate::Variable(CLI_PATH_ENV),
+    CliCandidate::PathFolders("copilot"),
+    CliCandidate::Relative("node_modules/.bin/copilot"),
+];
+
 /// The CLI's `--log-level` unless the user says otherwise.
 pub const DEFAULT_LOG_LEVEL: &str = "error";
 /// The CLI starts in a process group of its own, which the host ends.

@@ -113,8 +113,8 @@ pub use handshake::{
 pub use hooks::{read_hook_call, HookCall, UnreadableHookCall, HOOK_DEFAULT_INPUT, HOOK_TYPES};
 pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
 pub use launch::{
-    launch_items, read_announced_port, Launch, LaunchItem, LaunchSecret, LaunchTransport, AUTH_TOKEN_ENV, CLI_PATH_ENV,
-    CONNECTION_TOKEN_ENV, DEFAULT_LOG_LEVEL, LAUNCH_OWN_PROCESS_GROUP, PORT_ANNOUNCEMENT,
+    launch_items, read_announced_port, CliCandidate, Launch, LaunchItem, LaunchSecret, LaunchTransport, AUTH_TOKEN_ENV,
+    CLI_PATH_ENV, CLI_SEARCH, CONNECTION_TOKEN_ENV, DEFAULT_LOG_LEVEL, LAUNCH_OWN_PROCESS_GROUP, PORT_ANNOUNCEMENT,
 };
 pub use obligations::{ObligationId, MAX_KEPT_REQUEST_ID, MAX_KEPT_SESSION_ID};
 pub use open::{

@@ -43,7 +43,11 @@
 //!   arguments. The secrets are set last in the child's environment: the
 //!   token in `authTokenEnv`, and for TCP the connection token (the
 //!   user's, else a random UUID) in `connectionTokenEnv`. `cliPathEnv`
-//!   names the CLI when none is given; `ownProcessGroup`: start it in a
+//!   names the CLI when none is given; `cliSearch`: where to look for the
+//!   CLI, in order (`{explicit}`: the path given, an error if it is not a
+//!   file; `{variable}`: the path in that variable; `{pathFolders}`: that
+//!   name in each folder of `PATH`; `{relative}`: that path from the
+//!   working folder; `copilot_core::CLI_SEARCH`); `ownProcessGroup`: start it in a
 //!   process group of its own, ended on stop; `portAnnouncement`: a TCP
 //!   server prints it, in any case, then the port, on stdout
 //!   (`copilot_core::launch_items`, `copilot_core::read_announced_port`).
@@ -206,6 +210,16 @@ mod tests {
         let l = &policy()["launch"];
         assert_eq!(l["logLevel"], copilot_core::DEFAULT_LOG_LEVEL);
         assert_eq!(l["cliPathEnv"], copilot_core::CLI_PATH_ENV);
+        let search: Vec<Value> = copilot_core::CLI_SEARCH
+            .iter()
+            .map(|c| match *c {
+                copilot_core::CliCandidate::Explicit => json!({"explicit": true}),
+                copilot_core::CliCandidate::Variable(v) => json!({"variable": v}),
+                copilot_core::CliCandidate::PathFolders(f) => json!({"pathFolders": f}),
+                copilot_core::CliCandidate::Relative(p) => json!({"relative": p}),
+            })
+            .collect();
+        assert_eq!(l["cliSearch"], Value::Array(search));
         assert_eq!(l["ownProcessGroup"], copilot_core::LAUNCH_OWN_PROCESS_GROUP);
         let announcement = l["portAnnouncement"].as_str().unwrap();
         assert_eq!(copilot_core::read_announced_port(&format!("CLI server {announcement} 4321")), Some(4321));

@@ -9,8 +9,8 @@ use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use copilot_core::{launch_items, read_announced_port, LaunchItem, LaunchSecret, LaunchTransport};
-use copilot_core::{CLI_PATH_ENV, LAUNCH_OWN_PROCESS_GROUP};
+use copilot_core::LAUNCH_OWN_PROCESS_GROUP;
+use copilot_core::{launch_items, read_announced_port, CliCandidate, LaunchItem, LaunchSecret, LaunchTransport};
 
 use super::close::{CauseProbe, CloseCause};
 use crate::error::{Error, Result};
@@ -100,17 +100,22 @@ pub fn native_binary(cli: &Path) -> Option<PathBuf> {
 /// an npm install.
 pub fn resolve_cli(explicit: Option<&Path>) -> Result<PathBuf> {
     let mut searched = Vec::new();
+    // The core's search order.
     let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Some(p) = explicit {
-        candidates.push(p.to_owned());
+    for place in copilot_core::CLI_SEARCH {
+        match *place {
+            CliCandidate::Explicit => candidates.extend(explicit.map(Path::to_owned)),
+            CliCandidate::Variable(name) => {
+                candidates.extend(std::env::var_os(name).filter(|p| !p.is_empty()).map(PathBuf::from))
+            }
+            CliCandidate::PathFolders(file) => {
+                if let Some(path) = std::env::var_os("PATH") {
+                    candidates.extend(std::env::split_paths(&path).map(|d| d.join(file)));
+                }
+            }
+            CliCandidate::Relative(path) => candidates.push(PathBuf::from(path)),
+        }
     }
-    if let Some(p) = std::env::var_os(CLI_PATH_ENV).filter(|p| !p.is_empty()) {
-        candidates.push(PathBuf::from(p));
-    }
-    if let Some(path) = std::env::var_os("PATH") {
-        candidates.extend(std::env::split_paths(&path).map(|d| d.join("copilot")));
-    }
-    candidates.push(PathBuf::from("node_modules/.bin/copilot"));
     for c in candidates {
         if c.is_file() {
             return Ok(native_binary(&c).unwrap_or(c));

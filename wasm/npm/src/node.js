@@ -5,7 +5,7 @@ import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { readFileSync, realpathSync, statSync } from "node:fs";
 import { connect as netConnect } from "node:net";
-import { dirname, join, resolve as resolvePath, basename } from "node:path";
+import { dirname, delimiter, join, resolve as resolvePath, basename } from "node:path";
 import { fileURLToPath } from "node:url";
 
 import { initSync } from "../dist/copilot_wasm.js";
@@ -98,16 +98,27 @@ export function nativeBinary(cli) {
 }
 
 /**
- * Finds the CLI: `explicit`, `COPILOT_CLI_PATH`, then
+ * Finds the CLI where the core's `cliSearch` says, in order: `explicit`,
+ * `COPILOT_CLI_PATH`, `copilot` in each folder of `PATH`, then
  * `./node_modules/.bin/copilot`; prefers the native binary of an npm
  * install. An explicit path that does not exist is an error, not a reason
  * to run another CLI.
  */
 export function resolveCli(explicit) {
   const candidates = [];
-  if (explicit) candidates.push(String(explicit));
-  if (process.env[LAUNCH.cliPathEnv]) candidates.push(process.env[LAUNCH.cliPathEnv]);
-  candidates.push(resolvePath("node_modules", ".bin", "copilot"));
+  for (const place of LAUNCH.cliSearch) {
+    if (place.explicit) {
+      if (explicit) candidates.push(String(explicit));
+    } else if (place.variable !== undefined) {
+      if (process.env[place.variable]) candidates.push(process.env[place.variable]);
+    } else if (place.pathFolders !== undefined) {
+      // As Rust's split_paths: an empty entry is the working folder.
+      const path = process.env.PATH;
+      if (path !== undefined) for (const folder of path.split(delimiter)) candidates.push(join(folder, place.pathFolders));
+    } else if (place.relative !== undefined) {
+      candidates.push(resolvePath(...place.relative.split("/")));
+    }
+  }
   const searched = [];
   for (const c of candidates) {
     if (isFile(c)) return nativeBinary(c) ?? c;

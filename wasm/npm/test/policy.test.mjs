@@ -4,13 +4,15 @@
 // events kept for a late first subscriber (by count and by bytes), which
 // handler kinds a generic request handler answers, the session options and
 // their wire names, the hook types and a hook's default input, the
-// elicitation accept default, and the stop's steps.
+// elicitation accept default, the stop's steps, and where the CLI is looked
+// for.
 
 import assert from "node:assert/strict";
 import { PassThrough } from "node:stream";
 import { test } from "node:test";
 
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { delimiter, join } from "node:path";
 
 import {
   CREATE_ONLY_OPTIONS,
@@ -21,6 +23,7 @@ import {
   SESSION_OPTIONS,
   genericRequestNames,
   loadWasm,
+  resolveCli,
 } from "copilot-wasm";
 
 /** The package as installed: its policy and glue are read by path (not exported). */
@@ -223,4 +226,34 @@ test("an elicitation accepted without content is answered with the core's defaul
   const answer = await peer.waitFor((m) => m.params?.requestId === "q1");
   assert.deepEqual(answer.params.result, { action: "accept", content: policy.answers.elicitationAcceptContent });
   await client.stop();
+});
+
+test("the CLI is looked for where the core's cliSearch says: the variable, then each PATH folder, then ./node_modules", () => {
+  assert.deepEqual(
+    policy.launch.cliSearch.map((c) => Object.keys(c)[0]),
+    ["explicit", "variable", "pathFolders", "relative"],
+  );
+  const { dir, cleanup } = tempDir("copilot-wasm-cli-search");
+  const [first, second, named] = ["first", "second", "named"].map((d) => join(dir, d));
+  const saved = { PATH: process.env.PATH, COPILOT_CLI_PATH: process.env.COPILOT_CLI_PATH };
+  try {
+    for (const folder of [first, second]) {
+      mkdirSync(folder);
+      writeFileSync(join(folder, "copilot"), "#!/bin/sh\n", { mode: 0o755 });
+    }
+    writeFileSync(named, "#!/bin/sh\n", { mode: 0o755 });
+    delete process.env.COPILOT_CLI_PATH;
+    process.env.PATH = [join(dir, "empty"), first, second].join(delimiter);
+    assert.equal(resolveCli(), join(first, "copilot"), "the first PATH folder that has it");
+    process.env.COPILOT_CLI_PATH = named;
+    assert.equal(resolveCli(), named, "the variable before PATH");
+    assert.equal(resolveCli(join(second, "copilot")), join(second, "copilot"), "the explicit path first");
+    assert.throws(() => resolveCli(join(dir, "missing")), /not found/, "an explicit path that is missing is an error");
+  } finally {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+    cleanup();
+  }
 });
