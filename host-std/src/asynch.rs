@@ -2,13 +2,14 @@
 //! blocking API, with `async fn` calls and events as a
 //! [`futures_core::Stream`].
 //!
-//! It is a layer over the same connection: the same reader pump, the same
-//! engine and its deadlines (kept by the same timer thread), the same
-//! per-session event queues and dispatchers, the same handler pool. A call
-//! inserts its waiter in the engine as a blocking call does, but the waiter
-//! is a slot whose waker the reader (or the timer, or the end of the
-//! connection) wakes; no executor is required and none is named, so it runs
-//! under tokio (either runtime), async-std, smol or a minimal `block_on`.
+//! It is the client itself, not a layer beside it: every call, the open
+//! sequence and `send_and_wait` are futures written once, which this API
+//! awaits and the blocking API waits on (parking its thread until a waker
+//! unparks it). A call inserts its waiter in the engine; the waiter is a
+//! slot whose waker the reader (or the timer, or the end of the
+//! connection) wakes. No executor is required and none is named, so it
+//! runs under tokio (either runtime), async-std, smol or a minimal
+//! `block_on`.
 //!
 //! No executor thread ever blocks. Sending queues a frame for the writer
 //! thread; when a CLI that reads nothing has let the outbox fill, the call
@@ -70,14 +71,11 @@
 //! # }
 //! ```
 
-mod call;
 mod client;
 mod handlers;
 mod session;
 mod streams;
 
-#[cfg(feature = "rpc-types")]
-pub(crate) use call::{request, Call};
 pub use client::{Calls, Client};
 pub use handlers::{
     command, elicitation_handler, exit_plan_mode_handler, mcp_oauth_handler, permission_handler, tool,

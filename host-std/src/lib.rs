@@ -14,10 +14,12 @@
 //! consumer), sessions are reserved before `session.create` is sent, and
 //! events for a session the server has yet to name are held until it does.
 //!
-//! The async API ([`asynch`], feature `async`, on by default) is a layer
-//! over the same pump and engine: the same client, session and handler
-//! names with `async fn` calls and events as a `futures_core::Stream`, for
-//! any executor.
+//! The async API ([`asynch`], feature `async`, on by default) has the same
+//! client, session and handler names with `async fn` calls and events as a
+//! `futures_core::Stream`, for any executor. There is one request path:
+//! each call is a future, which the async API awaits and the blocking API
+//! waits on, its thread parked until the reader, the timer or the end of
+//! the connection wakes it.
 //!
 //! # Layers
 //!
@@ -38,8 +40,9 @@
 //! - `api`: [`Client`], [`Session`], [`SessionConfig`]; and [`asynch`] and
 //!   [`rpc`], modules of the crate root for their public paths.
 //!
-//! Below them all: `error`, the handler pool (`pool`), and the typed
-//! events ([`events`], not visible to the driver).
+//! Below them all: `error`, the handler pool (`pool`), how the blocking
+//! API waits on a future (`wait`), and the typed events ([`events`], not
+//! visible to the driver).
 //!
 //! Every call to the CLI has a deadline ([`ClientOptions::request_timeout`],
 //! or the call's own), `destroy` and `stop` are bounded by
@@ -59,6 +62,9 @@
 //! # Ok::<(), copilot_host::Error>(())
 //! ```
 #![deny(unsafe_code)]
+// Without `async`, the async API is left out but its parts below it (the
+// handler deadline of async handlers, the async streams' channel) stay.
+#![cfg_attr(not(feature = "async"), allow(dead_code, unused_imports))]
 
 mod answering;
 mod api;
@@ -72,6 +78,7 @@ mod generated;
 mod pool;
 pub mod rpc;
 mod transport;
+mod wait;
 
 /// Starting a CLI process of one's own, as [`Client::start`] does, for a
 /// program that moves the CLI's bytes itself rather than through a

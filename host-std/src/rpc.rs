@@ -213,7 +213,8 @@ mod calls {
         use serde::Serialize;
 
         use super::{object, RpcCaller, ServerApi, SessionApi};
-        use crate::asynch::{request, Call, Client, Session};
+        use crate::asynch::{Client, Session};
+        use crate::driver::Call;
         use crate::{Error, Result};
 
         /// A typed call of the async API in flight: its result, read into
@@ -265,7 +266,7 @@ mod calls {
                 if let Some(id) = session_id {
                     params.insert("sessionId".into(), id.into());
                 }
-                request(conn, method, &params, Instant::now() + conn.deadlines.request)
+                conn.request(method, &params, Instant::now() + conn.deadlines.request)
             });
             RpcFuture { state: Some(state), method, result: PhantomData }
         }

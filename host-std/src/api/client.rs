@@ -8,22 +8,22 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use copilot_core::{read_handshake_answer, HandshakeError, HandshakeRequest, HandshakeStep, Stats};
-use copilot_core::{LaunchTransport, HANDSHAKE_CONNECT, HANDSHAKE_PING};
-use serde_json::{json, Value};
+use copilot_core::{LaunchTransport, Stats};
+use serde_json::Value;
 
-use super::client_options::{ClientOptions, Transport, PROTOCOL_VERSION};
+use super::client_options::{ClientOptions, Transport};
 use super::config::SessionConfig;
-use super::replies::{parse, raw_json, read_delete, read_last_id, read_session_list};
+use super::ops::{self, ClientOps};
 use super::replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
 use super::session::Session;
 use crate::answering::{run_client_wide, RequestHandlers};
-use crate::delivery::{lifecycle_sink, SessionInner};
-use crate::driver::{ClientWide, Connection, ReplyTx, Waiter};
+use crate::delivery::lifecycle_sink;
+use crate::driver::{ClientWide, Connection};
 use crate::error::{Error, Result};
 use crate::events::LifecycleEvent;
 use crate::transport::cli::{self, CliProcess, Launch};
 use crate::transport::{tcp_halves, CloseCause};
+use crate::wait::block_on;
 
 /// A connection to one Copilot CLI.
 pub struct Client {
@@ -43,7 +43,6 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     /// The connection (for the async API).
-    #[cfg(feature = "async")]
     pub(crate) fn conn(&self) -> &Arc<Connection> {
         &self.conn
     }
@@ -200,41 +199,9 @@ impl Client {
         }
     }
 
-    /// The core's handshake ([`copilot_core::read_handshake_answer`]):
-    /// `connect` with the params the core writes, `ping` for servers that
-    /// lack it, and the protocol version checked.
+    /// The core's handshake, within `timeout`.
     fn handshake(&self, token: Option<&str>, timeout: Duration) -> Result<ServerInfo> {
-        let mut params = Vec::new();
-        copilot_core::write_connect_params(token, &mut |b| params.extend_from_slice(b));
-        let params = raw_json(params)?;
-        let mut to = HandshakeRequest::Connect;
-        let mut answer = self.conn.request(HANDSHAKE_CONNECT, &params, Some(timeout));
-        let body = loop {
-            match answer {
-                Ok(body) => break body,
-                Err(e) => {
-                    let Error::Rpc { code, .. } = &e else { return Err(e) };
-                    match read_handshake_answer(to, Err(*code)) {
-                        HandshakeStep::Ping => {
-                            to = HandshakeRequest::Ping;
-                            answer = self.conn.request(HANDSHAKE_PING, &json!({}), Some(timeout));
-                        }
-                        // The answer's own error, as it came (-32002: a
-                        // wrong connection token).
-                        _ => return Err(e),
-                    }
-                }
-            }
-        };
-        match read_handshake_answer(to, Ok(&body)) {
-            HandshakeStep::Ready { version } => {
-                Ok(ServerInfo { protocol_version: PROTOCOL_VERSION, version: version.map(|v| v.to_string()) })
-            }
-            HandshakeStep::Failed(HandshakeError::Version { server }) => {
-                Err(Error::ProtocolVersion { server, supported: PROTOCOL_VERSION })
-            }
-            step => Err(Error::Protocol(format!("the handshake's answer: {step:?}"))),
-        }
+        block_on(ops::handshake(&self.conn, token, timeout))
     }
 
     /// For a TCP connection: the CLI's address.
@@ -386,94 +353,55 @@ pub struct Calls<'a> {
 }
 
 impl Calls<'_> {
-    fn deadline(&self) -> Instant {
-        Instant::now() + self.timeout.unwrap_or(self.client.conn.deadlines.request)
+    fn ops(&self) -> ClientOps<'_> {
+        ClientOps { conn: &self.client.conn, timeout: self.timeout }
     }
 
     /// `ping`.
     pub fn ping(&self, message: Option<&str>) -> Result<Pong> {
-        parse(&self.client.conn.request("ping", &json!({ "message": message }), self.timeout)?, "ping")
+        block_on(self.ops().ping(message))
     }
 
     /// `status.get`.
     pub fn status(&self) -> Result<Status> {
-        parse(&self.client.conn.request("status.get", &json!({}), self.timeout)?, "status.get")
+        block_on(self.ops().status())
     }
 
     /// Calls any method this crate does not wrap, with JSON params, and
     /// returns the JSON result.
     pub fn call(&self, method: &str, params: &Value) -> Result<Value> {
-        parse(&self.client.conn.request(method, params, self.timeout)?, method)
+        block_on(self.ops().call(method, params))
     }
 
     /// `auth.getStatus`: whether the CLI has a Copilot login.
     pub fn auth_status(&self) -> Result<AuthStatus> {
-        parse(&self.client.conn.request("auth.getStatus", &json!({}), self.timeout)?, "auth.getStatus")
+        block_on(self.ops().auth_status())
     }
 
     /// `session.list`.
     pub fn list_sessions(&self) -> Result<Vec<SessionMetadata>> {
-        read_session_list(&self.client.conn.request("session.list", &json!({}), self.timeout)?)
+        block_on(self.ops().list_sessions())
     }
 
     /// `session.delete`: removes a session's persisted state.
     pub fn delete_session(&self, session_id: &str) -> Result<()> {
-        read_delete(&self.client.conn.request("session.delete", &json!({ "sessionId": session_id }), self.timeout)?)
+        block_on(self.ops().delete_session(session_id))
     }
 
     /// `session.getLastId`: the most recently updated session, if any.
     pub fn last_session_id(&self) -> Result<Option<String>> {
-        read_last_id(&self.client.conn.request("session.getLastId", &json!({}), self.timeout)?)
+        block_on(self.ops().last_session_id())
     }
 
     /// Creates a session. Its slot is reserved before `session.create` is
     /// sent, so events that race the answer are delivered.
     pub fn create_session(&self, config: SessionConfig) -> Result<Session> {
-        self.open("session.create", config, None)
+        block_on(self.ops().open(config, None))
     }
 
     /// Resumes a session by id, reserved before `session.resume` is sent.
     pub fn resume_session(&self, session_id: &str, config: SessionConfig) -> Result<Session> {
-        self.open("session.resume", config, Some(session_id.to_owned()))
-    }
-
-    fn open(&self, method: &str, config: SessionConfig, resume: Option<String>) -> Result<Session> {
-        config.check(resume.is_some())?;
-        let session = self.open_unchecked(method, &config, resume)?;
-        // The core's steps after an open (registerInterest for the waits
-        // the CLI asks only of clients that say they answer them).
-        for (method, params) in config.follow_ups(session.id())? {
-            self.client.conn.request(method, &params, self.timeout)?;
-        }
-        Ok(session)
-    }
-
-    fn open_unchecked(&self, method: &str, config: &SessionConfig, resume: Option<String>) -> Result<Session> {
-        let conn = &self.client.conn;
-        let resuming = resume.is_some();
-        let id = match (resume, config.server_assigned_id) {
-            (Some(id), _) => Some(id),
-            (None, true) => None,
-            (None, false) => Some(config.session_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string())),
-        };
-        let params = config.to_params(id.as_deref(), resuming)?;
-        let inner = SessionInner::new(id.as_deref(), config.answerer(), conn);
-        let handle = conn.reserve(id.as_deref(), resuming, inner.clone())?;
-        let (tx, rx) = mpsc::sync_channel(1);
-        let waiter = Waiter::Open { handle, target: inner.clone(), reply: ReplyTx::Sync(tx) };
-        // The reader completes the open in the engine, and releases the
-        // slot on any failure; a timeout releases it too.
-        match conn.request_with(method, &params, waiter, rx, self.deadline()) {
-            Ok(body) => {
-                let result: Value = parse(&body, method)?;
-                let id = inner.name().unwrap_or_default();
-                Ok(Session::new(inner, Arc::clone(conn), handle, id, &result))
-            }
-            Err(e) => {
-                inner.close("the session could not be opened");
-                Err(e)
-            }
-        }
+        block_on(self.ops().open(config, Some(session_id.to_owned())))
     }
 }
 

@@ -9,6 +9,7 @@ pub(crate) mod client_options;
 pub(crate) mod config;
 mod config_parts;
 mod config_wire;
+pub(crate) mod ops;
 pub(crate) mod replies;
 pub(crate) mod session;
 mod stop;

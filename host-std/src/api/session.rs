@@ -1,19 +1,24 @@
 //! The blocking [`Session`]: an open session's calls, and its events
-//! through the delivery layer's queue.
+//! through the delivery layer's queue. Its calls are written once as
+//! futures ([`SessionOps`]): the async session awaits them and this one
+//! waits on them ([`block_on`](crate::wait::block_on)), so the turn rule of
+//! `send_and_wait` and every other call of a session exist here only.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use copilot_core::SessionHandle;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use crate::delivery::{EventStream, InboxTx, SessionInner, SessionStats, Sink, Subscription, Turn};
+use super::replies::parse;
+use crate::delivery::{event_channel, EventStream, InboxTx, SessionInner, SessionStats, Sink, Subscription, Turn};
 use crate::driver::Connection;
 use crate::error::{Error, Result};
 use crate::events::SessionEvent;
+use crate::wait::block_on;
 
 /// What to send: a prompt and optional attachments and mode.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -101,9 +106,9 @@ impl Session {
 
     /// Sends a prompt and waits until the session is idle. Returns the last
     /// `assistant.message` of the turn (`None` if there was none); a
-    /// `session.error` during the turn is returned as [`Error::Session`].
+    /// `session.error` during the turn is returned as [`Error::Session`](crate::Error::Session).
     /// `timeout` covers the whole call, the send included: a CLI that does
-    /// not answer makes it return [`Error::Timeout`] by then. When it
+    /// not answer makes it return [`Error::Timeout`](crate::Error::Timeout) by then. When it
     /// returns, every handler of [`on`](Self::on) has run on the turn's
     /// events.
     pub fn send_and_wait(
@@ -111,31 +116,7 @@ impl Session {
         message: impl Into<MessageOptions>,
         timeout: Duration,
     ) -> Result<Option<Arc<SessionEvent>>> {
-        let started = Instant::now();
-        let deadline = started + timeout;
-        // Subscribe before sending so nothing of the turn can be missed.
-        let (tx, rx) = mpsc::channel();
-        let id = self.inner.subscribe(Sink::Waiter(tx), false);
-        let _unsubscribe = Subscription { session: Arc::downgrade(&self.inner), id };
-        self.calls().send_until(message.into(), deadline)?;
-        let mut turn = Turn::default();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let event = match rx.recv_timeout(left) {
-                Ok(e) => e,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    return Err(Error::Timeout { what: "session.idle".into(), after: started.elapsed() })
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    let why = self.inner.end_reason().unwrap_or_else(|| "its delivery ended".into());
-                    return Err(Error::Disconnected(format!("the session ended before it was idle: {why}")));
-                }
-            };
-            if turn.see(&event) {
-                break;
-            }
-        }
-        turn.finish()
+        block_on(self.ops(None).send_and_wait(message.into(), timeout))
     }
 
     /// Runs a slash command declared with [`SessionConfig::command`](crate::SessionConfig::command) (or by
@@ -194,10 +175,12 @@ impl Session {
 
     /// [`destroy`](Self::destroy), waiting for the CLI at most `grace`.
     pub fn destroy_within(self, grace: Duration) -> Result<()> {
-        self.conn.close_session(self.handle);
-        let result = self.conn.request("session.destroy", &json!({ "sessionId": self.id }), Some(grace));
-        self.end("destroyed");
-        result.map(drop)
+        block_on(self.ops(None).destroy_within(grace))
+    }
+
+    /// This session's calls, as futures (the async API awaits them).
+    pub(crate) fn ops(&self, timeout: Option<Duration>) -> SessionOps<'_> {
+        SessionOps { session: self, timeout }
     }
 
     pub(crate) fn end(&self, reason: &str) {
@@ -217,98 +200,156 @@ pub struct SessionCalls<'a> {
 }
 
 impl SessionCalls<'_> {
-    fn deadline(&self) -> Instant {
-        Instant::now() + self.timeout.unwrap_or(self.session.conn.deadlines.request)
+    fn ops(&self) -> SessionOps<'_> {
+        self.session.ops(self.timeout)
     }
 
     /// Sends a prompt; returns the message id.
     pub fn send(&self, message: impl Into<MessageOptions>) -> Result<String> {
-        self.send_until(message.into(), self.deadline())
-    }
-
-    fn send_until(&self, message: MessageOptions, deadline: Instant) -> Result<String> {
-        let params = send_params(&self.session.id, message)?;
-        Ok(read_message_id(&self.call_until("session.send", &params, deadline)?))
+        block_on(self.ops().send(message.into()))
     }
 
     /// See [`Session::execute_command`].
     pub fn execute_command(&self, name: &str, args: &str) -> Result<Option<String>> {
-        let params = json!({ "sessionId": self.session.id, "commandName": name, "args": args });
-        Ok(read_command_error(&self.call("session.commands.execute", &params)?))
+        block_on(self.ops().execute_command(name, args))
     }
 
     /// See [`Session::call_raw`].
     pub fn call_raw(&self, method: &str, params: Value) -> Result<Value> {
-        self.call(method, &raw_params(&self.session.id, method, params)?)
+        block_on(self.ops().call_raw(method, params))
     }
 
     /// See [`Session::abort`].
     pub fn abort(&self) -> Result<()> {
-        self.call("session.abort", &json!({ "sessionId": self.session.id })).map(drop)
+        block_on(self.ops().abort())
     }
 
     /// See [`Session::messages`].
     pub fn messages(&self) -> Result<Vec<SessionEvent>> {
-        read_messages(&self.call("session.getMessages", &json!({ "sessionId": self.session.id }))?)
+        block_on(self.ops().messages())
     }
-
-    fn call<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<Value> {
-        self.call_until(method, params, self.deadline())
-    }
-
-    fn call_until<P: Serialize + ?Sized>(&self, method: &str, params: &P, deadline: Instant) -> Result<Value> {
-        let body = self.session.conn.request_until(method, params, deadline)?;
-        serde_json::from_slice(&body).map_err(|e| Error::Protocol(format!("unreadable {method} answer: {e}")))
-    }
-}
-
-/// The params of `session.send` (blocking and async).
-pub(crate) fn send_params(session_id: &str, message: MessageOptions) -> Result<Value> {
-    let mut params = serde_json::to_value(message).map_err(|e| Error::Protocol(e.to_string()))?;
-    params["sessionId"] = session_id.into();
-    Ok(params)
-}
-
-/// The message id of a `session.send` answer.
-pub(crate) fn read_message_id(result: &Value) -> String {
-    result.get("messageId").and_then(Value::as_str).unwrap_or_default().to_owned()
-}
-
-/// The error text of a `session.commands.execute` answer, if any.
-pub(crate) fn read_command_error(result: &Value) -> Option<String> {
-    result.get("error").and_then(Value::as_str).map(String::from)
-}
-
-/// The params of a raw session call: `params` (an object, or null for
-/// none) with `sessionId` added.
-pub(crate) fn raw_params(session_id: &str, method: &str, params: Value) -> Result<Map<String, Value>> {
-    let mut params = match params {
-        Value::Object(map) => map,
-        Value::Null => Map::new(),
-        other => {
-            return Err(Error::Config(format!(
-                "the params of {method} must be a JSON object (sessionId is added to it), not {other}"
-            )))
-        }
-    };
-    params.insert("sessionId".into(), session_id.into());
-    Ok(params)
-}
-
-/// The events of a `session.getMessages` answer.
-pub(crate) fn read_messages(result: &Value) -> Result<Vec<SessionEvent>> {
-    let events = result.get("events").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-    events
-        .iter()
-        .map(|e| {
-            let bytes = serde_json::to_vec(e).map_err(|e| Error::Protocol(e.to_string()))?;
-            SessionEvent::from_json(&bytes).map_err(|e| Error::Protocol(format!("unreadable event: {e}")))
-        })
-        .collect()
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
         self.end("session handle dropped");
+    }
+}
+
+/// A session's calls, with a timeout of their own or the connection's.
+pub(crate) struct SessionOps<'a> {
+    pub(crate) session: &'a Session,
+    pub(crate) timeout: Option<Duration>,
+}
+
+impl SessionOps<'_> {
+    fn deadline(&self) -> Instant {
+        Instant::now() + self.timeout.unwrap_or(self.session.conn.deadlines.request)
+    }
+
+    fn id(&self) -> &str {
+        self.session.id()
+    }
+
+    async fn call_until<P: Serialize + ?Sized>(&self, method: &str, params: &P, deadline: Instant) -> Result<Value> {
+        parse(&self.session.conn.request(method, params, deadline)?.await?, method)
+    }
+
+    async fn call<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<Value> {
+        self.call_until(method, params, self.deadline()).await
+    }
+
+    pub(crate) async fn send(&self, message: MessageOptions) -> Result<String> {
+        self.send_until(message, self.deadline()).await
+    }
+
+    async fn send_until(&self, message: MessageOptions, deadline: Instant) -> Result<String> {
+        let mut params = serde_json::to_value(message).map_err(|e| Error::Protocol(e.to_string()))?;
+        params["sessionId"] = self.id().into();
+        let result = self.call_until("session.send", &params, deadline).await?;
+        Ok(result.get("messageId").and_then(Value::as_str).unwrap_or_default().to_owned())
+    }
+
+    /// Sends a prompt and waits until the session is idle, by the core's
+    /// turn rule ([`Turn`]). `timeout` covers the whole call, the send
+    /// included; the connection's timer ends the wait at the deadline.
+    pub(crate) async fn send_and_wait(
+        &self,
+        message: MessageOptions,
+        timeout: Duration,
+    ) -> Result<Option<Arc<SessionEvent>>> {
+        let started = Instant::now();
+        let deadline = started + timeout;
+        let inner = &self.session.inner;
+        // Subscribe before sending so nothing of the turn can be missed.
+        let (tx, rx) = event_channel(inner.inbox());
+        let id = inner.subscribe(Sink::Async { tx, waiter: true }, false);
+        let _unsubscribe = Subscription { session: Arc::downgrade(inner), id };
+        self.send_until(message, deadline.min(self.deadline())).await?;
+        let mut turn = Turn::default();
+        loop {
+            let Some(next) = self.session.conn.until(deadline, |cx| rx.poll_recv(cx)).await else {
+                return Err(Error::Timeout { what: "session.idle".into(), after: started.elapsed() });
+            };
+            let Some(event) = next else {
+                let why = inner.end_reason().unwrap_or_else(|| "its delivery ended".into());
+                return Err(Error::Disconnected(format!("the session ended before it was idle: {why}")));
+            };
+            if turn.see(&event) {
+                break;
+            }
+        }
+        turn.finish()
+    }
+
+    pub(crate) async fn execute_command(&self, name: &str, args: &str) -> Result<Option<String>> {
+        let params = json!({ "sessionId": self.id(), "commandName": name, "args": args });
+        let result = self.call("session.commands.execute", &params).await?;
+        Ok(result.get("error").and_then(Value::as_str).map(String::from))
+    }
+
+    pub(crate) async fn abort(&self) -> Result<()> {
+        self.call("session.abort", &json!({ "sessionId": self.id() })).await.map(drop)
+    }
+
+    /// `params` (an object, or null for none) with `sessionId` added.
+    pub(crate) async fn call_raw(&self, method: &str, params: Value) -> Result<Value> {
+        let mut params = match params {
+            Value::Object(map) => map,
+            Value::Null => Map::new(),
+            other => {
+                return Err(Error::Config(format!(
+                    "the params of {method} must be a JSON object (sessionId is added to it), not {other}"
+                )))
+            }
+        };
+        params.insert("sessionId".into(), self.id().into());
+        self.call(method, &params).await
+    }
+
+    pub(crate) async fn messages(&self) -> Result<Vec<SessionEvent>> {
+        let result = self.call("session.getMessages", &json!({ "sessionId": self.id() })).await?;
+        let events = result.get("events").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        events
+            .iter()
+            .map(|e| {
+                let bytes = serde_json::to_vec(e).map_err(|e| Error::Protocol(e.to_string()))?;
+                SessionEvent::from_json(&bytes).map_err(|e| Error::Protocol(format!("unreadable event: {e}")))
+            })
+            .collect()
+    }
+
+    /// `session.destroy`, waiting for the CLI at most `grace`; the session
+    /// is released whatever the CLI does (also when this future is dropped:
+    /// the session's own drop releases it).
+    pub(crate) async fn destroy_within(&self, grace: Duration) -> Result<()> {
+        let s = self.session;
+        s.conn.close_session(s.handle);
+        let result = match s.conn.request("session.destroy", &json!({ "sessionId": s.id() }), Instant::now() + grace) {
+            Ok(call) => call.await,
+            Err(e) => Err(e),
+        };
+        s.end("destroyed");
+        result.map(drop)
     }
 }

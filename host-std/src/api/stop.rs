@@ -1,16 +1,19 @@
 //! [`Client::stop`]: the core's stop steps ([`STOP_STEPS`]), in order,
 //! within one grace period.
 
+use std::future::{poll_fn, Future};
 use std::net::Shutdown;
-use std::sync::mpsc;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Instant;
 
 use copilot_core::{StopStep, STOP_STEPS};
 use serde_json::json;
 
 use super::client::Client;
-use crate::driver::{InFlight, ReplyTx, Waiter};
+use crate::driver::Call;
 use crate::error::{Error, Result};
+use crate::wait::block_on;
 
 impl Client {
     /// Stops cleanly, within [`ClientOptions::shutdown_grace`](crate::ClientOptions::shutdown_grace)
@@ -39,7 +42,7 @@ impl Client {
                 }
                 StopStep::ShutdownRuntime if applies => {
                     let method = step.method().unwrap_or("runtime.shutdown");
-                    match self.conn.request_until(method, &json!({}), deadline) {
+                    match self.conn.request(method, &json!({}), deadline).and_then(block_on) {
                         Err(Error::Rpc { .. } | Error::Disconnected(_)) if !step.error_fails_stop() => {}
                         Ok(_) => {}
                         Err(e) => {
@@ -72,16 +75,14 @@ impl Client {
     fn destroy_sessions(&self, send: bool, deadline: Instant) -> Result<()> {
         let method = StopStep::DestroySessions.method().unwrap_or("session.destroy");
         let mut first_error = None;
-        let mut destroys: Vec<InFlight> = Vec::new();
+        let mut destroys: Vec<Call> = Vec::new();
         for (handle, active, session) in self.conn.sessions() {
             if let (Some(_), true) = (session.id(), active) {
                 self.conn.close_session(handle);
             }
             if let (Some(id), true, true) = (session.id(), active, send) {
-                let (tx, rx) = mpsc::sync_channel(1);
-                let params = json!({ "sessionId": id });
-                match self.conn.start_request(method, &params, Waiter::Reply(ReplyTx::Sync(tx)), rx, deadline) {
-                    Ok(sent) => destroys.push(sent),
+                match self.conn.request(method, &json!({ "sessionId": id }), deadline) {
+                    Ok(call) => destroys.push(call),
                     Err(e) => {
                         first_error.get_or_insert(e);
                     }
@@ -90,8 +91,8 @@ impl Client {
             self.conn.release(handle);
             session.close("client stopped");
         }
-        for sent in destroys {
-            if let Err(e) = sent.wait(&self.conn) {
+        for reply in block_on(all(destroys)) {
+            if let Err(e) = reply {
                 first_error.get_or_insert(e);
             }
         }
@@ -112,4 +113,25 @@ impl Client {
             self.join_reader();
         }
     }
+}
+
+/// Awaits `calls` together: each frame is queued at the first poll, so they
+/// are all sent before any answer is awaited. Their results, in order.
+async fn all(mut calls: Vec<Call>) -> Vec<Result<Vec<u8>>> {
+    let mut done: Vec<Option<Result<Vec<u8>>>> = calls.iter().map(|_| None).collect();
+    poll_fn(|cx| {
+        for (call, slot) in calls.iter_mut().zip(done.iter_mut()) {
+            if slot.is_none() {
+                if let Poll::Ready(reply) = Pin::new(call).poll(cx) {
+                    *slot = Some(reply);
+                }
+            }
+        }
+        if done.iter().all(Option::is_some) {
+            Poll::Ready(done.iter_mut().filter_map(Option::take).collect())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
 }

@@ -7,19 +7,17 @@ use std::task::Context;
 use std::time::{Duration, Instant};
 
 use copilot_core::{EngineStats, Stats};
-use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::call::{on_thread, request, until, Call};
 use super::session::Session;
 use super::streams::{queue_channel, LifecycleStream};
 use crate::api::client_options::ClientOptions;
 use crate::api::config::SessionConfig;
-use crate::api::replies::{parse, read_delete, read_last_id, read_session_list};
+use crate::api::ops::ClientOps;
 use crate::api::replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
-use crate::delivery::{lifecycle_sink, SessionInner};
-use crate::driver::{Completion, Connection, Waiter};
-use crate::error::Result;
+use crate::delivery::lifecycle_sink;
+use crate::driver::{Completion, Connection};
+use crate::error::{Error, Result};
 use crate::transport::CloseCause;
 
 /// An async client: [`crate::Client`]'s connection, awaited.
@@ -102,24 +100,12 @@ impl Client {
     /// client's timer thread keeps it) and says why; `None` if it is still
     /// open at the timeout.
     pub async fn wait_closed(&self, timeout: Option<Duration>) -> Option<CloseCause> {
-        /// Completes the wait when the connection drops it (at its end).
-        struct OnDrop(Arc<Completion<()>>);
-        impl Drop for OnDrop {
-            fn drop(&mut self) {
-                self.0.complete(());
-            }
-        }
-        let ended = Arc::new(Completion::default());
-        let guard = OnDrop(Arc::clone(&ended));
-        // Dropped by the connection when it ends; a wait given up on leaves
-        // at the next notification.
-        self.conn().subscribe_lifecycle_with(Box::new(move |_| Arc::strong_count(&guard.0) > 1));
-        let ended = |cx: &mut Context<'_>| ended.poll_take(cx).map(drop);
+        let conn = self.conn();
+        let closed = |cx: &mut Context<'_>| conn.poll_closed(cx);
         match timeout {
-            None => poll_fn(ended).await,
-            Some(t) => until(self.conn(), Instant::now() + t, ended).await?,
+            None => Some(poll_fn(closed).await),
+            Some(t) => conn.until(Instant::now() + t, closed).await,
         }
-        self.closed()
     }
 
     /// The process id of the CLI this client started, if it started one.
@@ -246,100 +232,65 @@ pub struct Calls<'a> {
 }
 
 impl Calls<'_> {
-    fn conn(&self) -> &Arc<Connection> {
-        self.client.conn()
-    }
-
-    fn deadline(&self) -> Instant {
-        Instant::now() + self.timeout.unwrap_or(self.conn().deadlines.request)
-    }
-
-    async fn body<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<Vec<u8>> {
-        request(self.conn(), method, params, self.deadline())?.await
+    fn ops(&self) -> ClientOps<'_> {
+        ClientOps { conn: self.client.conn(), timeout: self.timeout }
     }
 
     /// `ping`.
     pub async fn ping(&self, message: Option<&str>) -> Result<Pong> {
-        parse(&self.body("ping", &json!({ "message": message })).await?, "ping")
+        self.ops().ping(message).await
     }
 
     /// `status.get`.
     pub async fn status(&self) -> Result<Status> {
-        parse(&self.body("status.get", &json!({})).await?, "status.get")
+        self.ops().status().await
     }
 
     /// Calls any method this crate does not wrap, with JSON params, and
     /// returns the JSON result.
     pub async fn call(&self, method: &str, params: &Value) -> Result<Value> {
-        parse(&self.body(method, params).await?, method)
+        self.ops().call(method, params).await
     }
 
     /// `auth.getStatus`: whether the CLI has a Copilot login.
     pub async fn auth_status(&self) -> Result<AuthStatus> {
-        parse(&self.body("auth.getStatus", &json!({})).await?, "auth.getStatus")
+        self.ops().auth_status().await
     }
 
     /// `session.list`.
     pub async fn list_sessions(&self) -> Result<Vec<SessionMetadata>> {
-        read_session_list(&self.body("session.list", &json!({})).await?)
+        self.ops().list_sessions().await
     }
 
     /// `session.delete`: removes a session's persisted state.
     pub async fn delete_session(&self, session_id: &str) -> Result<()> {
-        read_delete(&self.body("session.delete", &json!({ "sessionId": session_id })).await?)
+        self.ops().delete_session(session_id).await
     }
 
     /// `session.getLastId`: the most recently updated session, if any.
     pub async fn last_session_id(&self) -> Result<Option<String>> {
-        read_last_id(&self.body("session.getLastId", &json!({})).await?)
+        self.ops().last_session_id().await
     }
 
     /// Creates a session; its slot is reserved before `session.create` is
     /// sent, so events that race the answer are delivered.
     pub async fn create_session(&self, config: SessionConfig) -> Result<Session> {
-        self.open("session.create", config, None).await
+        Ok(Session { inner: self.ops().open(config, None).await? })
     }
 
     /// Resumes a session by id, reserved before `session.resume` is sent.
     pub async fn resume_session(&self, session_id: &str, config: SessionConfig) -> Result<Session> {
-        self.open("session.resume", config, Some(session_id.to_owned())).await
+        Ok(Session { inner: self.ops().open(config, Some(session_id.to_owned())).await? })
     }
+}
 
-    async fn open(&self, method: &str, config: SessionConfig, resume: Option<String>) -> Result<Session> {
-        config.check(resume.is_some())?;
-        let conn = self.conn();
-        let resuming = resume.is_some();
-        let id = match (resume, config.server_assigned_id) {
-            (Some(id), _) => Some(id),
-            (None, true) => None,
-            (None, false) => Some(config.session_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string())),
-        };
-        let params = config.to_params(id.as_deref(), resuming)?;
-        let inner = SessionInner::new(id.as_deref(), config.answerer(), conn);
-        let handle = conn.reserve(id.as_deref(), resuming, inner.clone())?;
-        let target = inner.clone();
-        // The reader completes the open in the engine and releases the slot
-        // on any failure; dropping the call (or its timeout) releases it too.
-        let call = Call::start(conn, method, &params, |reply| Waiter::Open { handle, target, reply }, self.deadline());
-        let body = match call {
-            Ok(call) => call.await,
-            Err(e) => Err(e),
-        };
-        let body = match body {
-            Ok(body) => body,
-            Err(e) => {
-                inner.close("the session could not be opened");
-                return Err(e);
-            }
-        };
-        let result: Value = parse(&body, method)?;
-        let id = inner.name().unwrap_or_default();
-        let session = Session { inner: crate::Session::new(inner, Arc::clone(conn), handle, id, &result) };
-        // The core's steps after an open (registerInterest for the waits
-        // the CLI asks only of clients that say they answer them).
-        for (method, params) in config.follow_ups(session.id())? {
-            self.body(method, &params).await?;
-        }
-        Ok(session)
-    }
+/// Runs a blocking step (a process start, a stop) on a one-off thread whose
+/// end completes the future.
+async fn on_thread<T: Send + 'static>(name: &str, f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    let slot: Arc<Completion<Result<T>>> = Arc::new(Completion::default());
+    let done = Arc::clone(&slot);
+    std::thread::Builder::new().name(name.to_owned()).spawn(move || done.complete(f())).map_err(Error::Io)?;
+    poll_fn(|cx| slot.poll_take(cx))
+        .await
+        .unwrap_or_else(|| Err(Error::Disconnected("the start thread ended without an answer".into())))
 }

@@ -2,8 +2,7 @@
 //! handler pool thread that runs it.
 
 use std::future::Future;
-use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -27,13 +26,7 @@ const REFUSAL_CHECK: Duration = Duration::from_millis(10);
 /// and the pool thread is free again) and `abandoned` makes the answer,
 /// which is stale and so never sent.
 fn drive<F: Future>(future: F, abandoned: impl FnOnce() -> F::Output) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let waker = crate::wait::thread_waker();
     let mut cx = Context::from_waker(&waker);
     let mut future = std::pin::pin!(future);
     // The engine's deadline for the wait is at most the handler timeout

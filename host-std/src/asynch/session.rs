@@ -1,20 +1,16 @@
 //! The async [`Session`].
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::call::{request, until};
 use super::streams::EventStream;
-use crate::api::replies::parse;
-use crate::api::session::{
-    raw_params, read_command_error, read_message_id, read_messages, send_params, MessageOptions,
-};
-use crate::delivery::{event_channel, SessionStats, Sink, Subscription, Turn};
+use crate::api::session::MessageOptions;
+use crate::api::session::SessionOps;
+use crate::delivery::{event_channel, SessionStats, Sink, Subscription};
 use crate::driver::Connection;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::events::SessionEvent;
 
 /// An open session, awaited. Dropping it detaches it, as dropping a
@@ -79,27 +75,7 @@ impl Session {
         message: impl Into<MessageOptions>,
         timeout: Duration,
     ) -> Result<Option<Arc<SessionEvent>>> {
-        let deadline = Instant::now() + timeout;
-        // Subscribe before sending so nothing of the turn can be missed.
-        let (tx, rx) = event_channel(self.inner.inner.inbox());
-        let id = self.inner.inner.subscribe(Sink::Async { tx, waiter: true }, false);
-        let _unsubscribe = Subscription { session: Arc::downgrade(&self.inner.inner), id };
-        let calls = self.calls();
-        calls.send_until(message.into(), deadline.min(calls.deadline())).await?;
-        let mut turn = Turn::default();
-        loop {
-            let Some(next) = until(self.conn(), deadline, |cx| rx.poll_recv(cx)).await else {
-                return Err(Error::Timeout { what: "session.idle".into(), after: timeout });
-            };
-            let Some(event) = next else {
-                let why = self.inner.inner.end_reason().unwrap_or_else(|| "its delivery ended".into());
-                return Err(Error::Disconnected(format!("the session ended before it was idle: {why}")));
-            };
-            if turn.see(&event) {
-                break;
-            }
-        }
-        turn.finish()
+        self.inner.ops(None).send_and_wait(message.into(), timeout).await
     }
 
     /// Runs a slash command declared with [`SessionConfig::command`](crate::SessionConfig::command) (or by
@@ -151,15 +127,7 @@ impl Session {
 
     /// [`destroy`](Self::destroy), waiting for the CLI at most `grace`.
     pub async fn destroy_within(self, grace: Duration) -> Result<()> {
-        let s = self.inner;
-        s.conn.close_session(s.handle);
-        let result = match request(&s.conn, "session.destroy", &json!({ "sessionId": s.id() }), Instant::now() + grace)
-        {
-            Ok(call) => call.await,
-            Err(e) => Err(e),
-        };
-        s.end("destroyed");
-        result.map(drop)
+        self.inner.ops(None).destroy_within(grace).await
     }
 }
 
@@ -172,51 +140,32 @@ pub struct SessionCalls<'a> {
 }
 
 impl SessionCalls<'_> {
-    fn deadline(&self) -> Instant {
-        Instant::now() + self.timeout.unwrap_or(self.session.conn().deadlines.request)
-    }
-
-    fn id(&self) -> &str {
-        self.session.id()
-    }
-
-    async fn call_until<P: Serialize + ?Sized>(&self, method: &str, params: &P, deadline: Instant) -> Result<Value> {
-        parse(&request(self.session.conn(), method, params, deadline)?.await?, method)
-    }
-
-    async fn call<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<Value> {
-        self.call_until(method, params, self.deadline()).await
+    fn ops(&self) -> SessionOps<'_> {
+        self.session.inner.ops(self.timeout)
     }
 
     /// Sends a prompt; returns the message id.
     pub async fn send(&self, message: impl Into<MessageOptions>) -> Result<String> {
-        self.send_until(message.into(), self.deadline()).await
-    }
-
-    async fn send_until(&self, message: MessageOptions, deadline: Instant) -> Result<String> {
-        let params = send_params(self.id(), message)?;
-        Ok(read_message_id(&self.call_until("session.send", &params, deadline).await?))
+        self.ops().send(message.into()).await
     }
 
     /// See [`Session::execute_command`].
     pub async fn execute_command(&self, name: &str, args: &str) -> Result<Option<String>> {
-        let params = json!({ "sessionId": self.id(), "commandName": name, "args": args });
-        Ok(read_command_error(&self.call("session.commands.execute", &params).await?))
+        self.ops().execute_command(name, args).await
     }
 
     /// See [`Session::abort`].
     pub async fn abort(&self) -> Result<()> {
-        self.call("session.abort", &json!({ "sessionId": self.id() })).await.map(drop)
+        self.ops().abort().await
     }
 
     /// See [`Session::call_raw`].
     pub async fn call_raw(&self, method: &str, params: Value) -> Result<Value> {
-        let params = raw_params(self.id(), method, params)?;
-        self.call(method, &params).await
+        self.ops().call_raw(method, params).await
     }
 
     /// See [`Session::messages`].
     pub async fn messages(&self) -> Result<Vec<SessionEvent>> {
-        read_messages(&self.call("session.getMessages", &json!({ "sessionId": self.id() })).await?)
+        self.ops().messages().await
     }
 }

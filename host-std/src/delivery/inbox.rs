@@ -11,12 +11,14 @@
 //! when the last stream has read past it.
 
 use std::collections::VecDeque;
+use std::future::poll_fn;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use crate::events::SessionEvent;
+use crate::wait::block_on_until;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -59,9 +61,7 @@ struct State {
     ended: bool,
     /// The receiver is gone: the subscription ends at the next delivery.
     gone: bool,
-    /// A blocking receiver waits on the condition variable.
-    sleeping: bool,
-    /// An async receiver's waker.
+    /// The receiver's waker (a blocking receiver's unparks its thread).
     waker: Option<Waker>,
 }
 
@@ -82,7 +82,6 @@ enum Taken {
 /// The queue itself; the sender and the receiver each hold it.
 pub(crate) struct Inbox {
     state: Mutex<State>,
-    ready: Condvar,
     /// The session's count of events serde could not read.
     unreadable: Arc<AtomicU64>,
     /// The session's id, for the log.
@@ -92,7 +91,7 @@ pub(crate) struct Inbox {
 impl Inbox {
     /// An empty inbox of a session whose unreadable events are counted in `unreadable`.
     pub(crate) fn new(session: String, unreadable: Arc<AtomicU64>) -> Arc<Inbox> {
-        Arc::new(Inbox { state: Mutex::default(), ready: Condvar::new(), unreadable, session })
+        Arc::new(Inbox { state: Mutex::default(), unreadable, session })
     }
 
     /// Queues what `add` adds unless the receiver is gone (`false` then),
@@ -109,12 +108,8 @@ impl Inbox {
 
     /// Wakes a waiting receiver (outside the lock).
     fn wake(&self, mut s: std::sync::MutexGuard<'_, State>) {
-        let sleeping = std::mem::take(&mut s.sleeping);
         let waker = s.waker.take();
         drop(s);
-        if sleeping {
-            self.ready.notify_one();
-        }
         if let Some(w) = waker {
             w.wake();
         }
@@ -209,32 +204,10 @@ impl Inbox {
     }
 
     /// The next event, waiting until `deadline` (if any): `Ok(None)` once
-    /// the stream ended, `Err(())` at the deadline.
+    /// the stream ended, `Err(())` at the deadline. It waits on
+    /// [`poll_recv`](Self::poll_recv), as the async stream does.
     pub(crate) fn recv(&self, deadline: Option<Instant>) -> Result<Option<Arc<SessionEvent>>, ()> {
-        let taken = {
-            let mut s = lock(&self.state);
-            loop {
-                if let Some(t) = Self::take_locked(&mut s) {
-                    break t;
-                }
-                if s.ended {
-                    return Ok(None);
-                }
-                s.sleeping = true;
-                s = match deadline {
-                    None => self.ready.wait(s).unwrap_or_else(|p| p.into_inner()),
-                    Some(d) => {
-                        let left = d.saturating_duration_since(Instant::now());
-                        if left.is_zero() {
-                            s.sleeping = false;
-                            return Err(());
-                        }
-                        self.ready.wait_timeout(s, left).unwrap_or_else(|p| p.into_inner()).0
-                    }
-                };
-            }
-        };
-        Ok(Some(self.finish_take(taken)))
+        block_on_until(poll_fn(|cx| self.poll_recv(cx)), deadline).ok_or(())
     }
 
     /// The next event for an async receiver; else `cx`'s waker is kept.

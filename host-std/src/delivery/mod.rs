@@ -5,13 +5,11 @@
 //! notifications. It hands a session's waits of the agent to an
 //! [`Answerer`] the api layer gives it, and knows nothing of handlers.
 
-#[cfg(feature = "async")]
 mod event_channel;
 mod inbox;
 mod lifecycle;
 mod session;
 
-#[cfg(feature = "async")]
 pub(crate) use event_channel::{event_channel, EventRx};
 pub(crate) use inbox::InboxTx;
 pub(crate) use lifecycle::lifecycle_sink;

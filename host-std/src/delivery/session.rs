@@ -14,13 +14,12 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use copilot_core::limits::keeps_for_first_subscriber;
 use copilot_core::{turn_step, TURN_REPLY_UNLESS};
 
-#[cfg(feature = "async")]
 use super::event_channel::EventTx;
 use super::inbox::{Batch, Inbox, InboxTx};
 use crate::driver::{Connection, Job, SessionSink};
@@ -83,17 +82,14 @@ pub const MAX_KEPT_BYTES: usize = copilot_core::limits::MAX_KEPT_BYTES;
 
 pub(crate) enum Sink {
     Stream(InboxTx),
-    /// An async stream, or (`waiter`) an async `send_and_wait`, fed after
-    /// the callbacks as `Waiter` is.
-    #[cfg(feature = "async")]
+    /// An async stream, or (`waiter`) `send_and_wait`: a waiter is fed
+    /// after the callbacks have run on the same event, so that when it
+    /// returns every handler has seen the turn.
     Async {
         tx: EventTx,
         waiter: bool,
     },
     Callback(Arc<dyn Fn(&SessionEvent) + Send + Sync>),
-    /// `send_and_wait`: fed after the callbacks have run on the same event,
-    /// so that when it returns every handler has seen the turn.
-    Waiter(mpsc::Sender<Arc<SessionEvent>>),
 }
 
 impl Sink {
@@ -101,9 +97,8 @@ impl Sink {
     fn takes_batches(&self) -> bool {
         match self {
             Sink::Stream(_) => true,
-            #[cfg(feature = "async")]
             Sink::Async { waiter, .. } => !waiter,
-            Sink::Callback(_) | Sink::Waiter(_) => false,
+            Sink::Callback(_) => false,
         }
     }
 }
@@ -292,12 +287,6 @@ impl SessionInner {
                         tx.0.send(e);
                     }
                 }
-                Sink::Waiter(tx) => {
-                    for e in owed {
-                        let _ = tx.send(e);
-                    }
-                }
-                #[cfg(feature = "async")]
                 Sink::Async { tx, .. } => {
                     for e in owed {
                         tx.send(e);
@@ -325,8 +314,6 @@ impl SessionInner {
     fn deliver(&self, event: Option<(Arc<SessionEvent>, usize)>) {
         type Callback = Arc<dyn Fn(&SessionEvent) + Send + Sync>;
         let mut callbacks: Vec<(Callback, Vec<Arc<SessionEvent>>)> = Vec::new();
-        let mut waiters: Vec<mpsc::Sender<Arc<SessionEvent>>> = Vec::new();
-        #[cfg(feature = "async")]
         let mut async_waiters: Vec<EventTx> = Vec::new();
         let (event, size) = match event {
             Some((e, size)) => (Some(e), size),
@@ -362,14 +349,7 @@ impl SessionInner {
                         callbacks.push((Arc::clone(f), owed));
                         true
                     }
-                    // Never owed anything: it is not a user's subscriber.
-                    Sink::Waiter(tx) => {
-                        waiters.push(tx.clone());
-                        true
-                    }
-                    #[cfg(feature = "async")]
                     Sink::Async { tx, waiter: false } => owed.into_iter().chain(event.clone()).all(|e| tx.send(e)),
-                    #[cfg(feature = "async")]
                     Sink::Async { tx, waiter: true } => {
                         async_waiters.push(tx.clone());
                         true
@@ -385,11 +365,6 @@ impl SessionInner {
             }
         }
         if let Some(e) = &event {
-            for tx in waiters {
-                // A waiter that gave up unsubscribes itself.
-                let _ = tx.send(Arc::clone(e));
-            }
-            #[cfg(feature = "async")]
             for tx in async_waiters {
                 tx.send(Arc::clone(e));
             }
@@ -485,9 +460,8 @@ fn feed_streams(subs: &mut Subscribers, batch: &Arc<Batch>) {
         // A receiver that is gone ends the subscription.
         let kept = match &s.sink {
             Sink::Stream(tx) => owed.into_iter().all(|e| tx.0.send(e)) && tx.0.send_batch(batch, counts),
-            #[cfg(feature = "async")]
             Sink::Async { tx, .. } => owed.into_iter().all(|e| tx.send(e)) && tx.send_batch(batch, counts),
-            Sink::Callback(_) | Sink::Waiter(_) => true,
+            Sink::Callback(_) => true,
         };
         counts &= !kept;
         kept

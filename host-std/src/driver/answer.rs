@@ -1,16 +1,12 @@
 //! The way back for a wait of the agent: a handler's answer, or the reason
 //! there is none, handed to the engine, which decides what is sent.
 
-#[cfg(feature = "async")]
 use std::sync::Arc;
-#[cfg(feature = "async")]
 use std::time::Duration;
 
-#[cfg(feature = "async")]
 use copilot_core::ObligationId;
 use copilot_core::{AnswerError, Cause};
 
-#[cfg(feature = "async")]
 use super::connection::{lock, Connection};
 use super::connection::{sink, Replier};
 
@@ -62,37 +58,29 @@ impl Replier {
     /// answers, which an async handler reads ([`Answering::current`]) to
     /// drop its future once the engine has refused the wait.
     pub(crate) fn scope<R>(&self, f: impl FnOnce() -> R) -> R {
-        #[cfg(feature = "async")]
-        {
-            struct Reset(Option<Answering>);
-            impl Drop for Reset {
-                fn drop(&mut self) {
-                    ANSWERING.with(|a| *a.borrow_mut() = self.0.take());
-                }
+        struct Reset(Option<Answering>);
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                ANSWERING.with(|a| *a.borrow_mut() = self.0.take());
             }
-            let wait = Answering { conn: Arc::downgrade(&self.conn), id: self.id };
-            let _reset = Reset(ANSWERING.with(|a| a.borrow_mut().replace(wait)));
-            f()
         }
-        #[cfg(not(feature = "async"))]
+        let wait = Answering { conn: Arc::downgrade(&self.conn), id: self.id };
+        let _reset = Reset(ANSWERING.with(|a| a.borrow_mut().replace(wait)));
         f()
     }
 }
 
-#[cfg(feature = "async")]
 thread_local! {
     /// The wait of the agent the handler running on this thread answers.
     static ANSWERING: std::cell::RefCell<Option<Answering>> = const { std::cell::RefCell::new(None) };
 }
 
 /// The wait of the agent a handler pool thread is answering.
-#[cfg(feature = "async")]
 pub(crate) struct Answering {
     conn: std::sync::Weak<Connection>,
     id: ObligationId,
 }
 
-#[cfg(feature = "async")]
 impl Answering {
     /// The wait the handler running on this thread answers, if any.
     pub(crate) fn current() -> Option<Answering> {

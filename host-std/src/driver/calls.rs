@@ -1,14 +1,20 @@
-//! The request path: a request inserted in the engine with its deadline,
-//! encoded by the core and queued for the writer; its answer reaches the
-//! caller's [`Waiter`].
+//! The request path, the only one: a request inserted in the engine with
+//! its deadline, encoded by the core and queued for the writer; its answer
+//! completes the caller's [`Call`], woken by the reader, the timer or the
+//! end of the connection. The async API awaits a call; the blocking API
+//! waits on the same future ([`crate::wait::block_on`]).
 
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
 
 use copilot_core::{EncodeError, Outgoing, Payload, RequestId};
 use serde::Serialize;
 
-use super::connection::{Connection, Reply, ReplyTx, Waiter, MAX_PENDING};
+use super::completion::Completion;
+use super::connection::{lock, Connection, Reply, ReplyTx, Waiter, WakerSlot, MAX_PENDING};
 use super::outbox::PushError;
 use crate::error::{Error, Result};
 
@@ -28,21 +34,6 @@ fn encode(message: &Outgoing<'_>, size_hint: usize) -> Result<Vec<u8>> {
 }
 
 impl Connection {
-    /// Hands one whole frame to the writer thread (written with one write),
-    /// waiting until `deadline` at most if too many bytes already wait.
-    pub(crate) fn send_frame(&self, frame: Vec<u8>, deadline: Instant, what: &str) -> Result<()> {
-        if self.is_closed() {
-            return Err(self.disconnected());
-        }
-        self.outbox.push(frame, deadline).map_err(|e| match e {
-            PushError::Full => Error::Timeout {
-                what: format!("room to send {what} (the CLI reads nothing)"),
-                after: deadline.saturating_duration_since(Instant::now()),
-            },
-            PushError::Closed(why) => Error::Disconnected(why),
-        })
-    }
-
     /// Shuts the writing side once what is queued is written (closes stdin
     /// of a stdio CLI, or the socket's write half), which makes a stdio CLI
     /// exit. Never waits.
@@ -50,112 +41,41 @@ impl Connection {
         self.outbox.close();
     }
 
-    /// Sends a request and blocks until its response, the deadline (the
-    /// connection's default unless `timeout` is given), or a disconnect.
+    /// A request answered by its result's raw JSON, or its error; the
+    /// engine fails it at `deadline` (the timer thread keeps it).
     pub(crate) fn request<P: Serialize + ?Sized>(
-        &self,
-        method: &str,
-        params: &P,
-        timeout: Option<Duration>,
-    ) -> Result<Vec<u8>> {
-        let timeout = timeout.unwrap_or(self.deadlines.request);
-        self.request_until(method, params, Instant::now() + timeout)
-    }
-
-    /// [`request`](Self::request) with an absolute deadline.
-    pub(crate) fn request_until<P: Serialize + ?Sized>(
-        &self,
+        self: &Arc<Self>,
         method: &str,
         params: &P,
         deadline: Instant,
-    ) -> Result<Vec<u8>> {
-        let (tx, rx) = mpsc::sync_channel(1);
-        self.request_with(method, params, Waiter::Reply(ReplyTx::Sync(tx)), rx, deadline)
+    ) -> Result<Call> {
+        self.request_with(method, params, Waiter::Reply, deadline)
     }
 
-    /// Sends a request whose waiter the caller built (see [`Waiter::Open`]).
+    /// [`request`](Self::request) with a waiter built around the call's
+    /// slot (see [`Waiter::Open`]). The request is in the engine when this
+    /// returns; its frame is queued when the call is first polled.
     pub(crate) fn request_with<P: Serialize + ?Sized>(
-        &self,
+        self: &Arc<Self>,
         method: &str,
         params: &P,
-        waiter: Waiter,
-        rx: mpsc::Receiver<Reply>,
+        waiter: impl FnOnce(ReplyTx) -> Waiter,
         deadline: Instant,
-    ) -> Result<Vec<u8>> {
-        self.start_request(method, params, waiter, rx, deadline)?.wait(self)
-    }
-
-    /// Sends a request without waiting for its answer: several can then be
-    /// awaited against one deadline. The deadline is the engine's: the
-    /// timer thread fails the request when it passes.
-    pub(crate) fn start_request<P: Serialize + ?Sized>(
-        &self,
-        method: &str,
-        params: &P,
-        waiter: Waiter,
-        rx: mpsc::Receiver<Reply>,
-        deadline: Instant,
-    ) -> Result<InFlight> {
+    ) -> Result<Call> {
+        let slot = Arc::new(Completion::default());
         let started = Instant::now();
-        self.send_request(method, params, waiter, deadline, deadline)?;
-        Ok(InFlight { rx, method: method.to_owned(), started })
-    }
-
-    /// Inserts `waiter` with the engine's `deadline` and encodes the
-    /// request, for the async API to queue with
-    /// [`poll_send_frame`](Self::poll_send_frame): it never waits. If the
-    /// frame is never queued, the caller forgets the request.
-    #[cfg(feature = "async")]
-    pub(crate) fn prepare_request_async<P: Serialize + ?Sized>(
-        &self,
-        method: &str,
-        params: &P,
-        waiter: Waiter,
-        deadline: Instant,
-    ) -> Result<(RequestId, Vec<u8>)> {
-        self.prepare_request(method, params, waiter, deadline)
+        let (id, frame) = self.prepare_request(method, params, waiter(ReplyTx(Arc::clone(&slot))), deadline)?;
+        Ok(Call { conn: Arc::clone(self), slot, id: Some(id), frame: Some(frame), method: method.to_owned(), started })
     }
 
     /// Queues `frame` (taken from the option) for the writer thread, or,
     /// if too many bytes already wait, leaves it there and wakes `cx` when
-    /// room is made: an async caller awaits room instead of blocking.
-    #[cfg(feature = "async")]
-    pub(crate) fn poll_send_frame(
-        &self,
-        frame: &mut Option<Vec<u8>>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<()>> {
+    /// room is made: a caller awaits room instead of blocking a thread.
+    fn poll_send_frame(&self, frame: &mut Option<Vec<u8>>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         if self.is_closed() {
-            return std::task::Poll::Ready(Err(self.disconnected()));
+            return Poll::Ready(Err(self.disconnected()));
         }
-        self.outbox.poll_push(frame, cx).map(|pushed| {
-            pushed.map_err(|e| match e {
-                PushError::Closed(why) => Error::Disconnected(why),
-                PushError::Full => Error::Protocol("the outbox refused a frame it had room for".into()),
-            })
-        })
-    }
-
-    /// Inserts `waiter` with the engine's `deadline` and queues the frame,
-    /// waiting for room in the outbox until `room_by`.
-    fn send_request<P: Serialize + ?Sized>(
-        &self,
-        method: &str,
-        params: &P,
-        waiter: Waiter,
-        deadline: Instant,
-        room_by: Instant,
-    ) -> Result<RequestId> {
-        let started = Instant::now();
-        let (id, frame) = self.prepare_request(method, params, waiter, deadline)?;
-        if let Err(e) = self.send_frame(frame, room_by, &format!("`{method}`")) {
-            self.forget(id);
-            return Err(match e {
-                Error::Timeout { what, .. } => Error::Timeout { what, after: started.elapsed() },
-                e => e,
-            });
-        }
-        Ok(id)
+        self.outbox.poll_push(frame, cx).map(|pushed| pushed.map_err(|PushError::Closed(why)| Error::Disconnected(why)))
     }
 
     /// Inserts `waiter` with the engine's `deadline` and encodes the request.
@@ -209,35 +129,106 @@ impl Connection {
         }
     }
 
-    /// Drops a request's waiter (failed send, or an async call dropped
-    /// before its answer: a late answer is then counted as unmatched). An
-    /// open also gives its reserved slot back.
+    /// Drops a request's waiter (a failed send, or a call dropped before
+    /// its answer: a late answer is then counted as unmatched). An open
+    /// also gives its reserved slot back.
     pub(crate) fn forget(&self, id: RequestId) {
         let waiter = self.with_engine(|e, _, _| e.router().pending().take(id.0));
         if let Some(w) = waiter {
             self.give_up(w);
         }
     }
+
+    /// Waits until `deadline` for `ready`; the connection's timer thread
+    /// wakes the wait, so no executor timer is needed. `ready` is checked
+    /// first at every poll; `None` when the deadline passed first.
+    pub(crate) async fn until<T>(
+        &self,
+        deadline: Instant,
+        mut ready: impl FnMut(&mut Context<'_>) -> Poll<T>,
+    ) -> Option<T> {
+        let slot: WakerSlot = Arc::default();
+        let mut armed = false;
+        poll_fn(|cx| {
+            if let Poll::Ready(v) = ready(cx) {
+                return Poll::Ready(Some(v));
+            }
+            if Instant::now() >= deadline {
+                return Poll::Ready(None);
+            }
+            *lock(&slot) = Some(cx.waker().clone());
+            if !armed {
+                armed = true;
+                self.wake_at(deadline, Arc::clone(&slot));
+            }
+            Poll::Pending
+        })
+        .await
+    }
 }
 
-/// A request sent and not yet answered.
-pub(crate) struct InFlight {
-    rx: mpsc::Receiver<Reply>,
+/// One request in flight. Dropping it before its answer forgets the
+/// request in the engine (and a frame still waiting for room is not sent).
+pub(crate) struct Call {
+    conn: Arc<Connection>,
+    slot: Arc<Completion<Reply>>,
+    id: Option<RequestId>,
+    /// The request's frame, until the outbox has room for it.
+    frame: Option<Vec<u8>>,
     method: String,
     started: Instant,
 }
 
-impl InFlight {
-    /// Waits for the answer. The engine's deadline (kept by the timer
-    /// thread) ends the wait with `Timeout`; a late answer is then counted
-    /// as unmatched.
-    pub(crate) fn wait(self, conn: &Connection) -> Result<Vec<u8>> {
-        match self.rx.recv() {
-            Ok(Err(Error::Timeout { .. })) => {
-                Err(Error::Timeout { what: format!("`{}`", self.method), after: self.started.elapsed() })
+impl Call {
+    fn timeout(&self, what: String) -> Error {
+        Error::Timeout { what, after: self.started.elapsed() }
+    }
+}
+
+impl Future for Call {
+    type Output = Reply;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Reply> {
+        let this = &mut *self;
+        // Once queued, only the slot counts: an answer that came before the
+        // connection ended is still the call's result.
+        let queued = this.frame.is_none()
+            || match this.conn.poll_send_frame(&mut this.frame, cx) {
+                Poll::Ready(Ok(())) => true,
+                Poll::Ready(Err(e)) => {
+                    this.frame = None;
+                    if let Some(id) = this.id.take() {
+                        this.conn.forget(id);
+                    }
+                    return Poll::Ready(Err(e));
+                }
+                // Waiting for room: the engine's deadline still runs, and its
+                // timer completes the slot if room does not come in time.
+                Poll::Pending => false,
+            };
+        let reply = match this.slot.poll_take(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(reply) => reply,
+        };
+        this.id = None;
+        this.frame = None;
+        Poll::Ready(match reply {
+            Some(Err(Error::Timeout { .. })) if !queued => {
+                Err(this.timeout(format!("room to send `{}` (the CLI reads nothing)", this.method)))
             }
-            Ok(reply) => reply,
-            Err(mpsc::RecvError) => Err(conn.disconnected()),
+            Some(Err(Error::Timeout { .. })) => Err(this.timeout(format!("`{}`", this.method))),
+            Some(reply) => reply,
+            None => Err(Error::Disconnected("the call was already answered".into())),
+        })
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            if !self.slot.is_done() {
+                self.conn.forget(id);
+            }
         }
     }
 }

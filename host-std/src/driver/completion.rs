@@ -8,19 +8,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// A value set once by one thread and awaited by a future: the waker the
 /// future last left is woken (outside the lock) when the value arrives.
-#[cfg(feature = "async")]
 pub(crate) struct Completion<T> {
     state: Mutex<(Option<T>, Option<std::task::Waker>, bool)>,
 }
 
-#[cfg(feature = "async")]
 impl<T> Default for Completion<T> {
     fn default() -> Self {
         Completion { state: Mutex::new((None, None, false)) }
     }
 }
 
-#[cfg(feature = "async")]
 impl<T> Completion<T> {
     /// Sets the value (the first time only) and wakes the future.
     pub(crate) fn complete(&self, value: T) {

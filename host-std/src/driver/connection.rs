@@ -7,10 +7,11 @@
 //! wait of the agent on as a [`Job`], and a client-wide request's wait to
 //! the [`ClientWide`] the layer above gives it.
 
+use std::future::poll_fn;
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex};
-use std::task::Waker;
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -19,12 +20,12 @@ use copilot_core::{
     SessionState, Stats,
 };
 
-#[cfg(feature = "async")]
 use super::completion::Completion;
 use super::outbox::Outbox;
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::transport::{CauseProbe, CloseCause};
+use crate::wait::block_on_until;
 
 // The engine's capacities are the core's limits (`copilot_core::limits`),
 // shared with every host. The parking storage of `MAX_PARKED_BYTES` is
@@ -76,27 +77,16 @@ pub(crate) type HostEngine = Engine<Target, Waiter, Vec<u8>, MAX_SESSIONS, MAX_P
 /// The raw JSON of a result, or the error that replaced it.
 pub(crate) type Reply = Result<Vec<u8>>;
 
-/// Where a response goes: a blocked caller's channel, or a future's slot
-/// (its waker is woken by the thread that fills it: the reader, the timer
-/// or the one that ends the connection).
-pub(crate) enum ReplyTx {
-    /// A caller blocked on the channel.
-    Sync(mpsc::SyncSender<Reply>),
-    /// A future polled by the user's executor.
-    #[cfg(feature = "async")]
-    Async(Arc<Completion<Reply>>),
-}
+/// Where a response goes: a call's slot, whose waker the thread that
+/// fills it wakes (the reader, the timer or the one that ends the
+/// connection).
+pub(crate) struct ReplyTx(pub(super) Arc<Completion<Reply>>);
 
 impl ReplyTx {
-    /// Hands over the reply; never blocks. A caller that gave up is not told.
+    /// Hands over the reply; never blocks. A call dropped before its answer
+    /// is not told.
     pub(crate) fn send(self, reply: Reply) {
-        match self {
-            ReplyTx::Sync(tx) => {
-                let _ = tx.send(reply);
-            }
-            #[cfg(feature = "async")]
-            ReplyTx::Async(slot) => slot.complete(reply),
-        }
+        self.0.complete(reply);
     }
 }
 
@@ -211,7 +201,8 @@ pub(crate) struct Connection {
     pub(super) outbox: Arc<Outbox>,
     pub(super) closed: AtomicBool,
     pub(super) close_cause: Mutex<Option<CloseCause>>,
-    pub(super) closed_signal: Condvar,
+    /// Woken when the connection ends.
+    closed_wakers: Mutex<Vec<Waker>>,
     /// Set before this client ends the connection on purpose, so that the
     /// end is reported as `Stopped` rather than as a fault.
     pub(super) stopping: AtomicBool,
@@ -273,7 +264,7 @@ impl Connection {
             outbox,
             closed: AtomicBool::new(false),
             close_cause: Mutex::new(None),
-            closed_signal: Condvar::new(),
+            closed_wakers: Mutex::default(),
             stopping: AtomicBool::new(false),
             probe: Mutex::new(probe),
             deadlines,
@@ -341,24 +332,30 @@ impl Connection {
         lock(&self.close_cause).clone()
     }
 
+    /// Ready with the cause once the connection has ended; else `cx`'s
+    /// waker is woken at the end.
+    pub(crate) fn poll_closed(&self, cx: &mut Context<'_>) -> Poll<CloseCause> {
+        let mut wakers = lock(&self.closed_wakers);
+        // Read under the wakers' lock: the end sets the cause before it
+        // takes the wakers, so a waker left here is woken.
+        if let Some(cause) = self.close_cause() {
+            return Poll::Ready(cause);
+        }
+        if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    /// Wakes every wait for the end (the cause is set).
+    pub(super) fn wake_closed(&self) {
+        let wakers = std::mem::take(&mut *lock(&self.closed_wakers));
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
     /// Waits until the connection has ended, or `deadline`.
     pub(crate) fn wait_closed(&self, deadline: Option<Instant>) -> Option<CloseCause> {
-        let mut cause = lock(&self.close_cause);
-        loop {
-            if cause.is_some() {
-                return cause.clone();
-            }
-            cause = match deadline {
-                None => self.closed_signal.wait(cause).unwrap_or_else(|p| p.into_inner()),
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return None;
-                    }
-                    self.closed_signal.wait_timeout(cause, left).unwrap_or_else(|p| p.into_inner()).0
-                }
-            };
-        }
+        block_on_until(poll_fn(|cx| self.poll_closed(cx)), deadline)
     }
 
     /// From now on, the end of the connection is this client's doing.

@@ -10,23 +10,16 @@
 
 mod answer;
 mod calls;
-#[cfg(feature = "async")]
 mod completion;
 mod connection;
 mod outbox;
 mod reader;
 mod timer;
 
-#[cfg(feature = "async")]
 pub(crate) use answer::Answering;
-pub(crate) use calls::InFlight;
-#[cfg(feature = "async")]
+pub(crate) use calls::Call;
 pub(crate) use completion::Completion;
-pub(crate) use connection::{
-    ClientWide, Connection, Deadlines, Job, LifecycleSink, Replier, ReplyTx, SessionSink, Waiter,
-};
-#[cfg(feature = "async")]
-pub(crate) use connection::{Reply, WakerSlot};
+pub(crate) use connection::{ClientWide, Connection, Deadlines, Job, LifecycleSink, Replier, SessionSink, Waiter};
 
 #[cfg(test)]
 mod tests;

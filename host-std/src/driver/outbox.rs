@@ -7,7 +7,6 @@ use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::Waker;
 use std::thread;
-use std::time::Instant;
 
 use crate::error::{Error, Result};
 
@@ -15,12 +14,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Bytes waiting for the writer thread, at most: a caller beyond it waits
+/// Bytes waiting for the writer thread, at most: a call beyond it waits
 /// (until its deadline) for a CLI that stopped reading to catch up.
 const MAX_OUTBOX_BYTES: usize = 16 << 20;
 
 pub(super) enum PushError {
-    Full,
     Closed(String),
 }
 
@@ -32,21 +30,14 @@ struct OutboxState {
     closing: bool,
     /// Why frames are refused (a write failed, or the connection ended).
     failed: Option<String>,
-    /// Async callers waiting for room, woken when a frame is taken.
-    #[cfg(feature = "async")]
+    /// Callers waiting for room, woken when a frame is taken.
     room_wakers: Vec<Waker>,
 }
 
 impl OutboxState {
-    /// The async callers to wake: room was made, or the outbox ended.
-    #[cfg(feature = "async")]
+    /// The callers to wake: room was made, or the outbox ended.
     fn take_wakers(&mut self) -> Vec<Waker> {
         std::mem::take(&mut self.room_wakers)
-    }
-
-    #[cfg(not(feature = "async"))]
-    fn take_wakers(&mut self) -> Vec<Waker> {
-        Vec::new()
     }
 }
 
@@ -54,13 +45,11 @@ pub(super) struct Outbox {
     state: Mutex<OutboxState>,
     /// Signalled when a frame is queued, or on close.
     queued: Condvar,
-    /// Signalled when room is made.
-    room: Condvar,
 }
 
 impl Outbox {
     pub(super) fn start(label: &str, mut writer: Box<dyn Write + Send>) -> Result<Arc<Outbox>> {
-        let outbox = Arc::new(Outbox { state: Mutex::default(), queued: Condvar::new(), room: Condvar::new() });
+        let outbox = Arc::new(Outbox { state: Mutex::default(), queued: Condvar::new() });
         let me = Arc::clone(&outbox);
         let label = label.to_owned();
         thread::Builder::new()
@@ -91,35 +80,8 @@ impl Outbox {
         Ok(())
     }
 
-    pub(super) fn push(&self, frame: Vec<u8>, deadline: Instant) -> Result<(), PushError> {
-        let mut state = lock(&self.state);
-        loop {
-            if let Some(why) = &state.failed {
-                return Err(PushError::Closed(why.clone()));
-            }
-            if state.closing {
-                return Err(PushError::Closed("the connection is being closed".into()));
-            }
-            // One frame always fits, however large.
-            if state.bytes == 0 || state.bytes + frame.len() <= MAX_OUTBOX_BYTES {
-                break;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(PushError::Full);
-            }
-            state = self.room.wait_timeout(state, left).unwrap_or_else(|p| p.into_inner()).0;
-        }
-        state.bytes += frame.len();
-        state.frames.push_back(frame);
-        drop(state);
-        self.queued.notify_one();
-        Ok(())
-    }
-
-    /// [`push`](Self::push) for an async caller: if there is no room, its
-    /// waker is woken when room is made, and `frame` is left in place.
-    #[cfg(feature = "async")]
+    /// Queues `frame` (taken from the option) if there is room; else leaves
+    /// it in place and wakes the caller's waker when room is made.
     pub(super) fn poll_push(
         &self,
         frame: &mut Option<Vec<u8>>,
@@ -158,7 +120,6 @@ impl Outbox {
                 state.bytes -= frame.len();
                 let wakers = state.take_wakers();
                 drop(state);
-                self.room.notify_all();
                 wakers.into_iter().for_each(Waker::wake);
                 return Some(frame);
             }
@@ -175,7 +136,6 @@ impl Outbox {
         let wakers = state.take_wakers();
         drop(state);
         self.queued.notify_all();
-        self.room.notify_all();
         wakers.into_iter().for_each(Waker::wake);
     }
 
@@ -188,7 +148,6 @@ impl Outbox {
         let wakers = state.take_wakers();
         drop(state);
         self.queued.notify_all();
-        self.room.notify_all();
         wakers.into_iter().for_each(Waker::wake);
     }
 }

@@ -230,7 +230,7 @@ impl Connection {
         t.stop = true;
         drop(t);
         self.timer_wake.notify_all();
-        self.closed_signal.notify_all();
+        self.wake_closed();
     }
 }
 

@@ -2,18 +2,21 @@
 //! writes the CLI's side of, split at awkward boundaries, and reads back
 //! what the driver wrote. Time is the driver's manual clock.
 
+use std::future::Future;
 use std::io::{self, Read, Write};
+use std::pin::Pin;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{mpsc, Arc, Mutex};
+use std::task::{Context, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use copilot_core::HandlerKind;
 use serde_json::{json, Value};
 
-use super::connection::{ClientWide, Clock, Connection, Deadlines, Job, ReplyTx, SessionSink, Waiter};
-use super::InFlight;
+use super::connection::{ClientWide, Clock, Connection, Deadlines, Job, Reply, SessionSink, Waiter};
+use super::Call;
 use crate::error::Error;
 use crate::transport::CloseCause;
 
@@ -214,10 +217,26 @@ fn driver() -> (Arc<Connection>, Peer, Arc<AtomicU64>, mpsc::Receiver<Job>, thre
     (conn, peer, now, wide_rx, reader)
 }
 
-/// Sends `method` with a reply channel; the engine's deadline is `deadline`.
-fn call(conn: &Connection, method: &str, params: &Value, deadline: Instant) -> InFlight {
-    let (tx, rx) = mpsc::sync_channel(1);
-    conn.start_request(method, params, Waiter::Reply(ReplyTx::Sync(tx)), rx, deadline).expect("sent")
+/// A call whose frame is queued (it was polled once), not yet answered.
+struct InFlight(Call);
+
+impl InFlight {
+    /// Waits for the answer as the blocking API does.
+    fn wait(self) -> Reply {
+        crate::wait::block_on(self.0)
+    }
+}
+
+/// Queues `call`'s frame (its first poll) and checks it is not answered yet.
+fn sent(mut call: Call) -> InFlight {
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(Pin::new(&mut call).poll(&mut cx).is_pending(), "answered before it was sent");
+    InFlight(call)
+}
+
+/// Sends `method`; the engine's deadline is `deadline`.
+fn call(conn: &Arc<Connection>, method: &str, params: &Value, deadline: Instant) -> InFlight {
+    sent(conn.request(method, params, deadline).expect("sent"))
 }
 
 fn later() -> Instant {
@@ -239,7 +258,7 @@ fn a_call_is_written_once_and_its_answer_returned() {
     // Garbage before a header is skipped; the answer still arrives.
     peer.send_raw(b"noise\r\n");
     peer.send(&json!({"jsonrpc": "2.0", "id": sent["id"], "result": {"message": "pong: hi"}}));
-    let body = pending.wait(&conn).expect("answered");
+    let body = pending.wait().expect("answered");
     assert_eq!(serde_json::from_slice::<Value>(&body).unwrap(), json!({"message": "pong: hi"}));
 }
 
@@ -275,16 +294,16 @@ fn an_early_event_for_a_server_assigned_id_is_parked_until_the_create_names_it()
     let (conn, mut peer, _, _, _) = driver();
     let (session, seen, _jobs) = Recorder::new(None);
     let handle = conn.reserve(None, false, session.clone()).expect("reserved");
-    let (tx, rx) = mpsc::sync_channel(1);
-    let waiter = Waiter::Open { handle, target: session.clone(), reply: ReplyTx::Sync(tx) };
-    let open = conn.start_request("session.create", &json!({}), waiter, rx, later()).expect("sent");
+    let target = session.clone();
+    let open = conn.request_with("session.create", &json!({}), |reply| Waiter::Open { handle, target, reply }, later());
+    let open = sent(open.expect("sent"));
     let create = peer.next();
     assert_eq!(create["method"], "session.create");
     // The CLI's events run ahead of its answer, as the real one's do.
     peer.send(&event("srv-1", "e1", "session.start", json!({})));
     peer.send(&event("srv-1", "e2", "session.info", json!({})));
     peer.send(&json!({"jsonrpc": "2.0", "id": create["id"], "result": {"sessionId": "srv-1"}}));
-    open.wait(&conn).expect("opened");
+    open.wait().expect("opened");
     while session.events.lock().unwrap().len() < 2 {
         seen.recv().expect("flushed");
     }
@@ -317,7 +336,7 @@ fn the_end_of_the_stream_ends_every_pending_call_and_session_with_its_cause() {
     peer.close();
     reader.join().expect("the reader ends");
     for pending in [first, second] {
-        match pending.wait(&conn) {
+        match pending.wait() {
             Err(Error::Disconnected(why)) => assert_eq!(why, CloseCause::PeerClosed.to_string()),
             other => panic!("expected Disconnected, got {other:?}"),
         }
@@ -327,8 +346,7 @@ fn the_end_of_the_stream_ends_every_pending_call_and_session_with_its_cause() {
     seen.recv().expect("the session was told");
     assert_eq!(session.log(), [format!("closed: {}", CloseCause::PeerClosed)]);
     // A call after the end fails at once, with the cause.
-    let (tx, rx) = mpsc::sync_channel(1);
-    match conn.start_request("ping", &json!({}), Waiter::Reply(ReplyTx::Sync(tx)), rx, later()) {
+    match conn.request("ping", &json!({}), later()) {
         Err(Error::Disconnected(why)) => assert_eq!(why, CloseCause::PeerClosed.to_string()),
         Err(e) => panic!("expected Disconnected, got {e:?}"),
         Ok(_) => panic!("expected Disconnected, got a call in flight"),
@@ -348,7 +366,7 @@ fn deadlines_expire_on_the_drivers_clock() {
     // Past the call's deadline (5 s), short of the handler's (300 s).
     now.store(10_000, SeqCst);
     let _ = conn.on_timer();
-    match pending.wait(&conn) {
+    match pending.wait() {
         Err(Error::Timeout { what, .. }) => assert_eq!(what, "`ping`"),
         other => panic!("expected Timeout, got {other:?}"),
     }

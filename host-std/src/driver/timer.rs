@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[cfg(feature = "async")]
 use super::connection::WakerSlot;
 use super::connection::{drain_parked_with, lock, sink, Connection, Target, Waiter};
 use crate::error::Error;
@@ -27,7 +26,6 @@ impl Connection {
 
     /// Wakes the waker in `slot` once `at` has passed (the timer thread
     /// does it); the async waits with a deadline of their own use it.
-    #[cfg(feature = "async")]
     pub(crate) fn wake_at(&self, at: Instant, slot: WakerSlot) {
         lock(&self.wake_at).push((at, slot));
         self.kick_timer(Some(self.at(at)));
