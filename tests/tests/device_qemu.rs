@@ -105,6 +105,22 @@ impl Drop for TcpCli {
     }
 }
 
+/// Writes the connection token to a file only its owner reads, in `dir`,
+/// and returns the firmware's argument naming it: the secret itself never
+/// goes on QEMU's command line.
+fn token_file(dir: &Path) -> String {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join("connection-token");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .expect("create the token file");
+    std::io::Write::write_all(&mut file, TOKEN.as_bytes()).expect("write the token file");
+    format!("token-file={}", path.display())
+}
+
 /// What a firmware run printed, and how it ended.
 struct Run {
     status: ExitStatus,
@@ -162,7 +178,7 @@ fn the_firmware_runs_a_turn_with_its_tool_against_the_real_cli() {
 
     // Generous limits: a loaded machine must not pass for a lost link.
     let args =
-        [format!("token={TOKEN}"), format!("session={session}"), "keepalive=10000".into(), "timeout=30000".into()];
+        [token_file(dir.path()), format!("session={session}"), "keepalive=10000".into(), "timeout=30000".into()];
     let run = run_firmware(&image, cli.port, &args);
     assert!(run.status.success(), "the firmware failed:\n{}", run.output);
     let out = &run.output;
@@ -249,7 +265,7 @@ fn the_firmware_reports_a_cli_that_goes_away_mid_turn_and_exits() {
 
     // A short keepalive, so the lost link shows in seconds; a request
     // limit that a loaded machine's CLI still meets when opening.
-    let args = [format!("token={TOKEN}"), format!("session={session}"), "keepalive=1000".into(), "timeout=8000".into()];
+    let args = [token_file(dir.path()), format!("session={session}"), "keepalive=1000".into(), "timeout=8000".into()];
     let run = run_firmware(&image, relay_port, &args);
     relay.join().expect("the relay saw the permission request and closed the link");
     assert!(!run.status.success(), "the firmware reported success:\n{}", run.output);

@@ -4,8 +4,10 @@
 //!
 //! It reads its parameters from the semihosting command line
 //! (`-semihosting-config enable=on,target=native,arg=...`), each a
-//! `key=value` word: `token` (the CLI's connection token), `session` (the
-//! session id), and optionally `keepalive` and `timeout` (ms). Then it
+//! `key=value` word: `token-file` (a host file holding the CLI's connection
+//! token: a secret never goes on QEMU's command line, where every local
+//! user can read it), `session` (the session id), and optionally
+//! `keepalive` and `timeout` (ms). Then it
 //! connects, creates a session with the tool `read_sensor`, sends a prompt,
 //! approves the tool's permission request, answers the tool call with a
 //! fixed reading, and prints the streamed reply over semihosting. It exits
@@ -114,17 +116,17 @@ impl Handlers for Board {
 
 /// The parameters from the semihosting command line.
 struct Args<'a> {
-    token: Option<&'a str>,
+    token_file: Option<&'a str>,
     session: &'a str,
     keepalive: u64,
     timeout: u64,
 }
 
 fn parse_args(line: &str) -> Args<'_> {
-    let mut args = Args { token: None, session: "device-session", keepalive: 5_000, timeout: 5_000 };
+    let mut args = Args { token_file: None, session: "device-session", keepalive: 5_000, timeout: 5_000 };
     for word in line.split_ascii_whitespace() {
         match word.split_once('=') {
-            Some(("token", v)) => args.token = Some(v),
+            Some(("token-file", v)) => args.token_file = Some(v),
             Some(("session", v)) => args.session = v,
             Some(("keepalive", v)) => args.keepalive = v.parse().unwrap_or(args.keepalive),
             Some(("timeout", v)) => args.timeout = v.parse().unwrap_or(args.timeout),
@@ -147,6 +149,31 @@ fn command_line(buf: &mut [u8]) -> &str {
     core::str::from_utf8(&buf[..len]).unwrap_or("")
 }
 
+/// The first line of the host file at `path` (semihosting SYS_OPEN,
+/// SYS_READ, SYS_CLOSE), read into `buf`; `None` if it cannot be read.
+fn read_host_file<'b>(path: &str, buf: &'b mut [u8]) -> Option<&'b str> {
+    use cortex_m_semihosting::{nr, syscall};
+    // SYS_OPEN takes a NUL-terminated name and its length.
+    let mut name = [0u8; 128];
+    name.get_mut(..path.len())?.copy_from_slice(path.as_bytes());
+    *name.get_mut(path.len())? = 0;
+    let open = [name.as_ptr() as usize, 0 /* "r" */, path.len()];
+    // SAFETY: the block and the name it points to are alive for the call.
+    let handle = unsafe { syscall(nr::OPEN, &open) };
+    if handle == usize::MAX {
+        return None;
+    }
+    let read = [handle, buf.as_mut_ptr() as usize, buf.len()];
+    // SAFETY: SYS_READ writes at most `buf.len()` bytes into `buf`, alive
+    // here; it returns how many bytes it did not read.
+    let unread = unsafe { syscall(nr::READ, &read) };
+    // SAFETY: the block holds the handle SYS_OPEN gave.
+    unsafe { syscall(nr::CLOSE, &[handle]) };
+    let len = buf.len().checked_sub(unread)?;
+    let text = core::str::from_utf8(&buf[..len]).ok()?;
+    text.lines().next().map(str::trim).filter(|t| !t.is_empty())
+}
+
 #[entry]
 fn main() -> ! {
     let mut core = cortex_m::Peripherals::take().expect("taken once, at boot");
@@ -158,6 +185,18 @@ fn main() -> ! {
 
     let mut line = [0u8; 256];
     let args = parse_args(command_line(&mut line));
+    let mut secret = [0u8; 128];
+    let token = match args.token_file {
+        Some(path) => match read_host_file(path, &mut secret) {
+            Some(token) => Some(token),
+            None => {
+                hprintln!("[error] cannot read the token file {}", path);
+                debug::exit(debug::EXIT_FAILURE);
+                None
+            }
+        },
+        None => None,
+    };
     let config = DeviceConfig::new().request_timeout(args.timeout).keepalive(Some(args.keepalive));
     let clock = SysTickClock { last: 0, high: 0 };
     let device = cortex_m::singleton!(: Device<Uart, SysTickClock, FRAME, SCRATCH> =
@@ -168,7 +207,7 @@ fn main() -> ! {
     let started = MILLIS.load(Relaxed);
     let options = SessionOptions { session_id: args.session, model: None, streaming: true, tools: &TOOLS };
     let result = device
-        .connect(args.token)
+        .connect(token)
         .map(|()| hprintln!("[connected] at {} ms", MILLIS.load(Relaxed).wrapping_sub(started)))
         .and_then(|()| device.create_session(&options))
         .map(|()| hprintln!("[session] {} at {} ms", args.session, MILLIS.load(Relaxed).wrapping_sub(started)))
