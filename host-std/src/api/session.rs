@@ -283,7 +283,7 @@ impl SessionOps<'_> {
         let inner = &self.session.inner;
         // Subscribe before sending so nothing of the turn can be missed.
         let (tx, rx) = event_channel(inner.inbox());
-        let id = inner.subscribe(Sink::Async { tx, waiter: true }, false);
+        let id = inner.subscribe(Sink::Waiter(tx), false);
         let _unsubscribe = Subscription { session: Arc::downgrade(inner), id };
         self.send_until(message, deadline.min(self.deadline())).await?;
         let mut turn = Turn::default();

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::streams::EventStream;
 use crate::api::session::MessageOptions;
 use crate::api::session::SessionOps;
-use crate::delivery::{event_channel, SessionStats, Sink, Subscription};
+use crate::delivery::{EventRx, InboxTx, SessionStats, Sink, Subscription};
 use crate::driver::Connection;
 use crate::error::Result;
 use crate::events::SessionEvent;
@@ -104,9 +104,9 @@ impl Session {
     /// A stream of this session's events. The first subscriber (stream or
     /// handler) also receives every event that arrived before it.
     pub fn events(&self) -> EventStream {
-        let (tx, rx) = event_channel(self.inner.inner.inbox());
-        self.inner.inner.subscribe(Sink::Async { tx, waiter: false }, true);
-        EventStream { rx }
+        let inbox = self.inner.inner.inbox();
+        self.inner.inner.subscribe(Sink::Stream(InboxTx(Arc::clone(&inbox))), true);
+        EventStream { rx: EventRx { inbox } }
     }
 
     /// Calls `handler` for every event, on the session's dispatcher thread

@@ -1,14 +1,15 @@
-//! An async subscription's channel: an unbounded queue the dispatcher
-//! fills and a future drains (the blocking stream's `Inbox`, polled).
+//! A polled receiver of a session's events: the async event stream's end
+//! of its queue, and `send_and_wait`'s channel, which the dispatcher fills
+//! after the callbacks have run.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::inbox::{Batch, Inbox, InboxTx};
+use super::inbox::{Inbox, InboxTx};
 use crate::events::SessionEvent;
 
-/// The dispatcher's end of an async subscription. Dropping the last clone
-/// (the subscription ended) ends the stream.
+/// The dispatcher's end of `send_and_wait`'s channel. Dropping the last
+/// clone (the subscription ended) ends it.
 pub(crate) struct EventTx {
     inbox: Arc<Inbox>,
     /// Shared by the clones: the last one dropped ends the stream.
@@ -25,11 +26,6 @@ impl EventTx {
     /// Queues `event` and wakes the reader; `false` once the receiver is gone.
     pub(crate) fn send(&self, event: Arc<SessionEvent>) -> bool {
         self.inbox.send(event)
-    }
-
-    /// Queues a batch of unparsed events (see `Inbox::send_batch`).
-    pub(crate) fn send_batch(&self, batch: &Arc<Batch>, counts: bool) -> bool {
-        self.inbox.send_batch(batch, counts)
     }
 }
 

@@ -81,14 +81,11 @@ pub const MAX_KEPT_EVENTS: usize = copilot_core::limits::MAX_KEPT_EVENTS;
 pub const MAX_KEPT_BYTES: usize = copilot_core::limits::MAX_KEPT_BYTES;
 
 pub(crate) enum Sink {
+    /// An event stream, blocking or async: the same queue, polled.
     Stream(InboxTx),
-    /// An async stream, or (`waiter`) `send_and_wait`: a waiter is fed
-    /// after the callbacks have run on the same event, so that when it
-    /// returns every handler has seen the turn.
-    Async {
-        tx: EventTx,
-        waiter: bool,
-    },
+    /// `send_and_wait`: fed after the callbacks have run on the same
+    /// event, so that when it returns every handler has seen the turn.
+    Waiter(EventTx),
     Callback(Arc<dyn Fn(&SessionEvent) + Send + Sync>),
 }
 
@@ -97,8 +94,7 @@ impl Sink {
     fn takes_batches(&self) -> bool {
         match self {
             Sink::Stream(_) => true,
-            Sink::Async { waiter, .. } => !waiter,
-            Sink::Callback(_) => false,
+            Sink::Waiter(_) | Sink::Callback(_) => false,
         }
     }
 }
@@ -184,9 +180,9 @@ impl SessionSink for SessionInner {
 
     fn flush(&self) {
         {
-            // Only blocking streams listen: the reader feeds them itself,
-            // one hop fewer (a stream is a condition variable; no user
-            // code runs, and nothing waits). Not while the event pool has
+            // Only streams listen (blocking or async): the reader feeds
+            // them itself, one hop fewer (a stream is a queue and a waker;
+            // no user code runs, and nothing waits). Not while the event pool has
             // the session: the batch would overtake the one it delivers.
             let mut subs = lock(&self.subscribers);
             if subs.claimed && subs.closed.is_none() && subs.list.iter().all(|s| matches!(s.sink, Sink::Stream(_))) {
@@ -287,7 +283,7 @@ impl SessionInner {
                         tx.0.send(e);
                     }
                 }
-                Sink::Async { tx, .. } => {
+                Sink::Waiter(tx) => {
                     for e in owed {
                         tx.send(e);
                     }
@@ -349,8 +345,7 @@ impl SessionInner {
                         callbacks.push((Arc::clone(f), owed));
                         true
                     }
-                    Sink::Async { tx, waiter: false } => owed.into_iter().chain(event.clone()).all(|e| tx.send(e)),
-                    Sink::Async { tx, waiter: true } => {
+                    Sink::Waiter(tx) => {
                         async_waiters.push(tx.clone());
                         true
                     }
@@ -460,8 +455,7 @@ fn feed_streams(subs: &mut Subscribers, batch: &Arc<Batch>) {
         // A receiver that is gone ends the subscription.
         let kept = match &s.sink {
             Sink::Stream(tx) => owed.into_iter().all(|e| tx.0.send(e)) && tx.0.send_batch(batch, counts),
-            Sink::Async { tx, .. } => owed.into_iter().all(|e| tx.send(e)) && tx.send_batch(batch, counts),
-            Sink::Callback(_) => true,
+            Sink::Waiter(_) | Sink::Callback(_) => true,
         };
         counts &= !kept;
         kept
