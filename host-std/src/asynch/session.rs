@@ -64,9 +64,9 @@ impl Session {
 
     /// Sends a prompt and waits until the session is idle: the last
     /// `assistant.message` of the turn (`None` if none), or
-    /// [`Error::Session`] for a `session.error`. `timeout` covers the whole
+    /// [`Error::Session`](crate::Error::Session) for a `session.error`. `timeout` covers the whole
     /// call, the send included: past it the call returns
-    /// [`Error::Timeout`] (the timer thread wakes it; no executor timer is
+    /// [`Error::Timeout`](crate::Error::Timeout) (the timer thread wakes it; no executor timer is
     /// needed). Dropping this future is safe too: the session stays usable
     /// and its streams lose nothing. When it returns, every handler of
     /// [`on`](Self::on) has run on the turn's events.
