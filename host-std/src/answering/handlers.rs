@@ -18,7 +18,7 @@ use copilot_core::HandlerKind;
 use serde_json::{json, Value};
 
 use super::hooks::SessionHooks;
-use super::outcome::Outcome;
+use super::outcome::{answer, Outcome};
 use super::permission::PermissionHandler;
 use super::requests::RequestHandlers;
 use crate::events::{CommandExecuteData, ElicitationRequestedData, McpOauthRequiredData};
@@ -70,16 +70,27 @@ impl ToolResult {
         ToolResult::Failure(text.into())
     }
 
-    /// What goes to the agent: the result, or the engine's failure answer.
+    /// What goes to the agent: the result the core shapes (`resultType`
+    /// is `success` unless given), or the engine's failure answer. A
+    /// structured result that is not a result object (with a string
+    /// `textResultForLlm`) goes as its JSON text, as the official SDKs
+    /// and the JS client send it; `null` as empty text.
     pub(super) fn outcome(self) -> Outcome {
-        match self {
-            ToolResult::Text(t) => Outcome::Answer(json!({ "textResultForLlm": t, "resultType": "success" })),
-            ToolResult::Failure(t) => Outcome::Answer(json!({ "textResultForLlm": t, "resultType": "failure" })),
-            ToolResult::Error(e) => Outcome::Fail(e),
-            ToolResult::Structured(v) => Outcome::Answer(v),
-        }
+        let given = match self {
+            ToolResult::Text(t) => json!({ "textResultForLlm": t }),
+            ToolResult::Failure(t) => json!({ "textResultForLlm": t, "resultType": "failure" }),
+            ToolResult::Error(e) => return Outcome::Fail(e),
+            ToolResult::Structured(Value::Null) => return answer(TOOL, None),
+            ToolResult::Structured(Value::String(t)) => json!({ "textResultForLlm": t }),
+            ToolResult::Structured(v) if v.get("textResultForLlm").is_some_and(Value::is_string) => v,
+            ToolResult::Structured(v) => json!({ "textResultForLlm": v.to_string() }),
+        };
+        answer(TOOL, Some(&given))
     }
 }
+
+/// The name of a tool's answer shape.
+const TOOL: &str = HandlerKind::Tool.name();
 
 impl From<String> for ToolResult {
     fn from(text: String) -> Self {
