@@ -35,6 +35,18 @@ pub const PROVIDER_DEFAULT_TYPE: &str = "openai";
 /// bearer tokens through `providerToken.getToken`.
 pub const PROVIDER_TOKEN_CALLBACK_FLAG: &str = "hasBearerTokenProvider";
 
+/// The provider name of a session's own BYOK provider in
+/// `providerToken.getToken`: a client with one token callback answers for
+/// this name only.
+pub const PROVIDER_TOKEN_NAME: &str = "default";
+
+/// The mode of a system message config that names none.
+pub const SYSTEM_MESSAGE_DEFAULT_MODE: &str = "append";
+
+/// The action of a system message section rewritten by the client (its
+/// transform is called through `systemMessage.transform`).
+pub const SECTION_TRANSFORM_ACTION: &str = "transform";
+
 /// The prefix of the WebSocket subprotocol that carries the bridge's token
 /// (`copilot.token.<TOKEN>`): browsers can offer a subprotocol, and the
 /// token stays out of URLs and logs of them.

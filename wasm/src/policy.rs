@@ -88,13 +88,18 @@
 //!   is, or `{refuse: cause}` (`copilot_core::ANSWER_SHAPES`,
 //!   `copilot_core::write_answer`).
 //! - `config` `{mcpTypeByMember, mcpDefaultType, mcpLocalTypes,
-//!   mcpWorkingDirectory, providerDefaultType, providerTokenCallbackFlag}`:
+//!   mcpWorkingDirectory, providerDefaultType, providerTokenCallbackFlag,
+//!   providerTokenName, systemMessageDefaultMode, sectionTransformAction}`:
 //!   an MCP server config without `type` takes the type of the first
 //!   `[member, type]` of `mcpTypeByMember` it has, else `mcpDefaultType`;
 //!   one of `mcpLocalTypes` has `args` `[]` unless given;
 //!   `mcpWorkingDirectory` `[name, wire]` renames that member; a BYOK
 //!   provider's `type` is `providerDefaultType` unless given, and
-//!   `providerTokenCallbackFlag` is `true` when a token callback is set
+//!   `providerTokenCallbackFlag` is `true` when a token callback is set;
+//!   that callback answers `providerToken.getToken` for the provider
+//!   `providerTokenName` only (any other has no handler); a system
+//!   message's `mode` is `systemMessageDefaultMode` unless given, and a
+//!   section the client rewrites has the action `sectionTransformAction`
 //!   (`copilot_core::mcp_server_type` and the constants beside it).
 //! - `bridgeTokenProtocolPrefix`: the WebSocket subprotocol that carries
 //!   the bridge's token is this prefix and the token
@@ -476,6 +481,9 @@ mod tests {
         assert_eq!(c["mcpWorkingDirectory"], json!(copilot_core::MCP_WORKING_DIRECTORY));
         assert_eq!(c["providerDefaultType"], copilot_core::PROVIDER_DEFAULT_TYPE);
         assert_eq!(c["providerTokenCallbackFlag"], copilot_core::PROVIDER_TOKEN_CALLBACK_FLAG);
+        assert_eq!(c["providerTokenName"], copilot_core::PROVIDER_TOKEN_NAME);
+        assert_eq!(c["systemMessageDefaultMode"], copilot_core::SYSTEM_MESSAGE_DEFAULT_MODE);
+        assert_eq!(c["sectionTransformAction"], copilot_core::SECTION_TRANSFORM_ACTION);
         assert_eq!(policy()["bridgeTokenProtocolPrefix"], copilot_core::BRIDGE_TOKEN_PROTOCOL_PREFIX);
     }
 }

@@ -189,8 +189,8 @@ fn decide(kind: HandlerKind, name: &'static str, data: &[u8], handlers: &Session
         HandlerKind::ProviderToken => {
             let Some(h) = &handlers.provider_token else { return Refuse(Cause::NoHandler) };
             let Ok(request) = serde_json::from_slice::<ProviderTokenRequest>(data) else { return unreadable };
-            // One callback: the session's single provider, named `default`.
-            if request.provider_name != "default" {
+            // One callback: the session's single provider, by the core's name.
+            if request.provider_name != copilot_core::PROVIDER_TOKEN_NAME {
                 return Refuse(Cause::NoHandler);
             }
             let given = h.token(&request).map(|token| json!({ "token": token }));

@@ -59,7 +59,7 @@ impl SystemMessage {
 
     pub(super) fn to_json(&self) -> Value {
         match self {
-            SystemMessage::Append(c) => json!({ "mode": "append", "content": c }),
+            SystemMessage::Append(c) => json!({ "mode": copilot_core::SYSTEM_MESSAGE_DEFAULT_MODE, "content": c }),
             SystemMessage::Replace(c) => json!({ "mode": "replace", "content": c }),
             SystemMessage::Customize { sections, content } => {
                 let sections: Map<String, Value> = sections
@@ -141,7 +141,7 @@ impl SectionAction {
             SectionAction::Append => "append",
             SectionAction::Prepend => "prepend",
             SectionAction::Preserve => "preserve",
-            SectionAction::Transform(_) => "transform",
+            SectionAction::Transform(_) => copilot_core::SECTION_TRANSFORM_ACTION,
         }
     }
 }

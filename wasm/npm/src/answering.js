@@ -6,6 +6,7 @@
 // decline (left to another client of the session), or a failure. What the
 // refusal or failure sends is the engine's.
 
+import { POLICY } from "./constants.js";
 import { errorText } from "./errors.js";
 import { sectionTransforms } from "./config.js";
 import { decideHook, decideRequest, isGenericKind } from "./hooks.js";
@@ -262,8 +263,8 @@ export class SessionHandlers {
         const callback = c.provider?.bearerTokenProvider;
         if (!callback) return NO_HANDLER;
         if (!readable || typeof data.providerName !== "string") return UNREADABLE;
-        // One callback: the session's single provider, named `default`.
-        if (data.providerName !== "default") return NO_HANDLER;
+        // One callback: the session's single provider, by the core's name.
+        if (data.providerName !== POLICY.config.providerTokenName) return NO_HANDLER;
         const token = await callback({ providerName: data.providerName, sessionId });
         return shapeAnswer("providerToken", typeof token === "string" ? { token } : token);
       }

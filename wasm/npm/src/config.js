@@ -195,7 +195,8 @@ export function sectionTransforms(config) {
 // `d` below is the core's config defaults (`POLICY.config`, see
 // wasm/src/policy.rs): an MCP server's type from the members it has, the
 // args of a local one, the wire name of its working directory, and a
-// provider's default type and token-callback flag.
+// provider's default type and token-callback flag, a system message's
+// default mode and the action of a section the client rewrites.
 
 function wireMcpServer(server, d) {
   const [dirName, dirWire] = d.mcpWorkingDirectory;
@@ -211,14 +212,14 @@ function wireMcpServers(servers, d) {
   return Object.fromEntries(Object.entries(servers).map(([name, s]) => [name, wireMcpServer(s, d)]));
 }
 
-function wireSystemMessage(m) {
-  if (m.mode !== "customize") return m.mode === undefined ? { mode: "append", ...m } : { ...m };
+function wireSystemMessage(m, d) {
+  if (m.mode !== "customize") return m.mode === undefined ? { mode: d.systemMessageDefaultMode, ...m } : { ...m };
   const sections = {};
   for (const [id, s] of Object.entries(m.sections ?? {})) {
     if (!s) continue;
     sections[id] =
       typeof s.action === "function"
-        ? { action: "transform" }
+        ? { action: d.sectionTransformAction }
         : s.content === undefined
           ? { action: s.action }
           : { action: s.action, content: s.content };
