@@ -319,6 +319,7 @@ fn member_value<'a>(m: &AnswerMember, given: &Value<'a>) -> Result<Option<&'a [u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use core::fmt::Write;
 
     fn answer(name: &str, given: Option<&str>) -> Result<heapless::String<256>, ShapeError> {
         let mut s = heapless::String::new();
@@ -381,6 +382,28 @@ mod tests {
             Err(ShapeError::WrongType("content"))
         );
         assert_eq!(answer("elicitation", Some(r#"{"action":"maybe"}"#)), Err(ShapeError::WrongType("action")));
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn the_elicitation_shape_answers_as_write_elicitation_answer() {
+        use crate::ElicitationAction::{Accept, Cancel, Decline};
+        for action in [Accept, Decline, Cancel] {
+            for content in [None, Some("null"), Some(r#"{"a":1}"#), Some("[]")] {
+                let mut given: heapless::String<64> = heapless::String::new();
+                let _ = write!(given, r#"{{"action":"{}","content":{}}}"#, action.name(), content.unwrap_or("null"));
+                let mut one: heapless::String<64> = heapless::String::new();
+                let by_elicitation = crate::write_elicitation_answer(action, content.map(str::as_bytes), &mut |b| {
+                    one.push_str(core::str::from_utf8(b).unwrap()).unwrap()
+                });
+                let by_shape = answer("elicitation", Some(&given));
+                match (by_elicitation, by_shape) {
+                    (Ok(()), Ok(shaped)) => assert_eq!(one, shaped, "{given}"),
+                    (Err(_), Err(ShapeError::WrongType("content"))) => {}
+                    other => panic!("{given}: {other:?}"),
+                }
+            }
+        }
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]

@@ -60,7 +60,10 @@ pub enum ToolResult {
     /// only [`TOOL_FAILED_TEXT`]. An `Err` of a handler becomes this.
     Error(String),
     /// A result object as the CLI's schema describes it
-    /// (`{textResultForLlm, resultType, sessionLog, binaryResultsForLlm, ...}`).
+    /// (`{textResultForLlm, resultType, sessionLog, binaryResultsForLlm, ...}`);
+    /// `resultType` is `success` unless given. A value that is not such an
+    /// object (no string `textResultForLlm`) goes as its JSON text, a
+    /// string as the text, `null` as empty text (as the official SDKs do).
     Structured(Value),
 }
 
