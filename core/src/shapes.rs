@@ -111,6 +111,11 @@ pub struct AnswerShape {
     pub open: bool,
     /// What a handler that gives nothing means.
     pub nothing: GivenNothing,
+    /// A handler's answer that is not an object with a string of this
+    /// member is the answer `{<member>: <text>}`: a string is the text,
+    /// any other value its JSON text (as the official SDKs send a tool's
+    /// result that is no result object).
+    pub text: Option<&'static str>,
 }
 
 const fn member(name: &'static str, ty: MemberType, presence: Presence) -> AnswerMember {
@@ -131,6 +136,7 @@ pub static ANSWER_SHAPES: &[AnswerShape] = &[
         members: &[member("kind", T::String, Required)],
         open: true,
         nothing: GivenNothing::Refuse(Cause::HandlerFailed),
+        text: None,
     },
     AnswerShape {
         name: "permissionDecisionContext",
@@ -143,6 +149,7 @@ pub static ANSWER_SHAPES: &[AnswerShape] = &[
         ],
         open: false,
         nothing: GivenNothing::Refuse(Cause::HandlerFailed),
+        text: None,
     },
     AnswerShape {
         name: "tool",
@@ -152,6 +159,7 @@ pub static ANSWER_SHAPES: &[AnswerShape] = &[
         ],
         open: true,
         nothing: GivenNothing::Answer(r#"{"textResultForLlm":"","resultType":"success"}"#),
+        text: Some("textResultForLlm"),
     },
     AnswerShape {
         name: "userInput",
@@ -159,6 +167,7 @@ pub static ANSWER_SHAPES: &[AnswerShape] = &[
         open: false,
         // The model is told the user could not answer.
         nothing: GivenNothing::Refuse(Cause::NoHandler),
+        text: None,
     },
     AnswerShape {
         name: "elicitation",
@@ -171,6 +180,7 @@ pub static ANSWER_SHAPES: &[AnswerShape] = &[
         ],
         open: false,
         nothing: GivenNothing::Refuse(Cause::HandlerFailed),
+        text: None,
     },
     AnswerShape {
         name: "mcpOAuth",
@@ -182,6 +192,7 @@ pub static ANSWER_SHAPES: &[AnswerShape] = &[
         ],
         open: false,
         nothing: GivenNothing::Answer(r#"{"kind":"cancelled"}"#),
+        text: None,
     },
     AnswerShape {
         name: "exitPlanMode",
@@ -192,18 +203,21 @@ pub static ANSWER_SHAPES: &[AnswerShape] = &[
         ],
         open: false,
         nothing: GivenNothing::Refuse(Cause::HandlerFailed),
+        text: None,
     },
     AnswerShape {
         name: "systemMessageTransform",
         members: &[member("sections", T::Object, Required)],
         open: false,
         nothing: GivenNothing::Refuse(Cause::HandlerFailed),
+        text: None,
     },
     AnswerShape {
         name: "providerToken",
         members: &[member("token", T::String, Required)],
         open: false,
         nothing: GivenNothing::Refuse(Cause::HandlerFailed),
+        text: None,
     },
 ];
 
@@ -264,6 +278,12 @@ pub fn write_answer(shape: &AnswerShape, given: Option<&[u8]>, out: &mut impl Fn
             GivenNothing::Refuse(cause) => return Err(ShapeError::Nothing(cause)),
         },
     };
+    if let Some(text) = shape.text {
+        let is_answer = given.get(text).is_some_and(|v| v.kind() == Kind::String);
+        if given.kind() != Kind::Object || !is_answer {
+            return write_text_answer(shape, text, &given, out);
+        }
+    }
     if given.kind() != Kind::Object {
         return Err(ShapeError::NotAnObject);
     }
@@ -295,6 +315,61 @@ pub fn write_answer(shape: &AnswerShape, given: Option<&[u8]>, out: &mut impl Fn
     }
     out(b"}");
     Ok(())
+}
+
+/// The answer `{<text>: <given as text>}` of a shape with a
+/// [`text`](AnswerShape::text) member; its other members take their
+/// constants and defaults.
+fn write_text_answer(
+    shape: &AnswerShape,
+    text: &str,
+    given: &Value<'_>,
+    out: &mut impl FnMut(&[u8]),
+) -> Result<(), ShapeError> {
+    if let Some(m) = shape.members.iter().find(|m| m.name != text && m.presence == Required) {
+        return Err(ShapeError::Missing(m.name));
+    }
+    out(b"{\"");
+    out(text.as_bytes());
+    out(b"\":");
+    if given.kind() == Kind::String {
+        out(given.as_bytes());
+    } else {
+        write_json_string(given.as_bytes(), out);
+    }
+    for m in shape.members.iter().filter(|m| m.name != text) {
+        if let Const(v) | Or(v) = m.presence {
+            out(b",\"");
+            out(m.name.as_bytes());
+            out(b"\":");
+            out(v.as_bytes());
+        }
+    }
+    out(b"}");
+    Ok(())
+}
+
+/// `raw` (UTF-8) as a JSON string.
+fn write_json_string(raw: &[u8], out: &mut impl FnMut(&[u8])) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out(b"\"");
+    let mut start = 0;
+    for (i, &b) in raw.iter().enumerate() {
+        let escaped: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..=0x1f => &[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]],
+            _ => continue,
+        };
+        out(&raw[start..i]);
+        out(escaped);
+        start = i + 1;
+    }
+    out(&raw[start..]);
+    out(b"\"");
 }
 
 /// The JSON `m` has in the answer (`None`: left out), or why there is none.
@@ -357,6 +432,18 @@ mod tests {
             r#"{"textResultForLlm":"x","resultType":"success","sessionLog":"l"}"#
         );
         assert_eq!(answer("tool", None).unwrap(), r#"{"textResultForLlm":"","resultType":"success"}"#);
+        // Not a result object: its text.
+        assert_eq!(answer("tool", Some(r#""hi""#)).unwrap(), r#"{"textResultForLlm":"hi","resultType":"success"}"#);
+        assert_eq!(
+            answer("tool", Some("{\"a\":\"q\\\"\\n\",\"textResultForLlm\":1}")).unwrap(),
+            r#"{"textResultForLlm":"{\"a\":\"q\\\"\\n\",\"textResultForLlm\":1}","resultType":"success"}"#
+        );
+        assert_eq!(answer("tool", Some("[1]")).unwrap(), r#"{"textResultForLlm":"[1]","resultType":"success"}"#);
+        assert_eq!(
+            answer("tool", Some(r#"{"textResultForLlm":"x","resultType":1}"#)),
+            Err(ShapeError::WrongType("resultType")),
+            "a result object is shaped as one"
+        );
         let decision = r#"{"kind":"reject","feedback":"no"}"#;
         assert_eq!(answer("permission", Some(decision)).unwrap(), decision);
         let context = r#"{"source":"s","outcome":"o","extra":1}"#;

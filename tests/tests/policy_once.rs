@@ -100,9 +100,7 @@ fn a_tools_structured_result_is_answered_as_the_core_shapes_it() {
     let other = Tool::new("other", "", json!({}), |_: &ToolInvocation| ToolResult::Structured(json!({ "a": 1 })));
     let session = client.create_session(SessionConfig::default().tool(structured).tool(other)).expect("create");
 
-    for (n, (tool, given)) in
-        [("structured", result), ("other", json!({ "textResultForLlm": r#"{"a":1}"# }))].into_iter().enumerate()
-    {
+    for (n, (tool, given)) in [("structured", result), ("other", json!({ "a": 1 }))].into_iter().enumerate() {
         let request_id = format!("t{n}");
         let event = json!({
             "jsonrpc": "2.0",
@@ -120,7 +118,7 @@ fn a_tools_structured_result_is_answered_as_the_core_shapes_it() {
         let mut expected = Vec::new();
         let shape = core_policy::answer_shape(HandlerKind::Tool.name()).expect("a tool shape");
         core_policy::write_answer(shape, Some(given.to_string().as_bytes()), &mut |b| expected.extend_from_slice(b))
-            .expect("a result object");
+            .expect("an answer");
         assert_eq!(answer["params"]["result"], written(&expected), "{tool}");
         assert_eq!(answer["params"]["result"]["resultType"], "success", "{tool}: the shape's default");
     }

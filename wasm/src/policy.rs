@@ -83,7 +83,10 @@
 //!   written, a `required` one fails the handler, and any other is left
 //!   out; with `when` `{member, is}` the member is written only when the
 //!   given `member` is the string `is`. An `open` shape writes the given
-//!   object's other members as given after them. A handler that gives
+//!   object's other members as given after them. With `text`, an answer
+//!   that is not an object with a string `text` member is first
+//!   `{<text>: <the string, or the value's JSON text with members in name
+//!   order>}`. A handler that gives
 //!   nothing (`null`, `undefined`) means `nothing`: `{answer}` sent as it
 //!   is, or `{refuse: cause}` (`copilot_core::ANSWER_SHAPES`,
 //!   `copilot_core::write_answer`).
@@ -364,7 +367,11 @@ mod tests {
                 GivenNothing::Answer(a) => json!({"answer": parse(a)}),
                 GivenNothing::Refuse(c) => json!({"refuse": c.name()}),
             };
-            shapes.insert(s.name.into(), json!({"members": members, "open": s.open, "nothing": nothing}));
+            let mut shape = json!({"members": members, "open": s.open, "nothing": nothing});
+            if let Some(text) = s.text {
+                shape["text"] = text.into();
+            }
+            shapes.insert(s.name.into(), shape);
         }
         Value::Object(shapes)
     }
@@ -384,6 +391,13 @@ mod tests {
                 n => Err(format!("refuse {}", n["refuse"])),
             };
         }
+        let text = shape.get("text").and_then(Value::as_str);
+        let given = match text {
+            Some(t) if given.get(t).is_none_or(|v| !v.is_string()) => {
+                json!({ t: given.as_str().map_or_else(|| given.to_string(), str::to_owned) })
+            }
+            _ => given.clone(),
+        };
         let Some(given) = given.as_object() else { return Err("fail".into()) };
         let mut answer = serde_json::Map::new();
         let members = shape["members"].as_array().unwrap();
@@ -433,6 +447,9 @@ mod tests {
             ("tool", json!({"textResultForLlm": "t", "sessionLog": "l"})),
             ("tool", json!({"textResultForLlm": "t", "resultType": "failure"})),
             ("tool", json!({"textResultForLlm": 1})),
+            ("tool", json!("text")),
+            ("tool", json!({"b": [1, "q\"\n"], "a": {}})),
+            ("tool", json!({"textResultForLlm": "t", "resultType": 1})),
             ("tool", Value::Null),
             ("userInput", json!({"answer": "a"})),
             ("userInput", json!({"answer": "a", "wasFreeform": true})),

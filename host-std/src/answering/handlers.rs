@@ -74,19 +74,14 @@ impl ToolResult {
     }
 
     /// What goes to the agent: the result the core shapes (`resultType`
-    /// is `success` unless given), or the engine's failure answer. A
-    /// structured result that is not a result object (with a string
-    /// `textResultForLlm`) goes as its JSON text, as the official SDKs
-    /// and the JS client send it; `null` as empty text.
+    /// is `success` unless given; a structured value that is no result
+    /// object goes as its JSON text), or the engine's failure answer.
     pub(super) fn outcome(self) -> Outcome {
         let given = match self {
-            ToolResult::Text(t) => json!({ "textResultForLlm": t }),
+            ToolResult::Text(t) => Value::String(t),
             ToolResult::Failure(t) => json!({ "textResultForLlm": t, "resultType": "failure" }),
             ToolResult::Error(e) => return Outcome::Fail(e),
-            ToolResult::Structured(Value::Null) => return answer(TOOL, None),
-            ToolResult::Structured(Value::String(t)) => json!({ "textResultForLlm": t }),
-            ToolResult::Structured(v) if v.get("textResultForLlm").is_some_and(Value::is_string) => v,
-            ToolResult::Structured(v) => json!({ "textResultForLlm": v.to_string() }),
+            ToolResult::Structured(v) => v,
         };
         answer(TOOL, Some(&given))
     }

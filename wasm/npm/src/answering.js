@@ -46,19 +46,6 @@ function permissionDecision(value) {
 }
 
 /**
- * The result object of what a tool returned, before the core's shape: a
- * string is its text, a value that is not a result object (with a string
- * `textResultForLlm`) its JSON text, as the official SDKs send it;
- * nothing stays nothing (the shape's empty text).
- */
-function toolResult(value) {
-  if (value === undefined || value === null) return null;
-  if (typeof value === "string") return { textResultForLlm: value };
-  if (typeof value === "object" && typeof value.textResultForLlm === "string") return value;
-  return { textResultForLlm: JSON.stringify(value) };
-}
-
-/**
  * A wait the engine recorded (`item`, routed as an event or a request):
  * the handler that answers it runs off the reading path, in a microtask.
  * `session` is the session it names, if this client holds it; a request
@@ -183,7 +170,7 @@ export class SessionHandlers {
           workingDirectory: data.workingDirectory,
         };
         // A throw is a failed handler: the engine's tool failure goes.
-        return shapeAnswer("tool", toolResult(await tool.handler(invocation.arguments, invocation)));
+        return shapeAnswer("tool", await tool.handler(invocation.arguments, invocation));
       }
       case "userInput": {
         if (!c.onUserInput) return NO_HANDLER;

@@ -29,6 +29,10 @@ export function shapeAnswer(name, given) {
     const { answer, refuse } = shape.nothing;
     return answer ? { answer: structuredClone(answer) } : { refuse };
   }
+  if (shape.text && !(isObject(given) && typeof given[shape.text] === "string")) {
+    // Not an answer object: its text (JSON text, members in name order, as the Rust host writes it).
+    given = { [shape.text]: typeof given === "string" ? given : JSON.stringify(sortedMembers(given)) };
+  }
   if (!isObject(given)) return { fail: `the ${name} handler's answer is not an object` };
   const answer = {};
   for (const m of shape.members) {
