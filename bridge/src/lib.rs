@@ -47,7 +47,8 @@ mod socket;
 use http::{refuse, respond, Head};
 
 /// The prefix of the WebSocket subprotocol that carries the token.
-pub const TOKEN_PROTOCOL_PREFIX: &str = "copilot.token.";
+/// The core's, which the npm package's WebSocket transport offers too.
+pub const TOKEN_PROTOCOL_PREFIX: &str = copilot_host::core::BRIDGE_TOKEN_PROTOCOL_PREFIX;
 /// The WebSocket endpoint.
 pub const SOCKET_PATH: &str = "/ws";
 /// The largest offline script accepted, in bytes.

@@ -7,7 +7,9 @@
 //! `null`) sends `{}` ([`ELICITATION_ACCEPT_CONTENT`]), as the JS client
 //! did, not `null` or nothing, as the Rust host did. Content that is not a
 //! JSON object is not an answer: the host treats it as a failed handler
-//! (the refusal, `cancel`, goes).
+//! (the refusal, `cancel`, goes). It is the `elicitation` row of
+//! [`ANSWER_SHAPES`](crate::ANSWER_SHAPES) for hosts with typed values (a
+//! test holds the two together).
 
 use crate::json::{Kind, Value};
 

@@ -15,9 +15,13 @@
 //! constants, defaults and capacities ([`limits`]), the handshake
 //! ([`read_handshake_answer`]), the session options ([`OPEN_OPTIONS`]),
 //! the `send_and_wait` rule ([`Turn`]), the hook call ([`read_hook_call`]),
-//! the elicitation answer ([`write_elicitation_answer`]), the generic
+//! the elicitation answer ([`write_elicitation_answer`]), the shape of
+//! every typed handler's answer ([`ANSWER_SHAPES`], [`write_answer`]), the generic
 //! handler kinds ([`HandlerKind::is_generic`]), the CLI's launch
-//! ([`launch_items`]) and the stop sequence ([`STOP_STEPS`]).
+//! ([`launch_items`]), the stop sequence ([`STOP_STEPS`]), the defaults of
+//! MCP server and provider configs ([`mcp_server_type`],
+//! [`PROVIDER_DEFAULT_TYPE`]) and the bridge's token subprotocol
+//! ([`BRIDGE_TOKEN_PROTOCOL_PREFIX`]).
 //!
 //! It does not: read or write any socket or pipe, spawn threads, read a clock
 //! or allocate. It is `#![no_std]` without `alloc` and has no `unsafe`. (The
@@ -85,9 +89,11 @@ mod options;
 mod pending;
 mod router;
 mod session;
+mod shapes;
 mod slots;
 mod stop;
 mod turn;
+mod wire_defaults;
 
 pub use answers::{
     generic_request_names, row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, Trigger,
@@ -128,5 +134,14 @@ pub use session::{
     Drain as SessionDrain, Iter as SessionIter, Lookup, ReserveError, ReserveErrorKind, SessionHandle, SessionState,
     SessionTable, StaleHandle, MAX_SESSION_ID_LEN,
 };
+pub use shapes::{
+    answer_shape, write_answer, AnswerMember, AnswerShape, GivenNothing, MemberType, Presence, ShapeError,
+    ANSWER_SHAPES,
+};
 pub use stop::{StopStep, STOP_STEPS};
 pub use turn::{turn_step, Turn, TurnStep, TURN_END_EVENT, TURN_ERROR_EVENT, TURN_REPLY_EVENT, TURN_REPLY_UNLESS};
+pub use wire_defaults::{
+    mcp_server_type, BRIDGE_TOKEN_PROTOCOL_PREFIX, MCP_DEFAULT_TYPE, MCP_LOCAL_TYPES, MCP_TYPE_BY_MEMBER,
+    MCP_WORKING_DIRECTORY, PROVIDER_DEFAULT_TYPE, PROVIDER_TOKEN_CALLBACK_FLAG, PROVIDER_TOKEN_NAME,
+    SECTION_TRANSFORM_ACTION, SYSTEM_MESSAGE_DEFAULT_MODE,
+};

@@ -7,8 +7,11 @@
 // Starts the fake over TRANSPORT (stdio or tcp) with FAKE_ARGS (among them
 // `--record FILE`). The scenario `start-stop` stops at once; `obligations`
 // opens a session with a permission handler, a tool
-// whose handler throws, an MCP OAuth handler, an elicitation handler that
-// accepts without content and a pre-tool-use hook that denies, runs the
+// whose handler throws, an MCP OAuth handler that gives a token, an
+// elicitation handler that accepts without content, user input and
+// exit-plan-mode handlers, a section transform, a BYOK provider with a
+// token callback, a local and a remote MCP server (no `type`: the core's
+// inference) and a pre-tool-use hook that denies, runs the
 // turn `obligations:failing_tool` (the fake raises one wait of each kind
 // and ends the turn when all are answered), then stops.
 
@@ -27,7 +30,12 @@ async function obligations() {
   const session = await client.createSession({
     onPermission: approveAll,
     onElicitation: () => ({ action: "accept" }),
-    onMcpOAuth: () => null,
+    onMcpOAuth: () => ({ accessToken: "tok", tokenType: "Bearer", expiresIn: 60 }),
+    onUserInput: () => ({ answer: "a", wasFreeform: false }),
+    onExitPlanMode: () => ({ approved: true, selectedAction: "interactive" }),
+    systemMessage: { mode: "customize", sections: { tone: { action: (text) => text.toUpperCase() } } },
+    provider: { baseUrl: "http://127.0.0.1:9/v1", bearerTokenProvider: () => "bearer-1" },
+    mcpServers: { local: { command: "mcp-server", args: ["--x"] }, remote: { url: "https://mcp.example/" } },
     tools: [
       {
         name: "failing_tool",

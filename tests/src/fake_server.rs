@@ -1018,7 +1018,8 @@ impl Handler {
 
 impl Handler {
     /// An `obligations:<tool>` turn: one wait of each kind a client
-    /// answers, at once; `session.idle` comes when all are answered.
+    /// answers (each typed handler kind's, and refusals), at once;
+    /// `session.idle` comes when all are answered.
     fn obligations(&mut self, sid: &str, message_id: &str, tool: &str) -> io::Result<()> {
         self.shared.event(
             sid,
@@ -1042,6 +1043,23 @@ impl Handler {
             ),
             ("no-handler", "sessionFs.readFile", json!({"sessionId": sid, "path": "/etc/hostname"})),
             ("unknown-method", "fake.unknownMethod", json!({"sessionId": sid})),
+            (
+                "input-1",
+                "userInput.request",
+                json!({"sessionId": sid, "question": "Which?", "choices": ["a", "b"], "allowFreeform": true}),
+            ),
+            (
+                "plan-1",
+                "exitPlanMode.request",
+                json!({"sessionId": sid, "summary": "s", "planContent": "p",
+                "actions": ["interactive", "autopilot"], "recommendedAction": "interactive"}),
+            ),
+            (
+                "transform-1",
+                "systemMessage.transform",
+                json!({"sessionId": sid, "sections": {"tone": {"content": "Be brief."}, "identity": {"content": "I am."}}}),
+            ),
+            ("token-1", "providerToken.getToken", json!({"sessionId": sid, "providerName": "default"})),
         ];
         let events = [
             (
@@ -1061,6 +1079,12 @@ impl Handler {
                 "external_tool.requested",
                 json!({"requestId": "tool-1", "sessionId": sid,
                 "toolCallId": "call-1", "toolName": tool, "arguments": {}}),
+            ),
+            (
+                "oauth-1",
+                "mcp.oauth_required",
+                json!({"requestId": "oauth-1", "serverName": "remote", "serverUrl": "https://mcp.example/",
+                "reason": "initial"}),
             ),
         ];
         let ids = requests.iter().map(|r| r.0).chain(events.iter().map(|e| e.0)).map(str::to_owned).collect();

@@ -9,13 +9,19 @@
 //! client's request ids, the session id it picks, the connection token).
 //!
 //! The scenario: start; open a session with a permission handler that
-//! approves, a tool whose handler fails, an MCP OAuth handler, an
-//! elicitation handler that accepts without content and a pre-tool-use
-//! hook that denies; run the turn `obligations:failing_tool`, in which the
-//! fake raises a permission prompt, an elicitation, a call of the tool, a
+//! approves, a tool whose handler fails, an MCP OAuth handler that gives a
+//! token, an elicitation handler that accepts without content, a user
+//! input handler, an exit-plan-mode handler, a system message section
+//! transform, a BYOK provider with a token callback (its default type),
+//! a local and a remote MCP server (their types inferred in JS) and a
+//! pre-tool-use hook that denies; run the turn `obligations:failing_tool`,
+//! in which the fake raises a permission prompt, an elicitation, a call of
+//! the tool, an MCP OAuth request, a user input request, an exit-plan-mode
+//! request, a transform of two sections, a provider token request, a
 //! `preToolUse` hook call, a `sessionEnd` hook call (no hook set), a
 //! `sessionFs.readFile` request (no handler) and an unknown request, and
-//! ends the turn when all are answered; stop the client (which destroys the
+//! ends the turn when all are answered (every typed handler kind's answer
+//! is shaped by the core's `ANSWER_SHAPES`); stop the client (which destroys the
 //! session and shuts the spawned CLI down, as the core's `STOP_STEPS` say).
 //!
 //! A second test starts and stops alone, over TCP (the connection token)
@@ -31,8 +37,9 @@ use std::time::Duration;
 
 use copilot_host::events::{ElicitationRequestedData, McpOauthRequiredData};
 use copilot_host::{
-    approve_all, Client, ClientOptions, ElicitationResponse, PreToolUseOutput, SessionConfig, SessionHooks, Tool,
-    ToolInvocation, Transport,
+    approve_all, Client, ClientOptions, ElicitationResponse, ExitPlanModeRequest, ExitPlanModeResponse,
+    McpServerConfig, OAuthToken, PreToolUseOutput, ProviderConfig, ProviderTokenRequest, ProviderType, SessionConfig,
+    SessionHooks, SystemMessage, Tool, ToolInvocation, Transport, UserInputRequest, UserInputResponse,
 };
 use copilot_tests::real_cli::TempDir;
 use serde_json::{json, Value};
@@ -49,11 +56,16 @@ const SERVER_REQUESTS: &[(&str, &str)] = &[
     ("hook-unset", "the answer to a hook call with no hook set (sessionEnd)"),
     ("no-handler", "the refusal of a request with no handler (sessionFs.readFile)"),
     ("unknown-method", "the refusal of an unknown request (fake.unknownMethod)"),
+    ("input-1", "the answer to a user input request (ANSWER_SHAPES userInput)"),
+    ("plan-1", "the answer to an exit-plan-mode request (ANSWER_SHAPES exitPlanMode)"),
+    ("transform-1", "the answer to a system message transform (ANSWER_SHAPES systemMessageTransform)"),
+    ("token-1", "the answer to a provider token request (ANSWER_SHAPES providerToken)"),
 ];
 const EVENT_WAITS: &[(&str, &str)] = &[
     ("perm-1", "the answer to a permission request (approved)"),
     ("elicit-1", "the answer to an elicitation accepted without content"),
     ("tool-1", "the answer for a tool whose handler fails"),
+    ("oauth-1", "the answer to an MCP OAuth request with a token (ANSWER_SHAPES mcpOAuth)"),
 ];
 
 fn root() -> PathBuf {
@@ -90,9 +102,27 @@ fn run_rust(record: &Path) {
     let config = SessionConfig::default()
         .on_permission_shared(approve_all())
         .on_elicitation(|_: &ElicitationRequestedData| ElicitationResponse::Accept(Value::Null))
-        .on_mcp_oauth(|_: &McpOauthRequiredData| None)
+        .on_mcp_oauth(|_: &McpOauthRequiredData| {
+            Some(OAuthToken { access_token: "tok".into(), token_type: Some("Bearer".into()), expires_in: Some(60) })
+        })
+        .on_user_input(|_: &UserInputRequest| Some(UserInputResponse { answer: "a".into(), was_freeform: false }))
+        .on_exit_plan_mode(|_: &ExitPlanModeRequest| ExitPlanModeResponse {
+            approved: true,
+            selected_action: Some("interactive".into()),
+            feedback: None,
+        })
+        .mcp_server("local", McpServerConfig::local("mcp-server", ["--x"]))
+        .mcp_server("remote", McpServerConfig::http("https://mcp.example/"))
         .tool(failing)
         .hooks(SessionHooks::new().on_pre_tool_use(|_, _| Some(PreToolUseOutput::deny("not in this test"))));
+    let config = SessionConfig {
+        system_message: Some(SystemMessage::customize().transform("tone", |text: &str| text.to_uppercase())),
+        provider: Some(
+            ProviderConfig::new(ProviderType::OpenAi, "http://127.0.0.1:9/v1")
+                .bearer_token_provider(|_: &ProviderTokenRequest| Some("bearer-1".to_owned())),
+        ),
+        ..config
+    };
     let session = client.create_session(config).expect("create the session");
     session.send_and_wait(PROMPT, TURN).expect("the turn ends when every wait is answered");
     client.stop().expect("stop");

@@ -73,6 +73,40 @@
 //!   own name unless `wire` names another (`null`: not sent), and one of
 //!   `onlyWhenTrue` goes as `true` only when set true
 //!   (`copilot_core::OPEN_OPTIONS`).
+//! - `answerShapes` `{<name>: {members, open, nothing}}`: the answer of
+//!   each typed handler kind (and `permissionDecisionContext`, the members
+//!   sent beside a permission decision), from what the handler gave: each
+//!   member `{name, type, oneOf?, required?, default?, const?, when?}`, in
+//!   order: `const` is always written; a given member (not `null`) must be
+//!   of its `type` (`string`, `boolean`, `integer`, `object`; a string of
+//!   `oneOf`), else the handler failed; absent or `null`, `default` is
+//!   written, a `required` one fails the handler, and any other is left
+//!   out; with `when` `{member, is}` the member is written only when the
+//!   given `member` is the string `is`. An `open` shape writes the given
+//!   object's other members as given after them. With `text`, an answer
+//!   that is not an object with a string `text` member is first
+//!   `{<text>: <the string, or the value's JSON text with members in name
+//!   order>}`. A handler that gives
+//!   nothing (`null`, `undefined`) means `nothing`: `{answer}` sent as it
+//!   is, or `{refuse: cause}` (`copilot_core::ANSWER_SHAPES`,
+//!   `copilot_core::write_answer`).
+//! - `config` `{mcpTypeByMember, mcpDefaultType, mcpLocalTypes,
+//!   mcpWorkingDirectory, providerDefaultType, providerTokenCallbackFlag,
+//!   providerTokenName, systemMessageDefaultMode, sectionTransformAction}`:
+//!   an MCP server config without `type` takes the type of the first
+//!   `[member, type]` of `mcpTypeByMember` it has, else `mcpDefaultType`;
+//!   one of `mcpLocalTypes` has `args` `[]` unless given;
+//!   `mcpWorkingDirectory` `[name, wire]` renames that member; a BYOK
+//!   provider's `type` is `providerDefaultType` unless given, and
+//!   `providerTokenCallbackFlag` is `true` when a token callback is set;
+//!   that callback answers `providerToken.getToken` for the provider
+//!   `providerTokenName` only (any other has no handler); a system
+//!   message's `mode` is `systemMessageDefaultMode` unless given, and a
+//!   section the client rewrites has the action `sectionTransformAction`
+//!   (`copilot_core::mcp_server_type` and the constants beside it).
+//! - `bridgeTokenProtocolPrefix`: the WebSocket subprotocol that carries
+//!   the bridge's token is this prefix and the token
+//!   (`copilot_core::BRIDGE_TOKEN_PROTOCOL_PREFIX`).
 
 mod tests {
     /// The file `scripts/build-wasm` ships.
@@ -301,5 +335,172 @@ mod tests {
         assert_eq!(o["wire"], Value::Object(wire));
         let flags: Vec<&str> = OPEN_OPTIONS.iter().filter(|x| x.only_when_true).map(|x| x.name).collect();
         assert_eq!(o["onlyWhenTrue"], json!(flags));
+    }
+
+    /// `ANSWER_SHAPES` as the policy writes it.
+    fn shapes_json() -> Value {
+        use copilot_core::{GivenNothing, MemberType, Presence};
+        let parse = |j: &str| serde_json::from_str::<Value>(j).unwrap();
+        let mut shapes = serde_json::Map::new();
+        for s in copilot_core::ANSWER_SHAPES {
+            let members: Vec<Value> = s
+                .members
+                .iter()
+                .map(|m| {
+                    let mut v = json!({"name": m.name, "type": m.ty.name()});
+                    if let MemberType::OneOf(names) = m.ty {
+                        v["oneOf"] = json!(names);
+                    }
+                    match m.presence {
+                        Presence::Required => v["required"] = true.into(),
+                        Presence::Optional => {}
+                        Presence::Default(d) => v["default"] = parse(d),
+                        Presence::Const(c) => v["const"] = parse(c),
+                    }
+                    if let Some((member, is)) = m.when {
+                        v["when"] = json!({"member": member, "is": is});
+                    }
+                    v
+                })
+                .collect();
+            let nothing = match s.nothing {
+                GivenNothing::Answer(a) => json!({"answer": parse(a)}),
+                GivenNothing::Refuse(c) => json!({"refuse": c.name()}),
+            };
+            let mut shape = json!({"members": members, "open": s.open, "nothing": nothing});
+            if let Some(text) = s.text {
+                shape["text"] = text.into();
+            }
+            shapes.insert(s.name.into(), shape);
+        }
+        Value::Object(shapes)
+    }
+
+    #[test]
+    fn the_answer_shapes_are_the_cores() {
+        assert_eq!(policy()["answerShapes"], shapes_json(), "{:#}", shapes_json());
+    }
+
+    /// The policy's generic shaping, as the JS client does it (answering.js,
+    /// `shapeAnswer`), against the core's `write_answer` on the same input.
+    fn shape_from_policy(name: &str, given: &Value) -> Result<Value, String> {
+        let shape = &policy()["answerShapes"][name];
+        if given.is_null() {
+            return match &shape["nothing"] {
+                n if n.get("answer").is_some() => Ok(n["answer"].clone()),
+                n => Err(format!("refuse {}", n["refuse"])),
+            };
+        }
+        let text = shape.get("text").and_then(Value::as_str);
+        let given = match text {
+            Some(t) if given.get(t).is_none_or(|v| !v.is_string()) => {
+                json!({ t: given.as_str().map_or_else(|| given.to_string(), str::to_owned) })
+            }
+            _ => given.clone(),
+        };
+        let Some(given) = given.as_object() else { return Err("fail".into()) };
+        let mut answer = serde_json::Map::new();
+        let members = shape["members"].as_array().unwrap();
+        for m in members {
+            let name = m["name"].as_str().unwrap();
+            if let Some(when) = m.get("when") {
+                if given.get(when["member"].as_str().unwrap()) != Some(&when["is"]) {
+                    continue;
+                }
+            }
+            let v = match (m.get("const"), given.get(name).filter(|v| !v.is_null())) {
+                (Some(c), _) => c.clone(),
+                (None, Some(v)) => {
+                    let fits = match m["type"].as_str().unwrap() {
+                        "string" => v.is_string(),
+                        "boolean" => v.is_boolean(),
+                        "integer" => v.is_i64() || v.is_u64(),
+                        _ => v.is_object(),
+                    };
+                    let listed = m.get("oneOf").is_none_or(|l| l.as_array().unwrap().contains(v));
+                    if !fits || !listed {
+                        return Err("fail".into());
+                    }
+                    v.clone()
+                }
+                (None, None) if m.get("default").is_some() => m["default"].clone(),
+                (None, None) if m.get("required").is_some() => return Err("fail".into()),
+                (None, None) => continue,
+            };
+            answer.insert(name.into(), v);
+        }
+        if shape["open"] == true {
+            for (k, v) in given.iter().filter(|(k, _)| !members.iter().any(|m| m["name"] == **k)) {
+                answer.insert(k.clone(), v.clone());
+            }
+        }
+        Ok(Value::Object(answer))
+    }
+
+    #[test]
+    fn the_policys_shaping_answers_as_the_core_writes() {
+        let cases: &[(&str, Value)] = &[
+            ("permission", json!({"kind": "reject", "feedback": "no"})),
+            ("permission", json!({"feedback": "no"})),
+            ("permission", Value::Null),
+            ("permissionDecisionContext", json!({"outcome": "o", "source": "s", "x": 1})),
+            ("tool", json!({"textResultForLlm": "t", "sessionLog": "l"})),
+            ("tool", json!({"textResultForLlm": "t", "resultType": "failure"})),
+            ("tool", json!({"textResultForLlm": 1})),
+            ("tool", json!("text")),
+            ("tool", json!({"b": [1, "q\"\n"], "a": {}})),
+            ("tool", json!({"textResultForLlm": "t", "resultType": 1})),
+            ("tool", Value::Null),
+            ("userInput", json!({"answer": "a"})),
+            ("userInput", json!({"answer": "a", "wasFreeform": true})),
+            ("userInput", json!({})),
+            ("userInput", Value::Null),
+            ("elicitation", json!({"action": "accept"})),
+            ("elicitation", json!({"action": "accept", "content": {"a": 1}})),
+            ("elicitation", json!({"action": "accept", "content": []})),
+            ("elicitation", json!({"action": "decline", "content": {"a": 1}})),
+            ("elicitation", json!({"action": "maybe"})),
+            ("elicitation", json!("accept")),
+            ("mcpOAuth", json!({"accessToken": "t", "expiresIn": 60, "kind": "x"})),
+            ("mcpOAuth", json!({"accessToken": "t", "tokenType": null, "expiresIn": 1.5})),
+            ("mcpOAuth", Value::Null),
+            ("exitPlanMode", json!({"approved": false, "feedback": "f", "selectedAction": null})),
+            ("exitPlanMode", json!({"approved": "yes"})),
+            ("systemMessageTransform", json!({"sections": {"b": {"content": "x"}}})),
+            ("providerToken", json!({"token": "t"})),
+            ("providerToken", json!({"token": 1})),
+            ("providerToken", Value::Null),
+        ];
+        for (name, given) in cases {
+            let shape = copilot_core::answer_shape(name).unwrap();
+            let mut core = Vec::new();
+            let text = given.to_string();
+            let given_bytes = (!given.is_null()).then_some(text.as_bytes());
+            let core = match copilot_core::write_answer(shape, given_bytes, &mut |b: &[u8]| core.extend_from_slice(b)) {
+                Ok(()) => Ok(serde_json::from_slice::<Value>(&core).unwrap()),
+                Err(copilot_core::ShapeError::Nothing(c)) => Err(format!("refuse \"{}\"", c.name())),
+                Err(_) => Err("fail".into()),
+            };
+            assert_eq!(shape_from_policy(name, given), core, "{name} {given}");
+        }
+    }
+
+    #[test]
+    fn the_config_defaults_and_the_bridge_prefix_are_the_cores() {
+        let c = &policy()["config"];
+        assert_eq!(c["mcpTypeByMember"], json!(copilot_core::MCP_TYPE_BY_MEMBER));
+        for has in [&["url"][..], &["command"], &["url", "command"], &[]] {
+            let first = c["mcpTypeByMember"].as_array().unwrap().iter().find(|p| has.contains(&p[0].as_str().unwrap()));
+            let ty = first.map_or(&c["mcpDefaultType"], |p| &p[1]);
+            assert_eq!(ty, copilot_core::mcp_server_type(|m| has.contains(&m)), "{has:?}");
+        }
+        assert_eq!(c["mcpLocalTypes"], json!(copilot_core::MCP_LOCAL_TYPES));
+        assert_eq!(c["mcpWorkingDirectory"], json!(copilot_core::MCP_WORKING_DIRECTORY));
+        assert_eq!(c["providerDefaultType"], copilot_core::PROVIDER_DEFAULT_TYPE);
+        assert_eq!(c["providerTokenCallbackFlag"], copilot_core::PROVIDER_TOKEN_CALLBACK_FLAG);
+        assert_eq!(c["providerTokenName"], copilot_core::PROVIDER_TOKEN_NAME);
+        assert_eq!(c["systemMessageDefaultMode"], copilot_core::SYSTEM_MESSAGE_DEFAULT_MODE);
+        assert_eq!(c["sectionTransformAction"], copilot_core::SECTION_TRANSFORM_ACTION);
+        assert_eq!(policy()["bridgeTokenProtocolPrefix"], copilot_core::BRIDGE_TOKEN_PROTOCOL_PREFIX);
     }
 }

@@ -18,7 +18,7 @@ use copilot_core::HandlerKind;
 use serde_json::{json, Value};
 
 use super::hooks::SessionHooks;
-use super::outcome::Outcome;
+use super::outcome::{answer, Outcome};
 use super::permission::PermissionHandler;
 use super::requests::RequestHandlers;
 use crate::events::{CommandExecuteData, ElicitationRequestedData, McpOauthRequiredData};
@@ -60,7 +60,10 @@ pub enum ToolResult {
     /// only [`TOOL_FAILED_TEXT`]. An `Err` of a handler becomes this.
     Error(String),
     /// A result object as the CLI's schema describes it
-    /// (`{textResultForLlm, resultType, sessionLog, binaryResultsForLlm, ...}`).
+    /// (`{textResultForLlm, resultType, sessionLog, binaryResultsForLlm, ...}`);
+    /// `resultType` is `success` unless given. A value that is not such an
+    /// object (no string `textResultForLlm`) goes as its JSON text, a
+    /// string as the text, `null` as empty text (as the official SDKs do).
     Structured(Value),
 }
 
@@ -70,16 +73,22 @@ impl ToolResult {
         ToolResult::Failure(text.into())
     }
 
-    /// What goes to the agent: the result, or the engine's failure answer.
+    /// What goes to the agent: the result the core shapes (`resultType`
+    /// is `success` unless given; a structured value that is no result
+    /// object goes as its JSON text), or the engine's failure answer.
     pub(super) fn outcome(self) -> Outcome {
-        match self {
-            ToolResult::Text(t) => Outcome::Answer(json!({ "textResultForLlm": t, "resultType": "success" })),
-            ToolResult::Failure(t) => Outcome::Answer(json!({ "textResultForLlm": t, "resultType": "failure" })),
-            ToolResult::Error(e) => Outcome::Fail(e),
-            ToolResult::Structured(v) => Outcome::Answer(v),
-        }
+        let given = match self {
+            ToolResult::Text(t) => Value::String(t),
+            ToolResult::Failure(t) => json!({ "textResultForLlm": t, "resultType": "failure" }),
+            ToolResult::Error(e) => return Outcome::Fail(e),
+            ToolResult::Structured(v) => v,
+        };
+        answer(TOOL, Some(&given))
     }
 }
+
+/// The name of a tool's answer shape.
+const TOOL: &str = HandlerKind::Tool.name();
 
 impl From<String> for ToolResult {
     fn from(text: String) -> Self {

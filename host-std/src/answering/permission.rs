@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::outcome::Outcome;
+use copilot_core::HandlerKind;
+
+use super::outcome::{answer, shaped, Outcome};
 use crate::events::PermissionRequestedData;
 
 /// The answer to a permission prompt.
@@ -101,15 +103,18 @@ impl PermissionDecision {
     }
 
     /// What goes to the CLI: the decision and the context beside it, or
-    /// nothing (declined).
+    /// nothing (declined), each shaped by the core.
     pub(super) fn outcome(&self) -> Outcome {
         match self {
             PermissionDecision::NoResult => Outcome::Decline,
             PermissionDecision::WithContext { decision, context } => match decision.outcome() {
-                Outcome::Answer(v) => Outcome::AnswerWith(v, json!({ "decisionContext": context.to_json() })),
+                Outcome::Answer(v) => match shaped("permissionDecisionContext", Some(&context.to_json())) {
+                    Ok(context) => Outcome::AnswerWith(v, json!({ "decisionContext": context })),
+                    Err(failed) => failed,
+                },
                 other => other,
             },
-            other => Outcome::Answer(other.to_json()),
+            other => answer(HandlerKind::Permission.name(), Some(&other.to_json())),
         }
     }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use copilot_core::{write_elicitation_answer, Cause, ElicitationAction, HandlerKind};
+use copilot_core::{Cause, HandlerKind};
 use serde_json::{json, Value};
 
 use super::handlers::{
@@ -14,7 +14,7 @@ use super::handlers::{
 };
 use super::hook_call::{invoke, HookAnswer};
 use super::hooks::HookFailure;
-use super::outcome::Outcome;
+use super::outcome::{answer, Outcome};
 use super::permission::PermissionRequest;
 use super::requests::{event_data, is_event, IncomingRequest, RequestHandlers};
 use crate::driver::{Job, Replier};
@@ -80,26 +80,16 @@ fn send(reply: &Replier, name: &str, outcome: Outcome) {
     }
 }
 
-/// The answer to an elicitation, shaped by the core
-/// ([`write_elicitation_answer`](copilot_core::write_elicitation_answer):
-/// an accept without content, or with `null`, carries `{}`; content that is
-/// not an object fails the handler).
+/// The answer to an elicitation, shaped by the core (an accept without
+/// content, or with `null`, carries `{}`; content that is not an object
+/// fails the handler).
 fn elicitation_answer(response: ElicitationResponse) -> Outcome {
-    let (action, content) = match response {
-        ElicitationResponse::Accept(content) => (ElicitationAction::Accept, Some(content.to_string())),
-        ElicitationResponse::Decline => (ElicitationAction::Decline, None),
-        ElicitationResponse::Cancel => (ElicitationAction::Cancel, None),
+    let given = match response {
+        ElicitationResponse::Accept(content) => json!({ "action": "accept", "content": content }),
+        ElicitationResponse::Decline => json!({ "action": "decline" }),
+        ElicitationResponse::Cancel => json!({ "action": "cancel" }),
     };
-    let mut answer = Vec::new();
-    if let Err(e) =
-        write_elicitation_answer(action, content.as_deref().map(str::as_bytes), &mut |b| answer.extend_from_slice(b))
-    {
-        return Outcome::Fail(e.message().to_owned());
-    }
-    match serde_json::from_slice(&answer) {
-        Ok(answer) => Outcome::Answer(answer),
-        Err(e) => Outcome::Fail(format!("the elicitation's answer is not JSON: {e}")),
-    }
+    answer(HandlerKind::Elicitation.name(), Some(&given))
 }
 
 /// The typed data of a waiting event, or why it has none.
@@ -156,19 +146,10 @@ fn decide(kind: HandlerKind, name: &'static str, data: &[u8], handlers: &Session
                 Ok(_) => return unreadable,
                 Err(o) => return o,
             };
-            Answer(match h.token(&data) {
-                Some(t) => {
-                    let mut r = json!({ "kind": "token", "accessToken": t.access_token });
-                    if let Some(tt) = t.token_type {
-                        r["tokenType"] = tt.into();
-                    }
-                    if let Some(e) = t.expires_in {
-                        r["expiresIn"] = e.into();
-                    }
-                    r
-                }
-                None => json!({ "kind": "cancelled" }),
-            })
+            let given = h.token(&data).map(
+                |t| json!({ "accessToken": t.access_token, "tokenType": t.token_type, "expiresIn": t.expires_in }),
+            );
+            answer(kind.name(), given.as_ref())
         }
         HandlerKind::Command => {
             let data = match event_kind(data) {
@@ -187,42 +168,33 @@ fn decide(kind: HandlerKind, name: &'static str, data: &[u8], handlers: &Session
         HandlerKind::UserInput => {
             let Some(h) = &handlers.user_input else { return Refuse(Cause::NoHandler) };
             let Ok(request) = serde_json::from_slice::<UserInputRequest>(data) else { return unreadable };
-            match h.answer(&request) {
-                Some(r) => Answer(json!({ "answer": r.answer, "wasFreeform": r.was_freeform })),
-                None => Refuse(Cause::NoHandler),
-            }
+            let given = h.answer(&request).map(|r| json!({ "answer": r.answer, "wasFreeform": r.was_freeform }));
+            answer(kind.name(), given.as_ref())
         }
         HandlerKind::ExitPlanMode => {
             let Some(h) = &handlers.exit_plan_mode else { return Refuse(Cause::NoHandler) };
             let Ok(request) = serde_json::from_slice::<ExitPlanModeRequest>(data) else { return unreadable };
             let r = h.answer(&request);
-            let mut v = json!({ "approved": r.approved });
-            if let Some(a) = r.selected_action {
-                v["selectedAction"] = a.into();
-            }
-            if let Some(f) = r.feedback {
-                v["feedback"] = f.into();
-            }
-            Answer(v)
+            let given = json!({ "approved": r.approved, "selectedAction": r.selected_action, "feedback": r.feedback });
+            answer(kind.name(), Some(&given))
         }
         HandlerKind::SystemMessageTransform => {
             if handlers.transforms.is_empty() {
                 return Refuse(Cause::NoHandler);
             }
             let Ok(request) = serde_json::from_slice::<TransformRequest>(data) else { return unreadable };
-            Answer(json!({ "sections": transform_sections(&request.sections, &handlers.transforms) }))
+            let given = json!({ "sections": transform_sections(&request.sections, &handlers.transforms) });
+            answer(kind.name(), Some(&given))
         }
         HandlerKind::ProviderToken => {
             let Some(h) = &handlers.provider_token else { return Refuse(Cause::NoHandler) };
             let Ok(request) = serde_json::from_slice::<ProviderTokenRequest>(data) else { return unreadable };
-            // One callback: the session's single provider, named `default`.
-            if request.provider_name != "default" {
+            // One callback: the session's single provider, by the core's name.
+            if request.provider_name != copilot_core::PROVIDER_TOKEN_NAME {
                 return Refuse(Cause::NoHandler);
             }
-            match h.token(&request) {
-                Some(token) => Answer(json!({ "token": token })),
-                None => Refuse(Cause::HandlerFailed),
-            }
+            let given = h.token(&request).map(|token| json!({ "token": token }));
+            answer(kind.name(), given.as_ref())
         }
         HandlerKind::Hooks => match invoke(&handlers.hooks, data, session_id) {
             HookAnswer::Answer(v) => Answer(v),
@@ -244,9 +216,19 @@ struct TransformRequest {
     sections: BTreeMap<String, SectionText>,
 }
 
+/// A section's text; as the JS client reads it, a section without a
+/// string `content` has the text `""`.
 #[derive(serde::Deserialize, serde::Serialize)]
 struct SectionText {
+    #[serde(default, deserialize_with = "text_or_empty")]
     content: String,
+}
+
+fn text_or_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(match <Value as serde::Deserialize>::deserialize(d)? {
+        Value::String(s) => s,
+        _ => String::new(),
+    })
 }
 
 /// Every section, rewritten by its transform if it has one; a section

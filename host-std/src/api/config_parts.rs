@@ -59,7 +59,7 @@ impl SystemMessage {
 
     pub(super) fn to_json(&self) -> Value {
         match self {
-            SystemMessage::Append(c) => json!({ "mode": "append", "content": c }),
+            SystemMessage::Append(c) => json!({ "mode": copilot_core::SYSTEM_MESSAGE_DEFAULT_MODE, "content": c }),
             SystemMessage::Replace(c) => json!({ "mode": "replace", "content": c }),
             SystemMessage::Customize { sections, content } => {
                 let sections: Map<String, Value> = sections
@@ -141,7 +141,7 @@ impl SectionAction {
             SectionAction::Append => "append",
             SectionAction::Prepend => "prepend",
             SectionAction::Preserve => "preserve",
-            SectionAction::Transform(_) => "transform",
+            SectionAction::Transform(_) => copilot_core::SECTION_TRANSFORM_ACTION,
         }
     }
 }
@@ -248,7 +248,7 @@ impl ProviderConfig {
     pub(super) fn to_json(&self) -> Value {
         let mut v = json!({
             "type": match self.provider_type {
-                ProviderType::OpenAi => "openai",
+                ProviderType::OpenAi => copilot_core::PROVIDER_DEFAULT_TYPE,
                 ProviderType::Azure => "azure",
                 ProviderType::Anthropic => "anthropic",
             },
@@ -259,7 +259,7 @@ impl ProviderConfig {
         put(&mut v, "apiKey", &self.api_key);
         put(&mut v, "bearerToken", &self.bearer_token);
         if self.bearer_token_provider.is_some() {
-            v["hasBearerTokenProvider"] = true.into();
+            v[copilot_core::PROVIDER_TOKEN_CALLBACK_FLAG] = true.into();
         }
         if let Some(a) = &self.azure_api_version {
             v["azure"] = json!({ "apiVersion": a });
@@ -360,17 +360,20 @@ impl McpServerConfig {
     pub(super) fn to_json(&self) -> Value {
         match self {
             McpServerConfig::Local { command, args, env, working_directory, tools, timeout } => {
-                let mut v = json!({ "type": "local", "command": command, "args": args });
+                let ty = copilot_core::mcp_server_type(|m| m == "command");
+                let mut v = json!({ "type": ty, "command": command, "args": args });
                 if !env.is_empty() {
                     v["env"] = json!(env);
                 }
-                put(&mut v, "cwd", &working_directory.as_ref().map(|d| d.to_string_lossy()));
+                let cwd = copilot_core::MCP_WORKING_DIRECTORY.1;
+                put(&mut v, cwd, &working_directory.as_ref().map(|d| d.to_string_lossy()));
                 put(&mut v, "tools", tools);
                 put(&mut v, "timeout", timeout);
                 v
             }
             McpServerConfig::Http { url, sse, headers, tools, timeout } => {
-                let mut v = json!({ "type": if *sse { "sse" } else { "http" }, "url": url });
+                let ty = if *sse { "sse" } else { copilot_core::mcp_server_type(|m| m == "url") };
+                let mut v = json!({ "type": ty, "url": url });
                 if !headers.is_empty() {
                     v["headers"] = json!(headers);
                 }

@@ -10,6 +10,7 @@ import { POLICY } from "./constants.js";
 import { errorText } from "./errors.js";
 import { sectionTransforms } from "./config.js";
 import { decideHook, decideRequest, isGenericKind } from "./hooks.js";
+import { shapeAnswer } from "./shapes.js";
 
 // How `CoreEngine.settle` settles a wait (wasm/src/lib.rs names the same).
 const SETTLE_ANSWER = 0;
@@ -19,7 +20,6 @@ const SETTLE_FAIL = 3;
 
 const DECLINE = Object.freeze({ decline: true });
 const NO_HANDLER = Object.freeze({ refuse: "noHandler" });
-const FAILED = Object.freeze({ refuse: "handlerFailed" });
 const UNREADABLE = Object.freeze({ refuse: "unreadable" });
 
 const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
@@ -43,16 +43,6 @@ function permissionDecision(value) {
   if (typeof value === "string" && value) return { kind: value };
   if (value && typeof value === "object" && typeof value.kind === "string") return value;
   return null;
-}
-
-/** The `result` of handlePendingToolCall from what a tool returned. */
-function toolResult(value) {
-  if (value === undefined || value === null) return { textResultForLlm: "", resultType: "success" };
-  if (typeof value === "string") return { textResultForLlm: value, resultType: "success" };
-  if (typeof value === "object" && typeof value.textResultForLlm === "string") {
-    return { resultType: "success", ...value };
-  }
-  return { textResultForLlm: JSON.stringify(value), resultType: "success" };
 }
 
 /**
@@ -91,12 +81,14 @@ export async function discharge(driver, logger, obligation, decide) {
   try {
     outcome = await decide();
   } catch (e) {
+    outcome = { fail: errorText(e) };
+  }
+  if (outcome && "fail" in outcome) {
     // The error may hold what the model should not read: the engine's
     // failure answer tells the agent only that the handler failed (for a
     // tool, with the text in the result's `error`, which the model does
     // not read); the logs say how.
-    logger.error?.(`a handler failed (${errorText(e)}); the agent is told only that it failed`);
-    outcome = { fail: errorText(e) };
+    logger.error?.(`a handler failed (${outcome.fail}); the agent is told only that it failed`);
   }
   if (driver.closed) return;
   try {
@@ -160,12 +152,11 @@ export class SessionHandlers {
         const decision = permissionDecision(attributed ? given.result : given);
         // No result: the prompt is left to another client of the session.
         if (decision?.kind === "no-result") return DECLINE;
-        if (decision && attributed && isObject(given.decisionContext)) {
-          return { answer: decision, siblings: { decisionContext: given.decisionContext } };
-        }
-        if (decision) return { answer: decision };
-        logger.error?.("the permission handler returned no decision; the agent gets the refusal");
-        return FAILED;
+        const shaped = shapeAnswer("permission", decision);
+        if (!("answer" in shaped) || !attributed || !isObject(given.decisionContext)) return shaped;
+        const context = shapeAnswer("permissionDecisionContext", given.decisionContext);
+        if (!("answer" in context)) return context;
+        return { answer: shaped.answer, siblings: { decisionContext: context.answer } };
       }
       case "tool": {
         if (!readable || typeof data.toolName !== "string") return UNREADABLE;
@@ -179,7 +170,7 @@ export class SessionHandlers {
           workingDirectory: data.workingDirectory,
         };
         // A throw is a failed handler: the engine's tool failure goes.
-        return { answer: toolResult(await tool.handler(invocation.arguments, invocation)) };
+        return shapeAnswer("tool", await tool.handler(invocation.arguments, invocation));
       }
       case "userInput": {
         if (!c.onUserInput) return NO_HANDLER;
@@ -190,34 +181,23 @@ export class SessionHandlers {
           choices: Array.isArray(data.choices) ? data.choices : [],
           allowFreeform: data.allowFreeform,
         });
+        // A string is an answer typed by the user.
         if (typeof answer === "string") answer = { answer, wasFreeform: true };
-        if (!answer || typeof answer.answer !== "string") return NO_HANDLER;
-        return { answer: { answer: answer.answer, wasFreeform: Boolean(answer.wasFreeform) } };
+        return shapeAnswer("userInput", answer);
       }
       case "elicitation": {
         if (!c.onElicitation) return NO_HANDLER;
         if (!readable || typeof data.message !== "string") return UNREADABLE;
         let r = await c.onElicitation({ ...data, sessionId });
         if (typeof r === "string") r = { action: r };
-        if (r?.action === "accept") {
-          // No content: the core's default.
-          const content = r.content ?? structuredClone(POLICY.answers.elicitationAcceptContent);
-          return { answer: { action: "accept", content } };
-        }
-        if (r?.action === "decline" || r?.action === "cancel") return { answer: { action: r.action } };
-        return FAILED;
+        return shapeAnswer("elicitation", r);
       }
       case "mcpOAuth": {
         if (!c.onMcpOAuth) return NO_HANDLER;
         if (!readable || typeof data.serverName !== "string" || typeof data.serverUrl !== "string") return UNREADABLE;
         let t = await c.onMcpOAuth({ ...data, sessionId });
-        if (t === null || t === undefined) return { answer: { kind: "cancelled" } };
         if (typeof t === "string") t = { accessToken: t };
-        if (typeof t?.accessToken !== "string") return FAILED;
-        const answer = { kind: "token", accessToken: t.accessToken };
-        if (t.tokenType !== undefined) answer.tokenType = t.tokenType;
-        if (t.expiresIn !== undefined) answer.expiresIn = t.expiresIn;
-        return { answer };
+        return shapeAnswer("mcpOAuth", t);
       }
       case "exitPlanMode": {
         if (!c.onExitPlanMode) return NO_HANDLER;
@@ -230,11 +210,7 @@ export class SessionHandlers {
           recommendedAction: data.recommendedAction,
         });
         if (typeof r === "boolean") r = { approved: r };
-        if (typeof r?.approved !== "boolean") return FAILED;
-        const answer = { approved: r.approved };
-        if (r.selectedAction !== undefined) answer.selectedAction = r.selectedAction;
-        if (r.feedback !== undefined) answer.feedback = r.feedback;
-        return { answer };
+        return shapeAnswer("exitPlanMode", r);
       }
       case "command": {
         if (!readable || typeof data.commandName !== "string") return UNREADABLE;
@@ -268,17 +244,16 @@ export class SessionHandlers {
           }
           sections[id] = { content: text };
         }
-        return { answer: { sections } };
+        return shapeAnswer("systemMessageTransform", { sections });
       }
       case "providerToken": {
         const callback = c.provider?.bearerTokenProvider;
         if (!callback) return NO_HANDLER;
         if (!readable || typeof data.providerName !== "string") return UNREADABLE;
-        // One callback: the session's single provider, named `default`.
-        if (data.providerName !== "default") return NO_HANDLER;
+        // One callback: the session's single provider, by the core's name.
+        if (data.providerName !== POLICY.config.providerTokenName) return NO_HANDLER;
         const token = await callback({ providerName: data.providerName, sessionId });
-        if (typeof token !== "string") return FAILED;
-        return { answer: { token } };
+        return shapeAnswer("providerToken", typeof token === "string" ? { token } : token);
       }
       case "hooks":
         return decideHook(c.hooks, data, sessionId);

@@ -144,7 +144,7 @@ export class CopilotClient {
   static async connectWebSocket(url, options = {}) {
     await loadWasm();
     const { webSocketTransport } = await import("./websocket.js");
-    const transport = await webSocketTransport(url, options);
+    const transport = await webSocketTransport(url, options, POLICY.bridgeTokenProtocolPrefix);
     const { logger, connectionToken, startupTimeoutMs, maxFrameBytes, requestTimeoutMs, shutdownGraceMs } = options;
     return this._handshaken(transport, {
       logger,
@@ -326,7 +326,7 @@ export class CopilotClient {
     // The engine adds which waits the session answers, and the defaults.
     let params;
     try {
-      const options = JSON.stringify(sessionParams(config, id, resumeId != null, POLICY.options));
+      const options = JSON.stringify(sessionParams(config, id, resumeId != null, POLICY.options, POLICY.config));
       // Members in the order the Rust host sends them: the same bytes.
       params = sortedMembers(JSON.parse(CoreEngine.openParams(options, kinds.join(","))));
     } catch (e) {

@@ -192,26 +192,34 @@ export function sectionTransforms(config) {
   return transforms;
 }
 
-function wireMcpServer(server) {
-  const { workingDirectory, type, ...rest } = server;
-  const wire = { type: type ?? (typeof server.url === "string" ? "http" : "local"), ...rest };
-  if (wire.type === "local" || wire.type === "stdio") wire.args = rest.args ?? [];
-  if (workingDirectory !== undefined) wire.cwd = String(workingDirectory);
+// `d` below is the core's config defaults (`POLICY.config`, see
+// wasm/src/policy.rs): an MCP server's type from the members it has, the
+// args of a local one, the wire name of its working directory, and a
+// provider's default type and token-callback flag, a system message's
+// default mode and the action of a section the client rewrites.
+
+function wireMcpServer(server, d) {
+  const [dirName, dirWire] = d.mcpWorkingDirectory;
+  const { [dirName]: workingDirectory, type, ...rest } = server;
+  const inferred = d.mcpTypeByMember.find(([member]) => server[member] !== undefined)?.[1];
+  const wire = { type: type ?? inferred ?? d.mcpDefaultType, ...rest };
+  if (d.mcpLocalTypes.includes(wire.type)) wire.args = rest.args ?? [];
+  if (workingDirectory !== undefined) wire[dirWire] = String(workingDirectory);
   return wire;
 }
 
-function wireMcpServers(servers) {
-  return Object.fromEntries(Object.entries(servers).map(([name, s]) => [name, wireMcpServer(s)]));
+function wireMcpServers(servers, d) {
+  return Object.fromEntries(Object.entries(servers).map(([name, s]) => [name, wireMcpServer(s, d)]));
 }
 
-function wireSystemMessage(m) {
-  if (m.mode !== "customize") return m.mode === undefined ? { mode: "append", ...m } : { ...m };
+function wireSystemMessage(m, d) {
+  if (m.mode !== "customize") return m.mode === undefined ? { mode: d.systemMessageDefaultMode, ...m } : { ...m };
   const sections = {};
   for (const [id, s] of Object.entries(m.sections ?? {})) {
     if (!s) continue;
     sections[id] =
       typeof s.action === "function"
-        ? { action: "transform" }
+        ? { action: d.sectionTransformAction }
         : s.content === undefined
           ? { action: s.action }
           : { action: s.action, content: s.content };
@@ -221,10 +229,10 @@ function wireSystemMessage(m) {
   return wire;
 }
 
-function wireProvider(p) {
+function wireProvider(p, d) {
   const { bearerTokenProvider, ...rest } = p;
-  const wire = { type: "openai", ...rest };
-  if (bearerTokenProvider) wire.hasBearerTokenProvider = true;
+  const wire = { type: d.providerDefaultType, ...rest };
+  if (bearerTokenProvider) wire[d.providerTokenCallbackFlag] = true;
   return wire;
 }
 
@@ -235,7 +243,7 @@ const WIRE_VALUE = {
   systemMessage: wireSystemMessage,
   provider: wireProvider,
   mcpServers: wireMcpServers,
-  customAgents: (v) => v.map((a) => (a.mcpServers ? { ...a, mcpServers: wireMcpServers(a.mcpServers) } : a)),
+  customAgents: (v, d) => v.map((a) => (a.mcpServers ? { ...a, mcpServers: wireMcpServers(a.mcpServers, d) } : a)),
 };
 
 /** Whether a handler of each key is set, by the key's handler kind. */
@@ -260,9 +268,10 @@ export function handlerKindsOf(config) {
  * (`CoreEngine.openParams`). `names` is the core's option table
  * (`POLICY.options`): `wire` (an option's wire name where it differs,
  * `null`: not sent) and `onlyWhenTrue` (sent as `true` when set, else left
- * out). Given by the caller, so that this module loads before any build.
+ * out); `defaults` the core's config defaults (`POLICY.config`). Given by
+ * the caller, so that this module loads before any build.
  */
-export function sessionParams(config, id, resuming, { wire, onlyWhenTrue }) {
+export function sessionParams(config, id, resuming, { wire, onlyWhenTrue }, defaults) {
   const p = {};
   if (id != null) p.sessionId = id;
   if (config.tools?.length) {
@@ -285,7 +294,7 @@ export function sessionParams(config, id, resuming, { wire, onlyWhenTrue }) {
     if (onlyWhenTrue.includes(key)) {
       if (value) p[name] = true;
     } else {
-      p[name] = WIRE_VALUE[key] ? WIRE_VALUE[key](value) : value;
+      p[name] = WIRE_VALUE[key] ? WIRE_VALUE[key](value, defaults) : value;
     }
   }
   return p;

@@ -8,18 +8,22 @@
 
 import { CopilotError, TimeoutError } from "./errors.js";
 
-/** The subprotocol prefix that carries the bridge's token. */
-export const TOKEN_PROTOCOL_PREFIX = "copilot.token.";
-
 /**
  * Opens a WebSocket to `url` and resolves with a transport for
- * `CopilotClient._handshaken` once it is open.
+ * `CopilotClient._handshaken` once it is open. `prefix` is the subprotocol
+ * prefix that carries the token: the core's, which the bridge checks
+ * (`POLICY.bridgeTokenProtocolPrefix`, given by the client so that this
+ * module stays below the policy).
  */
-export function webSocketTransport(url, { token, WebSocket: Impl = globalThis.WebSocket, openTimeoutMs = 30_000 } = {}) {
+export function webSocketTransport(
+  url,
+  { token, WebSocket: Impl = globalThis.WebSocket, openTimeoutMs = 30_000 } = {},
+  prefix,
+) {
   if (typeof Impl !== "function") {
     return Promise.reject(new CopilotError("no WebSocket here: pass one as the WebSocket option"));
   }
-  const protocols = token ? [TOKEN_PROTOCOL_PREFIX + token] : [];
+  const protocols = token ? [prefix + token] : [];
   let ws;
   try {
     ws = new Impl(url, protocols);

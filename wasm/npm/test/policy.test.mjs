@@ -4,8 +4,8 @@
 // events kept for a late first subscriber (by count and by bytes), which
 // handler kinds a generic request handler answers, the session options and
 // their wire names, the hook types and a hook's default input, the
-// elicitation accept default, the stop's steps, and where the CLI is looked
-// for.
+// elicitation accept default, the shape of every typed handler's answer,
+// the stop's steps, and where the CLI is looked for.
 
 import assert from "node:assert/strict";
 import { PassThrough } from "node:stream";
@@ -226,6 +226,41 @@ test("an elicitation accepted without content is answered with the core's defaul
   const answer = await peer.waitFor((m) => m.params?.requestId === "q1");
   assert.deepEqual(answer.params.result, { action: "accept", content: policy.answers.elicitationAcceptContent });
   await client.stop();
+});
+
+test("a handler's answer is shaped by the core's table, as the core's write_answer shapes it", async () => {
+  const { shapeAnswer } = await import(new URL("src/shapes.js", pkg));
+  // The cases and results of the core's own tests (core/src/shapes.rs).
+  const cases = [
+    ["mcpOAuth", { accessToken: "t", tokenType: null, expiresIn: 60, kind: "x", other: 1 }, { answer: { accessToken: "t", expiresIn: 60, kind: "token" } }],
+    ["mcpOAuth", null, { answer: { kind: "cancelled" } }],
+    ["mcpOAuth", { expiresIn: 60 }, "fail"],
+    ["mcpOAuth", { accessToken: "t", expiresIn: 1.5 }, "fail"],
+    ["userInput", { answer: "a" }, { answer: { answer: "a", wasFreeform: false } }],
+    ["userInput", null, { refuse: "noHandler" }],
+    ["exitPlanMode", { approved: "yes" }, "fail"],
+    ["providerToken", [], "fail"],
+    ["tool", { sessionLog: "l", textResultForLlm: "x" }, { answer: { resultType: "success", sessionLog: "l", textResultForLlm: "x" } }],
+    ["tool", undefined, { answer: { textResultForLlm: "", resultType: "success" } }],
+    ["tool", "hi", { answer: { resultType: "success", textResultForLlm: "hi" } }],
+    ["tool", { textResultForLlm: 1, a: 'q"\n' }, { answer: { resultType: "success", textResultForLlm: '{"a":"q\\"\\n","textResultForLlm":1}' } }],
+    ["tool", [1], { answer: { resultType: "success", textResultForLlm: "[1]" } }],
+    ["tool", { textResultForLlm: "x", resultType: 1 }, "fail"],
+    ["permission", { kind: "reject", feedback: "no" }, { answer: { feedback: "no", kind: "reject" } }],
+    ["permissionDecisionContext", { source: "s", outcome: "o", extra: 1 }, { answer: { outcome: "o", source: "s", surface: "sdk" } }],
+    ["elicitation", { action: "accept" }, { answer: { action: "accept", content: {} } }],
+    ["elicitation", { action: "decline", content: { a: 1 } }, { answer: { action: "decline" } }],
+    ["elicitation", { action: "accept", content: [] }, "fail"],
+    ["elicitation", { action: "maybe" }, "fail"],
+  ];
+  for (const [name, given, expected] of cases) {
+    const shaped = shapeAnswer(name, given);
+    if (expected === "fail") assert.ok("fail" in shaped, `${name} ${JSON.stringify(given)}: ${JSON.stringify(shaped)}`);
+    else assert.deepEqual(shaped, expected, `${name} ${JSON.stringify(given)}`);
+  }
+  // The members go in name order, as the Rust host sends them.
+  const token = shapeAnswer("mcpOAuth", { tokenType: "Bearer", accessToken: "t" }).answer;
+  assert.equal(JSON.stringify(token), '{"accessToken":"t","kind":"token","tokenType":"Bearer"}');
 });
 
 test("the CLI is looked for where the core's cliSearch says: the variable, then each PATH folder, then ./node_modules", () => {
