@@ -135,8 +135,8 @@ pub use session::{
     SessionTable, StaleHandle, MAX_SESSION_ID_LEN,
 };
 pub use shapes::{
-    answer_shape, write_answer, AnswerMember, AnswerShape, GivenNothing, MemberType, Presence, ShapeError,
-    ANSWER_SHAPES,
+    answer_shape, write_answer, write_answer_from, AnswerMember, AnswerShape, Given, GivenNothing, MemberType,
+    Presence, ShapeError, ANSWER_SHAPES,
 };
 pub use stop::{StopStep, STOP_STEPS};
 pub use turn::{turn_step, Turn, TurnStep, TURN_END_EVENT, TURN_ERROR_EVENT, TURN_REPLY_EVENT, TURN_REPLY_UNLESS};

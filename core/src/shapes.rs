@@ -49,16 +49,6 @@ impl MemberType {
             MemberType::Object => "object",
         }
     }
-
-    fn admits(self, v: &Value<'_>) -> bool {
-        match self {
-            MemberType::String => v.kind() == Kind::String,
-            MemberType::Boolean => v.kind() == Kind::Bool,
-            MemberType::Integer => v.as_number().is_some_and(|n| n.as_i64().is_some()),
-            MemberType::Object => v.kind() == Kind::Object,
-            MemberType::OneOf(names) => v.as_str().is_some_and(|s| names.iter().any(|n| s == *n)),
-        }
-    }
 }
 
 /// When a member is in the answer.
@@ -262,14 +252,77 @@ impl core::fmt::Display for ShapeError {
     }
 }
 
+/// What a handler gave, as [`write_answer_from`] reads it, member by
+/// member: the core's own view of JSON text ([`Value`], what
+/// [`write_answer`] reads), or a host's own value (its parsed or typed
+/// form), so that a host need not write the answer out as JSON for the
+/// core to read it back.
+pub trait Given: Sized {
+    /// Its JSON kind.
+    fn kind(&self) -> Kind;
+    /// The member `name` of an object.
+    fn get(&self, name: &str) -> Option<Self>;
+    /// Whether it is the string `s`.
+    fn is_str(&self, s: &str) -> bool;
+    /// Whether it is a number without fraction or exponent that fits an `i64`.
+    fn is_integer(&self) -> bool;
+    /// Writes its JSON text.
+    fn write_json(&self, out: &mut dyn FnMut(&[u8]));
+    /// Calls `f` with each member of an object, in order: its name as the
+    /// text of a JSON string without the quotes (escaped), and its value.
+    fn each_member(&self, f: &mut dyn FnMut(&[u8], &Self));
+}
+
+impl Given for Value<'_> {
+    fn kind(&self) -> Kind {
+        Value::kind(self)
+    }
+
+    fn get(&self, name: &str) -> Option<Self> {
+        Value::get(self, name)
+    }
+
+    fn is_str(&self, s: &str) -> bool {
+        self.as_str().is_some_and(|v| v == s)
+    }
+
+    fn is_integer(&self) -> bool {
+        self.as_number().is_some_and(|n| n.as_i64().is_some())
+    }
+
+    fn write_json(&self, out: &mut dyn FnMut(&[u8])) {
+        out(self.as_bytes());
+    }
+
+    fn each_member(&self, f: &mut dyn FnMut(&[u8], &Self)) {
+        for (k, v) in self.members() {
+            f(k.as_bytes(), &v);
+        }
+    }
+}
+
 /// Writes the answer of `shape` from what the handler gave (`given`: the
 /// JSON of the answer object, `None` or `null` for nothing) to `out`.
 /// Nothing is written on an error: the host then refuses for the cause of
 /// [`ShapeError::Nothing`], and otherwise treats the handler as failed.
 pub fn write_answer(shape: &AnswerShape, given: Option<&[u8]>, out: &mut impl FnMut(&[u8])) -> Result<(), ShapeError> {
-    let given = match given.map(crate::json::trim_ws).map(Value::parse) {
-        Some(Ok(v)) if v.kind() != Kind::Null => v,
-        Some(Err(_)) => return Err(ShapeError::NotAnObject),
+    match given.map(crate::json::trim_ws).map(Value::parse) {
+        Some(Ok(v)) => write_answer_from(shape, Some(&v), out),
+        Some(Err(_)) => Err(ShapeError::NotAnObject),
+        None => write_answer_from::<Value<'_>>(shape, None, out),
+    }
+}
+
+/// [`write_answer`] from a host's own value ([`Given`]): the same answer,
+/// with no JSON text written for the core to read back. The answer is
+/// JSON by construction (given members are written by `given` itself).
+pub fn write_answer_from<G: Given>(
+    shape: &AnswerShape,
+    given: Option<&G>,
+    out: &mut impl FnMut(&[u8]),
+) -> Result<(), ShapeError> {
+    let given = match given {
+        Some(v) if v.kind() != Kind::Null => v,
         _ => match shape.nothing {
             GivenNothing::Answer(a) => {
                 out(a.as_bytes());
@@ -281,7 +334,7 @@ pub fn write_answer(shape: &AnswerShape, given: Option<&[u8]>, out: &mut impl Fn
     if let Some(text) = shape.text {
         let is_answer = given.get(text).is_some_and(|v| v.kind() == Kind::String);
         if given.kind() != Kind::Object || !is_answer {
-            return write_text_answer(shape, text, &given, out);
+            return write_text_answer(shape, text, given, out);
         }
     }
     if given.kind() != Kind::Object {
@@ -289,26 +342,36 @@ pub fn write_answer(shape: &AnswerShape, given: Option<&[u8]>, out: &mut impl Fn
     }
     // Check first, so that nothing is written on an error.
     for m in shape.members {
-        member_value(m, &given)?;
+        member_value(m, given)?;
     }
     let mut first = true;
-    let mut put = |name: &[u8], value: &[u8]| {
+    let mut open = |out: &mut dyn FnMut(&[u8]), name: &[u8]| {
         out(if first { b"{\"" } else { b",\"" });
         first = false;
         out(name);
         out(b"\":");
-        out(value);
     };
     for m in shape.members {
-        if let Ok(Some(v)) = member_value(m, &given) {
-            put(m.name.as_bytes(), v);
+        match member_value(m, given) {
+            Ok(Some(Member::Text(t))) => {
+                open(out, m.name.as_bytes());
+                out(t.as_bytes());
+            }
+            Ok(Some(Member::Given(v))) => {
+                open(out, m.name.as_bytes());
+                v.write_json(out);
+            }
+            _ => {}
         }
     }
     if shape.open {
-        let named = |k: &crate::JsonStr<'_>| shape.members.iter().any(|m| *k == m.name);
-        for (k, v) in given.members().filter(|(k, _)| !named(k)) {
-            put(k.as_bytes(), v.as_bytes());
-        }
+        let named = |k: &[u8]| shape.members.iter().any(|m| k == m.name.as_bytes());
+        given.each_member(&mut |k, v| {
+            if !named(k) {
+                open(out, k);
+                v.write_json(out);
+            }
+        });
     }
     if first {
         out(b"{");
@@ -320,10 +383,10 @@ pub fn write_answer(shape: &AnswerShape, given: Option<&[u8]>, out: &mut impl Fn
 /// The answer `{<text>: <given as text>}` of a shape with a
 /// [`text`](AnswerShape::text) member; its other members take their
 /// constants and defaults.
-fn write_text_answer(
+fn write_text_answer<G: Given>(
     shape: &AnswerShape,
     text: &str,
-    given: &Value<'_>,
+    given: &G,
     out: &mut impl FnMut(&[u8]),
 ) -> Result<(), ShapeError> {
     if let Some(m) = shape.members.iter().find(|m| m.name != text && m.presence == Required) {
@@ -333,9 +396,13 @@ fn write_text_answer(
     out(text.as_bytes());
     out(b"\":");
     if given.kind() == Kind::String {
-        out(given.as_bytes());
+        given.write_json(out);
     } else {
-        write_json_string(given.as_bytes(), out);
+        // Its JSON text, as a JSON string (escaping is byte by byte, so
+        // the text may come in any pieces).
+        out(b"\"");
+        given.write_json(&mut |piece| escape_json(piece, out));
+        out(b"\"");
     }
     for m in shape.members.iter().filter(|m| m.name != text) {
         if let Const(v) | Or(v) = m.presence {
@@ -349,10 +416,9 @@ fn write_text_answer(
     Ok(())
 }
 
-/// `raw` (UTF-8) as a JSON string.
-fn write_json_string(raw: &[u8], out: &mut impl FnMut(&[u8])) {
+/// `raw` (UTF-8) escaped for the inside of a JSON string.
+fn escape_json(raw: &[u8], out: &mut impl FnMut(&[u8])) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    out(b"\"");
     let mut start = 0;
     for (i, &b) in raw.iter().enumerate() {
         let escaped: &[u8] = match b {
@@ -369,26 +435,43 @@ fn write_json_string(raw: &[u8], out: &mut impl FnMut(&[u8])) {
         start = i + 1;
     }
     out(&raw[start..]);
-    out(b"\"");
 }
 
-/// The JSON `m` has in the answer (`None`: left out), or why there is none.
-fn member_value<'a>(m: &AnswerMember, given: &Value<'a>) -> Result<Option<&'a [u8]>, ShapeError> {
+/// A member's value in the answer.
+enum Member<G> {
+    /// JSON text of the table's (a constant or a default).
+    Text(&'static str),
+    /// The handler's value.
+    Given(G),
+}
+
+/// What `m` is in the answer (`None`: left out), or why it cannot be.
+fn member_value<G: Given>(m: &AnswerMember, given: &G) -> Result<Option<Member<G>>, ShapeError> {
     if let Some((other, is)) = m.when {
-        if !given.get(other).and_then(|v| v.as_str()).is_some_and(|s| s == is) {
+        if !given.get(other).is_some_and(|v| v.is_str(is)) {
             return Ok(None);
         }
     }
     let value = given.get(m.name).filter(|v| v.kind() != Kind::Null);
-    let bytes = match (m.presence, value) {
-        (Const(c), _) => return Ok(Some(c.as_bytes())),
-        (_, Some(v)) if m.ty.admits(&v) => v.as_bytes(),
+    Ok(Some(match (m.presence, value) {
+        (Const(c), _) => Member::Text(c),
+        (_, Some(v)) if admits(m.ty, &v) => Member::Given(v),
         (_, Some(_)) => return Err(ShapeError::WrongType(m.name)),
-        (Or(d), None) => return Ok(Some(d.as_bytes())),
+        (Or(d), None) => Member::Text(d),
         (Optional, None) => return Ok(None),
         (Required, None) => return Err(ShapeError::Missing(m.name)),
-    };
-    Ok(Some(bytes))
+    }))
+}
+
+/// Whether `v` is of type `ty`.
+fn admits<G: Given>(ty: MemberType, v: &G) -> bool {
+    match ty {
+        MemberType::String => v.kind() == Kind::String,
+        MemberType::Boolean => v.kind() == Kind::Bool,
+        MemberType::Integer => v.is_integer(),
+        MemberType::Object => v.kind() == Kind::Object,
+        MemberType::OneOf(names) => names.iter().any(|n| v.is_str(n)),
+    }
 }
 
 #[cfg(test)]
@@ -501,7 +584,7 @@ mod tests {
             assert!(kind || s.name == "permissionDecisionContext", "{}", s.name);
             for m in s.members {
                 if let Or(j) | Const(j) = m.presence {
-                    assert!(Value::parse(j.as_bytes()).is_ok_and(|v| m.ty.admits(&v)), "{}.{}", s.name, m.name);
+                    assert!(Value::parse(j.as_bytes()).is_ok_and(|v| admits(m.ty, &v)), "{}.{}", s.name, m.name);
                 }
             }
             if let GivenNothing::Answer(a) = s.nothing {

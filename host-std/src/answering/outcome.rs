@@ -1,14 +1,15 @@
 //! What a handler made of a wait, before the core decides what is sent.
 
-use copilot_core::{answer_shape, write_answer, Cause, ShapeError};
+use copilot_core::json::Kind;
+use copilot_core::{answer_shape, write_answer_from, Cause, Given, ShapeError};
 use serde_json::Value;
 
 /// What a handler made of a wait.
 pub(super) enum Outcome {
-    /// This answer goes (JSON; `null` leaves the answer's key out).
-    Answer(Value),
-    /// This answer goes, with these members beside it (a JSON object).
-    AnswerWith(Value, Value),
+    /// This answer goes (JSON text; `null` leaves the answer's key out).
+    Answer(Vec<u8>),
+    /// This answer goes, with these members beside it (a JSON object's text).
+    AnswerWith(Vec<u8>, Vec<u8>),
     /// Nothing goes: the wait is left to another client of the session.
     Decline,
     /// The engine's refusal goes, for this reason.
@@ -19,17 +20,23 @@ pub(super) enum Outcome {
     Fail(String),
 }
 
+/// `value`'s JSON text.
+pub(super) fn json(value: &Value) -> Vec<u8> {
+    value.to_string().into_bytes()
+}
+
 /// The answer the core shapes ([`copilot_core::ANSWER_SHAPES`]) from what
 /// the handler of `shape` gave (`None`: nothing), or why there is none:
-/// the refusal the core names for nothing, else a failed handler.
-pub(super) fn shaped(shape: &str, given: Option<&Value>) -> Result<Value, Outcome> {
+/// the refusal the core names for nothing, else a failed handler. The core
+/// reads the handler's value member by member ([`Given`]) and writes the
+/// answer once: no JSON text is written for it to read back.
+pub(super) fn shaped(shape: &str, given: Option<&Value>) -> Result<Vec<u8>, Outcome> {
     let Some(shape) = answer_shape(shape) else {
         return Err(Outcome::Fail(format!("the core has no answer shape {shape}")));
     };
-    let given = given.map(Value::to_string);
     let mut answer = Vec::new();
-    match write_answer(shape, given.as_deref().map(str::as_bytes), &mut |b| answer.extend_from_slice(b)) {
-        Ok(()) => serde_json::from_slice(&answer).map_err(|e| Outcome::Fail(format!("the answer is not JSON: {e}"))),
+    match write_answer_from(shape, given.map(Handed).as_ref(), &mut |b| answer.extend_from_slice(b)) {
+        Ok(()) => Ok(answer),
         Err(ShapeError::Nothing(cause)) => Err(Outcome::Refuse(cause)),
         Err(e) => Err(Outcome::Fail(e.to_string())),
     }
@@ -40,5 +47,46 @@ pub(super) fn answer(shape: &str, given: Option<&Value>) -> Outcome {
     match shaped(shape, given) {
         Ok(v) => Outcome::Answer(v),
         Err(o) => o,
+    }
+}
+
+/// A handler's value as the core reads it.
+#[derive(Clone, Copy)]
+struct Handed<'a>(&'a Value);
+
+impl Given for Handed<'_> {
+    fn kind(&self) -> Kind {
+        match self.0 {
+            Value::Null => Kind::Null,
+            Value::Bool(_) => Kind::Bool,
+            Value::Number(_) => Kind::Number,
+            Value::String(_) => Kind::String,
+            Value::Array(_) => Kind::Array,
+            Value::Object(_) => Kind::Object,
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<Self> {
+        self.0.as_object()?.get(name).map(Handed)
+    }
+
+    fn is_str(&self, s: &str) -> bool {
+        self.0.as_str() == Some(s)
+    }
+
+    fn is_integer(&self) -> bool {
+        self.0.as_i64().is_some()
+    }
+
+    fn write_json(&self, out: &mut dyn FnMut(&[u8])) {
+        out(self.0.to_string().as_bytes());
+    }
+
+    fn each_member(&self, f: &mut dyn FnMut(&[u8], &Self)) {
+        for (k, v) in self.0.as_object().into_iter().flatten() {
+            // The name as the inside of a JSON string.
+            let quoted = Value::String(k.clone()).to_string();
+            f(&quoted.as_bytes()[1..quoted.len() - 1], &Handed(v));
+        }
     }
 }

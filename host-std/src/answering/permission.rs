@@ -109,7 +109,7 @@ impl PermissionDecision {
             PermissionDecision::NoResult => Outcome::Decline,
             PermissionDecision::WithContext { decision, context } => match decision.outcome() {
                 Outcome::Answer(v) => match shaped("permissionDecisionContext", Some(&context.to_json())) {
-                    Ok(context) => Outcome::AnswerWith(v, json!({ "decisionContext": context })),
+                    Ok(context) => Outcome::AnswerWith(v, [&b"{\"decisionContext\":"[..], &context, b"}"].concat()),
                     Err(failed) => failed,
                 },
                 other => other,

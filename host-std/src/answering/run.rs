@@ -14,7 +14,7 @@ use super::handlers::{
 };
 use super::hook_call::{invoke, HookAnswer};
 use super::hooks::HookFailure;
-use super::outcome::{answer, Outcome};
+use super::outcome::{answer, json, Outcome};
 use super::permission::PermissionRequest;
 use super::requests::{event_data, is_event, IncomingRequest, RequestHandlers};
 use crate::driver::{Job, Replier};
@@ -62,7 +62,7 @@ fn generic(
     let request = IncomingRequest { name, session_id: session_id.map(str::to_owned), params };
     match requests.handle(&request) {
         None => Outcome::Refuse(Cause::NoHandler),
-        Some(Ok(v)) => Outcome::Answer(v),
+        Some(Ok(v)) => Outcome::Answer(json(&v)),
         Some(Err(e)) => Outcome::Fail(e),
     }
 }
@@ -159,8 +159,8 @@ fn decide(kind: HandlerKind, name: &'static str, data: &[u8], handlers: &Session
             };
             match handlers.commands.iter().find(|c| c.name == data.command_name) {
                 Some(c) => match (c.handler)(&data) {
-                    Ok(()) => Answer(Value::Null),
-                    Err(e) => Answer(Value::String(e)),
+                    Ok(()) => Answer(b"null".to_vec()),
+                    Err(e) => Answer(json(&Value::String(e))),
                 },
                 None => Refuse(Cause::NoHandler),
             }
@@ -197,7 +197,7 @@ fn decide(kind: HandlerKind, name: &'static str, data: &[u8], handlers: &Session
             answer(kind.name(), given.as_ref())
         }
         HandlerKind::Hooks => match invoke(&handlers.hooks, data, session_id) {
-            HookAnswer::Answer(v) => Answer(v),
+            HookAnswer::Answer(v) => Answer(json(&v)),
             HookAnswer::NoHook => Refuse(Cause::NoHandler),
             HookAnswer::Failed(HookFailure::Unreadable) => unreadable,
             HookAnswer::Failed(HookFailure::Unwritable) => Refuse(Cause::HandlerFailed),

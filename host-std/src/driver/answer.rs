@@ -11,23 +11,15 @@ use super::connection::{lock, Connection};
 use super::connection::{sink, Replier};
 
 impl Replier {
-    /// Passes on the handler's answer (JSON; `null` leaves the answer's key
-    /// out), with `siblings` (an object's members) beside it.
-    pub(crate) fn answer(&self, payload: &serde_json::Value, siblings: Option<&serde_json::Value>) {
-        let siblings = siblings.map_or(Ok(Vec::new()), serde_json::to_vec);
-        match serde_json::to_vec(payload).and_then(|p| Ok((p, siblings?))) {
-            Ok((bytes, siblings)) => {
-                self.conn.with_engine(|e, _, wire| match e.answer_with(self.id, &bytes, &siblings, &mut sink(wire)) {
-                    Ok(()) => {}
-                    Err(AnswerError::Stale) => log::debug!("an answer came after its wait was answered; not sent"),
-                    Err(e) => log::warn!("{e}"),
-                })
-            }
-            Err(e) => {
-                log::warn!("cannot serialize a handler's answer: {e}; the refusal goes");
-                self.refuse(Cause::HandlerFailed);
-            }
-        }
+    /// Passes on the handler's answer (JSON text; `null` leaves the
+    /// answer's key out), with `siblings` (an object's members) beside it.
+    pub(crate) fn answer(&self, payload: &[u8], siblings: Option<&[u8]>) {
+        let siblings = siblings.unwrap_or_default();
+        self.conn.with_engine(|e, _, wire| match e.answer_with(self.id, payload, siblings, &mut sink(wire)) {
+            Ok(()) => {}
+            Err(AnswerError::Stale) => log::debug!("an answer came after its wait was answered; not sent"),
+            Err(e) => log::warn!("{e}"),
+        })
     }
 
     /// Nothing goes: the handler left the wait to another client of the
