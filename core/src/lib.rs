@@ -87,6 +87,7 @@ mod router;
 mod session;
 mod slots;
 mod stop;
+mod transmit;
 mod turn;
 
 pub use answers::{

@@ -10,9 +10,9 @@ use std::time::Duration;
 use copilot_core::ObligationId;
 use copilot_core::{AnswerError, Cause};
 
+use super::connection::Replier;
 #[cfg(feature = "async")]
 use super::connection::{lock, Connection};
-use super::connection::{sink, Replier};
 
 impl Replier {
     /// Passes on the handler's answer (JSON; `null` leaves the answer's key
@@ -20,13 +20,11 @@ impl Replier {
     pub(crate) fn answer(&self, payload: &serde_json::Value, siblings: Option<&serde_json::Value>) {
         let siblings = siblings.map_or(Ok(Vec::new()), serde_json::to_vec);
         match serde_json::to_vec(payload).and_then(|p| Ok((p, siblings?))) {
-            Ok((bytes, siblings)) => {
-                self.conn.with_engine(|e, _, wire| match e.answer_with(self.id, &bytes, &siblings, &mut sink(wire)) {
-                    Ok(()) => {}
-                    Err(AnswerError::Stale) => log::debug!("an answer came after its wait was answered; not sent"),
-                    Err(e) => log::warn!("{e}"),
-                })
-            }
+            Ok((bytes, siblings)) => self.conn.with_engine(|e, _| match e.answer_with(self.id, &bytes, &siblings) {
+                Ok(()) => {}
+                Err(AnswerError::Stale) => log::debug!("an answer came after its wait was answered; not sent"),
+                Err(e) => log::warn!("{e}"),
+            }),
             Err(e) => {
                 log::warn!("cannot serialize a handler's answer: {e}; the refusal goes");
                 self.refuse(Cause::HandlerFailed);
@@ -37,7 +35,7 @@ impl Replier {
     /// Nothing goes: the handler left the wait to another client of the
     /// session (a wait only this client can answer gets its refusal).
     pub(crate) fn decline(&self) {
-        self.conn.with_engine(|e, _, wire| match e.decline(self.id, &mut sink(wire)) {
+        self.conn.with_engine(|e, _| match e.decline(self.id) {
             Ok(()) | Err(AnswerError::Stale) => {}
             Err(e) => log::warn!("{e}"),
         });
@@ -46,15 +44,15 @@ impl Replier {
     /// The handler failed with the text `detail`: the engine's failure
     /// answer goes (a tool's generic failure, else the refusal).
     pub(crate) fn fail(&self, detail: &str) {
-        self.conn.with_engine(|e, _, wire| {
-            let _ = e.fail(self.id, detail, &mut sink(wire));
+        self.conn.with_engine(|e, _| {
+            let _ = e.fail(self.id, detail);
         });
     }
 
     /// The engine's refusal goes in place of an answer.
     pub(crate) fn refuse(&self, cause: Cause) {
-        self.conn.with_engine(|e, _, wire| {
-            let _ = e.refuse(self.id, cause, &mut sink(wire));
+        self.conn.with_engine(|e, _| {
+            let _ = e.refuse(self.id, cause);
         });
     }
 
