@@ -203,8 +203,8 @@ pub struct Output<'a, T, W> {
     /// `Route::Request`).
     pub obligation: Option<Obligation>,
     /// Set when the engine has already answered the wait itself (its
-    /// refusal was written to the sink during this call). Still deliver an
-    /// event: every event is delivered.
+    /// refusal was queued by this call: pull it with the rest). Still
+    /// deliver an event: every event is delivered.
     pub refused: Option<Cause>,
     /// Set when the frame is the CLI's reply to an answer the engine sent
     /// (`true`: accepted). The route is then a `Route::UnmatchedResponse`

@@ -58,7 +58,8 @@ fn frames(wire: &[u8]) -> Vec<(String, Value)> {
     out
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_answer_that_finds_the_store_full_waits_and_goes_once_in_order() {
     let (mut e, _, ids) = waits(4);
     let mut wire = Vec::new();
@@ -82,7 +83,8 @@ fn an_answer_that_finds_the_store_full_waits_and_goes_once_in_order() {
     assert_eq!((s.answered, s.refused(Cause::NoHandler), s.open_obligations, s.answers_sent), (3, 1, 0, 4));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_release_that_fills_the_store_owes_the_rest_and_refuses_each_once_as_pulled() {
     let (mut e, h, ids) = waits(12);
     let mut wire = Vec::new();
@@ -109,7 +111,8 @@ fn a_release_that_fills_the_store_owes_the_rest_and_refuses_each_once_as_pulled(
     assert!(ids.iter().all(|id| !e.is_open(*id)));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_answer_larger_than_the_store_sends_the_refusal_instead() {
     let (mut e, _, ids) = waits(1);
     let big = format!(r#"{{"kind":"approve-once","note":"{}"}}"#, "x".repeat(ROOM));
@@ -123,7 +126,8 @@ fn an_answer_larger_than_the_store_sends_the_refusal_instead() {
     assert_eq!(e.stats(0).refused(Cause::HandlerFailed), 1);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_disconnect_forgets_what_was_queued() {
     let (mut e, _, ids) = waits(1);
     e.answer(ids[0], b"{}").unwrap();
