@@ -1003,8 +1003,13 @@ mod tests {
         let ob = batch[0]["obligation"].as_str().unwrap().to_owned();
         assert!(e.take_outgoing().is_empty());
         e.try_answer(&ob, r#"{"kind":"approved"}"#, "").unwrap();
+        // A request encoded after the answer goes after it: the engine's
+        // frames are pulled into the outbox before each request.
+        assert_eq!(e.encode_request("ping", "", 10.0, None).unwrap(), 1.0);
         let body = r#"{"jsonrpc":"2.0","id":"answer-1","method":"session.permissions.handlePendingPermissionRequest","params":{"sessionId":"s1","requestId":"r1","result":{"kind":"approved"}}}"#;
-        assert_eq!(e.take_outgoing(), frame(body));
+        let mut answer_then_request = frame(body);
+        answer_then_request.extend(frame(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#));
+        assert_eq!(e.take_outgoing(), answer_then_request);
         assert!(e.try_answer(&ob, "{}", "").is_err(), "answered once");
         assert!(e.take_outgoing().is_empty());
         let ack = parse(&e.feed(&frame(r#"{"jsonrpc":"2.0","id":"answer-1","result":{"success":true}}"#), 11.0));
