@@ -54,12 +54,11 @@ fn run(input: &[u8]) {
     let router_rate = events as f64 / start.elapsed().as_secs_f64();
     println!("router: {events} events, {router_rate:.0} frames/s");
 
-    let mut engine: Box<Engine<u32, (), Vec<u8>, 256, 1024, 1024>> =
-        Box::new(Engine::new(vec![0; 1 << 20], EngineConfig::new()));
+    let mut engine: Box<Engine<u32, (), Vec<u8>, Vec<u8>, 256, 1024, 1024>> =
+        Box::new(Engine::new(vec![0; 1 << 20], vec![0; 1 << 20], EngineConfig::new()));
     let h = engine.reserve("s-1", 1).unwrap();
     let mut sent = Vec::with_capacity(1 << 20);
-    let mut out = |b: &[u8]| sent.extend_from_slice(b);
-    engine.complete_open(h, Ok(copilot_core::Value::parse(b"{}").unwrap()), &mut out).unwrap();
+    engine.complete_open(h, Ok(copilot_core::Value::parse(b"{}").unwrap())).unwrap();
     let mut decoder: Box<FrameDecoder<[u8; 65536]>> = Box::new(FrameDecoder::new());
     let start = Instant::now();
     let (mut events, mut answered) = (0, 0);
@@ -67,13 +66,16 @@ fn run(input: &[u8]) {
         let mut rest = chunk;
         while !rest.is_empty() {
             rest = &rest[decoder.feed(rest)..];
-            while let Some(o) = engine.poll(&mut decoder, 0, &mut out) {
+            while let Some(o) = engine.poll(&mut decoder, 0) {
                 events += usize::from(matches!(o.route, Route::Event { .. }));
                 if let Some(ob) = o.obligation {
-                    engine.answer(ob.id, br#"{"kind":"approve-once"}"#, &mut out).unwrap();
+                    engine.answer(ob.id, br#"{"kind":"approve-once"}"#).unwrap();
                     answered += 1;
                 }
             }
+            // What the engine decided goes to the wire (here, a buffer).
+            sent.extend_from_slice(engine.transmit());
+            engine.transmitted(usize::MAX);
         }
     }
     let engine_rate = events as f64 / start.elapsed().as_secs_f64();

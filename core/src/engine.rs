@@ -5,10 +5,11 @@
 //! ([`Engine::poll`]), passes on its handlers' answers ([`Engine::answer`],
 //! [`Engine::refuse`]), tells the time ([`Engine::handle_timeout`], with
 //! `now` in milliseconds of any clock it likes) and asks when to call again
-//! ([`Engine::poll_timeout`]). Everything the engine must send by itself (a
-//! refusal, an error response) is written to the caller's sink `out` during
-//! the call that decided it, as one or more byte slices per frame, frames
-//! whole and in order: the host writes them to its transport as they come.
+//! ([`Engine::poll_timeout`]). Everything the engine sends (an answer, a
+//! refusal, an error response) is queued in its transmit store by the call
+//! that decided it, frames whole and in order; the host pulls them after
+//! each call ([`Engine::transmit`], [`Engine::poll_transmit`]), as
+//! quinn-proto's `poll_transmit`, and writes them to its transport.
 //!
 //! Every awaited event and every server request with a row in
 //! [`ANSWERS`](crate::ANSWERS) becomes an obligation when it is routed to a
@@ -26,25 +27,27 @@
 //! ```
 //! use copilot_core::{Engine, EngineConfig, FrameDecoder, HandlerKind, Value};
 //!
-//! let mut engine: Engine<u8, (), [u8; 0], 4, 4, 4> = Engine::new([], EngineConfig::new());
+//! // No parking storage; 1 KiB for what it sends.
+//! let mut engine: Engine<u8, (), [u8; 0], [u8; 1024], 4, 4, 4> = Engine::new([], [0; 1024], EngineConfig::new());
 //! let mut decoder: FrameDecoder<[u8; 1024]> = FrameDecoder::new();
-//! let mut wire = Vec::new(); // what the engine sends to the CLI
-//! let mut out = |bytes: &[u8]| wire.extend_from_slice(bytes);
 //!
 //! let session = engine.reserve("s-1", 7).unwrap();
-//! engine.complete_open(session, Ok(Value::parse(b"{}").unwrap()), &mut out).unwrap();
+//! engine.complete_open(session, Ok(Value::parse(b"{}").unwrap())).unwrap();
 //!
 //! let body = br#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s-1","event":{"type":"permission.requested","data":{"requestId":"r1","permissionRequest":{}}}}}"#;
 //! decoder.feed(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
 //! decoder.feed(body);
 //! let now = 0; // milliseconds, from the host's clock
-//! let output = engine.poll(&mut decoder, now, &mut out).unwrap();
+//! let output = engine.poll(&mut decoder, now).unwrap();
 //! let obligation = output.obligation.unwrap();
 //! assert_eq!(obligation.handler, HandlerKind::Permission);
 //! // ... the host calls the user's permission handler, then:
-//! engine.answer(obligation.id, br#"{"kind":"approve-once"}"#, &mut out).unwrap();
-//! assert!(engine.answer(obligation.id, b"{}", &mut out).is_err(), "answered once");
-//! let sent = String::from_utf8(wire).unwrap();
+//! engine.answer(obligation.id, br#"{"kind":"approve-once"}"#).unwrap();
+//! assert!(engine.answer(obligation.id, b"{}").is_err(), "answered once");
+//! // The host pulls what the engine decided to send, and writes it.
+//! let mut wire = [0; 1024];
+//! let n = engine.poll_transmit(&mut wire).unwrap();
+//! let sent = core::str::from_utf8(&wire[..n]).unwrap();
 //! assert!(sent.ends_with(r#""requestId":"r1","result":{"kind":"approve-once"}}}"#));
 //! ```
 
@@ -53,7 +56,7 @@ use core::fmt;
 use heapless::Vec;
 
 use crate::answers::{row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, ANSWERS};
-use crate::encode::{frame_header, itoa, MAX_FRAME_HEADER_LEN};
+use crate::encode::itoa;
 use crate::envelope::{EventInfo, Id, RpcError, METHOD_NOT_FOUND, PARSE_ERROR};
 use crate::frame::{FrameBuffer, FrameDecoder};
 use crate::json::{JsonStr, Kind, Value};
@@ -61,6 +64,7 @@ use crate::obligations::{ObligationId, Obligations, Open, NEVER};
 use crate::pending::{PendingFull, RequestId};
 use crate::router::{Route, Router, Stats};
 use crate::session::{Lookup, ReserveError, ReserveErrorKind, SessionHandle, SessionState, StaleHandle};
+use crate::transmit::{NoRoom, Transmit};
 
 /// The prefix of the ids of the answers the engine sends.
 pub const ANSWER_ID_PREFIX: &str = "answer-";
@@ -199,8 +203,8 @@ pub struct Output<'a, T, W> {
     /// `Route::Request`).
     pub obligation: Option<Obligation>,
     /// Set when the engine has already answered the wait itself (its
-    /// refusal was written to the sink during this call). Still deliver an
-    /// event: every event is delivered.
+    /// refusal was queued by this call: pull it with the rest). Still
+    /// deliver an event: every event is delivered.
     pub refused: Option<Cause>,
     /// Set when the frame is the CLI's reply to an answer the engine sent
     /// (`true`: accepted). The route is then a `Route::UnmatchedResponse`
@@ -235,6 +239,13 @@ pub enum AnswerError {
     /// The wait is a request to this client, which only this client can
     /// answer, so it cannot be declined: the row's refusal was sent instead.
     NotDeclinable,
+    /// The transmit store has no room for the frame now: nothing was sent
+    /// and the wait is still open. Take what is queued
+    /// ([`Engine::transmit`]), then call again.
+    Full,
+    /// The answer is larger than the transmit store can ever hold: the
+    /// row's refusal was sent instead.
+    TooLarge,
 }
 
 impl AnswerError {
@@ -247,6 +258,8 @@ impl AnswerError {
             AnswerError::NotDeclinable => {
                 "a request to this client cannot be left to another client; the refusal was sent instead"
             }
+            AnswerError::Full => "no room to send; take what is queued and retry",
+            AnswerError::TooLarge => "the answer is too large; the refusal was sent",
         }
     }
 }
@@ -326,6 +339,12 @@ pub struct EngineStats {
     pub acks_accepted: u64,
     /// Of those, acknowledged with `success:false` or an error.
     pub acks_refused: u64,
+    /// Refusals of routed frames (waits that could not become obligations)
+    /// that found no room in a fixed transmit store: a host that breaks
+    /// the store's sizing contract (see [the transmit
+    /// store](Engine#the-transmit-store)) sees them here. Always 0 for a
+    /// store that grows.
+    pub unsent: u64,
 }
 
 impl EngineStats {
@@ -416,9 +435,11 @@ impl<P: FrameBuffer> Park<P> {
 
 /// The part of the engine that decides; apart from the parking storage so
 /// a parked frame can be routed while borrowed from it.
-struct Core<T, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS: usize> {
+struct Core<T, W, X, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS: usize> {
     router: Router<T, W, SESSIONS, PENDING>,
     obligations: Obligations<OBLIGATIONS>,
+    /// What was decided to send, until the host pulls it.
+    tx: Transmit<X>,
     config: EngineConfig,
     stats: EngineStats,
     next_answer: u64,
@@ -426,25 +447,42 @@ struct Core<T, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
 
 /// The protocol engine. `T` is what a session's frames are delivered to,
 /// `W` what a request's response is delivered to (as for [`Router`]), `P`
-/// the parking storage; the capacities are const parameters.
+/// the parking storage, `X` the transmit store; the capacities are const
+/// parameters.
 ///
 /// The engine is one value with `&mut self` methods: a threaded host keeps
 /// it behind a mutex and calls user code outside it.
-pub struct Engine<T, W, P, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS: usize> {
-    core: Core<T, W, SESSIONS, PENDING, OBLIGATIONS>,
+///
+/// # The transmit store
+///
+/// What the engine decides to send is queued in `X`, whole frames in the
+/// engine's order, until the host takes it ([`transmit`](Self::transmit)
+/// then [`transmitted`](Self::transmitted), or
+/// [`poll_transmit`](Self::poll_transmit)): after every call that feeds the
+/// engine, before the next frame is written by anyone else, so the wire's
+/// order is the engine's. A store that grows
+/// ([`GrowingBuffer`](crate::GrowingBuffer)) always has room. A fixed one
+/// (`[u8; N]`) may be full; the engine then keeps a wait open rather than
+/// lose its answer:
+/// - an answer ([`answer`](Self::answer), [`fail`](Self::fail), ...) that
+///   does not fit now sends nothing and leaves the wait open
+///   ([`AnswerError::Full`]): take what is queued and answer again; an
+///   answer that could never fit sends the refusal instead
+///   ([`AnswerError::TooLarge`]);
+/// - a refusal of an open wait ([`refuse`](Self::refuse),
+///   [`release`](Self::release), a deadline) that does not fit now: the
+///   wait stays in the table, due at once ([`poll_timeout`](Self::poll_timeout)
+///   says now), and [`handle_timeout`](Self::handle_timeout) refuses it
+///   once there is room, in table order;
+/// - a routed frame ([`poll`](Self::poll)) that cannot become an obligation
+///   is refused at once; the refusal repeats the frame's ids, so it is no
+///   longer than the frame plus the row's text. A host that takes the
+///   queue after every call and sizes a fixed store for its largest frame
+///   always has room; a refusal that still finds none is counted in
+///   [`EngineStats::unsent`].
+pub struct Engine<T, W, P, X, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS: usize> {
+    core: Core<T, W, X, SESSIONS, PENDING, OBLIGATIONS>,
     park: Park<P>,
-}
-
-/// Writes one frame made of `parts` to `out`, header first.
-fn emit(out: &mut impl FnMut(&[u8]), parts: &[&[u8]]) {
-    let mut header = [0; MAX_FRAME_HEADER_LEN];
-    let n = frame_header(parts.iter().map(|p| p.len()).sum(), &mut header);
-    out(&header[..n]);
-    for part in parts {
-        if !part.is_empty() {
-            out(part);
-        }
-    }
 }
 
 /// `failure` (a JSON object) with `detail` added as its member `error`: a
@@ -495,8 +533,8 @@ fn copy<const N: usize>(parts: &[&[u8]]) -> Option<Vec<u8, N>> {
     Some(v)
 }
 
-impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS: usize>
-    Core<T, W, SESSIONS, PENDING, OBLIGATIONS>
+impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS: usize>
+    Core<T, W, X, SESSIONS, PENDING, OBLIGATIONS>
 {
     fn count(&mut self, cause: Cause) {
         self.stats.refused[cause.index()] += 1;
@@ -504,91 +542,73 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
 
     /// Sends the answering RPC of an event row, with `members` (object
     /// members as JSON text, without braces) added to the params.
-    #[allow(clippy::too_many_arguments)]
-    fn send_rpc(
-        &mut self,
-        out: &mut impl FnMut(&[u8]),
-        method: &str,
-        key: &str,
-        session_id: &[u8],
-        request_id: &[u8],
-        payload: Option<&[u8]>,
-        members: &[u8],
-    ) {
-        self.send_rpc_parts(out, method, key, session_id, [request_id, b"", b""], payload, members);
+    /// A frame the engine owes but could not queue (a fixed transmit store
+    /// smaller than its host's contract): counted, see [`EngineStats::unsent`].
+    fn routed(&mut self, sent: Result<(), NoRoom>) {
+        if Transmit::<X>::full(sent) {
+            self.stats.unsent += 1;
+        }
     }
 
-    fn send_result(out: &mut impl FnMut(&[u8]), id: [&[u8]; 3], result: &[u8]) {
-        emit(out, &[b"{\"jsonrpc\":\"2.0\",\"id\":", id[0], id[1], id[2], b",\"result\":", result, b"}"]);
+    fn send_result(&mut self, id: [&[u8]; 3], result: &[u8]) -> Result<(), NoRoom> {
+        self.tx.emit(&[b"{\"jsonrpc\":\"2.0\",\"id\":", id[0], id[1], id[2], b",\"result\":", result, b"}"])
     }
 
     /// The response to a request answered by `row.via` =
     /// `Response { member }`: `result` is `payload` (`null` for none), or
     /// with a member `{"<member>":payload}` (`{}` for none).
-    fn send_response(out: &mut impl FnMut(&[u8]), id: [&[u8]; 3], member: Option<&str>, payload: Option<&[u8]>) {
+    fn send_response(&mut self, id: [&[u8]; 3], member: Option<&str>, payload: Option<&[u8]>) -> Result<(), NoRoom> {
         match (member, payload) {
-            (None, p) => Self::send_result(out, id, p.unwrap_or(b"null")),
-            (Some(_), None) => Self::send_result(out, id, b"{}"),
-            (Some(key), Some(p)) => emit(
-                out,
-                &[
-                    b"{\"jsonrpc\":\"2.0\",\"id\":",
-                    id[0],
-                    id[1],
-                    id[2],
-                    b",\"result\":{\"",
-                    key.as_bytes(),
-                    b"\":",
-                    p,
-                    b"}}",
-                ],
-            ),
-        }
-    }
-
-    fn send_error(out: &mut impl FnMut(&[u8]), id: [&[u8]; 3], code: i64, message: &str) {
-        let mut digits = [0; 20];
-        let n = itoa(code.unsigned_abs(), &mut digits);
-        let sign: &[u8] = if code < 0 { b"-" } else { b"" };
-        emit(
-            out,
-            &[
+            (None, p) => self.send_result(id, p.unwrap_or(b"null")),
+            (Some(_), None) => self.send_result(id, b"{}"),
+            (Some(key), Some(p)) => self.tx.emit(&[
                 b"{\"jsonrpc\":\"2.0\",\"id\":",
                 id[0],
                 id[1],
                 id[2],
-                b",\"error\":{\"code\":",
-                sign,
-                n,
-                b",\"message\":\"",
-                message.as_bytes(),
-                b"\"}}",
-            ],
-        );
+                b",\"result\":{\"",
+                key.as_bytes(),
+                b"\":",
+                p,
+                b"}}",
+            ]),
+        }
+    }
+
+    fn send_error(&mut self, id: [&[u8]; 3], code: i64, message: &str) -> Result<(), NoRoom> {
+        let mut digits = [0; 20];
+        let n = itoa(code.unsigned_abs(), &mut digits);
+        let sign: &[u8] = if code < 0 { b"-" } else { b"" };
+        self.tx.emit(&[
+            b"{\"jsonrpc\":\"2.0\",\"id\":",
+            id[0],
+            id[1],
+            id[2],
+            b",\"error\":{\"code\":",
+            sign,
+            n,
+            b",\"message\":\"",
+            message.as_bytes(),
+            b"\"}}",
+        ])
     }
 
     /// Sends `row`'s refusal for the wait `(session_id, request_id)`.
-    fn send_refusal(
-        &mut self,
-        out: &mut impl FnMut(&[u8]),
-        row: &AnswerRow,
-        session_id: &[u8],
-        request_id: [&[u8]; 3],
-    ) {
+    fn send_refusal(&mut self, row: &AnswerRow, session_id: &[u8], request_id: [&[u8]; 3]) -> Result<(), NoRoom> {
         match (row.via, row.refusal) {
             (AnswerVia::Rpc { method, key }, refusal) => {
                 let payload = match refusal {
                     Refusal::Payload(p) => Some(p.as_bytes()),
                     Refusal::Omit | Refusal::Error { .. } => None,
                 };
-                self.send_rpc_parts(out, method, key, session_id, request_id, payload, b"");
+                self.send_rpc_parts(method, key, session_id, request_id, payload, b"")
             }
             (AnswerVia::Response { member }, Refusal::Payload(p)) => {
-                Self::send_response(out, request_id, member, Some(p.as_bytes()))
+                self.send_response(request_id, member, Some(p.as_bytes()))
             }
-            (AnswerVia::Response { member }, Refusal::Omit) => Self::send_response(out, request_id, member, None),
+            (AnswerVia::Response { member }, Refusal::Omit) => self.send_response(request_id, member, None),
             (AnswerVia::Response { .. }, Refusal::Error { code, message }) => {
-                Self::send_error(out, request_id, code, message)
+                self.send_error(request_id, code, message)
             }
         }
     }
@@ -596,53 +616,50 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
     #[allow(clippy::too_many_arguments)]
     fn send_rpc_parts(
         &mut self,
-        out: &mut impl FnMut(&[u8]),
         method: &str,
         key: &str,
         session_id: &[u8],
         request_id: [&[u8]; 3],
         payload: Option<&[u8]>,
         members: &[u8],
-    ) {
-        self.next_answer += 1;
-        self.stats.answers_sent += 1;
+    ) -> Result<(), NoRoom> {
         let mut digits = [0; 20];
-        let n = itoa(self.next_answer, &mut digits);
+        let n = itoa(self.next_answer + 1, &mut digits);
         let (sep, key, colon, payload) = match payload {
             Some(p) => (&b",\""[..], key.as_bytes(), &b"\":"[..], p),
             None => (&b""[..], &b""[..], &b""[..], &b""[..]),
         };
-        emit(
-            out,
-            &[
-                b"{\"jsonrpc\":\"2.0\",\"id\":\"",
-                ANSWER_ID_PREFIX.as_bytes(),
-                n,
-                b"\",\"method\":\"",
-                method.as_bytes(),
-                b"\",\"params\":{\"sessionId\":\"",
-                session_id,
-                b"\",\"requestId\":",
-                request_id[0],
-                request_id[1],
-                request_id[2],
-                sep,
-                key,
-                colon,
-                payload,
-                if members.is_empty() { &b""[..] } else { &b","[..] },
-                members,
-                b"}}",
-            ],
-        );
+        self.tx.emit(&[
+            b"{\"jsonrpc\":\"2.0\",\"id\":\"",
+            ANSWER_ID_PREFIX.as_bytes(),
+            n,
+            b"\",\"method\":\"",
+            method.as_bytes(),
+            b"\",\"params\":{\"sessionId\":\"",
+            session_id,
+            b"\",\"requestId\":",
+            request_id[0],
+            request_id[1],
+            request_id[2],
+            sep,
+            key,
+            colon,
+            payload,
+            if members.is_empty() { &b""[..] } else { &b","[..] },
+            members,
+            b"}}",
+        ])?;
+        self.next_answer += 1;
+        self.stats.answers_sent += 1;
+        Ok(())
     }
 
-    fn refuse_open(&mut self, out: &mut impl FnMut(&[u8]), open: &Open, cause: Cause) {
-        let row = &ANSWERS[usize::from(open.row)];
-        let sid = open.session_id.clone();
-        let rid = open.request_id.clone();
-        self.send_refusal(out, row, &sid, [&rid, b"", b""]);
+    /// Sends the refusal of `open` and counts it; nothing (an `Err`) when
+    /// the transmit store has no room.
+    fn refuse_open(&mut self, open: &Open, cause: Cause) -> Result<(), NoRoom> {
+        self.send_refusal(&ANSWERS[usize::from(open.row)], &open.session_id, [&open.request_id, b"", b""])?;
         self.count(cause);
+        Ok(())
     }
 
     /// The row of an event that is an obligation (not one resolved by a hook).
@@ -672,7 +689,7 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
     }
 
     /// Decides what to do with a routed frame (a `Park` is handled by the caller).
-    fn decide<'a>(&mut self, route: Route<'a, T, W>, now: u64, out: &mut impl FnMut(&[u8])) -> Output<'a, T, W> {
+    fn decide<'a>(&mut self, route: Route<'a, T, W>, now: u64) -> Output<'a, T, W> {
         match route {
             Route::Event { session, target, session_id, event } => {
                 let Some((row_index, row)) = Self::event_row(&event) else {
@@ -692,7 +709,8 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
                 match result {
                     Ok(ob) => Output { route, obligation: Some(ob), refused: None, answer_ack: None },
                     Err(cause) => {
-                        self.send_refusal(out, row, session_id.as_bytes(), rid);
+                        let sent = self.send_refusal(row, session_id.as_bytes(), rid);
+                        self.routed(sent);
                         self.count(cause);
                         Output::refused(route, cause)
                     }
@@ -700,7 +718,8 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
             }
             Route::Request { id, method, params, session } => {
                 let Some((row_index, row)) = row_for_request(method) else {
-                    Self::send_error(out, id_parts(&id), METHOD_NOT_FOUND, "method not found");
+                    let sent = self.send_error(id_parts(&id), METHOD_NOT_FOUND, "method not found");
+                    self.routed(sent);
                     self.count(Cause::NotServed);
                     return Output::refused(Route::Request { id, method, params, session }, Cause::NotServed);
                 };
@@ -716,7 +735,8 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
                 match result {
                     Ok(ob) => Output { route, obligation: Some(ob), refused: None, answer_ack: None },
                     Err(cause) => {
-                        self.send_refusal(out, row, sid, id_parts(&id));
+                        let sent = self.send_refusal(row, sid, id_parts(&id));
+                        self.routed(sent);
                         self.count(cause);
                         Output::refused(route, cause)
                     }
@@ -724,12 +744,13 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
             }
             Route::UnknownSession { session_id, event, reply_to, method } => {
                 let route = Route::UnknownSession { session_id, event, reply_to, method };
-                self.refuse_unrouted(route, Cause::SessionGone, out)
+                self.refuse_unrouted(route, Cause::SessionGone)
             }
             Route::Malformed(e) => match e.reply_to {
                 Some(id) => {
                     let message = if e.code() == PARSE_ERROR { "parse error" } else { "invalid request" };
-                    Self::send_error(out, id_parts(&id), e.code(), message);
+                    let sent = self.send_error(id_parts(&id), e.code(), message);
+                    self.routed(sent);
                     self.count(Cause::Malformed);
                     Output::refused(Route::Malformed(e), Cause::Malformed)
                 }
@@ -758,12 +779,7 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
 
     /// Refuses the wait in a frame that reaches no session (unknown, or
     /// parking full), if it is one. `route` is an `UnknownSession` or `Park`.
-    fn refuse_unrouted<'a>(
-        &mut self,
-        route: Route<'a, T, W>,
-        cause: Cause,
-        out: &mut impl FnMut(&[u8]),
-    ) -> Output<'a, T, W> {
+    fn refuse_unrouted<'a>(&mut self, route: Route<'a, T, W>, cause: Cause) -> Output<'a, T, W> {
         let (session_id, event, request) = match &route {
             Route::UnknownSession { session_id, event, reply_to, method } => {
                 (*session_id, *event, reply_to.map(|id| (id, *method)))
@@ -783,43 +799,61 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS
                     self.stats.unanswerable += 1;
                     return Output::plain(route);
                 };
-                self.send_refusal(out, row, session_id.as_bytes(), [b"\"", rid.as_bytes(), b"\""]);
+                let sent = self.send_refusal(row, session_id.as_bytes(), [b"\"", rid.as_bytes(), b"\""]);
+                self.routed(sent);
                 self.count(cause);
                 return Output::refused(route, cause);
             }
             return Output::plain(route);
         }
         if let Some((id, method)) = request {
-            match row_for_request(method) {
-                Some((_, row)) => self.send_refusal(out, row, session_id.as_bytes(), id_parts(&id)),
-                None => Self::send_error(out, id_parts(&id), METHOD_NOT_FOUND, "method not found"),
-            }
+            let sent = match row_for_request(method) {
+                Some((_, row)) => self.send_refusal(row, session_id.as_bytes(), id_parts(&id)),
+                None => self.send_error(id_parts(&id), METHOD_NOT_FOUND, "method not found"),
+            };
+            self.routed(sent);
             self.count(cause);
             return Output::refused(route, cause);
         }
         Output::plain(route)
     }
 
-    /// Refuses every open obligation of `session`.
-    fn refuse_session(&mut self, session: SessionHandle, out: &mut impl FnMut(&[u8])) {
-        while let Some((_, open)) = self.obligations.take_where(|o| o.session == Some(session)) {
-            self.refuse_open(out, &open, Cause::SessionGone);
+    /// Refuses the open obligations matching `f` for `cause`, each
+    /// discharged once its refusal is queued. When the transmit store
+    /// fills, the rest stay open and are made due (`deadline` 0), so that
+    /// [`Engine::handle_timeout`] refuses them once the host has pulled.
+    fn refuse_where(&mut self, cause: Cause, mut f: impl FnMut(&Open) -> bool) {
+        while let Some((id, open)) = self.obligations.take_where(&mut f) {
+            if Transmit::<X>::full(self.refuse_open(&open, cause)) {
+                self.obligations.restore(id, open);
+                self.obligations.make_due(f);
+                return;
+            }
         }
     }
 }
 
-impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS: usize>
-    Engine<T, W, P, SESSIONS, PENDING, OBLIGATIONS>
+impl<
+        T: Clone,
+        W,
+        P: FrameBuffer,
+        X: FrameBuffer,
+        const SESSIONS: usize,
+        const PENDING: usize,
+        const OBLIGATIONS: usize,
+    > Engine<T, W, P, X, SESSIONS, PENDING, OBLIGATIONS>
 {
     /// An engine with empty tables, parking frames in `park` (its length is
-    /// the byte bound; `[0; 0]` parks nothing). A storage that grows
-    /// ([`FrameBuffer::grow`]) is grown as frames are parked, as far as it
-    /// allows: its own bound is the byte bound.
-    pub fn new(park: P, config: EngineConfig) -> Self {
+    /// the byte bound; `[0; 0]` parks nothing) and queuing what it sends in
+    /// `transmit` (see [the engine's bounds](Engine#the-transmit-store)). A
+    /// storage that grows ([`FrameBuffer::grow`]) is grown as frames are
+    /// parked or queued, as far as it allows.
+    pub fn new(park: P, transmit: X, config: EngineConfig) -> Self {
         Engine {
             core: Core {
                 router: Router::new(),
                 obligations: Obligations::new(),
+                tx: Transmit::new(transmit),
                 config,
                 stats: EngineStats::default(),
                 next_answer: 0,
@@ -846,19 +880,37 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
         self.core.router.pending().insert_with_deadline(waiter, deadline)
     }
 
+    /// Every frame decided and not yet taken, whole and in the engine's
+    /// order: write them to the transport, then call
+    /// [`transmitted`](Self::transmitted). Call after every call that feeds
+    /// the engine (a frame, an answer, the time, a session change).
+    pub fn transmit(&self) -> &[u8] {
+        self.core.tx.queued()
+    }
+
+    /// The first `n` bytes of [`transmit`](Self::transmit) were taken
+    /// (written, or handed to the writer); they leave the store.
+    pub fn transmitted(&mut self, n: usize) {
+        self.core.tx.taken(n);
+    }
+
+    /// Copies as many of the queued bytes as fit into `buf` and takes them
+    /// (frames may be cut between two calls: write them in order); `None`
+    /// when nothing is queued. Call until `None` after every call that
+    /// feeds the engine.
+    #[must_use = "the bytes copied must be written to the transport"]
+    pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<usize> {
+        self.core.tx.pull(buf)
+    }
+
     /// Takes the next frame from `decoder` and decides about it; `None` when
-    /// the decoder needs more bytes. Frames the engine sends by itself go to
-    /// `out` before this returns.
+    /// the decoder needs more bytes. A frame the engine sends by itself
+    /// (a refusal, an error response) is queued before this returns.
     ///
     /// After [`assign`](Self::assign), [`complete_open`](Self::complete_open)
     /// or [`release`](Self::release), drain [`poll_parked`](Self::poll_parked)
     /// before polling again, so that frames keep their order.
-    pub fn poll<'d, B: FrameBuffer>(
-        &mut self,
-        decoder: &'d mut FrameDecoder<B>,
-        now: u64,
-        out: &mut impl FnMut(&[u8]),
-    ) -> Option<Output<'d, T, W>> {
+    pub fn poll<'d, B: FrameBuffer>(&mut self, decoder: &'d mut FrameDecoder<B>, now: u64) -> Option<Output<'d, T, W>> {
         let body = match decoder.poll()? {
             Ok(body) => body,
             Err(e) => {
@@ -867,11 +919,11 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
             }
         };
         self.core.router.count_frame(body);
-        Some(self.route(body, now, out))
+        Some(self.route(body, now))
     }
 
     /// Decides about one frame body (what [`poll`](Self::poll) does per frame).
-    pub fn route<'a>(&mut self, body: &'a [u8], now: u64, out: &mut impl FnMut(&[u8])) -> Output<'a, T, W> {
+    pub fn route<'a>(&mut self, body: &'a [u8], now: u64) -> Output<'a, T, W> {
         let route = self.core.router.classify(body);
         let is_ack = matches!(&route, Route::UnmatchedResponse { id: Id::String(s), .. } if s.raw().starts_with(ANSWER_ID_PREFIX));
         if !is_ack {
@@ -881,20 +933,20 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
             if self.park.push(body, self.core.config.park_frames) {
                 return Output::plain(route);
             }
-            let out_ = self.core.refuse_unrouted(route, Cause::ParkOverflow, out);
-            if out_.refused.is_none() {
+            let out = self.core.refuse_unrouted(route, Cause::ParkOverflow);
+            if out.refused.is_none() {
                 self.core.stats.park_dropped += 1;
             }
-            return out_;
+            return out;
         }
-        self.core.decide(route, now, out)
+        self.core.decide(route, now)
     }
 
     /// The next parked frame that a session change made routable (or that
     /// now belongs to no session, and was refused if it is a wait); `None`
     /// when none is left. Call until `None` after a change of the session
     /// table, before the next [`poll`](Self::poll).
-    pub fn poll_parked(&mut self, now: u64, out: &mut impl FnMut(&[u8])) -> Option<Output<'_, T, W>> {
+    pub fn poll_parked(&mut self, now: u64) -> Option<Output<'_, T, W>> {
         let (start, end) = loop {
             let (start, end) = self.park.next()?;
             let parks = matches!(self.core.router.classify(&self.park.buf.bytes()[start..end]), Route::Park { .. });
@@ -908,15 +960,15 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
         let body = &self.park.buf.bytes()[start..end];
         let route = self.core.router.classify(body);
         self.core.router.count(&route, false);
-        Some(self.core.decide(route, now, out))
+        Some(self.core.decide(route, now))
     }
 
     /// Passes on the answer of the user's handler (`payload`, JSON text) and
     /// discharges the obligation: the answering RPC (`{sessionId, requestId,
     /// <key>: payload}`, the key left out when `payload` is `null`) or the
-    /// response to the server's request is written to `out`.
-    pub fn answer(&mut self, id: ObligationId, payload: &[u8], out: &mut impl FnMut(&[u8])) -> Result<(), AnswerError> {
-        self.answer_with(id, payload, b"", out)
+    /// response to the server's request is queued.
+    pub fn answer(&mut self, id: ObligationId, payload: &[u8]) -> Result<(), AnswerError> {
+        self.answer_with(id, payload, b"")
     }
 
     /// [`answer`](Self::answer), with more members of the answering RPC's
@@ -925,27 +977,23 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
     /// empty for none. A request's response has no room for them: siblings
     /// there, or siblings that are not an object, send the refusal instead
     /// ([`AnswerError::InvalidPayload`]).
-    pub fn answer_with(
-        &mut self,
-        id: ObligationId,
-        payload: &[u8],
-        siblings: &[u8],
-        out: &mut impl FnMut(&[u8]),
-    ) -> Result<(), AnswerError> {
+    pub fn answer_with(&mut self, id: ObligationId, payload: &[u8], siblings: &[u8]) -> Result<(), AnswerError> {
         let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
-        self.send_answer(&open, payload, siblings, out)?;
+        self.send_answer(id, open, payload, siblings)?;
         self.core.stats.answered += 1;
         Ok(())
     }
 
-    /// Sends the answer of `open`, uncounted; if it is not valid, the
-    /// refusal goes instead (counted).
+    /// Sends the answer of `open` (taken as `id`), uncounted; if it is not
+    /// valid, or can never fit the transmit store, the refusal goes
+    /// instead (counted). With no room now, nothing is sent and the
+    /// obligation is put back ([`AnswerError::Full`]).
     fn send_answer(
         &mut self,
-        open: &Open,
+        id: ObligationId,
+        open: Open,
         payload: &[u8],
         siblings: &[u8],
-        out: &mut impl FnMut(&[u8]),
     ) -> Result<(), AnswerError> {
         let row = &ANSWERS[usize::from(open.row)];
         // The members of the siblings' object, without its braces (JSON's
@@ -959,20 +1007,41 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
             (_, AnswerVia::Response { .. }) => None,
         };
         let (Ok(value), Some(members)) = (Value::parse(payload), members) else {
-            self.core.refuse_open(out, open, Cause::HandlerFailed);
+            self.refuse_instead(id, open, Cause::HandlerFailed)?;
             return Err(AnswerError::InvalidPayload);
         };
-        match row.via {
+        let sent = match row.via {
             AnswerVia::Rpc { method, key } => {
                 let payload = (value.kind() != Kind::Null).then_some(payload);
-                self.core.send_rpc(out, method, key, &open.session_id, &open.request_id, payload, members);
+                self.core.send_rpc_parts(method, key, &open.session_id, [&open.request_id, b"", b""], payload, members)
             }
-            AnswerVia::Response { member } => Core::<T, W, SESSIONS, PENDING, OBLIGATIONS>::send_response(
-                out,
+            AnswerVia::Response { member } => self.core.send_response(
                 [&open.request_id, b"", b""],
                 member,
                 (member.is_none() || value.kind() != Kind::Null).then_some(payload),
             ),
+        };
+        match sent {
+            Ok(()) => Ok(()),
+            // A store with frames queued may have room once they are taken.
+            Err(NoRoom) if X::GROWS_WITHOUT_BOUND => Ok(()),
+            Err(NoRoom) if !self.core.tx.queued().is_empty() => {
+                self.core.obligations.restore(id, open);
+                Err(AnswerError::Full)
+            }
+            Err(_) => {
+                self.refuse_instead(id, open, Cause::HandlerFailed)?;
+                Err(AnswerError::TooLarge)
+            }
+        }
+    }
+
+    /// Sends the refusal of `open` (taken as `id`) for `cause`, counted;
+    /// with no room, puts it back: [`AnswerError::Full`].
+    fn refuse_instead(&mut self, id: ObligationId, open: Open, cause: Cause) -> Result<(), AnswerError> {
+        if Transmit::<X>::full(self.core.refuse_open(&open, cause)) {
+            self.core.obligations.restore(id, open);
+            return Err(AnswerError::Full);
         }
         Ok(())
     }
@@ -984,16 +1053,15 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
     /// `error` (cut to whole characters within [`MAX_FAILURE_DETAIL`] bytes
     /// of JSON); any other row gets its refusal. Counted as refused for
     /// [`Cause::HandlerFailed`].
-    pub fn fail(&mut self, id: ObligationId, detail: &str, out: &mut impl FnMut(&[u8])) -> Result<(), AnswerError> {
+    pub fn fail(&mut self, id: ObligationId, detail: &str) -> Result<(), AnswerError> {
         let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
         let Some(failure) = ANSWERS[usize::from(open.row)].failure() else {
-            self.core.refuse_open(out, &open, Cause::HandlerFailed);
-            return Ok(());
+            return self.refuse_instead(id, open, Cause::HandlerFailed);
         };
         let mut buf = [0; crate::answers::FAILURE_ROOM + MAX_FAILURE_DETAIL];
         // Valid JSON by construction (the table's test checks the failure);
         // were it not, the refusal would go, counted.
-        self.send_answer(&open, failure_answer(failure, detail, &mut buf), b"", out)?;
+        self.send_answer(id, open, failure_answer(failure, detail, &mut buf), b"")?;
         self.core.count(Cause::HandlerFailed);
         Ok(())
     }
@@ -1005,7 +1073,7 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
     /// way a wait is left unanswered here, so only waits answered by an RPC
     /// (which any client may send) can be declined: a request to this
     /// client gets its refusal instead ([`AnswerError::NotDeclinable`]).
-    pub fn decline(&mut self, id: ObligationId, out: &mut impl FnMut(&[u8])) -> Result<(), AnswerError> {
+    pub fn decline(&mut self, id: ObligationId) -> Result<(), AnswerError> {
         let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
         match ANSWERS[usize::from(open.row)].via {
             AnswerVia::Rpc { .. } => {
@@ -1013,7 +1081,7 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                 Ok(())
             }
             AnswerVia::Response { .. } => {
-                self.core.refuse_open(out, &open, Cause::HandlerFailed);
+                self.refuse_instead(id, open, Cause::HandlerFailed)?;
                 Err(AnswerError::NotDeclinable)
             }
         }
@@ -1021,10 +1089,9 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
 
     /// Discharges the obligation with its row's refusal (no handler, the
     /// handler failed, the data did not fit the handler's types).
-    pub fn refuse(&mut self, id: ObligationId, cause: Cause, out: &mut impl FnMut(&[u8])) -> Result<(), AnswerError> {
+    pub fn refuse(&mut self, id: ObligationId, cause: Cause) -> Result<(), AnswerError> {
         let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
-        self.core.refuse_open(out, &open, cause);
-        Ok(())
+        self.refuse_instead(id, open, cause)
     }
 
     /// Whether the obligation is still open.
@@ -1033,12 +1100,23 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
     }
 
     /// Acts on every deadline at or before `now`: refuses the obligations
-    /// whose handler ran out of time (to `out`), and hands the waiter of
+    /// whose handler ran out of time (queued), and hands the waiter of
     /// each request past its deadline to `expired` (wake its caller with a
-    /// timeout; a late response is then reported as unmatched).
-    pub fn handle_timeout(&mut self, now: u64, out: &mut impl FnMut(&[u8]), expired: impl FnMut(RequestId, W)) {
-        while let Some((_, open)) = self.core.obligations.take_where(|o| o.deadline <= now) {
-            self.core.refuse_open(out, &open, Cause::Deadline);
+    /// timeout; a late response is then reported as unmatched). Also
+    /// refuses the waits a full transmit store held back (made due at
+    /// once, see [the transmit store](Engine#the-transmit-store)).
+    pub fn handle_timeout(&mut self, now: u64, expired: impl FnMut(RequestId, W)) {
+        // A wait of a released session was held back by a full store: it
+        // is refused as its session's, not for its handler's deadline.
+        while let Some((id, open)) = self.core.obligations.take_where(|o| o.deadline <= now) {
+            // Only a store that fills owes the refusals of released sessions.
+            let gone =
+                !X::GROWS_WITHOUT_BOUND && open.session.is_some_and(|h| self.core.router.sessions().state(h).is_none());
+            let cause = if gone { Cause::SessionGone } else { Cause::Deadline };
+            if Transmit::<X>::full(self.core.refuse_open(&open, cause)) {
+                self.core.obligations.restore(id, open);
+                break;
+            }
         }
         self.core.router.pending().expire(now, expired);
     }
@@ -1097,7 +1175,6 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
         &mut self,
         handle: SessionHandle,
         result: Result<Value<'_>, RpcError<'_>>,
-        out: &mut impl FnMut(&[u8]),
     ) -> Result<(), OpenError> {
         let sessions = self.core.router.sessions();
         let outcome = match (sessions.state(handle), result) {
@@ -1116,7 +1193,7 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
         match outcome {
             Ok(()) => self.park.reroute(),
             Err(_) => {
-                self.release(handle, out);
+                self.release(handle);
             }
         }
         outcome
@@ -1128,13 +1205,13 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
     }
 
     /// Releases a session: frees its slot, refuses its open obligations
-    /// (to `out`) and returns its target; `None` for a stale handle. If it
+    /// (queued) and returns its target; `None` for a stale handle. If it
     /// ended the last server-assigned create, drain
     /// [`poll_parked`](Self::poll_parked): frames parked for no session are
     /// then refused or reported.
-    pub fn release(&mut self, handle: SessionHandle, out: &mut impl FnMut(&[u8])) -> Option<T> {
+    pub fn release(&mut self, handle: SessionHandle) -> Option<T> {
         let target = self.core.router.sessions().release(handle)?;
-        self.core.refuse_session(handle, out);
+        self.core.refuse_where(Cause::SessionGone, |o| o.session == Some(handle));
         if self.core.router.sessions().awaiting_ids() == 0 {
             self.park.reroute();
         }
@@ -1143,10 +1220,11 @@ impl<T: Clone, W, P: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
 
     /// The connection is gone: hands every request's waiter to `failed`
     /// (wake its caller with a disconnect error) and forgets every open
-    /// obligation, since no answer can reach the CLI any more. Returns how
-    /// many obligations were forgotten. Sessions stay in the table for the
-    /// host to release.
+    /// obligation and every frame queued, since nothing can reach the CLI
+    /// any more. Returns how many obligations were forgotten. Sessions stay
+    /// in the table for the host to release.
     pub fn disconnect(&mut self, mut failed: impl FnMut(RequestId, W)) -> usize {
+        self.core.tx.taken(usize::MAX);
         for (id, waiter) in self.core.router.pending().drain() {
             failed(id, waiter);
         }
@@ -1178,7 +1256,7 @@ fn decode<'b>(s: JsonStr<'_>, buf: &'b mut [u8]) -> Option<&'b str> {
     s.decode_into(buf).filter(|s| !s.is_empty())
 }
 
-impl<T, W, P, const S: usize, const Q: usize, const O: usize> fmt::Debug for Engine<T, W, P, S, Q, O> {
+impl<T, W, P, X, const S: usize, const Q: usize, const O: usize> fmt::Debug for Engine<T, W, P, X, S, Q, O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Engine")
             .field("open_obligations", &self.core.obligations.len())

@@ -136,6 +136,11 @@ pub trait FrameBuffer {
     fn can_grow(&self, len: usize) -> bool {
         self.bytes().len() >= len
     }
+
+    /// Whether [`grow`](Self::grow) always succeeds (a heap buffer with no
+    /// bound of its own). The engine then leaves out, at compile time, what
+    /// it does when its transmit store is full, which cannot happen.
+    const GROWS_WITHOUT_BOUND: bool = false;
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> FrameBuffer for T {
@@ -183,6 +188,8 @@ impl FrameBuffer for GrowingBuffer {
     fn can_grow(&self, _len: usize) -> bool {
         true
     }
+
+    const GROWS_WITHOUT_BOUND: bool = true;
 }
 
 /// Decodes `Content-Length` frames from bytes fed in pieces of any size.

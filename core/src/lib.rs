@@ -92,6 +92,7 @@ mod session;
 mod shapes;
 mod slots;
 mod stop;
+mod transmit;
 mod turn;
 mod wire_defaults;
 

@@ -121,6 +121,27 @@ impl<const N: usize> Obligations<N> {
         Some(open)
     }
 
+    /// Puts back the obligation just taken as `id` (its frame found no
+    /// room): `id` reaches it again. Nothing else can have used the slot
+    /// meanwhile: the table was borrowed throughout.
+    pub(crate) fn restore(&mut self, id: ObligationId, open: Open) {
+        if let Some(slot) = self.slots.get_mut(id.index as usize) {
+            slot.generation = id.generation;
+            slot.open = Some(open);
+            self.len += 1;
+        }
+    }
+
+    /// Makes every obligation matching `f` due now (its deadline passed),
+    /// so [`next_deadline`](Self::next_deadline) reports it.
+    pub(crate) fn make_due(&mut self, mut f: impl FnMut(&Open) -> bool) {
+        for open in self.slots.iter_mut().filter_map(|s| s.open.as_mut()) {
+            if f(open) {
+                open.deadline = 0;
+            }
+        }
+    }
+
     /// Takes one obligation matching `f`, if any.
     pub(crate) fn take_where(&mut self, mut f: impl FnMut(&Open) -> bool) -> Option<(ObligationId, Open)> {
         let index = self.slots.iter().position(|s| s.open.as_ref().is_some_and(&mut f))?;

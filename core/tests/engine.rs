@@ -12,7 +12,17 @@ use copilot_core::{
 };
 use serde_json::{json, Value};
 
-type TestEngine = Engine<u32, u32, Vec<u8>, 16, 16, 16>;
+type TestEngine = Engine<u32, u32, Vec<u8>, Vec<u8>, 16, 16, 16>;
+
+/// Room for what one call of these tests sends.
+const TRANSMIT: usize = 1 << 16;
+
+/// Takes every frame the engine queued.
+fn sent(engine: &mut TestEngine) -> Vec<u8> {
+    let bytes = engine.transmit().to_vec();
+    engine.transmitted(bytes.len());
+    bytes
+}
 
 const SESSION: &str = "s-1";
 const HANDLER_MS: u64 = 1_000;
@@ -137,7 +147,7 @@ impl Run {
     fn new(park_frames: usize) -> Self {
         let config = EngineConfig::new().handler_timeout(Some(HANDLER_MS)).park_frames(park_frames);
         Run {
-            engine: Box::new(Engine::new(vec![0; 4096], config)),
+            engine: Box::new(Engine::new(vec![0; 4096], vec![0; TRANSMIT], config)),
             decoder: FrameDecoder::new(),
             peer: Peer::default(),
             now: 0,
@@ -149,26 +159,30 @@ impl Run {
     fn feed(&mut self, bytes: &[u8]) -> Vec<copilot_core::Obligation> {
         let mut obligations = Vec::new();
         let mut rest = bytes;
-        let inbox = &mut self.peer.inbox;
-        let mut out = |b: &[u8]| inbox.extend_from_slice(b);
         while !rest.is_empty() {
             rest = &rest[self.decoder.feed(rest)..];
-            while let Some(o) = self.engine.poll(&mut self.decoder, self.now, &mut out) {
+            while let Some(o) = self.engine.poll(&mut self.decoder, self.now) {
                 assert!(!matches!(o.route, Route::Malformed(_) | Route::FrameError(_)), "{:?}", o.route);
                 obligations.extend(o.obligation);
             }
         }
+        self.pull();
         obligations
     }
 
     fn drain_parked(&mut self) -> Vec<copilot_core::Obligation> {
-        let inbox = &mut self.peer.inbox;
-        let mut out = |b: &[u8]| inbox.extend_from_slice(b);
         let mut obligations = Vec::new();
-        while let Some(o) = self.engine.poll_parked(self.now, &mut out) {
+        while let Some(o) = self.engine.poll_parked(self.now) {
             obligations.extend(o.obligation);
         }
+        self.pull();
         obligations
+    }
+
+    /// What the engine queued goes to the peer.
+    fn pull(&mut self) {
+        let bytes = sent(&mut self.engine);
+        self.peer.inbox.extend_from_slice(&bytes);
     }
 
     /// The peer reads, then its acknowledgements go back to the engine.
@@ -187,13 +201,13 @@ fn run(row: &AnswerRow, scenario: Scenario) -> (Vec<Value>, Run) {
     let mut handle = None;
     if scenario != Scenario::ParkOverflow {
         let h = r.engine.reserve(SESSION, 1).unwrap();
-        r.engine.complete_open(h, Ok(copilot_core::Value::parse(b"{}").unwrap()), &mut |_| unreachable!()).unwrap();
+        r.engine.complete_open(h, Ok(copilot_core::Value::parse(b"{}").unwrap())).unwrap();
+        assert!(r.engine.transmit().is_empty());
         handle = Some(h);
     }
     if scenario == Scenario::ReleasedBeforeEvent {
-        let mut out = Vec::new();
-        r.engine.release(handle.unwrap(), &mut |b: &[u8]| out.extend_from_slice(b));
-        assert!(out.is_empty());
+        r.engine.release(handle.unwrap());
+        assert!(r.engine.transmit().is_empty());
     }
     let unassigned = if scenario == Scenario::ParkOverflow {
         let h = r.engine.reserve_unassigned(1).unwrap();
@@ -219,14 +233,9 @@ fn run(row: &AnswerRow, scenario: Scenario) -> (Vec<Value>, Run) {
     };
     let mut obligations = r.feed(&bytes);
     if let Some(h) = unassigned {
-        let mut out = Vec::new();
         let v = json!({"sessionId": SESSION}).to_string();
-        r.engine
-            .complete_open(h, Ok(copilot_core::Value::parse(v.as_bytes()).unwrap()), &mut |b: &[u8]| {
-                out.extend_from_slice(b)
-            })
-            .unwrap();
-        r.peer.inbox.extend_from_slice(&out);
+        r.engine.complete_open(h, Ok(copilot_core::Value::parse(v.as_bytes()).unwrap())).unwrap();
+        r.pull();
         obligations.extend(r.drain_parked());
     }
     for ob in &obligations {
@@ -244,8 +253,6 @@ fn run(row: &AnswerRow, scenario: Scenario) -> (Vec<Value>, Run) {
             | Scenario::DestroyedMidDecision
     );
     assert_eq!(obligations.len(), usize::from(expect_obligation), "{row:?} {scenario:?}");
-    let inbox = &mut r.peer.inbox;
-    let mut out = |b: &[u8]| inbox.extend_from_slice(b);
     if let Some(ob) = obligations.first() {
         // The host reads the data with its typed reader.
         let typed = {
@@ -259,36 +266,37 @@ fn run(row: &AnswerRow, scenario: Scenario) -> (Vec<Value>, Run) {
         match scenario {
             Scenario::HandlerAnswers => {
                 assert!(typed.is_some());
-                r.engine.answer(ob.id, br#"{"test":"answer"}"#, &mut out).unwrap();
+                r.engine.answer(ob.id, br#"{"test":"answer"}"#).unwrap();
             }
-            Scenario::NoHandler => r.engine.refuse(ob.id, Cause::NoHandler, &mut out).unwrap(),
-            Scenario::HandlerFails => r.engine.fail(ob.id, FAILURE, &mut out).unwrap(),
+            Scenario::NoHandler => r.engine.refuse(ob.id, Cause::NoHandler).unwrap(),
+            Scenario::HandlerFails => r.engine.fail(ob.id, FAILURE).unwrap(),
             Scenario::UnreadableData | Scenario::DriftedData => {
                 assert!(typed.is_none(), "the typed reader must fail here");
-                r.engine.refuse(ob.id, Cause::Unreadable, &mut out).unwrap();
+                r.engine.refuse(ob.id, Cause::Unreadable).unwrap();
             }
             Scenario::PastDeadline => {
                 assert_eq!(r.engine.poll_timeout(), Some(HANDLER_MS));
-                r.engine.handle_timeout(HANDLER_MS - 1, &mut out, |_, _| unreachable!());
+                r.engine.handle_timeout(HANDLER_MS - 1, |_, _| unreachable!());
                 assert!(r.engine.is_open(ob.id), "not before its deadline");
                 r.now = r.engine.poll_timeout().unwrap();
-                r.engine.handle_timeout(r.now, &mut out, |_, _| unreachable!());
-                assert_eq!(r.engine.answer(ob.id, b"{}", &mut out), Err(AnswerError::Stale), "too late");
+                r.engine.handle_timeout(r.now, |_, _| unreachable!());
+                assert_eq!(r.engine.answer(ob.id, b"{}"), Err(AnswerError::Stale), "too late");
             }
             Scenario::DestroyedMidDecision => {
-                r.engine.release(handle.unwrap(), &mut out);
-                assert_eq!(r.engine.answer(ob.id, b"{}", &mut out), Err(AnswerError::Stale));
+                r.engine.release(handle.unwrap());
+                assert_eq!(r.engine.answer(ob.id, b"{}"), Err(AnswerError::Stale));
             }
             _ => unreachable!(),
         }
         // Whatever happened, a second answer is rejected.
-        assert_eq!(r.engine.answer(ob.id, b"{}", &mut out), Err(AnswerError::Stale));
-        assert_eq!(r.engine.refuse(ob.id, Cause::NoHandler, &mut out), Err(AnswerError::Stale));
+        assert_eq!(r.engine.answer(ob.id, b"{}"), Err(AnswerError::Stale));
+        assert_eq!(r.engine.refuse(ob.id, Cause::NoHandler), Err(AnswerError::Stale));
     }
     // Time passes: nothing else is sent.
     r.now += 10 * HANDLER_MS;
-    r.engine.handle_timeout(r.now, &mut out, |_, _| unreachable!());
+    r.engine.handle_timeout(r.now, |_, _| unreachable!());
     assert_eq!(r.engine.poll_timeout(), None);
+    r.pull();
     r.exchange();
     let answers = r.peer.answers.remove(&key).unwrap_or_default();
     (answers, r)
@@ -398,27 +406,25 @@ fn golden(engine: &mut TestEngine, input: &str) -> (String, Option<Cause>) {
     let mut d: FrameDecoder<[u8; 4096]> = FrameDecoder::new();
     let bytes = raw_frame(input);
     d.feed(&bytes);
-    let mut out = Vec::new();
-    let o = engine.poll(&mut d, 0, &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
-    (String::from_utf8(out).unwrap(), o.refused)
+    let refused = engine.poll(&mut d, 0).unwrap().refused;
+    (String::from_utf8(sent(engine)).unwrap(), refused)
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn golden_bytes_of_answers_and_refusals() {
-    let mut e: Box<TestEngine> = Box::new(Engine::new(Vec::new(), EngineConfig::new()));
+    let mut e: Box<TestEngine> = Box::new(Engine::new(Vec::new(), vec![0; TRANSMIT], EngineConfig::new()));
     let h = e.reserve("s1", 1).unwrap();
     let mut d: FrameDecoder<[u8; 4096]> = FrameDecoder::new();
     let ev = r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s\u0031","event":{"type":"permission.requested","id":"e","data":{"requestId":"r\"1","permissionRequest":{}}}}}"#;
     d.feed(&raw_frame(ev));
-    let mut out = Vec::new();
-    let o = e.poll(&mut d, 5, &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
-    assert!(out.is_empty());
+    let o = e.poll(&mut d, 5).unwrap();
+    assert!(e.transmit().is_empty());
     let ob = o.obligation.unwrap();
     assert!(matches!(o.route, Route::Event { session, .. } if session == h));
-    e.answer(ob.id, br#"{"kind":"approve-once"}"#, &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
+    e.answer(ob.id, br#"{"kind":"approve-once"}"#).unwrap();
     let body = r#"{"jsonrpc":"2.0","id":"answer-1","method":"session.permissions.handlePendingPermissionRequest","params":{"sessionId":"s\u0031","requestId":"r\"1","result":{"kind":"approve-once"}}}"#;
-    assert_eq!(String::from_utf8(out).unwrap(), format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    assert_eq!(String::from_utf8(sent(&mut e)).unwrap(), format!("Content-Length: {}\r\n\r\n{body}", body.len()));
 
     // Resolved by a hook: delivered, not an obligation, nothing sent.
     let hooked = r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s1","event":{"type":"permission.requested","data":{"requestId":"r2","resolvedByHook":true}}}}"#;
@@ -457,7 +463,7 @@ fn golden_bytes_of_answers_and_refusals() {
     let ack = r#"{"jsonrpc":"2.0","id":"answer-1","result":{"success":false}}"#;
     let mut d: FrameDecoder<[u8; 4096]> = FrameDecoder::new();
     d.feed(&raw_frame(ack));
-    let o = e.poll(&mut d, 0, &mut |_| unreachable!()).unwrap();
+    let o = e.poll(&mut d, 0).unwrap();
     assert_eq!(o.answer_ack, Some(false));
     let s = e.stats(100);
     assert_eq!((s.acks_refused, s.router.unmatched_responses), (1, 0));
@@ -471,7 +477,7 @@ fn answers_need_no_request_slot() {
     // batches of 16 obligations) are still all answered.
     let mut r = Run::new(100);
     let h = r.engine.reserve(SESSION, 1).unwrap();
-    r.engine.complete_open(h, Ok(copilot_core::Value::parse(b"{}").unwrap()), &mut |_| {}).unwrap();
+    r.engine.complete_open(h, Ok(copilot_core::Value::parse(b"{}").unwrap())).unwrap();
     while r.engine.insert_request(0, 0).is_ok() {}
     for batch in 0..200 / 16 + 1 {
         let mut bytes = Vec::new();
@@ -484,10 +490,10 @@ fn answers_need_no_request_slot() {
                 "event":{"type":"permission.requested","data":{"requestId":format!("p{n}"),"permissionRequest":{}}}}})));
         }
         let obligations = r.feed(&bytes);
-        let inbox = &mut r.peer.inbox;
         for ob in obligations {
-            r.engine.answer(ob.id, br#"{"kind":"approved"}"#, &mut |b: &[u8]| inbox.extend_from_slice(b)).unwrap();
+            r.engine.answer(ob.id, br#"{"kind":"approved"}"#).unwrap();
         }
+        r.pull();
         r.exchange();
     }
     assert_eq!(r.peer.answers.len(), 200);
@@ -499,14 +505,14 @@ fn answers_need_no_request_slot() {
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn unreadable_create_answer_frees_the_slot() {
-    let mut e: Box<TestEngine> = Box::new(Engine::new(Vec::new(), EngineConfig::new()));
+    let mut e: Box<TestEngine> = Box::new(Engine::new(Vec::new(), vec![0; TRANSMIT], EngineConfig::new()));
     for i in 0..100 {
         let h = e.reserve_unassigned(i).unwrap();
         let bad = copilot_core::Value::parse(br#"{"sessionId":5}"#).unwrap();
-        assert_eq!(e.complete_open(h, Ok(bad), &mut |_| {}), Err(copilot_core::OpenError::Unreadable));
+        assert_eq!(e.complete_open(h, Ok(bad)), Err(copilot_core::OpenError::Unreadable));
         let h = e.reserve(&format!("s{i}"), i).unwrap();
         let bad = copilot_core::Value::parse(b"[]").unwrap();
-        assert_eq!(e.complete_open(h, Ok(bad), &mut |_| {}), Err(copilot_core::OpenError::Unreadable));
+        assert_eq!(e.complete_open(h, Ok(bad)), Err(copilot_core::OpenError::Unreadable));
     }
     assert!(e.router().sessions().is_empty(), "no slot leaks");
 }
@@ -522,8 +528,8 @@ fn resume_takes_over_an_open_id_and_keeps_its_waits() {
     let (new, taken) = r.engine.reserve_resume(SESSION, 2).unwrap();
     assert_eq!(taken, Some((old, 1)), "the old handle is given back to be ended");
     // The wait now belongs to the new handle: releasing it refuses the wait.
-    let inbox = &mut r.peer.inbox;
-    r.engine.release(new, &mut |b: &[u8]| inbox.extend_from_slice(b));
+    r.engine.release(new);
+    r.pull();
     r.peer.read();
     assert_eq!(r.peer.answers["rpc:\"q\""][0]["params"]["result"], json!({"action":"cancel"}));
     assert!(!r.engine.is_open(obs[0].id));
@@ -532,14 +538,17 @@ fn resume_takes_over_an_open_id_and_keeps_its_waits() {
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn request_deadlines_hand_the_waiter_back() {
-    let mut e: Box<TestEngine> =
-        Box::new(Engine::new(Vec::new(), EngineConfig::new().request_timeout(Some(50)).handler_timeout(None)));
+    let mut e: Box<TestEngine> = Box::new(Engine::new(
+        Vec::new(),
+        vec![0; TRANSMIT],
+        EngineConfig::new().request_timeout(Some(50)).handler_timeout(None),
+    ));
     let id = e.insert_request(7, 100).unwrap();
     assert_eq!(e.poll_timeout(), Some(150));
     let mut expired = Vec::new();
-    e.handle_timeout(149, &mut |_| {}, |id, w| expired.push((id, w)));
+    e.handle_timeout(149, |id, w| expired.push((id, w)));
     assert!(expired.is_empty());
-    e.handle_timeout(150, &mut |_| {}, |id, w| expired.push((id, w)));
+    e.handle_timeout(150, |id, w| expired.push((id, w)));
     assert_eq!(expired, [(id, 7)]);
     assert_eq!(e.poll_timeout(), None);
 }
@@ -566,15 +575,14 @@ fn parked_frames_keep_their_order_across_two_server_assigned_creates() {
         Route::Event { target, event, .. } => (*target, event.id.unwrap().to_string()),
         other => panic!("{other:?}"),
     };
-    let mut out = |_: &[u8]| unreachable!();
     r.engine.assign(a, "A").unwrap();
     let mut seen = Vec::new();
     // The first frame comes out; naming B meanwhile restarts the pass once
     // this one ends, so B's frames (kept, and not yet seen) all come out.
-    let first = r.engine.poll_parked(0, &mut out).map(|o| id(&o)).unwrap();
+    let first = r.engine.poll_parked(0).map(|o| id(&o)).unwrap();
     seen.push(first);
     r.engine.assign(b, "B").unwrap();
-    while let Some(o) = r.engine.poll_parked(0, &mut out) {
+    while let Some(o) = r.engine.poll_parked(0) {
         seen.push(id(&o));
     }
     let ids = |seen: &[(u32, String)], t: u32| -> Vec<String> {
@@ -588,7 +596,7 @@ fn parked_frames_keep_their_order_across_two_server_assigned_creates() {
     assert!(r.feed(&info("C", 9)).is_empty());
     r.engine.assign(c, "C").unwrap();
     let mut later = Vec::new();
-    while let Some(o) = r.engine.poll_parked(0, &mut out) {
+    while let Some(o) = r.engine.poll_parked(0) {
         later.push(id(&o));
     }
     assert_eq!(ids(&later, 3), ["e2", "e5", "e8", "e9"]);
@@ -600,7 +608,7 @@ fn parked_frames_keep_their_order_across_two_server_assigned_creates() {
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn parking_is_bounded_by_bytes_and_plain_overflow_is_counted() {
     let config = EngineConfig::new().park_frames(1_000);
-    let mut e: Box<TestEngine> = Box::new(Engine::new(vec![0; 600], config));
+    let mut e: Box<TestEngine> = Box::new(Engine::new(vec![0; 600], vec![0; TRANSMIT], config));
     let h = e.reserve_unassigned(1).unwrap();
     let mut d: FrameDecoder<[u8; 65536]> = FrameDecoder::new();
     let mut input = Vec::new();
@@ -609,7 +617,7 @@ fn parking_is_bounded_by_bytes_and_plain_overflow_is_counted() {
     }
     d.feed(&input);
     let mut kept = 0;
-    while let Some(o) = e.poll(&mut d, 0, &mut |_| unreachable!()) {
+    while let Some(o) = e.poll(&mut d, 0) {
         assert!(matches!(o.route, Route::Park { .. }));
         kept += usize::from(o.refused.is_none());
     }
@@ -618,9 +626,9 @@ fn parking_is_bounded_by_bytes_and_plain_overflow_is_counted() {
     assert!(s.parked_bytes <= 600 && s.park_dropped > 0, "{s:?}");
     // Releasing the only unassigned create reports the parked frames as
     // for an unknown session.
-    e.release(h, &mut |_| unreachable!());
+    e.release(h);
     let mut unknown = 0;
-    while let Some(o) = e.poll_parked(0, &mut |_| unreachable!()) {
+    while let Some(o) = e.poll_parked(0) {
         assert!(matches!(o.route, Route::UnknownSession { .. }));
         unknown += 1;
     }
@@ -640,18 +648,19 @@ fn disconnect_fails_requests_and_forgets_waits() {
     let mut failed = Vec::new();
     assert_eq!(r.engine.disconnect(|id, w| failed.push((id, w))), 1);
     assert_eq!(failed, [(a, 1)]);
-    assert_eq!(r.engine.answer(obs[0].id, b"{}", &mut |_| unreachable!()), Err(AnswerError::Stale));
+    assert_eq!(r.engine.answer(obs[0].id, b"{}"), Err(AnswerError::Stale));
     assert_eq!((r.engine.stats(0).open_obligations, r.engine.poll_timeout()), (0, None));
 }
 
 /// Opens one obligation of `input` on session "s1" of a fresh engine.
 fn one_obligation(input: &str) -> (Box<TestEngine>, copilot_core::ObligationId) {
-    let mut e: Box<TestEngine> = Box::new(Engine::new(Vec::new(), EngineConfig::new().handler_timeout(Some(10))));
+    let mut e: Box<TestEngine> =
+        Box::new(Engine::new(Vec::new(), vec![0; TRANSMIT], EngineConfig::new().handler_timeout(Some(10))));
     e.reserve("s1", 1).unwrap();
     let mut d: FrameDecoder<[u8; 4096]> = FrameDecoder::new();
     d.feed(&raw_frame(input));
-    let o = e.poll(&mut d, 0, &mut |_| panic!("nothing is sent before the host decides")).unwrap();
-    let id = o.obligation.unwrap().id;
+    let id = e.poll(&mut d, 0).unwrap().obligation.unwrap().id;
+    assert!(e.transmit().is_empty(), "nothing is sent before the host decides");
     (e, id)
 }
 
@@ -661,17 +670,18 @@ const PERMISSION: &str = r#"{"jsonrpc":"2.0","method":"session.event","params":{
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_declined_wait_sends_nothing_is_counted_and_is_discharged() {
     let (mut e, id) = one_obligation(PERMISSION);
-    let mut out = Vec::new();
-    e.decline(id, &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
-    assert!(out.is_empty(), "nothing goes to the CLI: another client answers");
+    e.decline(id).unwrap();
+    assert!(e.transmit().is_empty(), "nothing goes to the CLI: another client answers");
     let s = e.stats(0);
     assert_eq!((s.declined, s.answered, s.open_obligations), (1, 0, 0));
     assert_eq!(Cause::ALL.iter().map(|c| s.refused(*c)).sum::<u64>(), 0);
     // Discharged: no deadline refusal later, no second answer.
     assert_eq!(e.poll_timeout(), None);
-    e.handle_timeout(1_000, &mut |_| panic!("no refusal after a decline"), |_, _| {});
-    assert_eq!(e.answer(id, b"{}", &mut |_| panic!()), Err(AnswerError::Stale));
-    assert_eq!(e.decline(id, &mut |_| panic!()), Err(AnswerError::Stale));
+    e.handle_timeout(1_000, |_, _| {});
+    assert!(e.transmit().is_empty(), "no refusal after a decline");
+    assert_eq!(e.answer(id, b"{}"), Err(AnswerError::Stale));
+    assert_eq!(e.decline(id), Err(AnswerError::Stale));
+    assert!(e.transmit().is_empty());
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
@@ -679,10 +689,9 @@ fn a_declined_wait_sends_nothing_is_counted_and_is_discharged() {
 fn a_request_to_this_client_cannot_be_declined_and_gets_its_refusal() {
     let plan = r#"{"jsonrpc":"2.0","id":7,"method":"exitPlanMode.request","params":{"sessionId":"s1"}}"#;
     let (mut e, id) = one_obligation(plan);
-    let mut out = Vec::new();
-    assert_eq!(e.decline(id, &mut |b: &[u8]| out.extend_from_slice(b)), Err(AnswerError::NotDeclinable));
+    assert_eq!(e.decline(id), Err(AnswerError::NotDeclinable));
     let body = r#"{"jsonrpc":"2.0","id":7,"result":{"approved":false}}"#;
-    assert_eq!(String::from_utf8(out).unwrap(), format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    assert_eq!(String::from_utf8(sent(&mut e)).unwrap(), format!("Content-Length: {}\r\n\r\n{body}", body.len()));
     let s = e.stats(0);
     assert_eq!((s.declined, s.refused(Cause::HandlerFailed), s.open_obligations), (0, 1, 0));
 }
@@ -691,19 +700,17 @@ fn a_request_to_this_client_cannot_be_declined_and_gets_its_refusal() {
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn siblings_go_beside_the_answer_in_the_answering_rpc() {
     let (mut e, id) = one_obligation(PERMISSION);
-    let mut out = Vec::new();
     let context = br#" {"decisionContext":{"outcome":"approved","source":"user","surface":"sdk"}} "#;
-    e.answer_with(id, br#"{"kind":"approve-once"}"#, context, &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
+    e.answer_with(id, br#"{"kind":"approve-once"}"#, context).unwrap();
     let body = r#"{"jsonrpc":"2.0","id":"answer-1","method":"session.permissions.handlePendingPermissionRequest","params":{"sessionId":"s1","requestId":"r1","result":{"kind":"approve-once"},"decisionContext":{"outcome":"approved","source":"user","surface":"sdk"}}}"#;
-    assert_eq!(String::from_utf8(out).unwrap(), format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    assert_eq!(String::from_utf8(sent(&mut e)).unwrap(), format!("Content-Length: {}\r\n\r\n{body}", body.len()));
 
     // Siblings that are not an object: the refusal goes instead.
     for bad in [&b"[1]"[..], b"{", b"\"x\""] {
         let (mut e, id) = one_obligation(PERMISSION);
-        let mut out = Vec::new();
-        let r = e.answer_with(id, br#"{"kind":"approve-once"}"#, bad, &mut |b: &[u8]| out.extend_from_slice(b));
+        let r = e.answer_with(id, br#"{"kind":"approve-once"}"#, bad);
         assert_eq!(r, Err(AnswerError::InvalidPayload));
-        assert!(String::from_utf8(out).unwrap().contains(r#""result":{"kind":"user-not-available"}"#));
+        assert!(String::from_utf8(sent(&mut e)).unwrap().contains(r#""result":{"kind":"user-not-available"}"#));
     }
     // White space around the siblings and inside their braces is dropped;
     // empty braces add nothing; a `null` answer (padded or not) leaves the
@@ -714,17 +721,16 @@ fn siblings_go_beside_the_answer_in_the_answering_rpc() {
         (br#"{"kind":"approve-once"}"#, b"  ", r#","result":{"kind":"approve-once"}"#),
     ] {
         let (mut e, id) = one_obligation(PERMISSION);
-        let mut out = Vec::new();
-        e.answer_with(id, answer, siblings, &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
+        e.answer_with(id, answer, siblings).unwrap();
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":"answer-1","method":"session.permissions.handlePendingPermissionRequest","params":{{"sessionId":"s1","requestId":"r1"{tail}}}}}"#
         );
-        assert_eq!(String::from_utf8(out).unwrap(), format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+        assert_eq!(String::from_utf8(sent(&mut e)).unwrap(), format!("Content-Length: {}\r\n\r\n{body}", body.len()));
     }
     // A response has no room for siblings.
     let plan = r#"{"jsonrpc":"2.0","id":7,"method":"exitPlanMode.request","params":{"sessionId":"s1"}}"#;
     let (mut e, id) = one_obligation(plan);
-    let r = e.answer_with(id, br#"{"approved":true}"#, br#"{"x":1}"#, &mut |_| {});
+    let r = e.answer_with(id, br#"{"approved":true}"#, br#"{"x":1}"#);
     assert_eq!(r, Err(AnswerError::InvalidPayload));
 }
 
@@ -733,23 +739,23 @@ fn siblings_go_beside_the_answer_in_the_answering_rpc() {
 fn a_failed_tool_tells_the_model_only_that_and_keeps_the_text_in_error() {
     let tool = r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s1","event":{"type":"external_tool.requested","data":{"requestId":"t1","toolCallId":"c","toolName":"x"}}}}"#;
     let (mut e, id) = one_obligation(tool);
-    let mut out = Vec::new();
-    e.fail(id, "no \"disk\"\u{1}", &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
+    e.fail(id, "no \"disk\"\u{1}").unwrap();
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":"answer-1","method":"session.tools.handlePendingToolCall","params":{{"sessionId":"s1","requestId":"t1","result":{{"textResultForLlm":"{}","resultType":"failure","error":"no \"disk\"\u0001"}}}}}}"#,
         copilot_core::TOOL_FAILED_TEXT
     );
-    assert_eq!(String::from_utf8(out).unwrap(), format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    assert_eq!(String::from_utf8(sent(&mut e)).unwrap(), format!("Content-Length: {}\r\n\r\n{body}", body.len()));
     let s = e.stats(0);
     assert_eq!((s.refused(Cause::HandlerFailed), s.answered, s.open_obligations), (1, 0, 0));
-    assert_eq!(e.fail(id, "again", &mut |_| panic!("discharged once")), Err(AnswerError::Stale));
+    sent(&mut e);
+    assert_eq!(e.fail(id, "again"), Err(AnswerError::Stale));
+    assert!(e.transmit().is_empty(), "discharged once");
 
     // A long text is cut to whole characters within the bound, and stays JSON.
     let long = "é\"".repeat(copilot_core::MAX_FAILURE_DETAIL);
     let (mut e, id) = one_obligation(tool);
-    let mut out = Vec::new();
-    e.fail(id, &long, &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
-    let text = String::from_utf8(out).unwrap();
+    e.fail(id, &long).unwrap();
+    let text = String::from_utf8(sent(&mut e)).unwrap();
     let v: Value = serde_json::from_str(&text[text.find("\r\n\r\n").unwrap() + 4..]).unwrap();
     let error = v["params"]["result"]["error"].as_str().unwrap();
     assert!(long.starts_with(error) && error.len() < long.len() && !error.is_empty(), "{error}");
@@ -757,9 +763,8 @@ fn a_failed_tool_tells_the_model_only_that_and_keeps_the_text_in_error() {
 
     // Any other row: the refusal.
     let (mut e, id) = one_obligation(PERMISSION);
-    let mut out = Vec::new();
-    e.fail(id, "boom", &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
-    assert!(String::from_utf8(out).unwrap().contains(r#""result":{"kind":"user-not-available"}}"#));
+    e.fail(id, "boom").unwrap();
+    assert!(String::from_utf8(sent(&mut e)).unwrap().contains(r#""result":{"kind":"user-not-available"}}"#));
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
@@ -776,17 +781,14 @@ fn a_hook_answer_goes_under_output_and_no_output_is_an_empty_result() {
         (b"0", r#"{"output":0}"#),
     ] {
         let (mut e, id) = one_obligation(hook);
-        let mut out = Vec::new();
-        e.answer(id, answer, &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), response(result));
+        e.answer(id, answer).unwrap();
+        assert_eq!(String::from_utf8(sent(&mut e)).unwrap(), response(result));
     }
     // No hook, a failed hook: `{}` (the CLI goes on as without the hook).
     let (mut e, id) = one_obligation(hook);
-    let mut out = Vec::new();
-    e.refuse(id, Cause::NoHandler, &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
-    assert_eq!(String::from_utf8(out).unwrap(), response("{}"));
+    e.refuse(id, Cause::NoHandler).unwrap();
+    assert_eq!(String::from_utf8(sent(&mut e)).unwrap(), response("{}"));
     let (mut e, id) = one_obligation(hook);
-    let mut out = Vec::new();
-    e.fail(id, "boom", &mut |b: &[u8]| out.extend_from_slice(b)).unwrap();
-    assert_eq!(String::from_utf8(out).unwrap(), response("{}"));
+    e.fail(id, "boom").unwrap();
+    assert_eq!(String::from_utf8(sent(&mut e)).unwrap(), response("{}"));
 }

@@ -67,10 +67,10 @@ fn print_and_bound_sizes() {
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn print_and_bound_engine_sizes() {
     let router = size_of::<SmallRouter>();
-    let small = size_of::<Engine<u8, u8, [u8; 0], 16, 16, 16>>();
-    let host = size_of::<Engine<usize, usize, &mut [u8], 16_384, 1_024, 4_096>>();
-    println!("size_of::<Engine<u8, u8, [u8; 0], 16, 16, 16>>() = {small} bytes");
-    println!("size_of::<Engine<usize, usize, &mut [u8], 16384, 1024, 4096>>() = {host} bytes");
+    let small = size_of::<Engine<u8, u8, [u8; 0], [u8; 0], 16, 16, 16>>();
+    let host = size_of::<Engine<usize, usize, &mut [u8], &mut [u8], 16_384, 1_024, 4_096>>();
+    println!("size_of::<Engine<u8, u8, [u8; 0], [u8; 0], 16, 16, 16>>() = {small} bytes");
+    println!("size_of::<Engine<usize, usize, &mut [u8], &mut [u8], 16384, 1024, 4096>>() = {host} bytes");
     // An open obligation keeps its session id and request id inline
     // (96 + 80 bytes) plus about 40 bytes of state.
     let per_obligation = (small - router) / 16;
@@ -86,9 +86,9 @@ fn print_and_bound_engine_sizes() {
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn tables_are_on_the_heap_with_alloc() {
-    let host = size_of::<Engine<usize, usize, &mut [u8], 16_384, 1_024, 4_096>>();
-    println!("size_of::<Engine<usize, usize, &mut [u8], 16384, 1024, 4096>>() = {host} bytes (alloc)");
+    let host = size_of::<Engine<usize, usize, &mut [u8], &mut [u8], 16_384, 1_024, 4_096>>();
+    println!("size_of::<Engine<usize, usize, &mut [u8], &mut [u8], 16384, 1024, 4096>>() = {host} bytes (alloc)");
     assert!(host < 1024, "the engine holds {host} bytes inline");
-    let engine: Engine<usize, usize, [u8; 0], 16_384, 1_024, 4_096> = Engine::new([], Default::default());
+    let engine: Engine<usize, usize, [u8; 0], [u8; 0], 16_384, 1_024, 4_096> = Engine::new([], [], Default::default());
     assert_eq!(engine.router().sessions().iter().count(), 0);
 }

@@ -16,8 +16,13 @@ use crate::{
 
 /// One session, four requests in flight, four open waits of the agent;
 /// nothing parked (the device names its session, so no frame waits for a
-/// server-assigned id).
-type DeviceEngine = Engine<(), Call, [u8; 0], 1, 4, 4>;
+/// server-assigned id); `TRANSMIT` bytes for what the engine sends, which
+/// the device writes out after every call.
+type DeviceEngine<const TRANSMIT: usize> = Engine<(), Call, [u8; 0], [u8; TRANSMIT], 1, 4, 4>;
+
+/// The room a tool's answer takes besides its result: the frame's header,
+/// the answering RPC and the wait's ids (at most 96 and 80 bytes).
+const ANSWER_ROOM: usize = 400;
 
 /// Bytes asked of the transport per read: a UART gives one at a time, a
 /// TCP stack more.
@@ -44,14 +49,20 @@ struct Turn {
 ///
 /// `FRAME` is the largest frame kept (bytes; larger ones, such as the
 /// CLI's 40 KB `system.message` event, are skipped and counted), `SCRATCH`
-/// the room for the session options and a tool's result.
-pub struct Device<IO, C, const FRAME: usize, const SCRATCH: usize> {
+/// the room for the session options and a tool's result (on the stack,
+/// while they are written), `TRANSMIT` the engine's transmit store: the
+/// largest frame it sends, such as a tool's answer (its result plus about
+/// 400 bytes; a result that does not fit is answered as a failure). A
+/// refusal repeats the ids of the wait it refuses: one of a wait whose
+/// ids do not fit `TRANSMIT` is not sent, and counted in
+/// [`EngineStats::unsent`](copilot_core::EngineStats::unsent) (the CLI's
+/// ids are far shorter).
+pub struct Device<IO, C, const FRAME: usize, const SCRATCH: usize, const TRANSMIT: usize = 1536> {
     io: IO,
     clock: C,
     config: DeviceConfig,
-    engine: DeviceEngine,
+    engine: DeviceEngine<TRANSMIT>,
     decoder: FrameDecoder<[u8; FRAME]>,
-    scratch: [u8; SCRATCH],
     chunk: [u8; READ_CHUNK],
     /// The part of `chunk` not yet fed to the decoder.
     unfed: (usize, usize),
@@ -65,7 +76,7 @@ pub struct Device<IO, C, const FRAME: usize, const SCRATCH: usize> {
     turn: Turn,
 }
 
-impl<IO, C, const FRAME: usize, const SCRATCH: usize> Device<IO, C, FRAME, SCRATCH>
+impl<IO, C, const FRAME: usize, const SCRATCH: usize, const TRANSMIT: usize> Device<IO, C, FRAME, SCRATCH, TRANSMIT>
 where
     IO: Read + ReadReady + Write,
     C: Clock,
@@ -80,9 +91,8 @@ where
             io,
             clock,
             config,
-            engine: Engine::new([], engine_config),
+            engine: Engine::new([], [0; TRANSMIT], engine_config),
             decoder: FrameDecoder::new(),
-            scratch: [0; SCRATCH],
             chunk: [0; READ_CHUNK],
             unfed: (0, 0),
             session: None,
@@ -113,15 +123,16 @@ where
         if self.session.is_some() || options.session_id.len() > MAX_SESSION_ID_LEN {
             return Err(Error::SessionState);
         }
+        let mut scratch = [0; SCRATCH];
         let options_len = {
-            let mut w = SliceWriter::new(&mut self.scratch);
+            let mut w = SliceWriter::new(&mut scratch);
             write_options(&mut |b| w.push(b), options);
             w.finish().ok_or(Error::TooLarge)?.len()
         };
         let has = |kind: HandlerKind| kind == HandlerKind::Permission;
-        copilot_core::write_open_params(&self.scratch[..options_len], has, &mut |_| {}).map_err(|_| Error::TooLarge)?;
+        copilot_core::write_open_params(&scratch[..options_len], has, &mut |_| {}).map_err(|_| Error::TooLarge)?;
         let handle = self.engine.reserve(options.session_id, ()).map_err(|_| Error::SessionState)?;
-        let Device { io, engine, scratch, clock, .. } = self;
+        let Device { io, engine, clock, .. } = self;
         let text = &scratch[..options_len];
         let sent = write_request(io, engine, clock.now_ms(), Call::Create, &|out| {
             // Checked above: the options are a JSON object.
@@ -130,7 +141,7 @@ where
         let id = match sent {
             Ok(id) => id,
             Err(e) => {
-                self.engine.release(handle, &mut |_| {});
+                self.release(handle);
                 return Err(e);
             }
         };
@@ -138,7 +149,7 @@ where
         let result = self.wait(Some(id), &mut NoHandlers);
         if let Some(handle) = self.opening.take() {
             // No answer came (timeout, closed link): the slot is released.
-            self.engine.release(handle, &mut |_| {});
+            self.release(handle);
         }
         result?;
         self.session = Some(handle);
@@ -181,6 +192,14 @@ where
     /// The engine's counters (frames, skipped oversize frames, answers sent).
     pub fn stats(&mut self) -> EngineStats {
         self.engine.stats(self.clock.now_ms())
+    }
+
+    /// Releases the session's slot after a failed open. The link failed:
+    /// what the engine would send for it (no wait is open: handlers run
+    /// inline) is dropped, not written.
+    fn release(&mut self, handle: SessionHandle) {
+        self.engine.release(handle);
+        self.engine.transmitted(usize::MAX);
     }
 
     /// Gives the transport and the clock back.
@@ -249,16 +268,14 @@ where
         handlers: &mut impl Handlers,
         now: u64,
     ) -> Result<Option<Reached>, Error<IO::Error>> {
-        let Device { io, engine, decoder, scratch, ping, opening, turn, .. } = self;
+        let Device { io, engine, decoder, ping, opening, turn, .. } = self;
         let mut failed = None;
-        let mut out = |bytes: &[u8]| {
-            if failed.is_none() {
-                failed = io.write_all(bytes).err();
-            }
-        };
         let mut reached = None;
-        while let Some(output) = engine.poll(decoder, now, &mut out) {
-            let route = act(engine, scratch, handlers, turn, output, &mut out);
+        while let Some(output) = engine.poll(decoder, now) {
+            // Taken after every call, so the next one has the whole store.
+            send(io, engine, &mut failed);
+            let route = act::<TRANSMIT, SCRATCH>(engine, handlers, turn, output);
+            send(io, engine, &mut failed);
             let Some((request, call, result)) = route else { continue };
             match call {
                 Call::Ping => *ping = None,
@@ -266,7 +283,8 @@ where
                 Call::Create => {
                     let handle = opening.take().ok_or(Error::SessionState)?;
                     let code = result.as_ref().err().map(|e| e.code);
-                    let opened = engine.complete_open(handle, result.map(|(v, _)| v), &mut out);
+                    let opened = engine.complete_open(handle, result.map(|(v, _)| v));
+                    send(io, engine, &mut failed);
                     // No `poll_parked` drain: this engine has no parking
                     // storage and the device names its session, so no frame
                     // is ever parked.
@@ -310,18 +328,14 @@ where
         }
         let Device { io, engine, ping, .. } = self;
         let (mut failed, mut expired): (_, Option<Error<IO::Error>>) = (None, None);
-        let mut out = |bytes: &[u8]| {
-            if failed.is_none() {
-                failed = io.write_all(bytes).err();
-            }
-        };
-        engine.handle_timeout(now, &mut out, |id, call| {
+        engine.handle_timeout(now, |id, call| {
             if Some(id) == *ping {
                 expired = Some(Error::LinkLost);
             } else if Some(id) == awaited && expired.is_none() {
                 expired = Some(Error::Timeout(call));
             }
         });
+        send(io, engine, &mut failed);
         match (failed, expired) {
             (Some(e), _) => Err(Error::Write(e)),
             (None, Some(e)) => Err(e),
@@ -336,11 +350,25 @@ where
     }
 }
 
+/// Writes what the engine decided to send to `io` (after the first write
+/// error, nothing more: `failed` keeps it) and empties its store.
+fn send<IO: Write, const TRANSMIT: usize>(
+    io: &mut IO,
+    engine: &mut DeviceEngine<TRANSMIT>,
+    failed: &mut Option<IO::Error>,
+) {
+    let bytes = engine.transmit();
+    if failed.is_none() && !bytes.is_empty() {
+        *failed = io.write_all(bytes).err();
+    }
+    engine.transmitted(usize::MAX);
+}
+
 /// Sends a request whose params `params` writes (called twice: to count,
 /// then to send); its deadline is the engine's, counted from `now`.
-fn write_request<IO: Write>(
+fn write_request<IO: Write, const TRANSMIT: usize>(
     io: &mut IO,
-    engine: &DeviceEngine,
+    engine: &DeviceEngine<TRANSMIT>,
     now: u64,
     call: Call,
     params: &Params<'_>,
@@ -386,13 +414,11 @@ type Answered<'a> = Result<(Value<'a>, Option<u64>), RpcError<'a>>;
 /// Acts on one routed frame: runs the handler of a wait and passes its
 /// answer to the engine, delivers events, notes the turn's end. Returns a
 /// response to one of the device's requests.
-fn act<'a>(
-    engine: &mut DeviceEngine,
-    scratch: &mut [u8],
+fn act<'a, const TRANSMIT: usize, const SCRATCH: usize>(
+    engine: &mut DeviceEngine<TRANSMIT>,
     handlers: &mut impl Handlers,
     turn: &mut Turn,
     output: Output<'a, (), Call>,
-    out: &mut impl FnMut(&[u8]),
 ) -> Option<(RequestId, Call, Answered<'a>)> {
     match output.route {
         Route::Response { request, waiter, result } => {
@@ -431,22 +457,22 @@ fn act<'a>(
                         let field = |k| request.and_then(|r| r.get(k)).and_then(|v| v.as_str());
                         let asked = PermissionRequest { kind: field("kind"), tool_name: field("toolName"), data };
                         let decision = handlers.permission(&asked);
-                        let _ = engine.answer(ob.id, decision.json(), out);
+                        let _ = engine.answer(ob.id, decision.json());
                     }
-                    HandlerKind::Tool => answer_tool(engine, scratch, handlers, ob.id, data, out),
+                    HandlerKind::Tool => answer_tool::<TRANSMIT, SCRATCH>(engine, handlers, ob.id, data),
                     _ => {
-                        let _ = engine.refuse(ob.id, Cause::NoHandler, out);
+                        let _ = engine.refuse(ob.id, Cause::NoHandler);
                     }
                 }
             } else if let Some(ob) = output.obligation {
-                let _ = engine.refuse(ob.id, Cause::Unreadable, out);
+                let _ = engine.refuse(ob.id, Cause::Unreadable);
             }
             None
         }
         Route::Request { .. } => {
             // The device announces no handler answered by a response.
             if let Some(ob) = output.obligation {
-                let _ = engine.refuse(ob.id, Cause::NoHandler, out);
+                let _ = engine.refuse(ob.id, Cause::NoHandler);
             }
             None
         }
@@ -457,34 +483,33 @@ fn act<'a>(
 }
 
 /// Runs the tool handler and answers with its text, or its failure.
-fn answer_tool(
-    engine: &mut DeviceEngine,
-    scratch: &mut [u8],
+fn answer_tool<const TRANSMIT: usize, const SCRATCH: usize>(
+    engine: &mut DeviceEngine<TRANSMIT>,
     handlers: &mut impl Handlers,
     id: copilot_core::ObligationId,
     data: Value<'_>,
-    out: &mut impl FnMut(&[u8]),
 ) {
     let mut name_buf = [0; MAX_TOOL_NAME];
     let name = data.get("toolName").and_then(|v| v.as_str()).and_then(|s| s.decode_into(&mut name_buf)).unwrap_or("");
     let call = ToolCall { name, arguments: data.get("arguments"), data };
     match handlers.tool(&call) {
         Ok(text) => {
-            let mut w = SliceWriter::new(scratch);
+            let mut scratch = [0; SCRATCH];
+            let mut w = SliceWriter::new(&mut scratch);
             w.push(b"{\"textResultForLlm\":");
             put_str(&mut |b| w.push(b), text);
             w.push(b",\"resultType\":\"success\"}");
             match w.finish() {
-                Some(payload) => {
-                    let _ = engine.answer(id, payload, out);
+                Some(payload) if payload.len() + ANSWER_ROOM <= TRANSMIT => {
+                    let _ = engine.answer(id, payload);
                 }
-                None => {
-                    let _ = engine.fail(id, "the tool's result does not fit the device's scratch buffer", out);
+                _ => {
+                    let _ = engine.fail(id, "the tool's result does not fit the device's buffers");
                 }
             }
         }
         Err(detail) => {
-            let _ = engine.fail(id, detail, out);
+            let _ = engine.fail(id, detail);
         }
     }
 }

@@ -354,3 +354,28 @@ fn waits_the_device_has_no_handler_for_get_the_engines_refusal() {
     assert_eq!(answered, 1, "the server request got one response: {:?}", cli.received);
     assert_eq!(app.calls.len(), 1, "the tool still ran");
 }
+
+#[test]
+fn a_tool_result_larger_than_the_transmit_store_is_answered_once_as_a_failure() {
+    // Room for the permission answer, not for the tool's answer (its
+    // result plus the room an answer takes besides it).
+    let mut now = 0;
+    let clock: Box<dyn FnMut() -> u64> = Box::new(move || {
+        now += 1;
+        now
+    });
+    let cli = ScriptedCli::new(vec![64], AfterTool::Reply);
+    let mut device: Device<_, _, FRAME, 512, 440> = Device::new(cli, clock, DeviceConfig::new());
+    let mut app = Sensor::default();
+    device.connect(None).expect("connect");
+    device.create_session(&options()).expect("session.create");
+    device.send_and_wait("What does the sensor read?", &mut app).expect("the turn still ends");
+    assert_eq!(app.calls.len(), 1, "the tool ran");
+    let stats = device.stats();
+    assert_eq!((stats.open_obligations, stats.unsent), (0, 0), "every wait answered: {stats:?}");
+    let (cli, _) = device.into_parts();
+    let tool = cli.sent("session.tools.handlePendingToolCall");
+    assert_eq!(tool.len(), 1, "answered once: {:?}", cli.received);
+    assert_eq!(tool[0]["params"]["result"]["resultType"], "failure", "{:?}", tool[0]);
+    assert_eq!(cli.sent("session.permissions.handlePendingPermissionRequest").len(), 1);
+}

@@ -63,29 +63,24 @@ const INITIAL_BUFFER: usize = 64 << 10;
 
 /// The engine with the core's capacities ([`copilot_core::limits`]), as
 /// the Rust host has. Requests have no waiter here (JavaScript keeps its
-/// own by id).
+/// own by id). Its transmit store grows: it always has room.
 type WasmEngine = Engine<
     u32,
     (),
     ParkStorage,
+    GrowingBuffer,
     { limits::MAX_SESSIONS },
     { limits::MAX_PENDING_REQUESTS },
     { limits::MAX_OBLIGATIONS },
 >;
 
-/// The engine's sink for what it decides to send: the outbox. Every call
-/// passes this one closure type, so the engine's code that writes is
-/// instantiated once, not once per call site.
-fn sink(outbox: &mut Vec<u8>) -> impl FnMut(&[u8]) + '_ {
-    move |bytes| outbox.extend_from_slice(bytes)
-}
-
 /// One connection's protocol engine: routing plus every decision about the
 /// waits of the agent (which handler answers, the refusals, deadlines).
 ///
-/// Every method that may decide to send something (a refusal, an answer, an
-/// error response) writes it to an outbox: after each call, send
-/// [`take_outgoing`](Self::take_outgoing) to the CLI. Time is `now`, in
+/// What the engine decides to send (a refusal, an answer, an error
+/// response) it keeps until it is pulled, with the requests encoded here,
+/// in order: after each call, send [`take_outgoing`](Self::take_outgoing)
+/// to the CLI. Time is `now`, in
 /// milliseconds of any clock (`performance.now()`, `Date.now()`).
 ///
 /// Routed items (typed in the npm package's `index.d.ts`) carry, on a wait
@@ -102,6 +97,8 @@ pub struct CoreEngine {
     /// session slots: a list is smaller code than a hash map, and it is
     /// searched only when a session is opened or closed.
     handles: Vec<(u32, SessionHandle)>,
+    /// The requests encoded here and the engine's frames pulled before
+    /// each, in order.
     outbox: Vec<u8>,
 }
 
@@ -126,7 +123,7 @@ impl CoreEngine {
         let park = ParkStorage { bytes: Vec::with_capacity(limit), limit };
         CoreEngine {
             decoder: FrameDecoder::with_buffer(GrowingBuffer::new(INITIAL_BUFFER.min(size))).with_limit(size),
-            engine: Box::new(Engine::new(park, config)),
+            engine: Box::new(Engine::new(park, GrowingBuffer::new(0), config)),
             handles: Vec::new(),
             outbox: Vec::new(),
         }
@@ -136,12 +133,11 @@ impl CoreEngine {
     pub fn feed(&mut self, bytes: &[u8], now: f64) -> String {
         let now = ms(now);
         let mut batch = Batch::new();
-        let mut out = sink(&mut self.outbox);
         let mut rest = bytes;
         loop {
             let n = self.decoder.feed(rest);
             rest = &rest[n..];
-            while let Some(o) = self.engine.poll(&mut self.decoder, now, &mut out) {
+            while let Some(o) = self.engine.poll(&mut self.decoder, now) {
                 batch.output(&o);
             }
             if rest.is_empty() {
@@ -166,6 +162,7 @@ impl CoreEngine {
     /// The bytes the engine decided to send since the last call: write
     /// them to the CLI as they are (whole frames).
     pub fn take_outgoing(&mut self) -> Vec<u8> {
+        self.pull();
         core::mem::take(&mut self.outbox)
     }
 
@@ -191,20 +188,20 @@ impl CoreEngine {
             SETTLE_ANSWER => self.try_answer(obligation, text, siblings),
             SETTLE_REFUSE => self.try_refuse(obligation, text),
             SETTLE_DECLINE => self.try_decline(obligation),
-            SETTLE_FAIL => obligation_id(obligation).and_then(|id| {
-                self.engine.fail(id, text, &mut sink(&mut self.outbox)).map_err(|e| e.message().to_owned())
-            }),
+            SETTLE_FAIL => {
+                obligation_id(obligation).and_then(|id| self.engine.fail(id, text).map_err(|e| e.message().to_owned()))
+            }
             _ => Err("unknown settle mode".to_owned()),
         };
         settled.map_err(|e| JsError::new(&e))
     }
 
-    /// Acts on the deadlines due at `now`: refusals go to the outbox; the
+    /// Acts on the deadlines due at `now`: refusals are queued; the
     /// ids of the requests that ran out of time are returned (fail their
     /// callers with a timeout).
     pub fn handle_timeout(&mut self, now: f64) -> Vec<f64> {
         let mut expired = Vec::new();
-        self.engine.handle_timeout(ms(now), &mut sink(&mut self.outbox), |id, _| expired.push(id.0 as f64));
+        self.engine.handle_timeout(ms(now), |id, _| expired.push(id.0 as f64));
         expired
     }
 
@@ -234,6 +231,8 @@ impl CoreEngine {
         let id = inserted.map_err(|_| JsError::new("too many requests in flight"))?;
         match encode(&Outgoing::Request { id, method, params: params.as_ref().map(|p| p as &dyn Payload) }) {
             Ok(mut frame) => {
+                // The engine's frames decided before it go first.
+                self.pull();
                 self.outbox.append(&mut frame);
                 Ok(id.0 as f64)
             }
@@ -278,11 +277,11 @@ impl CoreEngine {
     }
 
     /// Releases the session (dropped or destroyed): its open waits are
-    /// refused (to the outbox). Returns the JSON array of parked frames that
+    /// refused (queued). Returns the JSON array of parked frames that
     /// this made routable.
     pub fn release_session(&mut self, tag: u32, now: f64) -> String {
         if let Some(handle) = self.take_handle(tag) {
-            self.engine.release(handle, &mut sink(&mut self.outbox));
+            self.engine.release(handle);
         }
         self.drain_parked(now)
     }
@@ -400,13 +399,12 @@ const STATS: [&str; 18] = [
 impl CoreEngine {
     fn try_answer(&mut self, obligation: &str, payload: &str, siblings: &str) -> Result<(), String> {
         let id = obligation_id(obligation)?;
-        let outbox = &mut sink(&mut self.outbox);
-        self.engine.answer_with(id, payload.as_bytes(), siblings.as_bytes(), outbox).map_err(|e| e.message().to_owned())
+        self.engine.answer_with(id, payload.as_bytes(), siblings.as_bytes()).map_err(|e| e.message().to_owned())
     }
 
     fn try_decline(&mut self, obligation: &str) -> Result<(), String> {
         let id = obligation_id(obligation)?;
-        self.engine.decline(id, &mut sink(&mut self.outbox)).map_err(|e| e.message().to_owned())
+        self.engine.decline(id).map_err(|e| e.message().to_owned())
     }
 
     fn try_refuse(&mut self, obligation: &str, cause: &str) -> Result<(), String> {
@@ -416,7 +414,7 @@ impl CoreEngine {
             message.push_str(cause);
             return Err(message);
         };
-        self.engine.refuse(id, cause, &mut sink(&mut self.outbox)).map_err(|e| e.message().to_owned())
+        self.engine.refuse(id, cause).map_err(|e| e.message().to_owned())
     }
 
     fn try_close_session(&mut self, tag: u32) -> Result<(), String> {
@@ -426,12 +424,11 @@ impl CoreEngine {
 
     fn try_complete_open(&mut self, tag: u32, ok: bool, result: &str, now: f64) -> Result<String, String> {
         let handle = self.handle(tag)?;
-        let mut out = sink(&mut self.outbox);
         let opened = if ok {
             match Value::parse(result.as_bytes()) {
-                Ok(v) => self.engine.complete_open(handle, Ok(v), &mut out),
+                Ok(v) => self.engine.complete_open(handle, Ok(v)),
                 Err(_) => {
-                    self.engine.release(handle, &mut out);
+                    self.engine.release(handle);
                     Err(copilot_core::OpenError::Unreadable)
                 }
             }
@@ -440,15 +437,14 @@ impl CoreEngine {
             match Value::parse(quoted.as_bytes()).ok().and_then(|v| v.as_str()) {
                 Some(message) => {
                     let error = RpcError { code: copilot_core::INTERNAL_ERROR, message, data: None };
-                    self.engine.complete_open(handle, Err(error), &mut out)
+                    self.engine.complete_open(handle, Err(error))
                 }
                 None => {
-                    self.engine.release(handle, &mut out);
+                    self.engine.release(handle);
                     Err(copilot_core::OpenError::Rejected)
                 }
             }
         };
-        drop(out);
         if opened.is_err() {
             self.take_handle(tag);
         }
@@ -489,11 +485,16 @@ impl CoreEngine {
 
     fn drain_parked(&mut self, now: f64) -> String {
         let mut batch = Batch::new();
-        let mut out = sink(&mut self.outbox);
-        while let Some(o) = self.engine.poll_parked(ms(now), &mut out) {
+        while let Some(o) = self.engine.poll_parked(ms(now)) {
             batch.output(&o);
         }
         batch.finish()
+    }
+
+    /// Pulls the frames the engine decided to send into the outbox.
+    fn pull(&mut self) {
+        self.outbox.extend_from_slice(self.engine.transmit());
+        self.engine.transmitted(usize::MAX);
     }
 }
 
@@ -1002,8 +1003,13 @@ mod tests {
         let ob = batch[0]["obligation"].as_str().unwrap().to_owned();
         assert!(e.take_outgoing().is_empty());
         e.try_answer(&ob, r#"{"kind":"approved"}"#, "").unwrap();
+        // A request encoded after the answer goes after it: the engine's
+        // frames are pulled into the outbox before each request.
+        assert_eq!(e.encode_request("ping", "", 10.0, None).unwrap(), 1.0);
         let body = r#"{"jsonrpc":"2.0","id":"answer-1","method":"session.permissions.handlePendingPermissionRequest","params":{"sessionId":"s1","requestId":"r1","result":{"kind":"approved"}}}"#;
-        assert_eq!(e.take_outgoing(), frame(body));
+        let mut answer_then_request = frame(body);
+        answer_then_request.extend(frame(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#));
+        assert_eq!(e.take_outgoing(), answer_then_request);
         assert!(e.try_answer(&ob, "{}", "").is_err(), "answered once");
         assert!(e.take_outgoing().is_empty());
         let ack = parse(&e.feed(&frame(r#"{"jsonrpc":"2.0","id":"answer-1","result":{"success":true}}"#), 11.0));

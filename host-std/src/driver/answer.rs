@@ -7,15 +7,15 @@ use std::time::Duration;
 use copilot_core::ObligationId;
 use copilot_core::{AnswerError, Cause};
 
+use super::connection::Replier;
 use super::connection::{lock, Connection};
-use super::connection::{sink, Replier};
 
 impl Replier {
     /// Passes on the handler's answer (JSON text; `null` leaves the
     /// answer's key out), with `siblings` (an object's members) beside it.
     pub(crate) fn answer(&self, payload: &[u8], siblings: Option<&[u8]>) {
         let siblings = siblings.unwrap_or_default();
-        self.conn.with_engine(|e, _, wire| match e.answer_with(self.id, payload, siblings, &mut sink(wire)) {
+        self.conn.with_engine(|e, _| match e.answer_with(self.id, payload, siblings) {
             Ok(()) => {}
             Err(AnswerError::Stale) => log::debug!("an answer came after its wait was answered; not sent"),
             Err(e) => log::warn!("{e}"),
@@ -25,7 +25,7 @@ impl Replier {
     /// Nothing goes: the handler left the wait to another client of the
     /// session (a wait only this client can answer gets its refusal).
     pub(crate) fn decline(&self) {
-        self.conn.with_engine(|e, _, wire| match e.decline(self.id, &mut sink(wire)) {
+        self.conn.with_engine(|e, _| match e.decline(self.id) {
             Ok(()) | Err(AnswerError::Stale) => {}
             Err(e) => log::warn!("{e}"),
         });
@@ -34,15 +34,15 @@ impl Replier {
     /// The handler failed with the text `detail`: the engine's failure
     /// answer goes (a tool's generic failure, else the refusal).
     pub(crate) fn fail(&self, detail: &str) {
-        self.conn.with_engine(|e, _, wire| {
-            let _ = e.fail(self.id, detail, &mut sink(wire));
+        self.conn.with_engine(|e, _| {
+            let _ = e.fail(self.id, detail);
         });
     }
 
     /// The engine's refusal goes in place of an answer.
     pub(crate) fn refuse(&self, cause: Cause) {
-        self.conn.with_engine(|e, _, wire| {
-            let _ = e.refuse(self.id, cause, &mut sink(wire));
+        self.conn.with_engine(|e, _| {
+            let _ = e.refuse(self.id, cause);
         });
     }
 

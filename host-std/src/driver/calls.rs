@@ -94,7 +94,7 @@ impl Connection {
             }
         };
         let at = self.at(deadline);
-        let inserted = self.with_engine(|e, _, _| e.router().pending().insert_with_deadline(waiter, Some(at)));
+        let inserted = self.with_engine(|e, _| e.router().pending().insert_with_deadline(waiter, Some(at)));
         let id = match inserted {
             Ok(id) => id,
             Err(full) => {
@@ -133,7 +133,7 @@ impl Connection {
     /// its answer: a late answer is then counted as unmatched). An open
     /// also gives its reserved slot back.
     pub(crate) fn forget(&self, id: RequestId) {
-        let waiter = self.with_engine(|e, _, _| e.router().pending().take(id.0));
+        let waiter = self.with_engine(|e, _| e.router().pending().take(id.0));
         if let Some(w) = waiter {
             self.give_up(w);
         }

@@ -16,8 +16,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use copilot_core::{
-    Engine, EngineConfig, EngineStats, HandlerKind, ObligationId, Output, ReserveErrorKind, SessionHandle,
-    SessionState, Stats,
+    Engine, EngineConfig, EngineStats, GrowingBuffer, HandlerKind, ObligationId, Output, ReserveErrorKind,
+    SessionHandle, SessionState, Stats,
 };
 
 use super::completion::Completion;
@@ -72,7 +72,9 @@ pub(crate) trait SessionSink: Send + Sync {
 /// A session as the engine keeps it.
 pub(crate) type Target = Arc<dyn SessionSink>;
 
-pub(crate) type HostEngine = Engine<Target, Waiter, Vec<u8>, MAX_SESSIONS, MAX_PENDING, MAX_OBLIGATIONS>;
+/// The engine: parking in a reserved `Vec`, and a transmit store that
+/// grows, so it always has room for what the engine decides to send.
+pub(crate) type HostEngine = Engine<Target, Waiter, Vec<u8>, GrowingBuffer, MAX_SESSIONS, MAX_PENDING, MAX_OBLIGATIONS>;
 
 /// The raw JSON of a result, or the error that replaced it.
 pub(crate) type Reply = Result<Vec<u8>>;
@@ -253,7 +255,7 @@ impl Connection {
             .park_frames(MAX_PARKED_FRAMES);
         // Its tables are written in place on the heap (the core's `alloc`
         // feature): no stack of their size is needed, or touched.
-        let engine = HostEngine::new(vec![0; MAX_PARKED_BYTES], config);
+        let engine = HostEngine::new(vec![0; MAX_PARKED_BYTES], GrowingBuffer::new(0), config);
         let outbox = Outbox::start(&label, writer)?;
         let conn = Arc::new(Connection {
             engine: Mutex::new(engine),
@@ -295,31 +297,36 @@ impl Connection {
         ms(d) + u64::from(!d.subsec_nanos().is_multiple_of(1_000_000))
     }
 
-    /// Runs `f` on the engine under its lock, with the time; frames the
-    /// engine sends go to the transport, then the timer learns of new
-    /// deadlines.
-    pub(crate) fn with_engine<R>(&self, f: impl FnOnce(&mut HostEngine, u64, &mut Vec<u8>) -> R) -> R {
-        let mut wire = Vec::new();
+    /// Runs `f` on the engine under its lock, with the time; then the
+    /// frames the engine decided to send are pulled to the transport, and
+    /// the timer learns of new deadlines.
+    pub(crate) fn with_engine<R>(&self, f: impl FnOnce(&mut HostEngine, u64) -> R) -> R {
         let (r, next) = {
             let mut engine = lock(&self.engine);
             let now = self.now();
-            let r = f(&mut engine, now, &mut wire);
-            self.send_engine_frames(wire);
+            let r = f(&mut engine, now);
+            self.send_engine_frames(&mut engine);
             (r, engine.poll_timeout())
         };
         self.kick_timer(next);
         r
     }
 
-    /// Frames the engine decided on go out whatever the outbox holds: an
-    /// answer is never dropped (its size is bounded by what was read).
-    /// Called under the engine's lock (the outbox never takes it), so the
-    /// wire's order is the engine's: once the engine shows a wait answered
+    /// Pulls the frames the engine decided on (its transmit store) into the
+    /// outbox, which takes them whatever it holds: an answer is never
+    /// dropped (its size is bounded by what was read). Called under the
+    /// engine's lock (the outbox never takes it), so the wire's order is
+    /// the engine's: once the engine shows a wait answered
     /// (`open_obligations`), its answer is queued ahead of any later frame.
-    pub(super) fn send_engine_frames(&self, wire: Vec<u8>) {
-        if !wire.is_empty() && self.outbox.push_always(wire).is_err() {
+    pub(super) fn send_engine_frames(&self, engine: &mut HostEngine) {
+        let wire = engine.transmit();
+        if wire.is_empty() {
+            return;
+        }
+        if self.outbox.push_always(wire.to_vec()).is_err() {
             log::debug!("{}: the connection is closed; the engine's frames are not sent", self.label);
         }
+        engine.transmitted(usize::MAX);
     }
 
     /// Whether the connection has ended.
@@ -383,7 +390,7 @@ impl Connection {
     /// streams end), or none when the server names it.
     pub(crate) fn reserve(&self, id: Option<&str>, resume: bool, target: Target) -> Result<SessionHandle> {
         let (handle, old) = self
-            .with_engine(|e, _, _| match (id, resume) {
+            .with_engine(|e, _| match (id, resume) {
                 (None, _) => e.reserve_unassigned(target).map(|h| (h, None)),
                 (Some(id), false) => e.reserve(id, target).map(|h| (h, None)),
                 (Some(id), true) => e.reserve_resume(id, target),
@@ -400,15 +407,15 @@ impl Connection {
 
     /// Marks a session closing (its destroy is in flight).
     pub(crate) fn close_session(&self, handle: SessionHandle) {
-        let _ = self.with_engine(|e, _, _| e.close(handle));
+        let _ = self.with_engine(|e, _| e.close(handle));
     }
 
     /// Releases a session's slot: its open waits are refused, and frames
     /// parked for no session any more are dealt with.
     pub(crate) fn release(&self, handle: SessionHandle) {
-        self.with_engine(|e, now, wire| {
-            e.release(handle, &mut sink(wire));
-            drain_parked(e, now, wire);
+        self.with_engine(|e, now| {
+            e.release(handle);
+            drain_parked(e, now);
         });
     }
 
@@ -431,19 +438,16 @@ impl Connection {
 }
 
 /// Routes what a session change made routable, in order.
-pub(super) fn drain_parked(engine: &mut HostEngine, now: u64, wire: &mut Vec<u8>) {
-    drain_parked_with(engine, now, wire, |o| log::debug!("a parked frame: {:?}", o.refused));
+pub(super) fn drain_parked(engine: &mut HostEngine, now: u64) {
+    drain_parked_with(engine, now, |o| log::debug!("a parked frame: {:?}", o.refused));
 }
 
 pub(super) fn drain_parked_with(
     engine: &mut HostEngine,
     now: u64,
-    wire: &mut Vec<u8>,
     mut deliver: impl FnMut(Output<'_, Target, Waiter>),
 ) {
-    loop {
-        let mut out_ = sink(wire);
-        let Some(out) = engine.poll_parked(now, &mut out_) else { break };
+    while let Some(out) = engine.poll_parked(now) {
         deliver(out);
     }
 }
@@ -455,11 +459,6 @@ impl Drop for Connection {
         self.dispatchers.close();
         self.workers.close();
     }
-}
-
-/// A sink for the engine's frames, gathered into one write.
-pub(super) fn sink(wire: &mut Vec<u8>) -> impl FnMut(&[u8]) + '_ {
-    move |b| wire.extend_from_slice(b)
 }
 
 fn ms(d: Duration) -> u64 {

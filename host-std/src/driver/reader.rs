@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use copilot_core::{FrameDecoder, GrowingBuffer, Output, Route, RpcError, SessionHandle};
 
-use super::connection::{drain_parked_with, lock, sink, Connection, HostEngine, Job, Replier, ReplyTx, Target, Waiter};
+use super::connection::{drain_parked_with, lock, Connection, HostEngine, Job, Replier, ReplyTx, Target, Waiter};
 use crate::error::Error;
 use crate::pool::panic_text;
 use crate::transport::CloseCause;
@@ -67,16 +67,14 @@ impl Connection {
             }
             // The lock is held while this read's frames are routed; what
             // is done under it never waits for a consumer or runs user code.
-            self.with_engine(|engine, now, wire| loop {
-                let mut out_ = sink(wire);
-                let polled = engine.poll(&mut decoder, now, &mut out_);
-                drop(out_);
-                let Some(out) = polled else { break };
-                match out.route {
-                    Route::Response { waiter: Waiter::Open { handle, target, reply }, result, .. } => {
-                        self.complete_open(engine, now, wire, handle, &target, reply, result, &mut touched)
+            self.with_engine(|engine, now| {
+                while let Some(out) = engine.poll(&mut decoder, now) {
+                    match out.route {
+                        Route::Response { waiter: Waiter::Open { handle, target, reply }, result, .. } => {
+                            self.complete_open(engine, now, handle, &target, reply, result, &mut touched)
+                        }
+                        _ => self.deliver(out, &mut touched),
                     }
-                    _ => self.deliver(out, &mut touched),
                 }
             });
             // The sessions that got events deliver them (one batch each).
@@ -97,7 +95,6 @@ impl Connection {
         self: &Arc<Self>,
         engine: &mut HostEngine,
         now: u64,
-        wire: &mut Vec<u8>,
         handle: SessionHandle,
         target: &Target,
         reply: ReplyTx,
@@ -111,7 +108,7 @@ impl Connection {
         let name = result.as_ref().ok().and_then(|v| v.get("sessionId")).and_then(|s| s.as_str());
         let mut buf = [0; copilot_core::MAX_SESSION_ID_LEN];
         let name = name.and_then(|s| s.decode_into(&mut buf)).map(str::to_owned);
-        let opened = engine.complete_open(handle, result, &mut sink(wire));
+        let opened = engine.complete_open(handle, result);
         let reply_value = match (opened, outcome) {
             (Ok(()), Ok(body)) => {
                 if target.id().is_none() {
@@ -124,7 +121,7 @@ impl Connection {
             (_, Err(e)) => Err(e),
             (Err(e), Ok(_)) => Err(Error::Protocol(format!("the session could not be opened: {e}"))),
         };
-        drain_parked_with(engine, now, wire, |out| self.deliver(out, touched));
+        drain_parked_with(engine, now, |out| self.deliver(out, touched));
         reply.send(reply_value);
     }
 

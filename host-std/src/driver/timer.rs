@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::connection::WakerSlot;
-use super::connection::{drain_parked_with, lock, sink, Connection, Target, Waiter};
+use super::connection::{drain_parked_with, lock, Connection, Target, Waiter};
 use crate::error::Error;
 use copilot_core::Output;
 
@@ -68,20 +68,19 @@ impl Connection {
     /// agent, and the callers of expired requests get `Timeout`.
     pub(super) fn on_timer(&self) -> Option<u64> {
         let mut expired = Vec::new();
-        let mut wire = Vec::new();
         let next = {
             let mut engine = lock(&self.engine);
             let now = self.now();
-            engine.handle_timeout(now, &mut sink(&mut wire), |_, w| expired.push(w));
+            engine.handle_timeout(now, |_, w| expired.push(w));
             for w in &expired {
                 if let Waiter::Open { handle, .. } = w {
-                    engine.release(*handle, &mut sink(&mut wire));
+                    engine.release(*handle);
                 }
             }
             if expired.iter().any(|w| matches!(w, Waiter::Open { .. })) {
-                drain_parked_with(&mut engine, now, &mut wire, |o| log_parked(&self.label, &o));
+                drain_parked_with(&mut engine, now, |o| log_parked(&self.label, &o));
             }
-            self.send_engine_frames(wire);
+            self.send_engine_frames(&mut engine);
             engine.poll_timeout()
         };
         for w in expired {
