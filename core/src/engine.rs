@@ -984,6 +984,32 @@ impl<
         Ok(())
     }
 
+    /// [`answer_with`](Self::answer_with) for an answer the core shaped
+    /// ([`shape_answer`](crate::shape_answer)): JSON objects by
+    /// construction, so they are sent without being read again. `siblings`
+    /// is the object of the members beside the answer, if any.
+    #[cfg(feature = "alloc")]
+    pub fn answer_shaped(
+        &mut self,
+        id: ObligationId,
+        payload: &crate::Shaped,
+        siblings: Option<&crate::Shaped>,
+    ) -> Result<(), AnswerError> {
+        let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
+        let row = &ANSWERS[usize::from(open.row)];
+        let members = match (siblings, row.via) {
+            (None, _) => b"".as_slice(),
+            (Some(s), AnswerVia::Rpc { .. }) => s.members(),
+            (Some(_), AnswerVia::Response { .. }) => {
+                self.refuse_instead(id, open, Cause::HandlerFailed)?;
+                return Err(AnswerError::InvalidPayload);
+            }
+        };
+        self.send_valid(id, open, payload.as_bytes(), false, members)?;
+        self.core.stats.answered += 1;
+        Ok(())
+    }
+
     /// Sends the answer of `open` (taken as `id`), uncounted; if it is not
     /// valid, or can never fit the transmit store, the refusal goes
     /// instead (counted). With no room now, nothing is sent and the
@@ -1010,15 +1036,30 @@ impl<
             self.refuse_instead(id, open, Cause::HandlerFailed)?;
             return Err(AnswerError::InvalidPayload);
         };
+        self.send_valid(id, open, payload, value.kind() == Kind::Null, members)
+    }
+
+    /// Sends `payload` (one JSON value; `null` as `is_null` says) as the
+    /// answer of `open`, with `members` (an object's members, without its
+    /// braces) beside it; see [`send_answer`](Self::send_answer).
+    fn send_valid(
+        &mut self,
+        id: ObligationId,
+        open: Open,
+        payload: &[u8],
+        is_null: bool,
+        members: &[u8],
+    ) -> Result<(), AnswerError> {
+        let row = &ANSWERS[usize::from(open.row)];
         let sent = match row.via {
             AnswerVia::Rpc { method, key } => {
-                let payload = (value.kind() != Kind::Null).then_some(payload);
+                let payload = (!is_null).then_some(payload);
                 self.core.send_rpc_parts(method, key, &open.session_id, [&open.request_id, b"", b""], payload, members)
             }
             AnswerVia::Response { member } => self.core.send_response(
                 [&open.request_id, b"", b""],
                 member,
-                (member.is_none() || value.kind() != Kind::Null).then_some(payload),
+                (member.is_none() || !is_null).then_some(payload),
             ),
         };
         match sent {

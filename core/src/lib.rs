@@ -139,6 +139,8 @@ pub use shapes::{
     answer_shape, write_answer, write_answer_from, AnswerMember, AnswerShape, Given, GivenNothing, MemberType,
     Presence, ShapeError, ANSWER_SHAPES,
 };
+#[cfg(feature = "alloc")]
+pub use shapes::{shape_answer, Shaped};
 pub use stop::{StopStep, STOP_STEPS};
 pub use turn::{turn_step, Turn, TurnStep, TURN_END_EVENT, TURN_ERROR_EVENT, TURN_REPLY_EVENT, TURN_REPLY_UNLESS};
 pub use wire_defaults::{

@@ -301,6 +301,47 @@ impl Given for Value<'_> {
     }
 }
 
+/// An answer the core shaped ([`shape_answer`]): a JSON object by
+/// construction, so [`Engine::answer_shaped`](crate::Engine::answer_shaped)
+/// sends it without reading it again.
+#[cfg(feature = "alloc")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shaped(alloc::vec::Vec<u8>);
+
+#[cfg(feature = "alloc")]
+impl Shaped {
+    /// Its JSON text.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The object `{"<name>": <this answer>}` (the members sent beside an
+    /// answer, such as a permission decision's `decisionContext`).
+    pub fn beside(self, name: &'static str) -> Shaped {
+        let mut out = alloc::vec::Vec::with_capacity(self.0.len() + name.len() + 5);
+        out.extend_from_slice(b"{\"");
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"\":");
+        out.extend_from_slice(&self.0);
+        out.push(b'}');
+        Shaped(out)
+    }
+
+    /// Its members, without the braces.
+    pub(crate) fn members(&self) -> &[u8] {
+        &self.0[1..self.0.len() - 1]
+    }
+}
+
+/// The answer of `shape` from a host's value ([`write_answer_from`]), for
+/// [`Engine::answer_shaped`](crate::Engine::answer_shaped).
+#[cfg(feature = "alloc")]
+pub fn shape_answer<G: Given>(shape: &AnswerShape, given: Option<&G>) -> Result<Shaped, ShapeError> {
+    let mut out = alloc::vec::Vec::new();
+    write_answer_from(shape, given, &mut |b| out.extend_from_slice(b))?;
+    Ok(Shaped(out))
+}
+
 /// Writes the answer of `shape` from what the handler gave (`given`: the
 /// JSON of the answer object, `None` or `null` for nothing) to `out`.
 /// Nothing is written on an error: the host then refuses for the cause of

@@ -1,15 +1,17 @@
 //! What a handler made of a wait, before the core decides what is sent.
 
 use copilot_core::json::Kind;
-use copilot_core::{answer_shape, write_answer_from, Cause, Given, ShapeError};
+use copilot_core::{answer_shape, shape_answer, Cause, Given, ShapeError, Shaped};
 use serde_json::Value;
 
 /// What a handler made of a wait.
 pub(super) enum Outcome {
-    /// This answer goes (JSON text; `null` leaves the answer's key out).
+    /// This answer goes (JSON text; `null` leaves the answer's key out):
+    /// a generic handler's or a hook's, read by the engine.
     Answer(Vec<u8>),
-    /// This answer goes, with these members beside it (a JSON object's text).
-    AnswerWith(Vec<u8>, Vec<u8>),
+    /// This answer, shaped by the core, goes as it is, with the members of
+    /// the second beside it, if any.
+    Shaped(Shaped, Option<Shaped>),
     /// Nothing goes: the wait is left to another client of the session.
     Decline,
     /// The engine's refusal goes, for this reason.
@@ -30,13 +32,12 @@ pub(super) fn json(value: &Value) -> Vec<u8> {
 /// the refusal the core names for nothing, else a failed handler. The core
 /// reads the handler's value member by member ([`Given`]) and writes the
 /// answer once: no JSON text is written for it to read back.
-pub(super) fn shaped(shape: &str, given: Option<&Value>) -> Result<Vec<u8>, Outcome> {
+pub(super) fn shaped(shape: &str, given: Option<&Value>) -> Result<Shaped, Outcome> {
     let Some(shape) = answer_shape(shape) else {
         return Err(Outcome::Fail(format!("the core has no answer shape {shape}")));
     };
-    let mut answer = Vec::new();
-    match write_answer_from(shape, given.map(Handed).as_ref(), &mut |b| answer.extend_from_slice(b)) {
-        Ok(()) => Ok(answer),
+    match shape_answer(shape, given.map(Handed).as_ref()) {
+        Ok(answer) => Ok(answer),
         Err(ShapeError::Nothing(cause)) => Err(Outcome::Refuse(cause)),
         Err(e) => Err(Outcome::Fail(e.to_string())),
     }
@@ -45,7 +46,7 @@ pub(super) fn shaped(shape: &str, given: Option<&Value>) -> Result<Vec<u8>, Outc
 /// The outcome of a handler whose answer `shape` shapes.
 pub(super) fn answer(shape: &str, given: Option<&Value>) -> Outcome {
     match shaped(shape, given) {
-        Ok(v) => Outcome::Answer(v),
+        Ok(v) => Outcome::Shaped(v, None),
         Err(o) => o,
     }
 }

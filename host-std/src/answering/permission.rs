@@ -108,8 +108,8 @@ impl PermissionDecision {
         match self {
             PermissionDecision::NoResult => Outcome::Decline,
             PermissionDecision::WithContext { decision, context } => match decision.outcome() {
-                Outcome::Answer(v) => match shaped("permissionDecisionContext", Some(&context.to_json())) {
-                    Ok(context) => Outcome::AnswerWith(v, [&b"{\"decisionContext\":"[..], &context, b"}"].concat()),
+                Outcome::Shaped(v, _) => match shaped("permissionDecisionContext", Some(&context.to_json())) {
+                    Ok(context) => Outcome::Shaped(v, Some(context.beside("decisionContext"))),
                     Err(failed) => failed,
                 },
                 other => other,

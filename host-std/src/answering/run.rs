@@ -69,8 +69,8 @@ fn generic(
 
 fn send(reply: &Replier, name: &str, outcome: Outcome) {
     match outcome {
-        Outcome::Answer(v) => reply.answer(&v, None),
-        Outcome::AnswerWith(v, siblings) => reply.answer(&v, Some(&siblings)),
+        Outcome::Answer(v) => reply.answer(&v),
+        Outcome::Shaped(v, siblings) => reply.answer_shaped(&v, siblings.as_ref()),
         Outcome::Decline => reply.decline(),
         Outcome::Refuse(cause) => reply.refuse(cause),
         Outcome::Fail(detail) => {

@@ -5,21 +5,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use copilot_core::ObligationId;
-use copilot_core::{AnswerError, Cause};
+use copilot_core::{AnswerError, Cause, Shaped};
 
 use super::connection::Replier;
 use super::connection::{lock, Connection};
 
 impl Replier {
-    /// Passes on the handler's answer (JSON text; `null` leaves the
-    /// answer's key out), with `siblings` (an object's members) beside it.
-    pub(crate) fn answer(&self, payload: &[u8], siblings: Option<&[u8]>) {
-        let siblings = siblings.unwrap_or_default();
-        self.conn.with_engine(|e, _| match e.answer_with(self.id, payload, siblings) {
-            Ok(()) => {}
-            Err(AnswerError::Stale) => log::debug!("an answer came after its wait was answered; not sent"),
-            Err(e) => log::warn!("{e}"),
-        })
+    /// Passes on the handler's answer (JSON text, which the engine reads;
+    /// `null` leaves the answer's key out).
+    pub(crate) fn answer(&self, payload: &[u8]) {
+        self.conn.with_engine(|e, _| report(e.answer(self.id, payload)))
+    }
+
+    /// Passes on an answer the core shaped, with `siblings` (an object's
+    /// members) beside it: sent as it is, not read again.
+    pub(crate) fn answer_shaped(&self, payload: &Shaped, siblings: Option<&Shaped>) {
+        self.conn.with_engine(|e, _| report(e.answer_shaped(self.id, payload, siblings)))
     }
 
     /// Nothing goes: the handler left the wait to another client of the
@@ -90,5 +91,15 @@ impl Answering {
     /// ended).
     pub(crate) fn is_open(&self) -> bool {
         self.conn.upgrade().is_some_and(|c| lock(&c.engine).is_open(self.id))
+    }
+}
+
+/// Logs why an answer was not sent as given (the engine sent the refusal
+/// instead, or the wait was answered already).
+fn report(sent: Result<(), AnswerError>) {
+    match sent {
+        Ok(()) => {}
+        Err(AnswerError::Stale) => log::debug!("an answer came after its wait was answered; not sent"),
+        Err(e) => log::warn!("{e}"),
     }
 }

@@ -279,12 +279,12 @@ fn an_event_reaches_its_reserved_session_and_its_wait_is_answered() {
     assert_eq!(session.log(), ["event e1", "event e2"]);
     assert_eq!(session.events.lock().unwrap()[0]["data"]["content"], "hi");
 
-    job.reply.answer(json!({"kind": "approve-once"}).to_string().as_bytes(), None);
+    job.reply.answer(json!({"kind": "approve-once"}).to_string().as_bytes());
     let answer = peer.next();
     assert_eq!(answer["method"], "session.permissions.handlePendingPermissionRequest");
     assert_eq!(answer["params"], json!({"sessionId": "s1", "requestId": "r1", "result": {"kind": "approve-once"}}));
     // A second answer to the same wait is not sent: the next frame is the ping.
-    job.reply.answer(json!({"kind": "reject"}).to_string().as_bytes(), None);
+    job.reply.answer(json!({"kind": "reject"}).to_string().as_bytes());
     let _pending = call(&conn, "ping", &json!({}), later());
     assert_eq!(peer.next()["method"], "ping");
 }
@@ -318,7 +318,7 @@ fn a_client_wide_request_is_handed_up_and_its_answer_written() {
     let job = wide.recv().expect("handed to the client-wide answerer");
     assert_eq!((job.kind, job.name), (HandlerKind::SessionFs, "sessionFs.exists"));
     assert_eq!(serde_json::from_slice::<Value>(&job.data).unwrap(), json!({"path": "/x"}));
-    job.reply.answer(json!({"exists": true}).to_string().as_bytes(), None);
+    job.reply.answer(json!({"exists": true}).to_string().as_bytes());
     assert_eq!(peer.next(), json!({"jsonrpc": "2.0", "id": 41, "result": {"exists": true}}));
 }
 
@@ -382,7 +382,7 @@ fn deadlines_expire_on_the_drivers_clock() {
     assert_ne!(refusal["params"]["result"]["kind"], "approve-once");
     assert_eq!(conn.engine_stats().open_obligations, 0);
     // The handler's late answer is not sent: the next frame is the ping.
-    job.reply.answer(json!({"kind": "approve-once"}).to_string().as_bytes(), None);
+    job.reply.answer(json!({"kind": "approve-once"}).to_string().as_bytes());
     let _next = call(&conn, "ping", &json!({}), later());
     assert_eq!(peer.next()["method"], "ping");
 }
