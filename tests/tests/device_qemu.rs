@@ -177,8 +177,7 @@ fn the_firmware_runs_a_turn_with_its_tool_against_the_real_cli() {
     model.script(session, vec![Reply::tool_call("read_sensor", json!({})), Reply::text(REPLY)]);
 
     // Generous limits: a loaded machine must not pass for a lost link.
-    let args =
-        [token_file(dir.path()), format!("session={session}"), "keepalive=10000".into(), "timeout=30000".into()];
+    let args = [token_file(dir.path()), format!("session={session}"), "keepalive=10000".into(), "timeout=30000".into()];
     let run = run_firmware(&image, cli.port, &args);
     assert!(run.status.success(), "the firmware failed:\n{}", run.output);
     let out = &run.output;
