@@ -4,9 +4,10 @@
 //! client must do with the same bytes), all in the same run.
 //!
 //! `cargo run --release -p copilot-tests --bin flood -- [--events N] [--transport stdio|tcp|both]
-//! [--api on|events|async|wait|mixed|all|LIST] [--floors yes|no]`
+//! [--api on|events|async|wait|mixed|all|LIST] [--floors yes|no] [--host rust|node|both]`
 //!
-//! (defaults: 100,000 events, both transports, every style, the floors).
+//! (defaults: 100,000 events, both transports, every style, the floors,
+//! both hosts).
 //! The styles (`--api` takes one, a comma list, or `all`):
 //! - `on`: `Session::on` (blocking client), a callback checking each event,
 //!   done when it sees `session.idle`;
@@ -24,6 +25,16 @@
 //! reads the fake's stream and splits it into frames with the core's
 //! `FrameDecoder`, nothing else; `serde`, the same plus
 //! `serde_json::from_slice::<serde_json::Value>` of each body.
+//!
+//! The Node host (`--host node`, or `both`): the npm package's client
+//! (`copilot-wasm`, from wasm/npm's sources and its built module) takes the
+//! same flood in the styles it has (`node-on`, `node-events` (its async
+//! iterator, so `async` has no Node row of its own), `node-wait`,
+//! `node-mixed`: a callback and an iterator), and the Node floor
+//! `node-json` frames the stream in plain JS and calls `JSON.parse` once
+//! per body; each run is `node tests/js/flood.mjs` in a fresh process.
+//! Without `node` or the built module (`scripts/build-wasm`) the Node rows
+//! are left out, and the output says why.
 //!
 //! Each run is a fresh child process of this binary (`flood client
 //! --transport T --api S --floors no --events N`, or `flood floor F
@@ -54,6 +65,7 @@ mod blocking;
 mod check;
 mod floors;
 mod measure;
+mod node;
 mod options;
 mod table;
 mod timed;
@@ -140,25 +152,52 @@ pub fn fake_cli_options(transport: TransportName) -> Result<ClientOptions, Strin
 fn measure_in_children(options: &Options) -> Result<bool, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let load_before = timed::load_average();
+    let node_missing = if options.hosts.node { node::unavailable() } else { None };
+    let with_node = options.hosts.node && node_missing.is_none();
     let events = options.events.to_string();
     let mut measurements = Vec::new();
     let mut all_passed = true;
     for &transport in &options.transports {
-        let floors = if options.floors { &Floor::ALL[..] } else { &[] };
-        let floor_runs = floors.iter().map(|floor| vec![FLOOR, floor.as_str()]);
-        let style_runs = options.styles.iter().map(|style| vec![CLIENT, "--api", style.as_str(), "--floors", "no"]);
-        for mut args in floor_runs.chain(style_runs) {
-            let label = format!("{} {}", args[..2].join(" "), transport.as_str());
-            args.extend(["--transport", transport.as_str(), "--events", &events]);
-            let output = Command::new(&exe)
-                .args(&args)
+        // Floors first, then the styles, Rust before Node.
+        let mut runs: Vec<(String, Command)> = Vec::new();
+        let child = |args: &[&str]| {
+            let mut command = Command::new(&exe);
+            command.args(args).args(["--transport", transport.as_str(), "--events", &events]);
+            command
+        };
+        if options.floors {
+            if options.hosts.rust {
+                for floor in Floor::ALL {
+                    runs.push((floor.as_str().into(), child(&[FLOOR, floor.as_str()])));
+                }
+            }
+            if with_node {
+                runs.push((
+                    format!("{}{}", node::PREFIX, node::FLOOR),
+                    node::command(node::FLOOR, transport, options.events)?,
+                ));
+            }
+        }
+        if options.hosts.rust {
+            for style in &options.styles {
+                runs.push((style.as_str().into(), child(&[CLIENT, "--api", style.as_str(), "--floors", "no"])));
+            }
+        }
+        if with_node {
+            for run in options.styles.iter().filter_map(|&style| node::run_of(style)) {
+                runs.push((format!("{}{run}", node::PREFIX), node::command(run, transport, options.events)?));
+            }
+        }
+        for (name, mut command) in runs {
+            let label = format!("{name} {}", transport.as_str());
+            let output = command
                 .stdin(Stdio::null())
                 .stderr(Stdio::inherit())
                 .output()
-                .map_err(|e| format!("cannot run {} {label}: {e}", exe.display()))?;
+                .map_err(|e| format!("cannot run {label}: {e}"))?;
             let stdout = String::from_utf8_lossy(&output.stdout);
             let Some(result) = stdout.lines().find_map(|line| line.strip_prefix(RESULT_PREFIX)) else {
-                eprintln!("flood: the child `{label}` reported no result ({}); stdout: {stdout}", output.status);
+                eprintln!("flood: the run `{label}` reported no result ({}); stdout: {stdout}", output.status);
                 all_passed = false;
                 continue;
             };
@@ -178,11 +217,14 @@ fn measure_in_children(options: &Options) -> Result<bool, String> {
         println!("{}", m.describe());
     }
     println!(
-        "(each row a fresh process; peak MB: VmHWM of that client alone, the fake CLI runs apart; \
-         x serde, % framing: events/s against the floors of the same transport; wait: with one on \
-         subscriber; load average {load_before} before the run, {} after)",
+        "(each row a fresh process; peak MB: VmHWM (maxRSS for Node) of that client alone, the fake CLI runs apart; \
+         x serde, % framing: events/s against the Rust floors of the same transport, x json against the Node floor; \
+         wait: with one on subscriber; no backlog sampling in Node; load average {load_before} before the run, {} after)",
         timed::load_average()
     );
+    if let Some(why) = node_missing {
+        println!("(no Node rows: {why})");
+    }
     if !all_passed {
         eprintln!("flood: FAILED: an event was lost, repeated, reordered or corrupted, or a run did not finish");
     }

@@ -7,7 +7,7 @@ pub const DEFAULT_EVENTS: usize = 100_000;
 
 /// The usage line of `--help` and of argument errors.
 pub const USAGE: &str =
-    "usage: flood [--events N] [--transport stdio|tcp|both] [--api on|events|async|wait|mixed|all|LIST] [--floors yes|no]";
+    "usage: flood [--events N] [--transport stdio|tcp|both] [--api on|events|async|wait|mixed|all|LIST] [--floors yes|no] [--host rust|node|both]";
 
 /// How the client reaches the fake CLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +103,26 @@ impl Style {
     }
 }
 
+/// Which client libraries to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hosts {
+    /// `copilot_host`.
+    pub rust: bool,
+    /// The npm package `copilot-wasm`, in Node.
+    pub node: bool,
+}
+
+impl Hosts {
+    fn parse(text: &str) -> Result<Hosts, String> {
+        match text {
+            "rust" => Ok(Hosts { rust: true, node: false }),
+            "node" => Ok(Hosts { rust: false, node: true }),
+            "both" => Ok(Hosts { rust: true, node: true }),
+            other => Err(format!("--host {other:?}: expected rust, node or both")),
+        }
+    }
+}
+
 /// A floor: the least any client must do with the same bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Floor {
@@ -141,6 +161,8 @@ pub struct Options {
     pub styles: Vec<Style>,
     /// Whether the floors are measured too.
     pub floors: bool,
+    /// The hosts measured (Node where it can run: see `node::unavailable`).
+    pub hosts: Hosts,
 }
 
 impl Options {
@@ -152,6 +174,7 @@ impl Options {
             transports: TransportName::parse("both")?,
             styles: Style::ALL.into(),
             floors: true,
+            hosts: Hosts::parse("both")?,
         };
         let mut args = args.iter();
         while let Some(arg) = args.next() {
@@ -170,6 +193,7 @@ impl Options {
                         other => return Err(format!("--floors {other:?}: expected yes or no")),
                     }
                 }
+                "--host" => options.hosts = Hosts::parse(value()?)?,
                 "-h" | "--help" => return Err(USAGE.into()),
                 other => return Err(format!("unknown argument {other:?} (try --help)")),
             }
@@ -193,6 +217,7 @@ mod tests {
         assert_eq!(o.transports, [TransportName::Stdio, TransportName::Tcp]);
         assert_eq!(o.styles, Style::ALL);
         assert!(o.floors);
+        assert_eq!(o.hosts, Hosts { rust: true, node: true });
     }
 
     #[test]
@@ -213,19 +238,23 @@ mod tests {
 
     #[test]
     fn every_option_is_read() {
-        let o = parse(&["--events", "10", "--transport", "tcp", "--api", "on,wait", "--floors", "no"]).unwrap();
+        let o =
+            parse(&["--events", "10", "--transport", "tcp", "--api", "on,wait", "--floors", "no", "--host", "node"])
+                .unwrap();
         assert_eq!(
             o,
             Options {
                 events: 10,
                 transports: vec![TransportName::Tcp],
                 styles: vec![Style::On, Style::Wait],
-                floors: false
+                floors: false,
+                hosts: Hosts { rust: false, node: true },
             }
         );
         assert!(parse(&["--events"]).is_err());
         assert!(parse(&["--transport", "udp"]).is_err());
         assert!(parse(&["--floors", "maybe"]).is_err());
+        assert!(parse(&["--host", "deno"]).is_err());
         assert!(parse(&["--fast"]).is_err());
     }
 
