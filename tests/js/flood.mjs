@@ -2,15 +2,16 @@
 // the npm package's client (from its sources) or of the Node floor, in this
 // fresh process, against the flood binary as the fake CLI.
 //
-//   node flood.mjs RUN TRANSPORT EVENTS FLOOD_BIN
+//   node flood.mjs RUN TRANSPORT EVENTS FLOOD_BIN PROMPT
 //
 // RUN is a style of the package's client: `on` (a `session.on` callback),
 // `events` (the async iterator), `wait` (`sendAndWait` of the flood turn
 // with one `on` subscriber), `mixed` (a callback and an iterator at once);
 // or `json`, the Node floor: a plain client that frames the fake's stream
 // and calls `JSON.parse` once per body, nothing else. TRANSPORT is stdio
-// or tcp. Every consumer checks that delta i (id and content "i") arrives
-// once and in order. Prints one `flood-result {...}` line in the format of
+// or tcp. PROMPT makes the fake flood (`flood:N`, deltas, or `flood-mix:N`,
+// the realistic mix of tests/src/flood_mix.rs). Every consumer checks that
+// event i (id "i") arrives once, in order, intact. Prints one `flood-result {...}` line in the format of
 // the Rust runs (see measure.rs): seconds from just before the send to the
 // last consumer's `session.idle`, peak RSS (`maxRSS`) before and after.
 
@@ -18,7 +19,7 @@ import { spawn } from "node:child_process";
 import { connect } from "node:net";
 import { createInterface } from "node:readline";
 
-const [run, transport, count, floodBin] = process.argv.slice(2);
+const [run, transport, count, floodBin, floodPrompt] = process.argv.slice(2);
 const N = Number(count);
 const SERVE = "serve";
 
@@ -31,13 +32,21 @@ class DeliveryCheck {
   duplicates = 0;
   corrupt = 0;
   idle = false;
-  /** Records one event; true when it is `session.idle`. */
+  /**
+   * Records one event; true when it is `session.idle`. A delta's content
+   * is its id; a message's content and a tool result's start with it.
+   */
   see(e) {
     if (e.type === "session.idle") return (this.idle = true);
-    if (e.type !== "assistant.message_delta") return false;
+    const firstWord = (text) => typeof text === "string" && text.split(" ", 1)[0] === e.id;
+    let intact;
+    if (e.type === "assistant.message_delta") intact = e.data?.deltaContent === e.id;
+    else if (e.type === "assistant.message") intact = firstWord(e.data?.content);
+    else if (e.type === "tool.execution_complete") intact = e.data?.toolCallId === e.id && firstWord(e.data?.result?.content);
+    else return false;
     this.received++;
     const i = Number(e.id);
-    if (!(Number.isInteger(i) && i >= 0 && i < N && e.data?.deltaContent === e.id)) {
+    if (!(Number.isInteger(i) && i >= 0 && i < N && intact)) {
       this.corrupt++;
       return false;
     }
@@ -93,7 +102,7 @@ async function clientRun() {
   const { CopilotClient } = await import("../../wasm/npm/src/node.js");
   const client = await CopilotClient.start({ cliPath: floodBin, transport, args: [SERVE] });
   const session = await client.createSession({ model: "fake-model", streaming: true });
-  const prompt = `flood:${N}`;
+  const prompt = floodPrompt;
   /** A checking callback and the promise of its idle. */
   const onCheck = () => {
     const check = new DeliveryCheck();
@@ -221,7 +230,7 @@ async function floorRun() {
   await read(3, () => {});
   const [createFrames, createBytes] = [frames, bytes];
   const measured = await timed(async () => {
-    writable.write(frame(JSON.stringify({ jsonrpc: "2.0", id: 2, method: "session.send", params: { sessionId: sid, prompt: `flood:${N}` } })));
+    writable.write(frame(JSON.stringify({ jsonrpc: "2.0", id: 2, method: "session.send", params: { sessionId: sid, prompt: floodPrompt } })));
     // The answer to the send, the deltas and the idle.
     await read(N + 2, (body) => JSON.parse(body.toString("utf8")));
   });

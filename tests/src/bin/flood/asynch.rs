@@ -17,7 +17,8 @@ use crate::timed::{timed, Consumers};
 use crate::{fake_cli_options, EVENT_GAP_TIMEOUT};
 
 /// One run of `style` (`async` or `mixed`) over `transport`.
-pub fn flood(style: Style, transport: TransportName, events: usize) -> Result<Measurement, String> {
+/// `prompt` is the flood's (`flood:N` or `flood-mix:N`).
+pub fn flood(style: Style, transport: TransportName, events: usize, prompt: &str) -> Result<Measurement, String> {
     let name = format!("{} {}", style.as_str(), transport.as_str());
     let client = block_on(asynch::Client::start(fake_cli_options(transport)?))
         .map_err(|e| format!("{name}: cannot start the client: {e}"))?;
@@ -26,7 +27,7 @@ pub fn flood(style: Style, transport: TransportName, events: usize) -> Result<Me
             .map_err(|e| format!("{name}: cannot create a session: {e}"))?;
     let routed = || client.blocking().stats().frames;
     let send = || -> Result<(), String> {
-        block_on(session.send(format!("flood:{events}"))).map(drop).map_err(|e| format!("{name}: session.send: {e}"))
+        block_on(session.send(prompt)).map(drop).map_err(|e| format!("{name}: session.send: {e}"))
     };
     let (tally, timing) = match style {
         Style::Async => {

@@ -14,7 +14,8 @@ use crate::timed::{timed, Consumers};
 use crate::{fake_cli_options, EVENT_GAP_TIMEOUT};
 
 /// One run of `style` (`on`, `events` or `wait`) over `transport`.
-pub fn flood(style: Style, transport: TransportName, events: usize) -> Result<Measurement, String> {
+/// `prompt` is the flood's (`flood:N` or `flood-mix:N`).
+pub fn flood(style: Style, transport: TransportName, events: usize, prompt: &str) -> Result<Measurement, String> {
     let name = format!("{} {}", style.as_str(), transport.as_str());
     let client =
         Client::start(fake_cli_options(transport)?).map_err(|e| format!("{name}: cannot start the client: {e}"))?;
@@ -28,7 +29,7 @@ pub fn flood(style: Style, transport: TransportName, events: usize) -> Result<Me
             let handler = Handler::new(events);
             let _subscription = session.on(handler.callback(0, &consumers));
             let (idle, timing) = timed(&routed, &consumers, || {
-                send(&session, events)?;
+                send(&session, prompt)?;
                 Ok::<_, String>(handler.wait_idle(&name, &consumers))
             });
             idle?;
@@ -41,7 +42,7 @@ pub fn flood(style: Style, transport: TransportName, events: usize) -> Result<Me
             let stream = session.events();
             let mut check = DeliveryCheck::new(events);
             let (drained, timing) = timed(&routed, &consumers, || {
-                send(&session, events)?;
+                send(&session, prompt)?;
                 drain(
                     &name,
                     || stream.next_timeout(EVENT_GAP_TIMEOUT).map_err(|e| e.to_string()),
@@ -60,8 +61,7 @@ pub fn flood(style: Style, transport: TransportName, events: usize) -> Result<Me
             let handler = Handler::new(events);
             let _subscription = session.on(handler.callback(0, &consumers));
             let turn_timeout = EVENT_GAP_TIMEOUT + Duration::from_millis(events as u64);
-            let (turn, timing) =
-                timed(&routed, &consumers, || session.send_and_wait(format!("flood:{events}"), turn_timeout));
+            let (turn, timing) = timed(&routed, &consumers, || session.send_and_wait(prompt, turn_timeout));
             turn.map_err(|e| format!("{name}: send_and_wait: {e}"))?;
             (handler.tally(), timing)
         }
@@ -80,8 +80,8 @@ pub fn flood(style: Style, transport: TransportName, events: usize) -> Result<Me
     Ok(m)
 }
 
-fn send(session: &Session, events: usize) -> Result<(), String> {
-    session.send(format!("flood:{events}")).map(drop).map_err(|e| format!("session.send: {e}"))
+fn send(session: &Session, prompt: &str) -> Result<(), String> {
+    session.send(prompt).map(drop).map_err(|e| format!("session.send: {e}"))
 }
 
 /// Takes events from `next` into `check` until `session.idle`, the end of

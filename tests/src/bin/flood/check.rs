@@ -1,6 +1,6 @@
-//! The delivery check every style runs on the events it takes: delta `i`
-//! (id and content `"i"`) arrives once, in order, and `session.idle` ends
-//! the flood.
+//! The delivery check every style runs on the events it takes: event `i`
+//! (id `"i"`) arrives once, in order, intact, and `session.idle` ends the
+//! flood.
 
 use copilot_host::events::EventKind;
 use copilot_host::SessionEvent;
@@ -37,20 +37,28 @@ impl DeliveryCheck {
         }
     }
 
-    /// Records one event; true when it is `session.idle`.
+    /// Records one event; true when it is `session.idle`. Event `i` of
+    /// the flood has the id `"i"`: a delta's content is `"i"`, a message's
+    /// content and a tool result's start with `"i "` (see
+    /// `copilot_tests::flood_mix`).
     pub fn see(&mut self, event: &SessionEvent) -> bool {
-        let delta = match &event.kind {
+        let first_word = |text: &str| text.split(' ').next() == Some(event.id.as_str());
+        let intact = match &event.kind {
             EventKind::SessionIdle(_) => {
                 self.idle = true;
                 return true;
             }
-            EventKind::AssistantMessageDelta(delta) => delta,
+            EventKind::AssistantMessageDelta(delta) => delta.delta_content == event.id,
+            EventKind::AssistantMessage(message) => first_word(&message.content),
+            EventKind::ToolExecutionComplete(tool) => {
+                tool.tool_call_id == event.id && tool.result.as_ref().is_some_and(|r| first_word(&r.content))
+            }
             // session.start and the like.
             _ => return false,
         };
         self.received += 1;
         let index = match event.id.parse::<usize>() {
-            Ok(i) if i < self.seen.len() && delta.delta_content == event.id => i,
+            Ok(i) if i < self.seen.len() && intact => i,
             _ => {
                 self.corrupt += 1;
                 return false;
@@ -59,7 +67,7 @@ impl DeliveryCheck {
         if std::mem::replace(&mut self.seen[index], true) {
             self.duplicates += 1;
         } else if index < self.next {
-            // A later delta came first. (A gap alone is counted as lost.)
+            // A later event came first. (A gap alone is counted as lost.)
             self.out_of_order += 1;
         }
         self.next = self.next.max(index + 1);
@@ -156,6 +164,30 @@ mod tests {
         let mut c = check(&["0", "0", "3", "9", "x"]);
         assert!(!c.see(&delta("1", "not 1")));
         assert_eq!((c.lost(), c.out_of_order, c.duplicates, c.corrupt), (2, 0, 1, 3));
+    }
+
+    #[test]
+    fn messages_and_tool_results_of_the_mix_are_checked() {
+        use copilot_tests::flood_mix::MixWriter;
+        let mut writer = MixWriter::new("s", "t");
+        // Event i of the mixed flood as JSON, under the id `id`.
+        let mut event = |i: usize, id: &str| {
+            let mut frame = Vec::new();
+            writer.frame(i, &mut frame);
+            let at = frame.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+            let mut v: serde_json::Value = serde_json::from_slice(&frame[at..]).unwrap();
+            v["params"]["event"]["id"] = id.into();
+            SessionEvent::from_json(v["params"]["event"].to_string().as_bytes()).expect("a valid event")
+        };
+        let mut check = DeliveryCheck::new(1000);
+        let (message, tool) = (event(12, "12"), event(999, "999"));
+        assert!(matches!(message.kind, EventKind::AssistantMessage(_)));
+        assert!(matches!(tool.kind, EventKind::ToolExecutionComplete(_)));
+        assert!(!check.see(&message) && !check.see(&tool));
+        assert_eq!((check.received, check.corrupt, check.lost()), (2, 0, 998));
+        // The same events under another id: their content no longer matches.
+        assert!(!check.see(&event(12, "13")) && !check.see(&event(999, "998")));
+        assert_eq!(check.corrupt, 2);
     }
 
     #[test]

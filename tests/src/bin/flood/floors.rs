@@ -1,7 +1,7 @@
 //! The floors: the least any client must do with the fake CLI's flood,
 //! measured on the same bytes over the same transports as the styles.
 //! A plain client writes `session.create` and then `session.send` of
-//! `flood:N` as raw frames, and reads the answer, the N deltas and the
+//! the flood's prompt as raw frames, and reads the answer, the N events and the
 //! `session.idle` with the core's `FrameDecoder` (64 KiB to start, growing
 //! as the host's reader does), then does nothing more (`framing`) or parses
 //! each body into a `serde_json::Value` (`serde`).
@@ -29,7 +29,8 @@ const SESSION_ID: &str = "flood-floor";
 const CREATE_FRAMES: u64 = 3;
 
 /// One run of `floor` over `transport`.
-pub fn flood(floor: Floor, transport: TransportName, events: usize) -> Result<Measurement, String> {
+/// `prompt` is the flood's (`flood:N` or `flood-mix:N`).
+pub fn flood(floor: Floor, transport: TransportName, events: usize, prompt: &str) -> Result<Measurement, String> {
     let name = format!("{} {}", floor.as_str(), transport.as_str());
     let (mut fake, mut plain) = start_fake(transport).map_err(|e| format!("{name}: cannot start the fake CLI: {e}"))?;
     let create = format!(
@@ -50,7 +51,7 @@ pub fn flood(floor: Floor, transport: TransportName, events: usize) -> Result<Me
         }
     };
     let send = format!(
-        r#"{{"jsonrpc":"2.0","id":2,"method":"session.send","params":{{"sessionId":"{SESSION_ID}","prompt":"flood:{events}"}}}}"#
+        r#"{{"jsonrpc":"2.0","id":2,"method":"session.send","params":{{"sessionId":"{SESSION_ID}","prompt":"{prompt}"}}}}"#
     );
     let (read, timing) = timed(&|| 0, &Consumers::new(0), || {
         plain.write(&send)?;

@@ -4,10 +4,16 @@
 //! client must do with the same bytes), all in the same run.
 //!
 //! `cargo run --release -p copilot-tests --bin flood -- [--events N] [--transport stdio|tcp|both]
-//! [--api on|events|async|wait|mixed|all|LIST] [--floors yes|no] [--host rust|node|both]`
+//! [--api on|events|async|wait|mixed|all|LIST] [--floors yes|no] [--host rust|node|both]
+//! [--mix realistic|deltas]`
 //!
 //! (defaults: 100,000 events, both transports, every style, the floors,
-//! both hosts).
+//! both hosts, the realistic mix). The flood (`--mix`): `realistic`, of
+//! every 1,000 events 959 small `assistant.message_delta`s, 40
+//! `assistant.message`s of about 2 KB and one `tool.execution_complete`
+//! with a 64 KiB result (`copilot_tests::flood_mix`, the fake's prompt
+//! `flood-mix:N`); or `deltas`, N small deltas only (`flood:N`, the flood
+//! of the earlier figures).
 //! The styles (`--api` takes one, a comma list, or `all`):
 //! - `on`: `Session::on` (blocking client), a callback checking each event,
 //!   done when it sees `session.idle`;
@@ -41,9 +47,9 @@
 //! --transport T --events N`), so that its peak RSS is its own. A client's
 //! "CLI" is this binary again (`... serve --stdio` or `... serve --port 0`,
 //! the fake server of `copilot_tests::fake_server`). The child creates a
-//! session, subscribes, sends `flood:N` (the fake answers with N
-//! `assistant.message_delta` events, ids "0" to "N-1", then
-//! `session.idle`) and takes events until `session.idle`. (`flood client
+//! session, subscribes, sends the flood's prompt (the fake answers with N
+//! events, ids "0" to "N-1", then `session.idle`) and takes events until
+//! `session.idle`. (`flood client
 //! ...` can be run by hand to measure in one process; the `serve` mode is
 //! for the client to spawn.)
 //!
@@ -56,7 +62,7 @@
 //! table gives each row's events/s as a multiple of the `serde` floor and
 //! a percentage of the `framing` floor of the same transport.
 //!
-//! Every delta must arrive exactly once, in order, with its own content, at
+//! Every event must arrive exactly once, in order, with its own content, at
 //! every consumer; the process exits non-zero otherwise (or if
 //! `session.idle` never comes).
 
@@ -162,7 +168,14 @@ fn measure_in_children(options: &Options) -> Result<bool, String> {
         let mut runs: Vec<(String, Command)> = Vec::new();
         let child = |args: &[&str]| {
             let mut command = Command::new(&exe);
-            command.args(args).args(["--transport", transport.as_str(), "--events", &events]);
+            command.args(args).args([
+                "--transport",
+                transport.as_str(),
+                "--events",
+                &events,
+                "--mix",
+                options.mix.as_str(),
+            ]);
             command
         };
         if options.floors {
@@ -174,7 +187,7 @@ fn measure_in_children(options: &Options) -> Result<bool, String> {
             if with_node {
                 runs.push((
                     format!("{}{}", node::PREFIX, node::FLOOR),
-                    node::command(node::FLOOR, transport, options.events)?,
+                    node::command(node::FLOOR, transport, options)?,
                 ));
             }
         }
@@ -185,7 +198,7 @@ fn measure_in_children(options: &Options) -> Result<bool, String> {
         }
         if with_node {
             for run in options.styles.iter().filter_map(|&style| node::run_of(style)) {
-                runs.push((format!("{}{run}", node::PREFIX), node::command(run, transport, options.events)?));
+                runs.push((format!("{}{run}", node::PREFIX), node::command(run, transport, options)?));
             }
         }
         for (name, mut command) in runs {
@@ -241,13 +254,15 @@ fn measure_in_this_process(options: &Options) -> Result<bool, String> {
     for &transport in &options.transports {
         let floors = if options.floors { &Floor::ALL[..] } else { &[] };
         for &floor in floors {
-            all_passed &= report(floors::flood(floor, transport, options.events)?, runs);
+            all_passed &= report(floors::flood(floor, transport, options.events, &options.prompt())?, runs);
             runs += 1;
         }
         for &style in &options.styles {
             let m = match style {
-                Style::On | Style::Events | Style::Wait => blocking::flood(style, transport, options.events)?,
-                Style::Async | Style::Mixed => asynch::flood(style, transport, options.events)?,
+                Style::On | Style::Events | Style::Wait => {
+                    blocking::flood(style, transport, options.events, &options.prompt())?
+                }
+                Style::Async | Style::Mixed => asynch::flood(style, transport, options.events, &options.prompt())?,
             };
             all_passed &= report(m, runs);
             runs += 1;
@@ -260,7 +275,7 @@ fn measure_in_this_process(options: &Options) -> Result<bool, String> {
 fn measure_floor_in_this_process(floor: Floor, options: &Options) -> Result<bool, String> {
     let mut all_passed = true;
     for (runs, &transport) in options.transports.iter().enumerate() {
-        all_passed &= report(floors::flood(floor, transport, options.events)?, runs);
+        all_passed &= report(floors::flood(floor, transport, options.events, &options.prompt())?, runs);
     }
     Ok(all_passed)
 }

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::options::{Style, TransportName};
+use crate::options::{Options, Style, TransportName};
 
 /// The Node floor's run name: framing plus `JSON.parse` per body.
 pub const FLOOR: &str = "json";
@@ -43,9 +43,10 @@ pub fn unavailable() -> Option<String> {
 }
 
 /// The command of one Node run (`run` is a style's [`run_of`] or [`FLOOR`]).
-pub fn command(run: &str, transport: TransportName, events: usize) -> Result<Command, String> {
+pub fn command(run: &str, transport: TransportName, options: &Options) -> Result<Command, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let mut command = Command::new("node");
-    command.arg(repo_root().join("tests/js/flood.mjs")).args([run, transport.as_str(), &events.to_string()]).arg(exe);
+    command.arg(repo_root().join("tests/js/flood.mjs")).args([run, transport.as_str(), &options.events.to_string()]);
+    command.arg(exe).arg(options.prompt());
     Ok(command)
 }

@@ -7,7 +7,7 @@ pub const DEFAULT_EVENTS: usize = 100_000;
 
 /// The usage line of `--help` and of argument errors.
 pub const USAGE: &str =
-    "usage: flood [--events N] [--transport stdio|tcp|both] [--api on|events|async|wait|mixed|all|LIST] [--floors yes|no] [--host rust|node|both]";
+    "usage: flood [--events N] [--transport stdio|tcp|both] [--api on|events|async|wait|mixed|all|LIST] [--floors yes|no] [--host rust|node|both] [--mix realistic|deltas]";
 
 /// How the client reaches the fake CLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +103,33 @@ impl Style {
     }
 }
 
+/// What the fake CLI floods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mix {
+    /// `flood-mix:N`: of every 1,000 events 959 deltas, 40 messages of
+    /// about 2 KB, one 64 KiB tool result (`copilot_tests::flood_mix`).
+    Realistic,
+    /// `flood:N`: N small deltas (the earlier figures' flood).
+    Deltas,
+}
+
+impl Mix {
+    /// The name on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mix::Realistic => "realistic",
+            Mix::Deltas => "deltas",
+        }
+    }
+
+    fn parse(text: &str) -> Result<Mix, String> {
+        [Mix::Realistic, Mix::Deltas]
+            .into_iter()
+            .find(|m| m.as_str() == text)
+            .ok_or_else(|| format!("--mix {text:?}: expected realistic or deltas"))
+    }
+}
+
 /// Which client libraries to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hosts {
@@ -163,9 +190,19 @@ pub struct Options {
     pub floors: bool,
     /// The hosts measured (Node where it can run: see `node::unavailable`).
     pub hosts: Hosts,
+    /// What the fake floods.
+    pub mix: Mix,
 }
 
 impl Options {
+    /// The prompt that makes the fake flood: `flood:N` or `flood-mix:N`.
+    pub fn prompt(&self) -> String {
+        match self.mix {
+            Mix::Realistic => format!("flood-mix:{}", self.events),
+            Mix::Deltas => format!("flood:{}", self.events),
+        }
+    }
+
     /// Parses the arguments after the program name (and after a child's
     /// mode word).
     pub fn parse(args: &[String]) -> Result<Options, String> {
@@ -175,6 +212,7 @@ impl Options {
             styles: Style::ALL.into(),
             floors: true,
             hosts: Hosts::parse("both")?,
+            mix: Mix::Realistic,
         };
         let mut args = args.iter();
         while let Some(arg) = args.next() {
@@ -194,6 +232,7 @@ impl Options {
                     }
                 }
                 "--host" => options.hosts = Hosts::parse(value()?)?,
+                "--mix" => options.mix = Mix::parse(value()?)?,
                 "-h" | "--help" => return Err(USAGE.into()),
                 other => return Err(format!("unknown argument {other:?} (try --help)")),
             }
@@ -218,6 +257,7 @@ mod tests {
         assert_eq!(o.styles, Style::ALL);
         assert!(o.floors);
         assert_eq!(o.hosts, Hosts { rust: true, node: true });
+        assert_eq!((o.mix, o.prompt().as_str()), (Mix::Realistic, "flood-mix:100000"));
     }
 
     #[test]
@@ -249,12 +289,16 @@ mod tests {
                 styles: vec![Style::On, Style::Wait],
                 floors: false,
                 hosts: Hosts { rust: false, node: true },
+                mix: Mix::Realistic,
             }
         );
         assert!(parse(&["--events"]).is_err());
         assert!(parse(&["--transport", "udp"]).is_err());
         assert!(parse(&["--floors", "maybe"]).is_err());
         assert!(parse(&["--host", "deno"]).is_err());
+        let deltas = parse(&["--mix", "deltas", "--events", "7"]).unwrap();
+        assert_eq!((deltas.mix, deltas.prompt().as_str()), (Mix::Deltas, "flood:7"));
+        assert!(parse(&["--mix", "mostly"]).is_err());
         assert!(parse(&["--fast"]).is_err());
     }
 
