@@ -5,7 +5,7 @@
 //!
 //! `cargo run --release -p copilot-tests --bin flood -- [--events N] [--transport stdio|tcp|both]
 //! [--api on|events|async|wait|mixed|all|LIST] [--floors yes|no] [--host rust|node|both]
-//! [--mix realistic|deltas]`
+//! [--mix realistic|deltas] [--rounds K]`
 //!
 //! (defaults: 100,000 events, both transports, every style, the floors,
 //! both hosts, the realistic mix). The flood (`--mix`): `realistic`, of
@@ -13,7 +13,8 @@
 //! `assistant.message`s of about 2 KB and one `tool.execution_complete`
 //! with a 64 KiB result (`copilot_tests::flood_mix`, the fake's prompt
 //! `flood-mix:N`); or `deltas`, N small deltas only (`flood:N`, the flood
-//! of the earlier figures).
+//! of the earlier figures). `--rounds K` makes every run K times, whole
+//! rounds one after another, and the table gives each row's median.
 //! The styles (`--api` takes one, a comma list, or `all`):
 //! - `on`: `Session::on` (blocking client), a callback checking each event,
 //!   done when it sees `session.idle`;
@@ -163,65 +164,70 @@ fn measure_in_children(options: &Options) -> Result<bool, String> {
     let events = options.events.to_string();
     let mut measurements = Vec::new();
     let mut all_passed = true;
-    for &transport in &options.transports {
-        // Floors first, then the styles, Rust before Node.
-        let mut runs: Vec<(String, Command)> = Vec::new();
-        let child = |args: &[&str]| {
-            let mut command = Command::new(&exe);
-            command.args(args).args([
-                "--transport",
-                transport.as_str(),
-                "--events",
-                &events,
-                "--mix",
-                options.mix.as_str(),
-            ]);
-            command
-        };
-        if options.floors {
+    // Whole rounds, one after another, so that the machine's changing load
+    // falls on every row alike.
+    for _round in 0..options.rounds {
+        for &transport in &options.transports {
+            // Floors first, then the styles, Rust before Node.
+            let mut runs: Vec<(String, Command)> = Vec::new();
+            let child = |args: &[&str]| {
+                let mut command = Command::new(&exe);
+                command.args(args).args([
+                    "--transport",
+                    transport.as_str(),
+                    "--events",
+                    &events,
+                    "--mix",
+                    options.mix.as_str(),
+                ]);
+                command
+            };
+            if options.floors {
+                if options.hosts.rust {
+                    for floor in Floor::ALL {
+                        runs.push((floor.as_str().into(), child(&[FLOOR, floor.as_str()])));
+                    }
+                }
+                if with_node {
+                    runs.push((
+                        format!("{}{}", node::PREFIX, node::FLOOR),
+                        node::command(node::FLOOR, transport, options)?,
+                    ));
+                }
+            }
             if options.hosts.rust {
-                for floor in Floor::ALL {
-                    runs.push((floor.as_str().into(), child(&[FLOOR, floor.as_str()])));
+                for style in &options.styles {
+                    runs.push((style.as_str().into(), child(&[CLIENT, "--api", style.as_str(), "--floors", "no"])));
                 }
             }
             if with_node {
-                runs.push((
-                    format!("{}{}", node::PREFIX, node::FLOOR),
-                    node::command(node::FLOOR, transport, options)?,
-                ));
+                for run in options.styles.iter().filter_map(|&style| node::run_of(style)) {
+                    runs.push((format!("{}{run}", node::PREFIX), node::command(run, transport, options)?));
+                }
             }
-        }
-        if options.hosts.rust {
-            for style in &options.styles {
-                runs.push((style.as_str().into(), child(&[CLIENT, "--api", style.as_str(), "--floors", "no"])));
+            for (name, mut command) in runs {
+                let label = format!("{name} {}", transport.as_str());
+                let output = command
+                    .stdin(Stdio::null())
+                    .stderr(Stdio::inherit())
+                    .output()
+                    .map_err(|e| format!("cannot run {label}: {e}"))?;
+                let stdout = String::from_utf8_lossy(&output.stdout);
+                let Some(result) = stdout.lines().find_map(|line| line.strip_prefix(RESULT_PREFIX)) else {
+                    eprintln!("flood: the run `{label}` reported no result ({}); stdout: {stdout}", output.status);
+                    all_passed = false;
+                    continue;
+                };
+                let value: serde_json::Value =
+                    serde_json::from_str(result).map_err(|e| format!("unreadable result of `{label}`: {e}"))?;
+                let measurement = Measurement::from_json(&value)?;
+                all_passed &= measurement.passed() && output.status.success();
+                measurements.push(measurement);
             }
-        }
-        if with_node {
-            for run in options.styles.iter().filter_map(|&style| node::run_of(style)) {
-                runs.push((format!("{}{run}", node::PREFIX), node::command(run, transport, options)?));
-            }
-        }
-        for (name, mut command) in runs {
-            let label = format!("{name} {}", transport.as_str());
-            let output = command
-                .stdin(Stdio::null())
-                .stderr(Stdio::inherit())
-                .output()
-                .map_err(|e| format!("cannot run {label}: {e}"))?;
-            let stdout = String::from_utf8_lossy(&output.stdout);
-            let Some(result) = stdout.lines().find_map(|line| line.strip_prefix(RESULT_PREFIX)) else {
-                eprintln!("flood: the run `{label}` reported no result ({}); stdout: {stdout}", output.status);
-                all_passed = false;
-                continue;
-            };
-            let value: serde_json::Value =
-                serde_json::from_str(result).map_err(|e| format!("unreadable result of `{label}`: {e}"))?;
-            let measurement = Measurement::from_json(&value)?;
-            all_passed &= measurement.passed() && output.status.success();
-            measurements.push(measurement);
         }
     }
 
+    let measurements = measure::medians(measurements);
     for line in table::lines(&measurements) {
         println!("{line}");
     }
@@ -229,8 +235,12 @@ fn measure_in_children(options: &Options) -> Result<bool, String> {
     for m in &measurements {
         println!("{}", m.describe());
     }
+    let rounds = match options.rounds {
+        1 => String::new(),
+        n => format!(", the median of {n} rounds by seconds (peak MB: the highest; lost: of all rounds)"),
+    };
     println!(
-        "(each row a fresh process; peak MB: VmHWM (maxRSS for Node) of that client alone, the fake CLI runs apart; \
+        "(each row a fresh process{rounds}; peak MB: VmHWM (maxRSS for Node) of that client alone, the fake CLI runs apart; \
          x serde, % framing: events/s against the Rust floors of the same transport, x json against the Node floor; \
          wait: with one on subscriber; no backlog sampling in Node; load average {load_before} before the run, {} after)",
         timed::load_average()

@@ -145,6 +145,30 @@ impl Measurement {
     }
 }
 
+/// One row per run and transport, in the order first seen: the round with
+/// the median seconds (of an even count, the slower middle one), with the
+/// highest peak RSS and the delivery faults of every round.
+pub fn medians(measurements: Vec<Measurement>) -> Vec<Measurement> {
+    let mut groups: Vec<Vec<Measurement>> = Vec::new();
+    for m in measurements {
+        match groups.iter_mut().find(|g| g[0].run == m.run && g[0].transport == m.transport) {
+            Some(group) => group.push(m),
+            None => groups.push(vec![m]),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|mut group| {
+            group.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+            let peak_rss_kb = group.iter().map(|m| m.peak_rss_kb).max().unwrap_or(0);
+            let tally = group.iter().map(|m| m.tally).fold(Tally::NONE, Tally::add);
+            let mut median = group.swap_remove(group.len() / 2);
+            (median.peak_rss_kb, median.tally) = (peak_rss_kb, tally);
+            median
+        })
+        .collect()
+}
+
 /// kB as MB.
 pub fn mb(kb: u64) -> f64 {
     kb as f64 / 1024.0
@@ -165,5 +189,22 @@ mod tests {
         assert_eq!(m.events_per_second(), 2000.0);
         assert!(!m.passed());
         assert!(Measurement::from_json(&json!({"run": "on"})).is_err());
+    }
+
+    #[test]
+    fn rounds_become_their_median_with_the_worst_memory_and_every_fault() {
+        let run = |name: &str, seconds: f64, peak_rss_kb: u64, lost: usize| {
+            let timing = Timing { seconds, cpu_seconds: 0.0, rss_before_kb: 0, peak_rss_kb, max_backlog: 0 };
+            Measurement::new(name, "stdio", 10, &timing, Tally { lost, ..Tally::NONE })
+        };
+        let rows = medians(vec![
+            run("on", 3.0, 100, 0),
+            run("serde", 1.0, 50, 0),
+            run("on", 1.0, 300, 2),
+            run("on", 2.0, 200, 0),
+            run("serde", 2.0, 40, 0),
+        ]);
+        let summary: Vec<_> = rows.iter().map(|m| (m.run.as_str(), m.seconds, m.peak_rss_kb, m.tally.lost)).collect();
+        assert_eq!(summary, [("on", 2.0, 300, 2), ("serde", 2.0, 50, 0)]);
     }
 }

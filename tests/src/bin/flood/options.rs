@@ -7,7 +7,7 @@ pub const DEFAULT_EVENTS: usize = 100_000;
 
 /// The usage line of `--help` and of argument errors.
 pub const USAGE: &str =
-    "usage: flood [--events N] [--transport stdio|tcp|both] [--api on|events|async|wait|mixed|all|LIST] [--floors yes|no] [--host rust|node|both] [--mix realistic|deltas]";
+    "usage: flood [--events N] [--transport stdio|tcp|both] [--api on|events|async|wait|mixed|all|LIST] [--floors yes|no] [--host rust|node|both] [--mix realistic|deltas] [--rounds K]";
 
 /// How the client reaches the fake CLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,6 +192,8 @@ pub struct Options {
     pub hosts: Hosts,
     /// What the fake floods.
     pub mix: Mix,
+    /// How many times every run is made (the table gives the medians).
+    pub rounds: usize,
 }
 
 impl Options {
@@ -213,6 +215,7 @@ impl Options {
             floors: true,
             hosts: Hosts::parse("both")?,
             mix: Mix::Realistic,
+            rounds: 1,
         };
         let mut args = args.iter();
         while let Some(arg) = args.next() {
@@ -233,6 +236,13 @@ impl Options {
                 }
                 "--host" => options.hosts = Hosts::parse(value()?)?,
                 "--mix" => options.mix = Mix::parse(value()?)?,
+                "--rounds" => {
+                    let text = value()?;
+                    options.rounds = match text.parse() {
+                        Ok(n) if n > 0 => n,
+                        _ => return Err(format!("--rounds {text:?}: expected a count of 1 or more")),
+                    };
+                }
                 "-h" | "--help" => return Err(USAGE.into()),
                 other => return Err(format!("unknown argument {other:?} (try --help)")),
             }
@@ -290,6 +300,7 @@ mod tests {
                 floors: false,
                 hosts: Hosts { rust: false, node: true },
                 mix: Mix::Realistic,
+                rounds: 1,
             }
         );
         assert!(parse(&["--events"]).is_err());
@@ -299,6 +310,8 @@ mod tests {
         let deltas = parse(&["--mix", "deltas", "--events", "7"]).unwrap();
         assert_eq!((deltas.mix, deltas.prompt().as_str()), (Mix::Deltas, "flood:7"));
         assert!(parse(&["--mix", "mostly"]).is_err());
+        assert_eq!(parse(&["--rounds", "3"]).unwrap().rounds, 3);
+        assert!(parse(&["--rounds", "0"]).is_err());
         assert!(parse(&["--fast"]).is_err());
     }
 
