@@ -65,8 +65,10 @@ pub fn flood(style: Style, transport: TransportName, events: usize, prompt: &str
                     let sent = send();
                     let idle = sent.is_ok() && handler.wait_idle(&format!("{name} (callback)"), &consumers);
                     if !idle {
-                        // The streams would wait for an idle that is not coming.
-                        eprintln!("flood: {name}: the callback saw no idle; the streams are left to time out");
+                        // The blocking stream gives up after a gap; the async
+                        // one has no timer here and waits for the idle (as
+                        // today's async run does): say so before it hangs.
+                        eprintln!("flood: {name}: the callback saw no idle; the async stream may wait forever");
                     }
                     blocking.join().expect("the blocking consumer panicked");
                     asynchronous.join().expect("the async consumer panicked");
