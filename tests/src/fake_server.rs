@@ -636,6 +636,25 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// Writes the realistic flood of [`crate::flood_mix`] in ~64 KiB batches.
+    fn flood_mix(&self, session_id: &str, events: usize) -> io::Result<()> {
+        let mut writer = crate::flood_mix::MixWriter::new(session_id, &timestamp());
+        let mut batch = Vec::with_capacity(2 * FLOOD_BATCH);
+        for i in 0..events {
+            writer.frame(i, &mut batch);
+            if batch.len() >= FLOOD_BATCH {
+                self.write_bytes(&batch)?;
+                batch.clear();
+            }
+        }
+        if !batch.is_empty() {
+            self.write_bytes(&batch)?;
+        }
+        Ok(())
+    }
+}
+
 /// Decimal digits of `n`, at the end of `buf`.
 fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut at = buf.len();
@@ -977,7 +996,8 @@ impl Handler {
         }
     }
 
-    /// `session.send`: the answer, then a turn (or a flood).
+    /// `session.send`: the answer, then a turn, or a flood (`flood:N`, N
+    /// deltas; `flood-mix:N`, the realistic mix of [`crate::flood_mix`]).
     fn send(&mut self, id: Value, sid: &str, params: &Value) -> io::Result<()> {
         let n = self.next_message;
         self.next_message += 1;
@@ -986,6 +1006,10 @@ impl Handler {
         let prompt = params.get("prompt").and_then(Value::as_str).unwrap_or_default();
         if let Some(events) = prompt.strip_prefix("flood:").and_then(|s| s.trim().parse::<usize>().ok()) {
             self.shared.flood(sid, events)?;
+            return self.shared.event(sid, "session.idle", json!({}));
+        }
+        if let Some(events) = prompt.strip_prefix("flood-mix:").and_then(|s| s.trim().parse::<usize>().ok()) {
+            self.shared.flood_mix(sid, events)?;
             return self.shared.event(sid, "session.idle", json!({}));
         }
         if let Some(tool) = prompt.strip_prefix("obligations:") {

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 pub mod fake_server;
+pub mod flood_mix;
 pub mod real_cli;
 
 /// The six recorded scenarios, each over stdio and TCP.
