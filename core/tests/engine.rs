@@ -734,6 +734,35 @@ fn siblings_go_beside_the_answer_in_the_answering_rpc() {
     assert_eq!(r, Err(AnswerError::InvalidPayload));
 }
 
+#[cfg(feature = "alloc")]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_shaped_answer_goes_as_the_core_wrote_it_with_its_shaped_context_beside() {
+    use copilot_core::{answer_shape, shape_answer};
+    let shape = |name: &str, given: &str| {
+        let given = copilot_core::Value::parse(given.as_bytes()).unwrap();
+        shape_answer(answer_shape(name).unwrap(), Some(&given)).unwrap()
+    };
+    let decision = shape("permission", r#"{"kind":"approve-once"}"#);
+    let context = shape("permissionDecisionContext", r#"{"outcome":"approved","source":"user"}"#);
+    let (mut e, id) = one_obligation(PERMISSION);
+    e.answer_shaped(id, &decision, Some(&context.clone().beside("decisionContext"))).unwrap();
+    // The same bytes as the answer written as JSON text (the surface is the
+    // shape's default).
+    let body = r#"{"jsonrpc":"2.0","id":"answer-1","method":"session.permissions.handlePendingPermissionRequest","params":{"sessionId":"s1","requestId":"r1","result":{"kind":"approve-once"},"decisionContext":{"outcome":"approved","source":"user","surface":"sdk"}}}"#;
+    assert_eq!(String::from_utf8(sent(&mut e)).unwrap(), format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    assert_eq!(e.answer_shaped(id, &decision, None), Err(AnswerError::Stale), "answered once");
+    assert_eq!(e.stats(0).answered, 1);
+
+    // A response has no room for siblings: the refusal goes instead.
+    let plan = r#"{"jsonrpc":"2.0","id":7,"method":"exitPlanMode.request","params":{"sessionId":"s1"}}"#;
+    let (mut e, id) = one_obligation(plan);
+    let approved = shape("exitPlanMode", r#"{"approved":true}"#);
+    let r = e.answer_shaped(id, &approved, Some(&context.beside("x")));
+    assert_eq!(r, Err(AnswerError::InvalidPayload));
+    assert!(String::from_utf8(sent(&mut e)).unwrap().contains(r#""result":{"approved":false}"#));
+}
+
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_failed_tool_tells_the_model_only_that_and_keeps_the_text_in_error() {

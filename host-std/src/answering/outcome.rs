@@ -91,3 +91,46 @@ impl Given for Handed<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The core's answer from the value read member by member is the one
+    /// it writes from the value's JSON text, for every shape.
+    #[test]
+    fn a_value_read_member_by_member_is_shaped_as_its_json_text_is() {
+        let givens = [
+            json!({"kind": "approve-once", "rules": [{"a\"b": 1}], "esc\n": "x"}),
+            json!({"outcome": "approved", "source": "user", "userFeedback": "ok", "extra": 1}),
+            json!({"textResultForLlm": "done", "sessionLog": "l"}),
+            json!({"result": 1, "text": "a \"quoted\"\nline"}),
+            json!("plain text"),
+            json!(42),
+            json!({"answer": "a", "wasFreeform": true}),
+            json!({"action": "accept", "content": {"x": [1, 2]}}),
+            json!({"action": "decline", "content": {"x": 1}}),
+            json!({"accessToken": "t", "tokenType": null, "expiresIn": 60}),
+            json!({"expiresIn": 1.5, "accessToken": "t"}),
+            json!({"approved": false, "feedback": "no"}),
+            json!({"sections": {"s": {"action": "replace", "content": "c"}}}),
+            json!({"token": 5}),
+            json!({}),
+        ];
+        for shape in copilot_core::ANSWER_SHAPES {
+            for given in &givens {
+                let text = given.to_string();
+                let mut expected = Vec::new();
+                let from_text =
+                    copilot_core::write_answer(shape, Some(text.as_bytes()), &mut |b| expected.extend_from_slice(b));
+                let from_value = shape_answer(shape, Some(&Handed(given)));
+                match (from_text, from_value) {
+                    (Ok(()), Ok(shaped)) => assert_eq!(shaped.as_bytes(), &expected[..], "{} {given}", shape.name),
+                    (Err(a), Err(b)) => assert_eq!(a, b, "{} {given}", shape.name),
+                    (a, b) => panic!("{} {given}: {a:?} against {b:?}", shape.name),
+                }
+            }
+        }
+    }
+}
