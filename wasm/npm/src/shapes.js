@@ -1,8 +1,10 @@
 // Shaping what a handler gave into the answer the agent gets, by the core's
 // table (`POLICY.answerShapes`, from `copilot_core::ANSWER_SHAPES`;
 // wasm/src/policy.rs documents it and holds it to the core's
-// `write_answer`, which the Rust host applies). The members of the answer
-// go in code-point order of their names, as the Rust host sends them.
+// `write_answer`, which the Rust host applies). The table's members go in
+// its order, as the core writes them; the handler's other members, and the
+// members of any object it gave, in code-point order of their names, as the
+// Rust host reads them (a serde_json map).
 
 import { POLICY } from "./constants.js";
 import { sortedMembers } from "./config.js";
@@ -45,11 +47,13 @@ export function shapeAnswer(name, given) {
     } else if (!FITS[m.type](value) || (m.oneOf && !m.oneOf.includes(value))) {
       return { fail: `the ${name} handler's answer has a ${m.name} that is not a ${m.type} it takes` };
     }
-    answer[m.name] = value;
+    answer[m.name] = sortedMembers(value);
   }
   if (shape.open) {
     const named = new Set(shape.members.map((m) => m.name));
-    for (const [k, v] of Object.entries(given)) if (!named.has(k) && v !== undefined) answer[k] = v;
+    for (const k of Object.keys(given).sort()) {
+      if (!named.has(k) && given[k] !== undefined) answer[k] = sortedMembers(given[k]);
+    }
   }
-  return { answer: sortedMembers(answer) };
+  return { answer };
 }

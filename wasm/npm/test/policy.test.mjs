@@ -258,9 +258,12 @@ test("a handler's answer is shaped by the core's table, as the core's write_answ
     if (expected === "fail") assert.ok("fail" in shaped, `${name} ${JSON.stringify(given)}: ${JSON.stringify(shaped)}`);
     else assert.deepEqual(shaped, expected, `${name} ${JSON.stringify(given)}`);
   }
-  // The members go in name order, as the Rust host sends them.
+  // The table's members go in its order, as the core writes them; the
+  // handler's other members, and those of the objects it gave, in name order.
   const token = shapeAnswer("mcpOAuth", { tokenType: "Bearer", accessToken: "t" }).answer;
-  assert.equal(JSON.stringify(token), '{"accessToken":"t","kind":"token","tokenType":"Bearer"}');
+  assert.equal(JSON.stringify(token), '{"kind":"token","accessToken":"t","tokenType":"Bearer"}');
+  const result = shapeAnswer("tool", { z: 1, textResultForLlm: "x", a: { d: 1, c: 2 } }).answer;
+  assert.equal(JSON.stringify(result), '{"textResultForLlm":"x","resultType":"success","a":{"c":2,"d":1},"z":1}');
 });
 
 test("the CLI is looked for where the core's cliSearch says: the variable, then each PATH folder, then ./node_modules", () => {
