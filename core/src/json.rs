@@ -997,19 +997,24 @@ pub(crate) fn write_escaped(out: &mut [u8], at: &mut usize, s: &str) -> Option<(
 }
 
 /// Writes `s` as a JSON string (with quotes) to `out`, in pieces.
-pub(crate) fn emit_escaped(s: &str, out: &mut impl FnMut(&[u8])) {
+pub fn emit_escaped(s: &str, out: &mut impl FnMut(&[u8])) {
     out(b"\"");
-    let bytes = s.as_bytes();
+    emit_escaped_inside(s.as_bytes(), out);
+    out(b"\"");
+}
+
+/// Writes `raw` (UTF-8) escaped for the inside of a JSON string, in
+/// pieces. Escaping goes byte by byte, so `raw` may be any piece of a text.
+pub(crate) fn emit_escaped_inside(raw: &[u8], out: &mut impl FnMut(&[u8])) {
     let mut run = 0;
     let mut hex = [0; 6];
-    for (i, &c) in bytes.iter().enumerate() {
+    for (i, &c) in raw.iter().enumerate() {
         let Some(esc) = escape_of(c, &mut hex) else { continue };
-        out(&bytes[run..i]);
+        out(&raw[run..i]);
         out(esc);
         run = i + 1;
     }
-    out(&bytes[run..]);
-    out(b"\"");
+    out(&raw[run..]);
 }
 
 /// Appends `bytes` to `out` at `*at`; `None` if it does not fit.

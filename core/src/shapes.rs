@@ -442,7 +442,7 @@ fn write_text_answer<G: Given>(
         // Its JSON text, as a JSON string (escaping is byte by byte, so
         // the text may come in any pieces).
         out(b"\"");
-        given.write_json(&mut |piece| escape_json(piece, out));
+        given.write_json(&mut |piece| crate::json::emit_escaped_inside(piece, out));
         out(b"\"");
     }
     for m in shape.members.iter().filter(|m| m.name != text) {
@@ -455,27 +455,6 @@ fn write_text_answer<G: Given>(
     }
     out(b"}");
     Ok(())
-}
-
-/// `raw` (UTF-8) escaped for the inside of a JSON string.
-fn escape_json(raw: &[u8], out: &mut impl FnMut(&[u8])) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut start = 0;
-    for (i, &b) in raw.iter().enumerate() {
-        let escaped: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0..=0x1f => &[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]],
-            _ => continue,
-        };
-        out(&raw[start..i]);
-        out(escaped);
-        start = i + 1;
-    }
-    out(&raw[start..]);
 }
 
 /// A member's value in the answer.

@@ -3,32 +3,9 @@
 //! own answers (the request bodies and a tool's result).
 
 /// Writes `s` as a JSON string (quotes included) to `out`, escaping what
-/// JSON requires: quotes, backslashes and control characters.
+/// JSON requires (the core's escaping).
 pub(crate) fn put_str(out: &mut dyn FnMut(&[u8]), s: &str) {
-    out(b"\"");
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0..=0x1f => b"",
-            _ => continue,
-        };
-        out(&bytes[start..i]);
-        if escape.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out(&[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
-        } else {
-            out(escape);
-        }
-        start = i + 1;
-    }
-    out(&bytes[start..]);
-    out(b"\"");
+    copilot_core::json::emit_escaped(s, &mut |b: &[u8]| out(b));
 }
 
 /// Writes into a fixed buffer, remembering whether everything fitted.
