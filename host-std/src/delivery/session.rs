@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use copilot_core::limits::keeps_for_first_subscriber;
-use copilot_core::{turn_step, TURN_REPLY_UNLESS};
+use copilot_core::{turn_step, TurnStep, TURN_REPLY_UNLESS};
 
 use super::event_channel::EventTx;
 use super::inbox::{Batch, Inbox, InboxTx};
@@ -310,7 +310,7 @@ impl SessionInner {
     fn deliver(&self, event: Option<(Arc<SessionEvent>, usize)>) {
         type Callback = Arc<dyn Fn(&SessionEvent) + Send + Sync>;
         let mut callbacks: Vec<(Callback, Vec<Arc<SessionEvent>>)> = Vec::new();
-        let mut async_waiters: Vec<EventTx> = Vec::new();
+        let mut waiters: Vec<EventTx> = Vec::new();
         let (event, size) = match event {
             Some((e, size)) => (Some(e), size),
             None => (None, 0),
@@ -346,7 +346,7 @@ impl SessionInner {
                         true
                     }
                     Sink::Waiter(tx) => {
-                        async_waiters.push(tx.clone());
+                        waiters.push(tx.clone());
                         true
                     }
                 }
@@ -359,8 +359,11 @@ impl SessionInner {
                 }
             }
         }
-        if let Some(e) = &event {
-            for tx in async_waiters {
+        // A waiter is handed only the events that move its turn (the
+        // core's turn rule): the deltas of a long turn do not pile up in
+        // its queue, and it is woken only for what it reads.
+        if let Some(e) = event.as_ref().filter(|e| Turn::moves(e)) {
+            for tx in waiters {
                 tx.send(Arc::clone(e));
             }
         }
@@ -472,6 +475,11 @@ pub(crate) struct Turn {
 }
 
 impl Turn {
+    /// Whether `event` does anything to a turn (a reply, an error, the end).
+    pub(crate) fn moves(event: &SessionEvent) -> bool {
+        turn_step(event.event_type(), sub_agent(event)) != TurnStep::Other
+    }
+
     /// Takes one event of the turn; `true` once the turn is over.
     pub(crate) fn see(&mut self, event: &Arc<SessionEvent>) -> bool {
         let step = turn_step(event.event_type(), sub_agent(event));
