@@ -50,7 +50,8 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
 /// deadline, so what came just before it is not lost.
 pub(crate) fn block_on_until<F: Future>(future: F, deadline: Option<Instant>) -> Option<F::Output> {
     let mut future = pin!(future);
-    let waker = THREAD_WAKER.with(Waker::clone);
+    // A wait while the thread's locals are being destroyed makes its own.
+    let waker = THREAD_WAKER.try_with(Waker::clone).unwrap_or_else(|_| thread_waker());
     let mut cx = Context::from_waker(&waker);
     loop {
         if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
