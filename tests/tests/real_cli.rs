@@ -67,7 +67,14 @@ fn session_life_cycle(transport: Transport) {
     assert_eq!(resumed.id(), id);
     resumed.destroy().expect("destroy the resumed session");
     client.delete_session(&id).expect("session.delete");
-    assert!(client.delete_session(&id).is_err(), "a second delete reports failure");
+    // A second delete fails, saying which session and why (the CLI's words).
+    match client.delete_session(&id) {
+        Err(copilot_host::Error::Rpc { message, .. }) => {
+            assert!(message.starts_with(&format!("failed to delete session {id}: ")), "{message}");
+            assert!(message.contains("not found"), "{message}");
+        }
+        other => panic!("a second delete reports failure, not {other:?}"),
+    }
     assert!(!client.list_sessions().expect("list").iter().any(|s| s.session_id == id));
 
     let kinds: Vec<String> =

@@ -95,7 +95,7 @@ impl ClientOps<'_> {
     }
 
     pub(crate) async fn delete_session(&self, session_id: &str) -> Result<()> {
-        read_delete(&self.body("session.delete", &json!({ "sessionId": session_id })).await?)
+        read_delete(&self.body("session.delete", &json!({ "sessionId": session_id })).await?, session_id)
     }
 
     pub(crate) async fn last_session_id(&self) -> Result<Option<String>> {

@@ -100,12 +100,16 @@ pub(crate) fn read_session_list(body: &[u8]) -> Result<Vec<SessionMetadata>> {
 }
 
 /// A `session.delete` answer: `{success: false, error}` is a failure.
-pub(crate) fn read_delete(body: &[u8]) -> Result<()> {
+pub(crate) fn read_delete(body: &[u8], session_id: &str) -> Result<()> {
     let v: Value = parse(body, "session.delete")?;
     match v.get("success").and_then(Value::as_bool) {
+        // Which session and why, as the official SDKs say it.
         Some(false) => Err(Error::Rpc {
             code: 0,
-            message: v.get("error").and_then(Value::as_str).unwrap_or("session.delete failed").to_owned(),
+            message: format!(
+                "failed to delete session {session_id}: {}",
+                v.get("error").and_then(Value::as_str).unwrap_or("the CLI gave no reason")
+            ),
             data: None,
         }),
         _ => Ok(()),

@@ -264,7 +264,10 @@ export class CopilotClient {
   /** `session.delete`: removes a session's persisted state. */
   async deleteSession(sessionId) {
     const r = await this._request("session.delete", { sessionId });
-    if (r?.success === false) throw new RpcError("session.delete", 0, r.error ?? "session.delete failed");
+    // Which session and why, as the official SDKs say it.
+    if (r?.success === false) {
+      throw new RpcError("session.delete", 0, `failed to delete session ${sessionId}: ${r.error ?? "the CLI gave no reason"}`);
+    }
   }
 
   /** Calls any method this client does not wrap; resolves with its result. */

@@ -83,7 +83,12 @@ async function sessionLifeCycle(transport) {
     assert.equal(resumed.id, session.id);
     await resumed.destroy();
     await client.deleteSession(session.id);
-    await assert.rejects(client.deleteSession(session.id), RpcError, "a second delete fails");
+    // A second delete fails, saying which session and why (the CLI's words).
+    await assert.rejects(client.deleteSession(session.id), (e) => {
+      assert.ok(e instanceof RpcError, `${e}`);
+      assert.ok(e.message.includes(`failed to delete session ${session.id}: `) && e.message.includes("not found"), e.message);
+      return true;
+    });
 
     const kinds = lifecycle.filter((l) => l.sessionId === session.id).map((l) => l.type);
     assert.ok(kinds.includes("session.created") && kinds.includes("session.deleted"), `${kinds}`);
