@@ -700,7 +700,7 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                     return Output::plain(Route::Event { session, target, session_id, event });
                 };
                 let rid = [&b"\""[..], request_id.as_bytes(), b"\""];
-                let result = if event.data.is_some_and(|d| d.kind() == Kind::Object) {
+                let result = if event.data.is_some() && row.handler.can_read(event.data) {
                     self.open(row_index, Some(session), session_id.as_bytes(), rid, now)
                 } else {
                     Err(Cause::Unreadable)
@@ -723,7 +723,7 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                     self.count(Cause::NotServed);
                     return Output::refused(Route::Request { id, method, params, session }, Cause::NotServed);
                 };
-                let readable = params.is_none_or(|p| p.kind() == Kind::Object);
+                let readable = row.handler.can_read(params);
                 let session_id = params.and_then(|p| p.get("sessionId")).and_then(|v| v.as_str());
                 let sid = session_id.map_or(&b""[..], |s| s.as_bytes());
                 let result = if readable {

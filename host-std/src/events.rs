@@ -21,6 +21,16 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+/// Reads a member of a wait's data as the official SDKs read it: missing,
+/// or of a kind its type does not take, it is its empty value. The core
+/// refuses a wait whose handler's own members are unreadable
+/// ([`HandlerKind::reads`](copilot_core::HandlerKind::reads)), so no host
+/// refuses one for any other member.
+pub(crate) fn lenient<'de, D: Deserializer<'de>, T: de::DeserializeOwned + Default>(d: D) -> Result<T, D::Error> {
+    let value = Value::deserialize(d)?;
+    Ok(T::deserialize(value).unwrap_or_default())
+}
+
 /// One event of a session: the `params.event` object of a `session.event`
 /// notification.
 #[derive(Debug, Clone, PartialEq)]
@@ -219,11 +229,6 @@ pub struct LifecycleMetadata {
     /// A summary of the session, once there is one.
     #[serde(default)]
     pub summary: Option<String>,
-}
-
-fn lenient<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<LifecycleMetadata>, D::Error> {
-    let value = Value::deserialize(deserializer)?;
-    Ok(LifecycleMetadata::deserialize(&value).ok())
 }
 
 impl LifecycleEvent {

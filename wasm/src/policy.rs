@@ -107,6 +107,10 @@
 //! - `bridgeTokenProtocolPrefix`: the WebSocket subprotocol that carries
 //!   the bridge's token is this prefix and the token
 //!   (`copilot_core::BRIDGE_TOKEN_PROTOCOL_PREFIX`).
+//! - `stats` `{counters, causes}`: the names of the numbers
+//!   `CoreEngine::stats` returns, in its order: `counters` (the last,
+//!   `oldestObligationAge`, is `NaN` when no obligation is open), then the
+//!   refusals by cause, `causes` (`copilot_core::Cause::ALL`).
 
 mod tests {
     /// The file `scripts/build-wasm` ships.
@@ -116,6 +120,12 @@ mod tests {
 
     fn policy() -> Value {
         serde_json::from_str(POLICY).expect("the policy is JSON")
+    }
+
+    #[test]
+    fn the_stats_are_named_in_the_bindings_order() {
+        let causes: Vec<&str> = copilot_core::Cause::ALL.iter().map(|c| c.name()).collect();
+        assert_eq!(policy()["stats"], json!({"counters": crate::STATS, "causes": causes}));
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub(crate) fn invoke(hooks: &SessionHooks, params: &[u8], session_id: &str) -> H
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::answering::hooks::PreToolUseOutput;
+    use crate::answering::hooks::{PreToolUseOutput, SessionEndOutput};
     use serde_json::json;
 
     #[test]
@@ -89,7 +89,22 @@ mod tests {
         assert!(matches!(run(json!({"hookType": "sessionStart", "input": {}})), HookAnswer::NoHook));
         assert!(matches!(run(json!({"hookType": "someday", "input": {}})), HookAnswer::NoHook));
         assert!(matches!(run(json!({"input": {}})), HookAnswer::Failed(HookFailure::Unreadable)));
-        let wrong = json!({"hookType": "sessionEnd", "input": {"reason": 3}});
-        assert!(matches!(run(wrong), HookAnswer::Failed(HookFailure::Unreadable)));
+    }
+
+    #[test]
+    fn an_input_member_of_another_kind_is_its_empty_value() {
+        let hooks = SessionHooks::new().on_session_end(|input, _| {
+            Some(SessionEndOutput {
+                session_summary: Some(format!("{:?} {:?}", input.reason, input.cwd)),
+                ..Default::default()
+            })
+        });
+        let run = |p: Value| invoke(&hooks, p.to_string().as_bytes(), "s");
+        for input in [json!({"reason": 3, "cwd": ["/w"]}), json!("not an object")] {
+            match run(json!({"hookType": "sessionEnd", "input": input})) {
+                HookAnswer::Answer(v) => assert_eq!(v["sessionSummary"], "\"\" None", "{input}"),
+                _ => panic!("the hook is asked: {input}"),
+            }
+        }
     }
 }

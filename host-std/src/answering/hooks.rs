@@ -129,7 +129,8 @@ pub struct HookInvocation {
 // ---------------------------------------------------------------------------
 // Inputs. Every input has the fields every hook gets (`sessionId`, `cwd`,
 // `timestamp`) and keeps what it does not name in `extra`, so a newer CLI's
-// fields are still there to read.
+// fields are still there to read. A field missing or of another kind is its
+// empty value (`None`, `""`, `null`), as the JS client hands it over.
 
 macro_rules! hook_input {
     ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident : $ty:ty),* $(,)? }) => {
@@ -140,15 +141,15 @@ macro_rules! hook_input {
         pub struct $name {
             /// The session that raised the hook (for a sub-agent's hook, not
             /// the one it was set on).
-            #[serde(default)]
+            #[serde(default, deserialize_with = "crate::events::lenient")]
             pub session_id: Option<String>,
             /// The working directory of the agent.
-            #[serde(default)]
+            #[serde(default, deserialize_with = "crate::events::lenient")]
             pub cwd: Option<String>,
             /// When the hook was raised (Unix time, ms).
-            #[serde(default)]
+            #[serde(default, deserialize_with = "crate::events::lenient")]
             pub timestamp: Option<f64>,
-            $($(#[$fdoc])* #[serde(default)] pub $field: $ty,)*
+            $($(#[$fdoc])* #[serde(default, deserialize_with = "crate::events::lenient")] pub $field: $ty,)*
             /// Every other field of the input.
             #[serde(flatten)]
             pub extra: Map<String, Value>,
@@ -501,7 +502,11 @@ where
     O: Serialize,
 {
     Arc::new(move |input: &Value, invocation: &HookInvocation| {
-        let input = I::deserialize(input).map_err(|_| HookFailure::Unreadable)?;
+        // Every field is read leniently; an input that is not an object
+        // has no field to read.
+        let input = I::deserialize(input)
+            .or_else(|_| I::deserialize(&Value::Object(Map::new())))
+            .map_err(|_| HookFailure::Unreadable)?;
         match hook(&input, invocation) {
             Some(output) => serde_json::to_value(output).map(Some).map_err(|_| HookFailure::Unwritable),
             None => Ok(None),

@@ -6,7 +6,7 @@
 // the driver's owner (the client). It knows no sessions and no user code.
 
 import { CoreEngine } from "../dist/copilot_wasm.js";
-import { DEFAULT_HANDLER_TIMEOUT_MS } from "./constants.js";
+import { DEFAULT_HANDLER_TIMEOUT_MS, POLICY } from "./constants.js";
 import { CopilotError, DisconnectedError, RpcError, TimeoutError, errorText } from "./errors.js";
 
 /** The engine's clock, in milliseconds. */
@@ -68,7 +68,13 @@ export class Driver {
 
   /** The engine's counters, with the calls open. */
   stats() {
-    return { ...JSON.parse(this.#core.stats(now())), pendingRequests: this.#pending.size };
+    // Numbers from the engine, named by the policy in its order.
+    const numbers = this.#core.stats(now());
+    const { counters, causes } = POLICY.stats;
+    const stats = Object.fromEntries(counters.map((name, i) => [name, numbers[i]]));
+    if (Number.isNaN(stats.oldestObligationAge)) stats.oldestObligationAge = null;
+    stats.refused = Object.fromEntries(causes.map((cause, i) => [cause, numbers[counters.length + i]]));
+    return { ...stats, pendingRequests: this.#pending.size };
   }
 
   /**

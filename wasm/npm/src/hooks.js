@@ -80,9 +80,7 @@ export function checkRequestHandlers(handlers, makeError) {
  * result) or `{ refuse: cause }`.
  */
 export async function decideHook(hooks, params, sessionId) {
-  if (params === null || typeof params !== "object" || typeof params.hookType !== "string") {
-    return { refuse: "unreadable" };
-  }
+  // The engine refused a call without a string `hookType` (the core's `reads`).
   const fn = hooks?.[HOOK_BY_TYPE.get(params.hookType)];
   if (typeof fn !== "function") return { refuse: "noHandler" };
   const invocation = {

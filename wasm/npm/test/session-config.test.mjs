@@ -207,10 +207,24 @@ test("the handler kinds offered are the kinds a handler is called for", async ()
   everything.requestHandlers = Object.fromEntries(names.map((n) => [n, () => ({})]));
   const session = new Session({ _logger: {} }, 1, "s", everything);
   const offered = new Set([...Object.values(HANDLER_OPTIONS), ...GENERIC_HANDLER_KINDS]);
+  // Data with every member the handlers read (the core refuses a wait
+  // without them before any handler is asked: HandlerKind::reads).
+  const data = {
+    permissionRequest: {},
+    toolName: "t",
+    question: "q",
+    message: "m",
+    serverName: "s",
+    serverUrl: "u",
+    commandName: "c",
+    sections: {},
+    providerName: "default",
+    hookType: "preToolUse",
+  };
   for (const kind of kinds) {
-    // Data no handler can read: a kind with a handler says so.
+    // A kind with a handler asks it; the others are refused for want of one.
     const name = GENERIC_HANDLER_KINDS.includes(kind) ? names[0] : undefined;
-    const r = await session._decide(kind, {}, "s", name).catch(() => ({ threw: true }));
+    const r = await session._decide(kind, data, "s", name).catch(() => ({ threw: true }));
     assert.equal(r.refuse === "noHandler", !offered.has(kind), kind);
   }
 });
