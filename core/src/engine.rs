@@ -253,13 +253,11 @@ impl AnswerError {
     /// leave `core::fmt` out.
     pub const fn message(&self) -> &'static str {
         match self {
-            AnswerError::Stale => "the wait was already answered",
-            AnswerError::InvalidPayload => "the answer is not valid JSON; the refusal was sent instead",
-            AnswerError::NotDeclinable => {
-                "a request to this client cannot be left to another client; the refusal was sent instead"
-            }
-            AnswerError::Full => "no room to send; take what is queued and retry",
-            AnswerError::TooLarge => "the answer is too large; the refusal was sent",
+            AnswerError::Stale => crate::messages::ANSWER_STALE,
+            AnswerError::InvalidPayload => crate::messages::ANSWER_INVALID_PAYLOAD,
+            AnswerError::NotDeclinable => crate::messages::ANSWER_NOT_DECLINABLE,
+            AnswerError::Full => crate::messages::ANSWER_FULL,
+            AnswerError::TooLarge => crate::messages::ANSWER_TOO_LARGE,
         }
     }
 }
@@ -290,8 +288,8 @@ impl OpenError {
     /// leave `core::fmt` out.
     pub const fn message(&self) -> &'static str {
         match self {
-            OpenError::Rejected => "the CLI refused to open the session",
-            OpenError::Unreadable => "the CLI's answer to the open request is unreadable",
+            OpenError::Rejected => crate::messages::OPEN_REJECTED,
+            OpenError::Unreadable => crate::messages::OPEN_UNREADABLE,
             OpenError::Conflict(k) => k.message(),
         }
     }

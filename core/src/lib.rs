@@ -83,6 +83,7 @@ pub mod json;
 mod launch;
 pub mod limits;
 mod lock;
+mod messages;
 mod obligations;
 mod open;
 mod options;
@@ -123,6 +124,7 @@ pub use launch::{
     launch_items, read_announced_port, CliCandidate, Launch, LaunchItem, LaunchSecret, LaunchTransport, AUTH_TOKEN_ENV,
     CLI_PATH_ENV, CLI_SEARCH, CONNECTION_TOKEN_ENV, DEFAULT_LOG_LEVEL, LAUNCH_OWN_PROCESS_GROUP, PORT_ANNOUNCEMENT,
 };
+pub use messages::MESSAGES;
 pub use obligations::{ObligationId, MAX_KEPT_REQUEST_ID, MAX_KEPT_SESSION_ID};
 pub use open::{
     write_follow_ups, write_open_params, Announce, FollowUp, OptionsNotAnObject, SessionIdTooLong, OPEN_ANNOUNCEMENTS,

@@ -107,6 +107,11 @@
 //! - `bridgeTokenProtocolPrefix`: the WebSocket subprotocol that carries
 //!   the bridge's token is this prefix and the token
 //!   (`copilot_core::BRIDGE_TOKEN_PROTOCOL_PREFIX`).
+//! - `messages`: the core's message texts by number. The module carries
+//!   each as the token `"\u0003<number>\u0004"` (it is built with `--cfg
+//!   copilot_message_ids`), in what it throws and in the `error` of what it
+//!   returns; the JS client writes each token's text in its place
+//!   (`copilot_core::MESSAGES`).
 //! - `stats` `{counters, causes}`: the names of the numbers
 //!   `CoreEngine::stats` returns, in its order: `counters` (the last,
 //!   `oldestObligationAge`, is `NaN` when no obligation is open), then the
@@ -120,6 +125,11 @@ mod tests {
 
     fn policy() -> Value {
         serde_json::from_str(POLICY).expect("the policy is JSON")
+    }
+
+    #[test]
+    fn the_messages_are_the_cores() {
+        assert_eq!(policy()["messages"], json!(copilot_core::MESSAGES));
     }
 
     #[test]

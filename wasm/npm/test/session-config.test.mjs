@@ -243,3 +243,27 @@ test("options nested deeper than the engine reads are a ConfigError, and nothing
   assert.deepEqual(creates.map((m) => m.params.sessionId), [s.id]);
   await client.stop();
 });
+
+test("the core's messages reach the user as their texts, though the module carries them as tokens", async () => {
+  const warnings = [];
+  const toClient = new PassThrough();
+  const fromClient = new PassThrough();
+  const peer = new Peer((bytes) => toClient.write(bytes), {
+    answer: (m) => (m.method === "session.create" ? { sessionId: m.params.sessionId } : { success: true }),
+  });
+  fromClient.on("data", (b) => peer.receive(b));
+  const client = await CopilotClient.fromStreams(toClient, fromClient, { logger: { warn: (m) => warnings.push(m) } });
+  const first = await client.createSession({ sessionId: "twice" });
+  // The engine's refusal of a second session with the same id.
+  await assert.rejects(client.createSession({ sessionId: "twice" }), (e) => {
+    assert.match(e.message, /a session with this id is already open/);
+    assert.doesNotMatch(e.message, /\u0003/);
+    return true;
+  });
+  // A frame whose body is not JSON: the engine's parse error, logged.
+  toClient.write("Content-Length: 5\r\n\r\n{nope");
+  await eventually(() => warnings.some((w) => w.includes("parse error: unexpected byte at byte 1")));
+  assert.ok(warnings.every((w) => !w.includes("\u0003")), warnings.join("\n"));
+  await first.destroy();
+  await client.stop();
+});
