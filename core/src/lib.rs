@@ -118,7 +118,9 @@ pub use handshake::{
     read_handshake_answer, write_connect_params, HandshakeError, HandshakeRequest, HandshakeStep, HANDSHAKE_CONNECT,
     HANDSHAKE_FALLBACK_CODE, HANDSHAKE_PING,
 };
-pub use hooks::{read_hook_call, HookCall, UnreadableHookCall, HOOK_DEFAULT_INPUT, HOOK_TYPES};
+pub use hooks::{
+    read_hook_call, HookCall, UnreadableHookCall, HOOK_DEFAULT_INPUT, HOOK_INPUT_RENAMES, HOOK_INPUT_TIME, HOOK_TYPES,
+};
 pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
 pub use launch::{
     launch_items, read_announced_port, CliCandidate, Launch, LaunchItem, LaunchSecret, LaunchTransport, AUTH_TOKEN_ENV,

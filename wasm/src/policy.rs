@@ -64,7 +64,10 @@
 //!   accept without content (or with `null`) answers with this content;
 //!   content that is not an object is a failed handler
 //!   (`copilot_core::write_elicitation_answer`).
-//! - `hooks` `{types, defaultInput}`: the hook types the CLI calls; a
+//! - `hooks` `{types, defaultInput, inputRenames, inputTime}`: the hook
+//!   types the CLI calls; a hook gets its input with each member `[wire,
+//!   name]` of `inputRenames` under its name, and `inputTime` (Unix ms) as
+//!   a `Date` (`copilot_core::HOOK_INPUT_RENAMES`, `HOOK_INPUT_TIME`); a
 //!   `hooks.invoke` whose `input` is missing or null gives its hook
 //!   `defaultInput`, and its `sessionId` (else the session's) in the
 //!   invocation (`copilot_core::read_hook_call`).
@@ -338,6 +341,8 @@ mod tests {
         assert_eq!(h["types"], json!(copilot_core::HOOK_TYPES));
         let call = copilot_core::read_hook_call(br#"{"hookType":"notification"}"#).unwrap();
         assert_eq!(h["defaultInput"], serde_json::from_slice::<Value>(call.input.as_bytes()).unwrap());
+        assert_eq!(h["inputRenames"], json!(copilot_core::HOOK_INPUT_RENAMES));
+        assert_eq!(h["inputTime"], copilot_core::HOOK_INPUT_TIME);
     }
 
     #[test]

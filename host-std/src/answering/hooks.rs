@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -127,10 +128,11 @@ pub struct HookInvocation {
 }
 
 // ---------------------------------------------------------------------------
-// Inputs. Every input has the fields every hook gets (`sessionId`, `cwd`,
-// `timestamp`) and keeps what it does not name in `extra`, so a newer CLI's
-// fields are still there to read. A field missing or of another kind is its
-// empty value (`None`, `""`, `null`), as the JS client hands it over.
+// Inputs. Every input has the fields every hook gets (`sessionId`, `cwd` as
+// `working_directory`, `timestamp` as a `SystemTime`: the official SDKs'
+// names, `copilot_core::HOOK_INPUT_RENAMES`) and keeps what it does not name
+// in `extra`, so a newer CLI's fields are still there to read. A field
+// missing or of another kind is its empty value (`None`, `""`, `null`).
 
 macro_rules! hook_input {
     ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident : $ty:ty),* $(,)? }) => {
@@ -143,12 +145,12 @@ macro_rules! hook_input {
             /// the one it was set on).
             #[serde(default, deserialize_with = "crate::events::lenient")]
             pub session_id: Option<String>,
-            /// The working directory of the agent.
-            #[serde(default, deserialize_with = "crate::events::lenient")]
-            pub cwd: Option<String>,
-            /// When the hook was raised (Unix time, ms).
-            #[serde(default, deserialize_with = "crate::events::lenient")]
-            pub timestamp: Option<f64>,
+            /// The working directory of the agent (the CLI's `cwd`).
+            #[serde(rename = "cwd", default, deserialize_with = "crate::events::lenient")]
+            pub working_directory: Option<String>,
+            /// When the hook was raised (Unix time in ms on the wire).
+            #[serde(default, deserialize_with = "crate::events::time_from_ms")]
+            pub timestamp: Option<SystemTime>,
             $($(#[$fdoc])* #[serde(default, deserialize_with = "crate::events::lenient")] pub $field: $ty,)*
             /// Every other field of the input.
             #[serde(flatten)]
