@@ -57,6 +57,29 @@ pub static CLI_SEARCH: &[CliCandidate] = &[
     CliCandidate::Relative("node_modules/.bin/copilot"),
 ];
 
+/// Set to `true` for a started CLI when the user configures telemetry: the
+/// CLI then exports its own OpenTelemetry traces.
+pub const TELEMETRY_ENABLED_ENV: &str = "COPILOT_OTEL_ENABLED";
+
+/// The variable each telemetry option sets for a started CLI, as the
+/// official SDKs set them (`[option, variable]`; the options by their
+/// JavaScript names, snake_case in Rust; a flag's value is `true` or
+/// `false`). Set after the user's environment, before the secrets.
+pub static TELEMETRY_ENV: &[(&str, &str)] = &[
+    ("otlpEndpoint", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+    ("otlpProtocol", "OTEL_EXPORTER_OTLP_PROTOCOL"),
+    ("filePath", "COPILOT_OTEL_FILE_EXPORTER_PATH"),
+    ("exporterType", "COPILOT_OTEL_EXPORTER_TYPE"),
+    ("sourceName", "COPILOT_OTEL_SOURCE_NAME"),
+    ("captureContent", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"),
+];
+
+/// The members of a W3C trace context that go, when the user's provider
+/// gives them, at the top of the params of `session.create`,
+/// `session.resume` and `session.send`, and that a tool call's event
+/// carries for its handler.
+pub static TRACE_CONTEXT_MEMBERS: &[&str] = &["traceparent", "tracestate"];
+
 /// The CLI's `--log-level` unless the user says otherwise.
 pub const DEFAULT_LOG_LEVEL: &str = "error";
 /// The CLI starts in a process group of its own, which the host ends.

@@ -111,7 +111,7 @@ pub use api::{
     CustomAgentConfig, DefaultAgentConfig, InfiniteSessionConfig, McpServerConfig, ProviderConfig, ProviderType,
     ReasoningEffort, SectionAction, SectionOverride, SessionConfig, SystemMessage,
 };
-pub use api::{MessageOptions, Session, SessionCalls};
+pub use api::{MessageOptions, Session, SessionCalls, TelemetryConfig, TraceContext, TraceContextProvider};
 pub use copilot_core as core;
 pub use delivery::{EventStream, SessionStats, Subscription, MAX_KEPT_BYTES, MAX_KEPT_EVENTS};
 pub use error::{Error, Result};

@@ -51,6 +51,13 @@
 //!   process group of its own, ended on stop; `portAnnouncement`: a TCP
 //!   server prints it, in any case, then the port, on stdout
 //!   (`copilot_core::launch_items`, `copilot_core::read_announced_port`).
+//!   With telemetry configured, `telemetryEnabledEnv` is `true` and each
+//!   option `[option, variable]` of `telemetryEnv` that is set sets its
+//!   variable (flags as `true`/`false`), after the user's environment and
+//!   before the secrets (`copilot_core::TELEMETRY_ENV`); the members
+//!   `traceContextMembers` of the user's trace context go at the top of the
+//!   params of `session.create`, `session.resume` and `session.send`
+//!   (`copilot_core::TRACE_CONTEXT_MEMBERS`).
 //! - `stop` `[{step, method?, spawnedOnly?, errorFails?}]`: a stop's steps
 //!   in order, within one grace; a step with a `method` sends it only
 //!   while connected (`session.destroy {sessionId}` to every open session
@@ -267,6 +274,9 @@ mod tests {
         let l = &policy()["launch"];
         assert_eq!(l["logLevel"], copilot_core::DEFAULT_LOG_LEVEL);
         assert_eq!(l["cliPathEnv"], copilot_core::CLI_PATH_ENV);
+        assert_eq!(l["telemetryEnabledEnv"], copilot_core::TELEMETRY_ENABLED_ENV);
+        assert_eq!(l["telemetryEnv"], json!(copilot_core::TELEMETRY_ENV));
+        assert_eq!(l["traceContextMembers"], json!(copilot_core::TRACE_CONTEXT_MEMBERS));
         let search: Vec<Value> = copilot_core::CLI_SEARCH
             .iter()
             .map(|c| match *c {

@@ -40,6 +40,11 @@ pub struct ToolInvocation {
     pub arguments: Value,
     /// The session's working directory, if given.
     pub working_directory: Option<String>,
+    /// The W3C `traceparent` of the CLI's span for this call, when its
+    /// telemetry is on: a handler's own spans can join the trace.
+    pub traceparent: Option<String>,
+    /// The W3C `tracestate` beside it.
+    pub tracestate: Option<String>,
 }
 
 /// What the model reads when a tool's handler fails (returns `Err`,

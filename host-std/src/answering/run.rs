@@ -263,6 +263,8 @@ fn run_tool(tool: &Tool, session_id: &str, data: &ExternalToolRequestedData) -> 
         tool_name: data.tool_name.clone(),
         arguments: data.arguments.clone().unwrap_or(Value::Null),
         working_directory: data.working_directory.clone(),
+        traceparent: data.traceparent.clone(),
+        tracestate: data.tracestate.clone(),
     };
     // A tool that panics fails as a tool that returns an error does (the
     // panic is caught around the whole decision).

@@ -16,6 +16,7 @@ use super::config::SessionConfig;
 use super::ops::{self, ClientOps};
 use super::replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
 use super::session::Session;
+use super::telemetry::TraceContextProvider;
 use crate::answering::{run_client_wide, RequestHandlers};
 use crate::delivery::lifecycle_sink;
 use crate::driver::{ClientWide, Connection};
@@ -33,6 +34,8 @@ pub struct Client {
     pid: Option<u32>,
     pub(super) socket: Option<TcpStream>,
     server: ServerInfo,
+    /// The caller's trace context, for every open and send.
+    trace: Option<TraceContextProvider>,
 }
 
 impl std::fmt::Debug for Client {
@@ -45,6 +48,10 @@ impl Client {
     /// The connection (for the async API).
     pub(crate) fn conn(&self) -> &Arc<Connection> {
         &self.conn
+    }
+
+    pub(crate) fn trace(&self) -> Option<&TraceContextProvider> {
+        self.trace.as_ref()
     }
 
     /// Starts a CLI and connects to it.
@@ -73,6 +80,8 @@ impl Client {
         );
         let (mut args, connection_token) = (items.args, items.connection_token);
         let mut env = options.env.clone();
+        // Telemetry over the user's environment, the secrets last.
+        env.extend(options.telemetry.iter().flat_map(|t| t.env()));
         env.extend(items.secrets);
         args.extend(options.extra_args.iter().map(OsString::from));
         let launch = Launch { program: &program, args, env: &env, cwd: options.cwd.as_deref() };
@@ -106,6 +115,7 @@ impl Client {
             pid: Some(process.id()),
             socket,
             server: ServerInfo { protocol_version: 0, version: None },
+            trace: options.trace_context.clone(),
         };
         match client.handshake(connection_token.as_deref(), options.startup_timeout) {
             Ok(info) => {
@@ -186,6 +196,7 @@ impl Client {
             pid: None,
             socket,
             server: ServerInfo { protocol_version: 0, version: None },
+            trace: options.trace_context.clone(),
         };
         match client.handshake(token, options.startup_timeout) {
             Ok(info) => {
@@ -354,7 +365,7 @@ pub struct Calls<'a> {
 
 impl Calls<'_> {
     fn ops(&self) -> ClientOps<'_> {
-        ClientOps { conn: &self.client.conn, timeout: self.timeout }
+        ClientOps { conn: &self.client.conn, timeout: self.timeout, trace: self.client.trace() }
     }
 
     /// `ping`.

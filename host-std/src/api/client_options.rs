@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use copilot_core::limits;
 
+use super::telemetry::{TelemetryConfig, TraceContext, TraceContextProvider};
 use crate::answering::{RequestHandler, RequestHandlers};
 use crate::driver::Deadlines;
 
@@ -100,9 +101,21 @@ pub struct ClientOptions {
     /// (`host.*`, `uiThread.run`, `installations.confirm`, ...). Set them
     /// with [`on_request`](Self::on_request).
     pub request_handlers: RequestHandlers,
+    /// The started CLI's own OpenTelemetry export (off when `None`).
+    pub telemetry: Option<TelemetryConfig>,
+    /// The caller's trace context, passed on every open and send (the
+    /// official SDKs' `onGetTraceContext`).
+    pub trace_context: Option<TraceContextProvider>,
 }
 
 impl ClientOptions {
+    /// Asks `provider` for the caller's trace context at each open and send
+    /// ([`trace_context`](Self::trace_context)).
+    pub fn trace_context_provider(mut self, provider: impl Fn() -> TraceContext + Send + Sync + 'static) -> Self {
+        self.trace_context = Some(Arc::new(provider));
+        self
+    }
+
     /// Answers the client-wide request `method` with `handler` (see
     /// [`RequestHandlers`]); a request that names a session goes to that
     /// session's handlers instead
@@ -151,6 +164,8 @@ impl std::fmt::Debug for ClientOptions {
             .field("handler_timeout", &self.handler_timeout)
             .field("handler_threads", &self.handler_threads)
             .field("request_handlers", &self.request_handlers)
+            .field("telemetry", &self.telemetry)
+            .field("trace_context", &self.trace_context.as_ref().map(|_| "<provider>"))
             .finish()
     }
 }
@@ -185,6 +200,8 @@ impl Default for ClientOptions {
             handler_timeout: DEFAULT_HANDLER_TIMEOUT,
             handler_threads: DEFAULT_HANDLER_THREADS,
             request_handlers: RequestHandlers::default(),
+            telemetry: None,
+            trace_context: None,
         }
     }
 }

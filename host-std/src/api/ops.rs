@@ -17,6 +17,7 @@ use super::config::SessionConfig;
 use super::replies::{parse, raw_json, read_delete, read_last_id, read_session_list};
 use super::replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
 use super::session::Session;
+use super::telemetry::{with_trace_context, TraceContextProvider};
 use crate::delivery::SessionInner;
 use crate::driver::{Connection, Waiter};
 use crate::error::{Error, Result};
@@ -63,6 +64,8 @@ pub(super) async fn handshake(conn: &Arc<Connection>, token: Option<&str>, timeo
 pub(crate) struct ClientOps<'a> {
     pub(crate) conn: &'a Arc<Connection>,
     pub(crate) timeout: Option<Duration>,
+    /// The caller's trace context, for opens (and the sessions' sends).
+    pub(crate) trace: Option<&'a TraceContextProvider>,
 }
 
 impl ClientOps<'_> {
@@ -115,7 +118,7 @@ impl ClientOps<'_> {
             (None, true) => None,
             (None, false) => Some(config.session_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string())),
         };
-        let params = config.to_params(id.as_deref(), resuming)?;
+        let params = with_trace_context(self.trace, config.to_params(id.as_deref(), resuming)?);
         let inner = SessionInner::new(id.as_deref(), config.answerer(), conn);
         let handle = conn.reserve(id.as_deref(), resuming, inner.clone())?;
         let target = inner.clone();
@@ -135,7 +138,8 @@ impl ClientOps<'_> {
         };
         let result: Value = parse(&body, method)?;
         let id = inner.name().unwrap_or_default();
-        let session = Session::new(inner, Arc::clone(conn), handle, id, &result);
+        let mut session = Session::new(inner, Arc::clone(conn), handle, id, &result);
+        session.trace = self.trace.cloned();
         // The core's steps after an open (registerInterest for the waits
         // the CLI asks only of clients that say they answer them).
         for (method, params) in config.follow_ups(session.id())? {

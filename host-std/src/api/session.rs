@@ -14,6 +14,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::replies::parse;
+use super::telemetry::{with_trace_context, TraceContextProvider};
 use crate::delivery::{event_channel, EventStream, InboxTx, SessionInner, SessionStats, Sink, Subscription, Turn};
 use crate::driver::Connection;
 use crate::error::{Error, Result};
@@ -58,6 +59,8 @@ pub struct Session {
     pub(crate) id: String,
     workspace_path: Option<PathBuf>,
     ended: AtomicBool,
+    /// The caller's trace context, for every send.
+    pub(crate) trace: Option<TraceContextProvider>,
 }
 
 impl std::fmt::Debug for Session {
@@ -75,7 +78,7 @@ impl Session {
         result: &Value,
     ) -> Self {
         let workspace_path = result.get("workspacePath").and_then(Value::as_str).map(PathBuf::from);
-        Session { inner, conn, handle, id, workspace_path, ended: AtomicBool::new(false) }
+        Session { inner, conn, handle, id, workspace_path, ended: AtomicBool::new(false), trace: None }
     }
 
     /// The session id.
@@ -266,6 +269,7 @@ impl SessionOps<'_> {
     async fn send_until(&self, message: MessageOptions, deadline: Instant) -> Result<String> {
         let mut params = serde_json::to_value(message).map_err(|e| Error::Protocol(e.to_string()))?;
         params["sessionId"] = self.id().into();
+        let params = with_trace_context(self.session.trace.as_ref(), params);
         let result = self.call_until("session.send", &params, deadline).await?;
         Ok(result.get("messageId").and_then(Value::as_str).unwrap_or_default().to_owned())
     }

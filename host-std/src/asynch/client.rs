@@ -233,7 +233,7 @@ pub struct Calls<'a> {
 
 impl Calls<'_> {
     fn ops(&self) -> ClientOps<'_> {
-        ClientOps { conn: self.client.conn(), timeout: self.timeout }
+        ClientOps { conn: self.client.conn(), timeout: self.timeout, trace: self.client.blocking().trace() }
     }
 
     /// `ping`.

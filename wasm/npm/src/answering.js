@@ -166,6 +166,8 @@ export class SessionHandlers {
           toolName: data.toolName,
           arguments: data.arguments ?? null,
           workingDirectory: data.workingDirectory,
+          traceparent: data.traceparent,
+          tracestate: data.tracestate,
         };
         // A throw is a failed handler: the engine's tool failure goes.
         return shapeAnswer("tool", await tool.handler(invocation.arguments, invocation));

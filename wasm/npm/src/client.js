@@ -31,6 +31,7 @@ import { streamTransport } from "./transport.js";
 import { Driver, engine } from "./driver.js";
 import { answerWait } from "./answering.js";
 import { Session } from "./session.js";
+import { traceContext } from "./telemetry.js";
 import { rpcCalls, SERVER_METHODS } from "./generated/rpc.js";
 
 const noop = () => {};
@@ -56,6 +57,7 @@ export class CopilotClient {
   #shutdownGraceMs;
   /** Generic handlers of client-wide requests (those naming no session), by method. */
   #requestHandlers;
+  #traceContext;
   #rpc;
 
   /** @internal Use the static factories. */
@@ -70,6 +72,7 @@ export class CopilotClient {
       shutdownGraceMs,
       handlerTimeoutMs,
       requestHandlers,
+      onGetTraceContext,
     } = {},
   ) {
     this.#driver = new Driver(transport, {
@@ -85,6 +88,7 @@ export class CopilotClient {
     this.#requestTimeoutMs = requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.#shutdownGraceMs = shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
     this.#requestHandlers = { ...requestHandlers };
+    this.#traceContext = onGetTraceContext;
     this.#driver.start((reason) => this.#onTransportEnd(reason));
   }
 
@@ -132,6 +136,7 @@ export class CopilotClient {
       shutdownGraceMs,
       handlerTimeoutMs: options.handlerTimeoutMs,
       requestHandlers: options.requestHandlers,
+      onGetTraceContext: options.onGetTraceContext,
     });
   }
 
@@ -155,6 +160,7 @@ export class CopilotClient {
       shutdownGraceMs,
       handlerTimeoutMs: options.handlerTimeoutMs,
       requestHandlers: options.requestHandlers,
+      onGetTraceContext: options.onGetTraceContext,
     });
   }
 
@@ -170,6 +176,11 @@ export class CopilotClient {
       throw e;
     }
     return client;
+  }
+
+  /** @internal The caller's trace context, for an open or a send (telemetry.js). */
+  _traceContext() {
+    return traceContext(this.#traceContext, this.#logger);
   }
 
   /** Node only: see the Node entry point. */
@@ -331,7 +342,8 @@ export class CopilotClient {
     try {
       const options = JSON.stringify(sessionParams(config, id, resumeId != null, POLICY.options, POLICY.config));
       // Members in the order the Rust host sends them: the same bytes.
-      params = sortedMembers(JSON.parse(engine(() => CoreEngine.openParams(options, kinds.join(",")))));
+      const opened = JSON.parse(engine(() => CoreEngine.openParams(options, kinds.join(","))));
+      params = sortedMembers({ ...opened, ...(await this._traceContext()) });
     } catch (e) {
       throw new ConfigError(`cannot open session ${id ?? "(server-assigned)"}: ${errorText(e)}`);
     }

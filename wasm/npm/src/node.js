@@ -336,6 +336,8 @@ export class CopilotClient extends BaseClient {
       shutdownGraceMs,
       handlerTimeoutMs,
       requestHandlers,
+      telemetry,
+      onGetTraceContext,
     } = options;
     if (transport !== "stdio" && transport !== "tcp") {
       throw new CopilotError(`transport is "stdio" or "tcp", not ${JSON.stringify(transport)}`);
@@ -344,6 +346,14 @@ export class CopilotClient extends BaseClient {
     // The core's launch table (`POLICY.launch`, see wasm/src/policy.rs).
     const argv = [...LAUNCH.args, logLevel];
     const childEnv = { ...process.env, ...env };
+    // The CLI's own trace export, over the user's environment (the
+    // secrets come after it): the core's variables.
+    if (telemetry) {
+      childEnv[LAUNCH.telemetryEnabledEnv] = "true";
+      for (const [option, variable] of LAUNCH.telemetryEnv) {
+        if (telemetry[option] !== undefined) childEnv[variable] = String(telemetry[option]);
+      }
+    }
     // The CLI keeps these from the shells and MCP servers it starts.
     const secrets = [];
     if (authToken) {
@@ -406,6 +416,7 @@ export class CopilotClient extends BaseClient {
         shutdownGraceMs,
         handlerTimeoutMs,
         requestHandlers,
+        onGetTraceContext,
       });
     } catch (e) {
       if (e instanceof DisconnectedError) {
@@ -430,6 +441,7 @@ export class CopilotClient extends BaseClient {
     shutdownGraceMs,
     handlerTimeoutMs,
     requestHandlers,
+    onGetTraceContext,
   } = {}) {
     if (!Number.isInteger(port)) throw new CopilotError("connect needs a port");
     const socket = await tcpSocket(host, port, startupTimeoutMs);
@@ -443,6 +455,7 @@ export class CopilotClient extends BaseClient {
       shutdownGraceMs,
       handlerTimeoutMs,
       requestHandlers,
+      onGetTraceContext,
       address: { host, port },
     });
   }

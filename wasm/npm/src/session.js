@@ -163,6 +163,7 @@ export class Session {
     if (this.#ending !== null) throw new DisconnectedError(`session ${this.#id} has ended: ${this.#ending}`);
     const params = typeof message === "string" ? { prompt: message } : { ...message };
     if (typeof params.prompt !== "string") throw new ConfigError("send needs a prompt string");
+    Object.assign(params, await this.#client._traceContext());
     params.sessionId = this.#id;
     const r = await this.#client._request("session.send", params, { timeoutMs });
     return r?.messageId;

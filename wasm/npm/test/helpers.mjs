@@ -133,7 +133,7 @@ export async function startScriptedModel() {
  * also the CLI's proxy (it refuses whatever would leave), and the CLI's
  * home is a temporary directory (`prefix`), removed by `stop`.
  */
-export async function startRealCli(prefix) {
+export async function startRealCli(prefix, options = (dir) => ({})) {
   const model = await startScriptedModel();
   const { dir, cleanup } = tempDir(prefix);
   let client;
@@ -144,6 +144,7 @@ export async function startRealCli(prefix) {
       cwd: dir,
       authToken: "fake-token",
       args: ["--no-auto-login"],
+      ...options(dir),
     });
   } catch (e) {
     await model.stop();

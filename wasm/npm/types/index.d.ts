@@ -179,6 +179,10 @@ export interface ToolInvocation<A = any> {
   /** The arguments, already parsed. */
   arguments: A;
   workingDirectory?: string;
+  /** The W3C traceparent of the CLI's span for this call (when its telemetry is on). */
+  traceparent?: string;
+  /** The W3C tracestate beside it. */
+  tracestate?: string;
 }
 
 /** What a tool returns to the model (`handlePendingToolCall`'s `result`). */
@@ -509,6 +513,37 @@ export declare function genericRequestNames(): string[];
 export interface ClientRequestOptions {
   /** Handlers of client-wide requests (`host.*`, `uiThread.run`, ...), by method. */
   requestHandlers?: RequestHandlers;
+  /**
+   * The caller's W3C trace context, asked at each open and send, whose
+   * params carry it, so the CLI's spans join the caller's trace (wire it to
+   * the OpenTelemetry SDK in use).
+   */
+  onGetTraceContext?: TraceContextProvider;
+}
+
+/** A W3C trace context. */
+export interface TraceContext {
+  traceparent?: string;
+  tracestate?: string;
+}
+
+/** Gives the caller's current trace context. */
+export type TraceContextProvider = () => TraceContext | undefined | Promise<TraceContext | undefined>;
+
+/** How a started CLI exports its own OpenTelemetry traces (each option sets the CLI's variable). */
+export interface TelemetryConfig {
+  /** OTEL_EXPORTER_OTLP_ENDPOINT. */
+  otlpEndpoint?: string;
+  /** OTEL_EXPORTER_OTLP_PROTOCOL. */
+  otlpProtocol?: "http/json" | "http/protobuf";
+  /** COPILOT_OTEL_FILE_EXPORTER_PATH: spans as JSON lines. */
+  filePath?: string;
+  /** COPILOT_OTEL_EXPORTER_TYPE: `otlp-http` or `file`. */
+  exporterType?: string;
+  /** COPILOT_OTEL_SOURCE_NAME. */
+  sourceName?: string;
+  /** OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT. */
+  captureContent?: boolean;
 }
 
 /** An action on a section of the system prompt; a function rewrites the section's text. */

@@ -9,6 +9,7 @@ import {
   CopilotError,
   Logger,
   StreamOptions,
+  TelemetryConfig,
   TimeoutOptions,
   WebSocketOptions,
 } from "./index.js";
@@ -76,6 +77,8 @@ export interface StartOptions extends TimeoutOptions, ClientRequestOptions {
   logger?: Logger;
   /** The largest frame accepted (default 16 MiB; larger ones are reported and skipped). */
   maxFrameBytes?: number;
+  /** The CLI's own OpenTelemetry export (off when not set). */
+  telemetry?: TelemetryConfig;
 }
 
 /** Options of `CopilotClient.connect`. */
