@@ -15,6 +15,9 @@ use serde_json::json;
 const TURN: Duration = Duration::from_secs(90);
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 
+/// The traceparent and tracestate of each tool call.
+type Seen = Arc<Mutex<Vec<(Option<String>, Option<String>)>>>;
+
 #[test]
 fn the_clis_spans_and_a_tools_call_join_the_callers_trace() {
     let dir = TempDir::new("copilot-telemetry");
@@ -27,7 +30,7 @@ fn the_clis_spans_and_a_tools_call_join_the_callers_trace() {
     options.telemetry = Some(TelemetryConfig::file(&spans));
     let client = Client::start(options).expect("start the CLI");
 
-    let seen: Arc<Mutex<Vec<(Option<String>, Option<String>)>>> = Arc::default();
+    let seen: Seen = Arc::default();
     let weather = Tool::new("get_weather", "Get the weather.", json!({"type": "object"}), {
         let seen = Arc::clone(&seen);
         move |call: &ToolInvocation| {
