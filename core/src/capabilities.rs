@@ -183,6 +183,64 @@ pub fn ui_call(name: &str) -> Option<&'static UiCall> {
     UI_CALLS.iter().find(|c| c.name == name)
 }
 
+/// The `extra` given to [`write_ui_form`] is not a JSON object, or the
+/// call has no field (its caller gives the whole form).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoFormField;
+
+impl core::fmt::Display for NoFormField {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("a UI call's members are not a JSON object, or the call has no form field")
+    }
+}
+
+impl core::error::Error for NoFormField {}
+
+/// Writes the form (`requestedSchema`) of `call` to `out`: its field with
+/// the field's schema, then the members of `extra` (a JSON object: the
+/// call's own, such as a select's `enum`; `None`: none) after it. Nothing
+/// is written on an error.
+pub fn write_ui_form(call: &UiCall, extra: Option<&[u8]>, out: &mut impl FnMut(&[u8])) -> Result<(), NoFormField> {
+    let (field, schema) = call.field.ok_or(NoFormField)?;
+    let inner = match extra.map(crate::json::trim_ws) {
+        None => &[][..],
+        Some(e) => match Value::parse(e) {
+            // The object's members without its braces.
+            Ok(v) if v.kind() == Kind::Object => crate::json::trim_ws(&e[1..e.len() - 1]),
+            _ => return Err(NoFormField),
+        },
+    };
+    out(br#"{"type":"object","properties":{""#);
+    out(field.as_bytes());
+    out(br#"":"#);
+    out(&schema.as_bytes()[..schema.len() - 1]);
+    if !inner.is_empty() {
+        out(b",");
+        out(inner);
+    }
+    out(br#"}},"required":[""#);
+    out(field.as_bytes());
+    out(br#""]}"#);
+    Ok(())
+}
+
+/// The answer of `call` in the `result` (JSON) of its
+/// [`UI_ELICITATION_METHOD`]: the value of its field when the action is
+/// `accept` and the value is there and not `null`; for `confirm`, only a
+/// `true`. `None` for a call without a field.
+pub fn read_ui_answer<'a>(call: &UiCall, result: &'a [u8]) -> Option<Value<'a>> {
+    let (field, _) = call.field?;
+    let r = Value::parse(crate::json::trim_ws(result)).ok()?;
+    if !r.get("action").and_then(|a| a.as_str()).is_some_and(|a| a == "accept") {
+        return None;
+    }
+    let v = r.get("content")?.get(field).filter(|v| !v.is_null())?;
+    if call.name == "confirm" && v.as_bool() != Some(true) {
+        return None;
+    }
+    Some(v)
+}
+
 /// A UI call was refused before it was sent: the session lacks the
 /// capability it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,5 +343,43 @@ mod tests {
         assert!(UI_CALLS.iter().all(|c| check_ui_call(&caps, c).is_ok()));
         assert_eq!(ui_call("confirm").unwrap().field.unwrap().0, "confirmed");
         assert!(ui_call("nope").is_none());
+    }
+
+    fn form(name: &str, extra: Option<&str>) -> Result<heapless::String<256>, NoFormField> {
+        let mut s = heapless::String::new();
+        write_ui_form(ui_call(name).unwrap(), extra.map(str::as_bytes), &mut |b: &[u8]| {
+            s.push_str(core::str::from_utf8(b).unwrap()).unwrap()
+        })?;
+        Ok(s)
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn a_ui_calls_form_is_its_field_with_the_calls_members() {
+        assert_eq!(
+            form("confirm", None).unwrap(),
+            r#"{"type":"object","properties":{"confirmed":{"type":"boolean","default":true}},"required":["confirmed"]}"#
+        );
+        assert_eq!(
+            form("select", Some(r#" {"enum":["a","b"]} "#)).unwrap(),
+            r#"{"type":"object","properties":{"selection":{"type":"string","enum":["a","b"]}},"required":["selection"]}"#
+        );
+        assert_eq!(form("input", Some("{}")).unwrap(), form("input", None).unwrap());
+        assert_eq!(form("input", Some("[]")), Err(NoFormField));
+        assert_eq!(form("elicitation", None), Err(NoFormField));
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn a_ui_calls_answer_is_its_accepted_field() {
+        let answer = |name: &str, result: &'static str| read_ui_answer(ui_call(name).unwrap(), result.as_bytes());
+        assert_eq!(answer("confirm", r#"{"action":"accept","content":{"confirmed":true}}"#).unwrap().raw(), "true");
+        assert!(answer("confirm", r#"{"action":"accept","content":{"confirmed":false}}"#).is_none());
+        assert!(answer("confirm", r#"{"action":"decline"}"#).is_none());
+        assert_eq!(answer("select", r#"{"content":{"selection":"b"},"action":"accept"}"#).unwrap().raw(), r#""b""#);
+        assert!(answer("select", r#"{"action":"cancel","content":{"selection":"b"}}"#).is_none());
+        assert!(answer("input", r#"{"action":"accept","content":{"value":null}}"#).is_none());
+        assert!(answer("input", r#"{"action":"accept"}"#).is_none());
+        assert!(answer("elicitation", r#"{"action":"accept","content":{}}"#).is_none());
     }
 }

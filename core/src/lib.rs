@@ -104,8 +104,9 @@ pub use answers::{
     ANSWERS, GENERIC_HANDLER_KINDS, NOT_OBLIGATIONS, TOOL_FAILED_TEXT, TYPED_HANDLER_KINDS,
 };
 pub use capabilities::{
-    check_ui_call, ui_call, Capabilities, Capability, MissingCapability, UiCall, CAPABILITIES,
-    CAPABILITIES_CHANGED_EVENT, MISSING_ELICITATION_TEXT, OPEN_ANSWER_CAPABILITIES, UI_CALLS, UI_ELICITATION_METHOD,
+    check_ui_call, read_ui_answer, ui_call, write_ui_form, Capabilities, Capability, MissingCapability, NoFormField,
+    UiCall, CAPABILITIES, CAPABILITIES_CHANGED_EVENT, MISSING_ELICITATION_TEXT, OPEN_ANSWER_CAPABILITIES, UI_CALLS,
+    UI_ELICITATION_METHOD,
 };
 pub use elicitation::{write_elicitation_answer, ContentNotAnObject, ElicitationAction, ELICITATION_ACCEPT_CONTENT};
 pub use encode::{frame_header, EncodeError, Outgoing, Payload, Ser, WriteError, MAX_FRAME_HEADER_LEN};
