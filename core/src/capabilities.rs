@@ -2,7 +2,8 @@
 //! rule for every host: a host keeps a [`Capabilities`] per session, set
 //! from the open's answer and changed by each `capabilities.changed`
 //! event, in the order the frames came; its UI calls ask
-//! [`check_ui_call`] first.
+//! [`check_ui_call`] first, send the form that [`write_ui_form`] writes
+//! and read their answer with [`read_ui_answer`].
 //!
 //! Seen with CLI 1.0.102: the answer of `session.create`/`resume` has
 //! `capabilities: {ui: {elicitation, mcpApps, canvases}, extensions}`, all
