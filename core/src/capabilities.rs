@@ -11,7 +11,8 @@
 //! client opens the session with `requestElicitation: true` every client
 //! of the session gets `capabilities.changed {ui: {elicitation: true}}`;
 //! when the last such client's connection closes, `{ui: {elicitation:
-//! false}}` (a `session.destroy` of that client alone does not change it).
+//! false}}`. (After that client's `session.destroy`, the CLI did not always
+//! say so: it kept elicitation true, and a UI call then waited forever.)
 //! The event names only what changed: a member it leaves out keeps its
 //! value ([`Capabilities::apply_change`]), where the official SDK's
 //! shallow merge would forget `ui.mcpApps` and `ui.canvases`.

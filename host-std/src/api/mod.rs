@@ -13,6 +13,7 @@ pub(crate) mod ops;
 pub(crate) mod replies;
 pub(crate) mod session;
 mod stop;
+pub(crate) mod ui;
 
 pub use client::{Calls, Client};
 pub use client_options::{
@@ -26,3 +27,4 @@ pub use config_parts::{
 };
 pub use replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
 pub use session::{MessageOptions, Session, SessionCalls};
+pub use ui::{SessionCapabilities, SessionUi, UiCapabilities, UiInputOptions};

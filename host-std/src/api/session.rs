@@ -14,6 +14,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::replies::parse;
+use super::ui::{SessionCapabilities, SessionUi};
 use crate::delivery::{event_channel, EventStream, InboxTx, SessionInner, SessionStats, Sink, Subscription, Turn};
 use crate::driver::Connection;
 use crate::error::{Error, Result};
@@ -86,6 +87,19 @@ impl Session {
     /// Where the CLI keeps this session's state, if it said.
     pub fn workspace_path(&self) -> Option<&std::path::Path> {
         self.workspace_path.as_deref()
+    }
+
+    /// What the CLI says this session can do, as it last said: set by the
+    /// open's answer, kept current by `capabilities.changed` (read before
+    /// the event is delivered to any handler or stream).
+    pub fn capabilities(&self) -> SessionCapabilities {
+        self.inner.capabilities().into()
+    }
+
+    /// The session's UI calls (confirm, select, input, elicitation), which
+    /// need [`capabilities`](Self::capabilities)`().ui.elicitation`.
+    pub fn ui(&self) -> SessionUi<'_> {
+        self.calls().ui()
     }
 
     /// The calls of this session with their own `timeout` in place of
@@ -199,9 +213,14 @@ pub struct SessionCalls<'a> {
     timeout: Option<Duration>,
 }
 
-impl SessionCalls<'_> {
+impl<'a> SessionCalls<'a> {
     fn ops(&self) -> SessionOps<'_> {
         self.session.ops(self.timeout)
+    }
+
+    /// See [`Session::ui`]; each call waits at most this timeout.
+    pub fn ui(&self) -> SessionUi<'a> {
+        SessionUi { session: self.session, timeout: self.timeout }
     }
 
     /// Sends a prompt; returns the message id.
@@ -255,7 +274,7 @@ impl SessionOps<'_> {
         parse(&self.session.conn.request(method, params, deadline)?.await?, method)
     }
 
-    async fn call<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<Value> {
+    pub(super) async fn call<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<Value> {
         self.call_until(method, params, self.deadline()).await
     }
 
