@@ -159,25 +159,38 @@ pub struct UiCall {
     /// value of it), and the field's schema (JSON) before the call's own
     /// members; `None`: the caller gives the whole form.
     pub field: Option<(&'static str, &'static str)>,
+    /// The answer is only a `true` (a yes or no question).
+    pub only_true: bool,
 }
 
 /// Every UI call. Its form, when it has a `field`, is `{"type":"object",
 /// "properties":{<field>: <schema and the call's members>},
 /// "required":[<field>]}`; its answer is the field's value when the
-/// result's `action` is `accept` and the value is there (for `confirm`:
-/// that it is `true`), else none.
+/// result's `action` is `accept` and the value is there (with
+/// [`only_true`](UiCall::only_true): that it is `true`), else none.
 pub static UI_CALLS: &[UiCall] = &[
-    UiCall { name: "elicitation", needs: Capability::Elicitation, field: None },
+    UiCall { name: "elicitation", needs: Capability::Elicitation, field: None, only_true: false },
     UiCall {
         name: "confirm",
         needs: Capability::Elicitation,
         field: Some(("confirmed", r#"{"type":"boolean","default":true}"#)),
+        only_true: true,
     },
     // The options go as the field's `enum`.
-    UiCall { name: "select", needs: Capability::Elicitation, field: Some(("selection", r#"{"type":"string"}"#)) },
+    UiCall {
+        name: "select",
+        needs: Capability::Elicitation,
+        field: Some(("selection", r#"{"type":"string"}"#)),
+        only_true: false,
+    },
     // The caller's title, description, length bounds, format and default
     // go as the field's members of those names.
-    UiCall { name: "input", needs: Capability::Elicitation, field: Some(("value", r#"{"type":"string"}"#)) },
+    UiCall {
+        name: "input",
+        needs: Capability::Elicitation,
+        field: Some(("value", r#"{"type":"string"}"#)),
+        only_true: false,
+    },
 ];
 
 /// The UI call named `name`.
@@ -228,8 +241,9 @@ pub fn write_ui_form(call: &UiCall, extra: Option<&[u8]>, out: &mut impl FnMut(&
 
 /// The answer of `call` in the `result` (JSON) of its
 /// [`UI_ELICITATION_METHOD`]: the value of its field when the action is
-/// `accept` and the value is there and not `null`; for `confirm`, only a
-/// `true`. `None` for a call without a field.
+/// `accept` and the value is there and not `null` (with
+/// [`only_true`](UiCall::only_true), only a `true`). `None` for a call
+/// without a field.
 pub fn read_ui_answer<'a>(call: &UiCall, result: &'a [u8]) -> Option<Value<'a>> {
     let (field, _) = call.field?;
     let r = Value::parse(crate::json::trim_ws(result)).ok()?;
@@ -237,7 +251,7 @@ pub fn read_ui_answer<'a>(call: &UiCall, result: &'a [u8]) -> Option<Value<'a>> 
         return None;
     }
     let v = r.get("content")?.get(field).filter(|v| !v.is_null())?;
-    if call.name == "confirm" && v.as_bool() != Some(true) {
+    if call.only_true && v.as_bool() != Some(true) {
         return None;
     }
     Some(v)
