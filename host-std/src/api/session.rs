@@ -14,7 +14,6 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::replies::parse;
-use super::ui::{SessionCapabilities, SessionUi};
 use crate::delivery::{event_channel, EventStream, InboxTx, SessionInner, SessionStats, Sink, Subscription, Turn};
 use crate::driver::Connection;
 use crate::error::{Error, Result};
@@ -87,19 +86,6 @@ impl Session {
     /// Where the CLI keeps this session's state, if it said.
     pub fn workspace_path(&self) -> Option<&std::path::Path> {
         self.workspace_path.as_deref()
-    }
-
-    /// What the CLI says this session can do, as it last said: set by the
-    /// open's answer, kept current by `capabilities.changed` (read before
-    /// the event is delivered to any handler or stream).
-    pub fn capabilities(&self) -> SessionCapabilities {
-        self.inner.capabilities().into()
-    }
-
-    /// The session's UI calls (confirm, select, input, elicitation), which
-    /// need [`capabilities`](Self::capabilities)`().ui.elicitation`.
-    pub fn ui(&self) -> SessionUi<'_> {
-        self.calls().ui()
     }
 
     /// The calls of this session with their own `timeout` in place of
@@ -209,18 +195,13 @@ impl Session {
 /// ([`Session::with_timeout`]).
 #[derive(Debug, Clone, Copy)]
 pub struct SessionCalls<'a> {
-    session: &'a Session,
-    timeout: Option<Duration>,
+    pub(super) session: &'a Session,
+    pub(super) timeout: Option<Duration>,
 }
 
-impl<'a> SessionCalls<'a> {
+impl SessionCalls<'_> {
     fn ops(&self) -> SessionOps<'_> {
         self.session.ops(self.timeout)
-    }
-
-    /// See [`Session::ui`]; each call waits at most this timeout.
-    pub fn ui(&self) -> SessionUi<'a> {
-        SessionUi { session: self.session, timeout: self.timeout }
     }
 
     /// Sends a prompt; returns the message id.

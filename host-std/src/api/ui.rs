@@ -10,10 +10,32 @@ use copilot_core::{Capability, UiCall};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::session::SessionOps;
+use super::session::{Session, SessionCalls, SessionOps};
 use crate::answering::ElicitationResponse;
 use crate::error::{Error, Result};
 use crate::wait::block_on;
+
+impl Session {
+    /// What the CLI says this session can do, as it last said: set by the
+    /// open's answer, kept current by `capabilities.changed` (read before
+    /// the event is delivered to any handler or stream).
+    pub fn capabilities(&self) -> SessionCapabilities {
+        self.inner.capabilities().into()
+    }
+
+    /// The session's UI calls (confirm, select, input, elicitation), which
+    /// need [`capabilities`](Self::capabilities)`().ui.elicitation`.
+    pub fn ui(&self) -> SessionUi<'_> {
+        SessionUi { session: self, timeout: None }
+    }
+}
+
+impl<'a> SessionCalls<'a> {
+    /// See [`Session::ui`]; each call waits at most this timeout.
+    pub fn ui(&self) -> SessionUi<'a> {
+        SessionUi { session: self.session, timeout: self.timeout }
+    }
+}
 
 /// What the CLI says a session can do, as it last said: set by the open's
 /// answer and kept current by `capabilities.changed` (a client joining
@@ -79,7 +101,7 @@ pub struct UiInputOptions {
     pub default: Option<String>,
 }
 
-/// The UI calls of a session ([`Session::ui`](crate::Session::ui)): forms
+/// The UI calls of a session ([`Session::ui`]): forms
 /// that a client of the session with an elicitation handler answers. Each
 /// fails with [`Error::MissingCapability`] before anything is sent when
 /// the session lacks the elicitation capability (no such client: a
@@ -88,7 +110,7 @@ pub struct UiInputOptions {
 /// [`Session::with_timeout`](crate::Session::with_timeout) says).
 #[derive(Clone, Copy)]
 pub struct SessionUi<'a> {
-    pub(crate) session: &'a crate::Session,
+    pub(crate) session: &'a Session,
     pub(crate) timeout: Option<std::time::Duration>,
 }
 

@@ -26,6 +26,7 @@ export {
   SessionError,
   ProtocolVersionError,
   ConfigError,
+  CapabilityError,
   Session,
   approveAll,
   withDecisionContext,
