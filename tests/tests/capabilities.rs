@@ -47,7 +47,7 @@ fn every_ui_call_is_refused(session: &Session) {
     let results = [
         ("confirm", ui.confirm("Deploy?").map(drop)),
         ("select", ui.select("Which?", &["a", "b"]).map(drop)),
-        ("input", ui.input("Name?", &UiInputOptions::default()).map(drop)),
+        ("input", ui.input("Name?", None).map(drop)),
         ("elicitation", ui.elicitation("Form?", json!({"type": "object", "properties": {}})).map(drop)),
     ];
     for (call, result) in results {
@@ -155,7 +155,7 @@ fn the_ui_calls_are_answered_by_the_sessions_elicitation_handler() {
         assert!(ui.confirm("Deploy?").await.expect("confirm"));
         assert_eq!(ui.select("Which?", &["red", "green"]).await.expect("select").as_deref(), Some("green"));
         let input = UiInputOptions { title: Some("Name".into()), min_length: Some(1), ..UiInputOptions::default() };
-        assert_eq!(ui.input("Name?", &input).await.expect("input").as_deref(), Some("Ada"));
+        assert_eq!(ui.input("Name?", Some(&input)).await.expect("input").as_deref(), Some("Ada"));
     });
     // Through the blocking API, on the same session.
     let ui = session.blocking().ui();

@@ -142,8 +142,9 @@ impl SessionUi<'_> {
         block_on(self.ops().ui_select(message, options))
     }
 
-    /// Asks for a line of text; `None` when the user declined or cancelled.
-    pub fn input(&self, message: &str, options: &UiInputOptions) -> Result<Option<String>> {
+    /// Asks for a line of text (`options`: the field's title, bounds, ...);
+    /// `None` when the user declined or cancelled.
+    pub fn input(&self, message: &str, options: Option<&UiInputOptions>) -> Result<Option<String>> {
         block_on(self.ops().ui_input(message, options))
     }
 }
@@ -198,8 +199,9 @@ impl SessionOps<'_> {
         Ok(answer.and_then(|v| v.as_str().map(str::to_owned)))
     }
 
-    pub(crate) async fn ui_input(&self, message: &str, options: &UiInputOptions) -> Result<Option<String>> {
-        let extra = serde_json::to_value(options).map_err(|e| Error::Config(e.to_string()))?;
+    pub(crate) async fn ui_input(&self, message: &str, options: Option<&UiInputOptions>) -> Result<Option<String>> {
+        let extra =
+            serde_json::to_value(options.cloned().unwrap_or_default()).map_err(|e| Error::Config(e.to_string()))?;
         let answer = self.ui_field("input", message, Some(extra)).await?;
         Ok(answer.and_then(|v| v.as_str().map(str::to_owned)))
     }

@@ -41,7 +41,7 @@ impl SessionUi<'_> {
     }
 
     /// See [`crate::SessionUi::input`].
-    pub async fn input(&self, message: &str, options: &UiInputOptions) -> Result<Option<String>> {
+    pub async fn input(&self, message: &str, options: Option<&UiInputOptions>) -> Result<Option<String>> {
         self.ops().ui_input(message, options).await
     }
 }
