@@ -4,7 +4,9 @@
 //! when it leaves (the CLI's `capabilities.changed`); a UI call refused
 //! before it is sent while no client answers elicitations (the headless
 //! CLI would wait forever); and the UI calls answered by the session's
-//! elicitation handler, through the blocking and the async API.
+//! elicitation handler, through the blocking and the async API. And, with
+//! an in-memory peer, that they follow the frames' order: a change written
+//! right behind the open's answer counts.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -188,4 +190,106 @@ fn the_ui_calls_are_answered_by_the_sessions_elicitation_handler() {
         drop(session);
         client.stop().await.expect("stop");
     });
+}
+
+/// Writes `body` as one frame.
+fn frame(body: &Value) -> Vec<u8> {
+    let body = body.to_string();
+    format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+}
+
+/// A peer that answers as the CLI does, except that its `session.create`
+/// answer (capabilities: elicitation false, canvases true) and a
+/// `capabilities.changed` (elicitation true) go in one write, and its
+/// `ping` answer is followed by a change to elicitation false. The methods
+/// it received, in order.
+fn serve_peer(stream: std::os::unix::net::UnixStream) -> Arc<Mutex<Vec<String>>> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let received = Arc::<Mutex<Vec<String>>>::default();
+    let log = Arc::clone(&received);
+    std::thread::spawn(move || {
+        let session = Mutex::new(Value::Null);
+        let mut writer = stream.try_clone().unwrap();
+        let mut reader = BufReader::new(stream);
+        loop {
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    return;
+                }
+                if let Some(n) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = n.trim().parse().unwrap();
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let m: Value = serde_json::from_slice(&body).unwrap();
+            let (Some(method), Some(id)) = (m["method"].as_str(), m.get("id")) else { continue };
+            log.lock().unwrap().push(method.to_owned());
+            let answer = |result: Value| frame(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
+            let change = |sid: &Value, id: &str, on: bool| {
+                let event = json!({"id": id, "timestamp": "t", "parentId": null, "ephemeral": true,
+                    "type": "capabilities.changed", "data": {"ui": {"elicitation": on}}});
+                frame(
+                    &json!({"jsonrpc": "2.0", "method": "session.event", "params": {"sessionId": sid, "event": event}}),
+                )
+            };
+            let out = match method {
+                "connect" => answer(json!({"ok": true, "protocolVersion": 3, "version": "peer"})),
+                "session.create" => {
+                    let sid = m["params"]["sessionId"].clone();
+                    let caps = json!({"ui": {"elicitation": false, "canvases": true}, "extensions": false});
+                    *session.lock().unwrap() = sid.clone();
+                    let mut both = answer(json!({"sessionId": sid, "capabilities": caps}));
+                    both.extend(change(&sid, "c1", true));
+                    both
+                }
+                "ping" => {
+                    let mut both = answer(json!({"message": "pong", "protocolVersion": 3}));
+                    both.extend(change(&session.lock().unwrap(), "c2", false));
+                    both
+                }
+                _ => answer(json!({"success": true})),
+            };
+            if writer.write_all(&out).is_err() {
+                return;
+            }
+        }
+    });
+    received
+}
+
+#[test]
+fn the_capabilities_follow_the_frames_order_and_a_refused_call_sends_nothing() {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let received = serve_peer(theirs);
+    let client = Client::from_streams(ours.try_clone().unwrap(), ours, None).expect("handshake");
+    let session = client.create_session(SessionConfig::default()).expect("create");
+    let mut expected = SessionCapabilities::default();
+    expected.ui.elicitation = true;
+    expected.ui.canvases = true;
+    assert_eq!(session.capabilities(), expected, "the change behind the answer counts; the rest kept");
+
+    // The change behind the ping's answer (c1 comes first: it is kept for
+    // the first subscriber).
+    let events = session.events();
+    client.ping(None).expect("ping");
+    let seen = loop {
+        let event = events.next_timeout(GUARD).expect("an event").expect("the stream is open");
+        if event.id == "c2" {
+            break session.capabilities();
+        }
+    };
+    expected.ui.elicitation = false;
+    assert_eq!(seen, expected);
+    assert!(matches!(session.ui().confirm("Go?"), Err(Error::MissingCapability(_))));
+    client.ping(None).expect("ping");
+    let received = received.lock().unwrap().clone();
+    assert_eq!(received.iter().filter(|m| m.starts_with("session.ui.")).count(), 0, "{received:?}");
+    drop(session);
+    drop(client);
 }
