@@ -24,7 +24,8 @@ fn members(v: &Value) -> Vec<String> {
     m
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_ui_capabilities_are_those_a_change_can_name() {
     let schema: Value = serde_json::from_str(EVENTS).unwrap();
     let defs = &schema["definitions"];
@@ -53,7 +54,8 @@ fn the_ui_capabilities_are_those_a_change_can_name() {
     assert_eq!(Capability::Extensions.path(), (None, "extensions"), "seen in the open's answer");
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_ui_calls_method_takes_a_form_and_answers_an_action_and_content() {
     fn find(v: &Value, name: &str) -> Option<Value> {
         let obj = v.as_object()?;
