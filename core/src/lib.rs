@@ -15,7 +15,9 @@
 //! constants, defaults and capacities ([`limits`]), the handshake
 //! ([`read_handshake_answer`]), the session options ([`OPEN_OPTIONS`]),
 //! the `send_and_wait` rule ([`Turn`]), the hook call ([`read_hook_call`]),
-//! the elicitation answer ([`write_elicitation_answer`]), the shape of
+//! the elicitation answer ([`write_elicitation_answer`]), a session's
+//! capabilities and what its UI calls need ([`Capabilities`],
+//! [`check_ui_call`]), the shape of
 //! every typed handler's answer ([`ANSWER_SHAPES`], [`write_answer`]), the generic
 //! handler kinds ([`HandlerKind::is_generic`]), the CLI's launch
 //! ([`launch_items`]), the stop sequence ([`STOP_STEPS`]), the defaults of
@@ -72,6 +74,7 @@
 extern crate alloc;
 
 mod answers;
+mod capabilities;
 mod elicitation;
 mod encode;
 mod engine;
@@ -100,6 +103,11 @@ mod wire_defaults;
 pub use answers::{
     generic_request_names, row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, Trigger,
     ANSWERS, GENERIC_HANDLER_KINDS, HANDLER_READS, NOT_OBLIGATIONS, TOOL_FAILED_TEXT, TYPED_HANDLER_KINDS,
+};
+pub use capabilities::{
+    check_ui_call, read_ui_answer, ui_call, write_ui_form, Capabilities, Capability, MissingCapability, NoFormField,
+    UiCall, CAPABILITIES, CAPABILITIES_CHANGED_EVENT, MISSING_ELICITATION_TEXT, OPEN_ANSWER_CAPABILITIES, UI_CALLS,
+    UI_ELICITATION_METHOD,
 };
 pub use elicitation::{write_elicitation_answer, ContentNotAnObject, ElicitationAction, ELICITATION_ACCEPT_CONTENT};
 pub use encode::{frame_header, EncodeError, Outgoing, Payload, Ser, WriteError, MAX_FRAME_HEADER_LEN};

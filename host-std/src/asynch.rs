@@ -75,6 +75,7 @@ mod client;
 mod handlers;
 mod session;
 mod streams;
+mod ui;
 
 pub use client::{Calls, Client};
 pub use handlers::{
@@ -83,3 +84,4 @@ pub use handlers::{
 };
 pub use session::{Session, SessionCalls};
 pub use streams::{EventStream, LifecycleStream};
+pub use ui::SessionUi;

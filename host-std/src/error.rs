@@ -71,6 +71,10 @@ pub enum Error {
     Config(String),
     /// Too many sessions or requests at once for the client's tables.
     Capacity(String),
+    /// A call the session cannot answer was refused before it was sent:
+    /// the session lacks the capability it needs (a UI call without a
+    /// client that answers elicitations).
+    MissingCapability(copilot_core::MissingCapability),
 }
 
 impl Error {
@@ -119,6 +123,7 @@ impl fmt::Display for Error {
             Error::Session { error_type, message } => write!(f, "session error ({error_type}): {message}"),
             Error::Config(what) => write!(f, "invalid configuration: {what}"),
             Error::Capacity(what) => write!(f, "capacity exceeded: {what}"),
+            Error::MissingCapability(missing) => write!(f, "{missing}"),
         }
     }
 }

@@ -112,6 +112,7 @@ pub use api::{
     ReasoningEffort, SectionAction, SectionOverride, SessionConfig, SystemMessage,
 };
 pub use api::{MessageOptions, Session, SessionCalls, TelemetryConfig, TraceContext, TraceContextProvider};
+pub use api::{SessionCapabilities, SessionUi, UiCapabilities, UiInputOptions};
 pub use copilot_core as core;
 pub use delivery::{EventStream, SessionStats, Subscription, MAX_KEPT_BYTES, MAX_KEPT_EVENTS};
 pub use error::{Error, Result};

@@ -126,6 +126,23 @@
 //!   `CoreEngine::stats` returns, in its order: `counters` (the last,
 //!   `oldestObligationAge`, is `NaN` when no obligation is open), then the
 //!   refusals by cause, `causes` (`copilot_core::Cause::ALL`).
+//! - `capabilities` `{openAnswerMember, changedEvent, known, uiMethod,
+//!   uiCalls, missing}`: a session's capabilities start with nothing said;
+//!   the open's answer's `openAnswerMember` object, then the `data` of
+//!   each event of type `changedEvent` (applied as it is routed, before it
+//!   is delivered), each say, for every `[group, name]` of `known`, the
+//!   capability at `group.name` (`name` when `group` is null) where that
+//!   is a boolean; one it does not say keeps its value. A UI call of
+//!   `uiCalls` (`{needs: [group, name], field?, schema?, onlyTrue?}`) is
+//!   refused before it is sent unless the capability it `needs` was said
+//!   `true`, with the text `session.ui.<call>: ` and `missing[<name>]`.
+//!   It sends `uiMethod` with `{sessionId, message, requestedSchema}`;
+//!   with a `field`, the form is `{type: "object", properties: {<field>:
+//!   {...schema, ...the call's members}}, required: [<field>]}` and the
+//!   answer is the result's `content[<field>]` when its `action` is
+//!   `accept` and that is neither absent nor null (with `onlyTrue`: only a
+//!   `true`), else none (`copilot_core::Capabilities`,
+//!   `copilot_core::UI_CALLS`, `write_ui_form`, `read_ui_answer`).
 
 mod tests {
     /// The file `scripts/build-wasm` ships.
@@ -537,5 +554,118 @@ mod tests {
         assert_eq!(c["systemMessageDefaultMode"], copilot_core::SYSTEM_MESSAGE_DEFAULT_MODE);
         assert_eq!(c["sectionTransformAction"], copilot_core::SECTION_TRANSFORM_ACTION);
         assert_eq!(policy()["bridgeTokenProtocolPrefix"], copilot_core::BRIDGE_TOKEN_PROTOCOL_PREFIX);
+    }
+
+    #[test]
+    fn the_capabilities_and_ui_calls_are_the_cores() {
+        use copilot_core::{Capability, MissingCapability, CAPABILITIES, UI_CALLS};
+        let c = &policy()["capabilities"];
+        assert_eq!(c["openAnswerMember"], copilot_core::OPEN_ANSWER_CAPABILITIES);
+        assert_eq!(c["changedEvent"], copilot_core::CAPABILITIES_CHANGED_EVENT);
+        assert_eq!(c["uiMethod"], copilot_core::UI_ELICITATION_METHOD);
+        let path = |cap: Capability| json!([cap.path().0, cap.path().1]);
+        assert_eq!(c["known"], Value::Array(CAPABILITIES.iter().map(|&k| path(k)).collect()));
+        let mut calls = serde_json::Map::new();
+        for call in UI_CALLS {
+            let mut v = json!({"needs": path(call.needs)});
+            if let Some((field, schema)) = call.field {
+                v["field"] = field.into();
+                v["schema"] = serde_json::from_str(schema).unwrap();
+            }
+            if call.only_true {
+                v["onlyTrue"] = true.into();
+            }
+            calls.insert(call.name.into(), v);
+            let missing = MissingCapability { call: call.name, needs: call.needs };
+            assert_eq!(c["missing"][call.needs.path().1], missing.message());
+        }
+        assert_eq!(c["uiCalls"], Value::Object(calls));
+    }
+
+    /// The policy's capability rule, as the JS client keeps it (ui.js).
+    fn apply_from_policy(state: &mut serde_json::Map<String, Value>, said: &Value) {
+        for k in policy()["capabilities"]["known"].as_array().unwrap() {
+            let name = k[1].as_str().unwrap();
+            let (value, slot) = match k[0].as_str() {
+                Some(group) => (&said[group][name], format!("{group}.{name}")),
+                None => (&said[name], name.to_owned()),
+            };
+            if let Some(b) = value.as_bool() {
+                state.insert(slot, b.into());
+            }
+        }
+    }
+
+    #[test]
+    fn the_policys_capability_rule_keeps_what_the_core_keeps() {
+        use copilot_core::{Capabilities, CAPABILITIES};
+        let answer = json!({"capabilities": {"ui": {"elicitation": false, "mcpApps": true}, "extensions": false}});
+        let changes = [
+            json!({"ui": {"elicitation": true}}),
+            json!({"ui": {"canvases": true, "mcpApps": "no"}}),
+            json!({"ui": 1, "extensions": true}),
+            json!(null),
+            json!({"ui": {"elicitation": false}}),
+        ];
+        let mut core = Capabilities::from_open_answer(answer.to_string().as_bytes());
+        let mut js = serde_json::Map::new();
+        apply_from_policy(&mut js, &answer[policy()["capabilities"]["openAnswerMember"].as_str().unwrap()]);
+        for change in std::iter::once(None).chain(changes.iter().map(Some)) {
+            if let Some(change) = change {
+                core.apply_change(change.to_string().as_bytes());
+                apply_from_policy(&mut js, change);
+            }
+            for &cap in CAPABILITIES {
+                let slot = match cap.path() {
+                    (Some(group), name) => format!("{group}.{name}"),
+                    (None, name) => name.to_owned(),
+                };
+                assert_eq!(js.get(&slot).and_then(Value::as_bool), core.get(cap), "{slot} after {change:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_policys_ui_forms_and_answers_are_the_cores() {
+        let calls = &policy()["capabilities"]["uiCalls"];
+        for (name, extra) in [
+            ("confirm", None),
+            ("select", Some(json!({"enum": ["a", "b"]}))),
+            ("input", Some(json!({"title": "T", "minLength": 1}))),
+            ("input", Some(json!({}))),
+        ] {
+            let call = copilot_core::ui_call(name).unwrap();
+            let mut core = Vec::new();
+            let extra_text = extra.as_ref().map(Value::to_string);
+            copilot_core::write_ui_form(call, extra_text.as_deref().map(str::as_bytes), &mut |b| {
+                core.extend_from_slice(b)
+            })
+            .unwrap();
+            let p = &calls[name];
+            let field = p["field"].as_str().unwrap();
+            let mut schema = p["schema"].as_object().unwrap().clone();
+            schema.extend(extra.as_ref().map_or_else(serde_json::Map::new, |e| e.as_object().unwrap().clone()));
+            let js = json!({"type": "object", "properties": {field: schema}, "required": [field]});
+            assert_eq!(serde_json::from_slice::<Value>(&core).unwrap(), js, "{name}");
+        }
+        for (name, result) in [
+            ("confirm", json!({"action": "accept", "content": {"confirmed": true}})),
+            ("confirm", json!({"action": "accept", "content": {"confirmed": false}})),
+            ("confirm", json!({"action": "decline", "content": {"confirmed": true}})),
+            ("select", json!({"action": "accept", "content": {"selection": "b"}})),
+            ("select", json!({"action": "cancel"})),
+            ("input", json!({"action": "accept", "content": {"value": null}})),
+            ("input", json!({"action": "accept", "content": {"value": "v"}})),
+            ("input", json!({"action": "accept"})),
+        ] {
+            let text = result.to_string();
+            let core = copilot_core::read_ui_answer(copilot_core::ui_call(name).unwrap(), text.as_bytes())
+                .map(|v| serde_json::from_str::<Value>(v.raw()).unwrap());
+            let p = &calls[name];
+            let v = &result["content"][p["field"].as_str().unwrap()];
+            let accepted = result["action"] == "accept" && !v.is_null();
+            let js = (accepted && (p["onlyTrue"] != true || *v == true)).then(|| v.clone());
+            assert_eq!(js, core, "{name} {result}");
+        }
     }
 }

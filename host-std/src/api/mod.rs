@@ -14,6 +14,7 @@ pub(crate) mod replies;
 pub(crate) mod session;
 mod stop;
 pub(crate) mod telemetry;
+pub(crate) mod ui;
 
 pub use client::{Calls, Client};
 pub use client_options::{
@@ -28,3 +29,4 @@ pub use config_parts::{
 pub use replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
 pub use session::{MessageOptions, Session, SessionCalls};
 pub use telemetry::{TelemetryConfig, TraceContext, TraceContextProvider};
+pub use ui::{SessionCapabilities, SessionUi, UiCapabilities, UiInputOptions};

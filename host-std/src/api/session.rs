@@ -198,8 +198,8 @@ impl Session {
 /// ([`Session::with_timeout`]).
 #[derive(Debug, Clone, Copy)]
 pub struct SessionCalls<'a> {
-    session: &'a Session,
-    timeout: Option<Duration>,
+    pub(super) session: &'a Session,
+    pub(super) timeout: Option<Duration>,
 }
 
 impl SessionCalls<'_> {
@@ -258,7 +258,7 @@ impl SessionOps<'_> {
         parse(&self.session.conn.request(method, params, deadline)?.await?, method)
     }
 
-    async fn call<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<Value> {
+    pub(super) async fn call<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<Value> {
         self.call_until(method, params, self.deadline()).await
     }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::streams::EventStream;
+use super::ui::SessionUi;
 use crate::api::session::MessageOptions;
 use crate::api::session::SessionOps;
 use crate::delivery::{EventRx, InboxTx, SessionStats, Sink, Subscription};
@@ -34,6 +35,18 @@ impl Session {
     /// Delivery counters ([`crate::Session::stats`]).
     pub fn stats(&self) -> SessionStats {
         self.inner.stats()
+    }
+
+    /// What the CLI says this session can do, as it last said
+    /// ([`crate::Session::capabilities`]).
+    pub fn capabilities(&self) -> crate::SessionCapabilities {
+        self.inner.capabilities()
+    }
+
+    /// The session's UI calls (confirm, select, input, elicitation), which
+    /// need [`capabilities`](Self::capabilities)`().ui.elicitation`.
+    pub fn ui(&self) -> SessionUi<'_> {
+        self.calls().ui()
     }
 
     /// The blocking session on the same connection (its calls block the
@@ -139,9 +152,14 @@ pub struct SessionCalls<'a> {
     timeout: Option<Duration>,
 }
 
-impl SessionCalls<'_> {
+impl<'a> SessionCalls<'a> {
     fn ops(&self) -> SessionOps<'_> {
         self.session.inner.ops(self.timeout)
+    }
+
+    /// See [`Session::ui`]; each call waits at most this timeout.
+    pub fn ui(&self) -> SessionUi<'a> {
+        SessionUi { session: &self.session.inner, timeout: self.timeout }
     }
 
     /// Sends a prompt; returns the message id.

@@ -154,6 +154,8 @@ pub(crate) struct SessionInner {
     subscribers: Mutex<Subscribers>,
     dispatchers: Arc<Pool>,
     workers: Arc<Pool>,
+    /// As the CLI last said (the reader keeps them, in frame order).
+    capabilities: Mutex<copilot_core::Capabilities>,
 }
 
 impl SessionSink for SessionInner {
@@ -209,6 +211,10 @@ impl SessionSink for SessionInner {
             q.close.get_or_insert_with(|| reason.to_owned());
         });
     }
+
+    fn change_capabilities(&self, change: &mut dyn FnMut(&mut copilot_core::Capabilities)) {
+        change(&mut lock(&self.capabilities));
+    }
 }
 
 impl SessionInner {
@@ -223,11 +229,17 @@ impl SessionInner {
             subscribers: Mutex::new(Subscribers::default()),
             dispatchers: Arc::clone(&conn.dispatchers),
             workers: Arc::clone(&conn.workers),
+            capabilities: Mutex::default(),
         });
         if let Some(id) = id {
             inner.named(id);
         }
         inner
+    }
+
+    /// The session's capabilities, as the CLI last said.
+    pub(crate) fn capabilities(&self) -> copilot_core::Capabilities {
+        *lock(&self.capabilities)
     }
 
     /// The session id, once known.

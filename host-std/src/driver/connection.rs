@@ -67,6 +67,10 @@ pub(crate) trait SessionSink: Send + Sync {
     fn obligation(&self, job: Job);
     /// Ends delivery: streams end after the events already queued.
     fn close(&self, reason: &str);
+    /// Changes the session's capabilities (the open's answer sets them,
+    /// each `capabilities.changed` moves them), in the order the frames
+    /// came and before the event is delivered. Sinks that keep none ignore it.
+    fn change_capabilities(&self, _change: &mut dyn FnMut(&mut copilot_core::Capabilities)) {}
 }
 
 /// A session as the engine keeps it.

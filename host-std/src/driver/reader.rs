@@ -111,6 +111,7 @@ impl Connection {
         let opened = engine.complete_open(handle, result);
         let reply_value = match (opened, outcome) {
             (Ok(()), Ok(body)) => {
+                target.change_capabilities(&mut |c| *c = copilot_core::Capabilities::from_open_answer(&body));
                 if target.id().is_none() {
                     if let Some(name) = &name {
                         target.named(name);
@@ -133,6 +134,11 @@ impl Connection {
         match route {
             Route::Event { target, event, .. } => {
                 let bytes = event.event.as_bytes();
+                if event.event_type == copilot_core::CAPABILITIES_CHANGED_EVENT {
+                    target.change_capabilities(&mut |c| {
+                        c.apply_event(bytes);
+                    });
+                }
                 target.push_event(bytes);
                 if touched.last().is_none_or(|t| !Arc::ptr_eq(t, &target)) {
                     touched.push(Arc::clone(&target));

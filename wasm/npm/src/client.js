@@ -374,6 +374,7 @@ export class CopilotClient {
         throw new DisconnectedError(`session ${id ?? "(server-assigned)"} was released: ${errorText(e)}`);
       }
       if (opened.opened && serverAssigned) session._setId(item.result.sessionId);
+      if (opened.opened) session._answered(item.result);
       if (!opened.opened) {
         this.#sessions.delete(tag);
         session._end(`${method} failed: ${opened.error}`);

@@ -52,3 +52,16 @@ export class ProtocolVersionError extends CopilotError {
 export function errorText(e) {
   return e instanceof Error ? e.message : String(e);
 }
+
+/**
+ * A call the session cannot answer was refused before it was sent: the
+ * session lacks the capability it needs (`capability`, such as
+ * `ui.elicitation`, for the UI call `call`).
+ */
+export class CapabilityError extends CopilotError {
+  constructor(call, capability, message) {
+    super(message);
+    this.call = call;
+    this.capability = capability;
+  }
+}

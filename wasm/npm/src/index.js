@@ -18,6 +18,7 @@ export {
   SessionError,
   ProtocolVersionError,
   ConfigError,
+  CapabilityError,
 } from "./errors.js";
 export { CopilotClient } from "./client.js";
 export { Session } from "./session.js";

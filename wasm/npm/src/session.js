@@ -9,6 +9,7 @@ import { MAX_KEPT_BYTES, MAX_KEPT_EVENTS, POLICY } from "./constants.js";
 import { ConfigError, DisconnectedError, SessionError, TimeoutError, errorText } from "./errors.js";
 import { SessionHandlers } from "./answering.js";
 import { rpcCalls, SESSION_METHODS } from "./generated/rpc.js";
+import { Capabilities, sessionUi } from "./ui.js";
 
 const noop = () => {};
 
@@ -110,6 +111,8 @@ export class Session {
   #active = false;
   #result;
   #rpc;
+  #capabilities = new Capabilities();
+  #ui;
 
   /** @internal */
   constructor(client, tag, id, config) {
@@ -134,6 +137,28 @@ export class Session {
     return this.#result;
   }
 
+  /**
+   * What the CLI says this session can do, as it last said: `{ui:
+   * {elicitation, mcpApps, canvases}, extensions}` (only what it said), set
+   * by the open's answer and kept current by `capabilities.changed`
+   * (changed before the event is delivered to any subscriber).
+   */
+  get capabilities() {
+    return this.#capabilities.value;
+  }
+
+  /**
+   * The session's UI calls (`confirm`, `select`, `input`, `elicitation`),
+   * answered by a client of the session with an elicitation handler. Each
+   * rejects with a CapabilityError before anything is sent while
+   * `capabilities.ui?.elicitation` is not true.
+   */
+  get ui() {
+    return (this.#ui ??= sessionUi(this.#capabilities, (method, params, options) =>
+      this.call(method, params, options),
+    ));
+  }
+
   /** Whether the session is open (created and neither destroyed nor ended). */
   get active() {
     return this.#active && this.#ending === null;
@@ -147,6 +172,11 @@ export class Session {
   /** @internal */
   _setId(id) {
     this.#id = id;
+  }
+
+  /** @internal The open's answer, as it is routed: its capabilities. */
+  _answered(result) {
+    this.#capabilities.opened(result);
   }
 
   /** @internal */
@@ -329,6 +359,7 @@ export class Session {
 
   /** @internal Called as an event is routed: queue it, deliver soon. `bytes`: its size. */
   _push(event, bytes = 0) {
+    this.#capabilities.event(event);
     this.#queue.push(event);
     this.#queueBytes.push(bytes);
     this.#schedule();

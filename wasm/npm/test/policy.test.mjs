@@ -5,7 +5,8 @@
 // handler kinds a generic request handler answers, the session options and
 // their wire names, the hook types and a hook's default input, the
 // elicitation accept default, the shape of every typed handler's answer,
-// the stop's steps, and where the CLI is looked for.
+// the stop's steps, where the CLI is looked for, and a session's
+// capabilities in frame order with a UI call refused without sending.
 
 import assert from "node:assert/strict";
 import { PassThrough } from "node:stream";
@@ -21,6 +22,7 @@ import {
   RESUME_ONLY_OPTIONS,
   RpcError,
   SESSION_OPTIONS,
+  CapabilityError,
   genericRequestNames,
   loadWasm,
   resolveCli,
@@ -30,7 +32,7 @@ import {
 const pkg = new URL(".", import.meta.resolve("copilot-wasm/package.json"));
 const { default: policy } = await import(new URL("dist/policy.js", pkg));
 
-import { Peer, eventually, isolatedEnv, realCli, refusingProxy, tempDir } from "./helpers.mjs";
+import { Peer, eventually, frame, isolatedEnv, realCli, refusingProxy, tempDir } from "./helpers.mjs";
 
 /** A client over Node streams to a peer; `answer(m)` answers the rest. */
 async function connected(answer) {
@@ -294,4 +296,48 @@ test("the CLI is looked for where the core's cliSearch says: the variable, then 
     }
     cleanup();
   }
+});
+
+test("the capabilities follow the frames' order: a change right behind the open's answer counts, and a UI call is refused without sending", async () => {
+  const toClient = new PassThrough();
+  const fromClient = new PassThrough();
+  const peer = new Peer((bytes) => toClient.write(bytes), {
+    answer: (m) => {
+      if (m.method !== "session.create") return m.method.startsWith("session.") ? { success: true } : undefined;
+      // The answer and a change in one write: the change is the later word.
+      const sessionId = m.params.sessionId;
+      const answer = frame({
+        jsonrpc: "2.0",
+        id: m.id,
+        result: { sessionId, capabilities: { ui: { elicitation: false, canvases: true }, extensions: false } },
+      });
+      const change = frame({
+        jsonrpc: "2.0",
+        method: "session.event",
+        params: {
+          sessionId,
+          event: { type: "capabilities.changed", data: { ui: { elicitation: true } }, id: "c1", timestamp: "t", parentId: null },
+        },
+      });
+      const both = new Uint8Array(answer.length + change.length);
+      both.set(answer);
+      both.set(change, answer.length);
+      toClient.write(both);
+      return undefined;
+    },
+  });
+  fromClient.on("data", (b) => peer.receive(b));
+  const client = await CopilotClient.fromStreams(toClient, fromClient);
+  const session = await client.createSession({});
+  assert.deepEqual(session.capabilities, { ui: { elicitation: true, canvases: true }, extensions: false });
+
+  const off = { type: "capabilities.changed", data: { ui: { elicitation: false } }, id: "c2", timestamp: "t", parentId: null };
+  peer.send({ jsonrpc: "2.0", method: "session.event", params: { sessionId: session.id, event: off } });
+  const seen = await new Promise((resolve) => session.on("capabilities.changed", (e) => e.id === "c2" && resolve(session.capabilities)));
+  assert.equal(seen.ui.elicitation, false);
+  const sent = peer.received.length;
+  await assert.rejects(session.ui.confirm("Go?"), CapabilityError);
+  await client.ping();
+  assert.equal(peer.received.slice(sent).filter((m) => m.method === policy.capabilities.uiMethod).length, 0, "nothing sent");
+  await client.stop();
 });

@@ -45,6 +45,17 @@ export declare class ProtocolVersionError extends CopilotError {
 /** A configuration that cannot work (it would hang, or is malformed). */
 export declare class ConfigError extends CopilotError {}
 
+/**
+ * A call refused before it was sent: the session lacks the capability it
+ * needs (a UI call while no client of the session answers elicitations).
+ */
+export declare class CapabilityError extends CopilotError {
+  /** The UI call, such as `confirm`. */
+  readonly call: string;
+  /** The capability it needs, such as `ui.elicitation`. */
+  readonly capability: string;
+}
+
 // ---------------------------------------------------------------------------
 // Events
 
@@ -249,6 +260,53 @@ export type ElicitationResponse =
   | { action: "cancel" }
   | "decline"
   | "cancel";
+
+/**
+ * What the CLI says a session can do, as it last said (only what it said):
+ * set by the open's answer, kept current by `capabilities.changed`.
+ */
+export interface SessionCapabilities {
+  ui?: {
+    /** A client of the session answers elicitations: `session.ui` calls are answered. */
+    elicitation?: boolean;
+    /** MCP Apps (SEP-1865) UI passthrough. */
+    mcpApps?: boolean;
+    /** Canvas rendering. */
+    canvases?: boolean;
+  };
+  /** Extensions are enabled for the session. */
+  extensions?: boolean;
+}
+
+/** The field of `session.ui.input`: each one given goes as the form field's member. */
+export interface UiInputOptions {
+  title?: string;
+  description?: string;
+  minLength?: number;
+  maxLength?: number;
+  format?: "email" | "uri" | "date" | "date-time";
+  default?: string;
+}
+
+/**
+ * The UI calls of a session (`session.ui`), answered by a client of the
+ * session with an elicitation handler. Each rejects with a CapabilityError
+ * before anything is sent while `session.capabilities.ui?.elicitation` is
+ * not true (a headless CLI would wait forever).
+ */
+export interface SessionUi {
+  /** Asks for a form of the caller's; the answer as the user gave it. */
+  elicitation(
+    params: { message: string; requestedSchema: Record<string, unknown> },
+    options?: CallOptions,
+  ): Promise<{ action: "accept" | "decline" | "cancel"; content?: Record<string, unknown> }>;
+  /** Asks yes or no: true only when the user accepted and said yes. */
+  confirm(message: string, options?: CallOptions): Promise<boolean>;
+  /** Asks to pick one of `choices`: the choice, or null when declined or cancelled. */
+  select(message: string, choices: string[], options?: CallOptions): Promise<string | null>;
+  /** Asks for a line of text: the text, or null when declined or cancelled. */
+  input(message: string, inputOptions?: UiInputOptions, options?: CallOptions): Promise<string | null>;
+}
 
 /** Answers elicitations; throwing or returning nothing usable refuses (`cancel`). */
 export type ElicitationHandler = (request: ElicitationRequest) => ElicitationResponse | Promise<ElicitationResponse>;
@@ -1195,6 +1253,10 @@ export declare class Session implements AsyncIterable<TypedSessionEvent> {
   readonly createResult: Record<string, any> | undefined;
   /** Whether the session is open. */
   readonly active: boolean;
+  /** What the CLI says the session can do, as it last said. */
+  readonly capabilities: SessionCapabilities;
+  /** The session's UI calls (confirm, select, input, elicitation). */
+  readonly ui: SessionUi;
 
   /** Sends a prompt; resolves with the message id. The turn's events follow. */
   send(message: MessageOptions, options?: CallOptions): Promise<string>;

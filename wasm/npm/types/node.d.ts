@@ -27,6 +27,7 @@ export {
   SessionError,
   ProtocolVersionError,
   ConfigError,
+  CapabilityError,
   Session,
   approveAll,
   withDecisionContext,

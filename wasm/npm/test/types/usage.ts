@@ -5,6 +5,7 @@
 
 import {
   CopilotClient,
+  CapabilityError,
   CliExitedError,
   SessionError,
   RpcError,
@@ -208,7 +209,17 @@ export async function events(client: CopilotClient): Promise<void> {
   await session.abort();
   const history = await session.getMessages();
   console.log(history.length, session.stats().events, session.id, session.workspacePath);
+  if (session.capabilities.ui?.elicitation) {
+    const ok: boolean = await session.ui.confirm("Deploy?");
+    const pick: string | null = await session.ui.select("Which?", ["a", "b"], { timeoutMs: 5000 });
+    const name: string | null = await session.ui.input("Name?", { title: "Name", format: "email" });
+    const form = await session.ui.elicitation({ message: "Form", requestedSchema: { type: "object", properties: {} } });
+    console.log(ok, pick, name, form.action);
+    // @ts-expect-error: select needs its choices
+    await session.ui.select("Which?");
+  }
   await session.destroy({ timeoutMs: 1000 });
+  console.log(new Error() instanceof CapabilityError);
 }
 
 // The client's calls, its notifications, and the typed RPC of both.
