@@ -286,28 +286,6 @@ impl CoreEngine {
         self.drain_parked(now)
     }
 
-    /// The engine's answer table as JSON: one `{"name", "handler"}` per
-    /// row, `name` being the awaited event's type or the server request's
-    /// method. Which handler kinds a generic request handler (by name)
-    /// answers is `dist/policy.js`'s `genericKinds`
-    /// (`copilot_core::HandlerKind::is_generic`).
-    #[wasm_bindgen(js_name = answerRows)]
-    pub fn answer_rows() -> String {
-        let mut out = vec![b'['];
-        for row in copilot_core::ANSWERS.iter() {
-            let (copilot_core::Trigger::Event(name) | copilot_core::Trigger::Request(name)) = row.trigger;
-            if out.len() > 1 {
-                out.push(b',');
-            }
-            let mut w = Fields::new(&mut out);
-            w.text("name", name);
-            w.text("handler", row.handler.name());
-            w.end();
-        }
-        out.push(b']');
-        into_string(out)
-    }
-
     /// The params of `session.create` / `session.resume`: `options` (a
     /// JSON object, the user's options under their wire names) and what
     /// the engine announces for the members they leave out (see
@@ -838,15 +816,6 @@ mod tests {
         assert_eq!((params["requestPermission"].clone(), params["hooks"].clone()), (true.into(), true.into()));
         assert_eq!(params["requestUserInput"], false);
         assert_eq!(params["includeSubAgentStreamingEvents"], true);
-    }
-
-    #[test]
-    fn the_answer_table_comes_back_row_for_row() {
-        let rows = parse(&CoreEngine::answer_rows());
-        let rows = rows.as_array().unwrap();
-        assert_eq!(rows.len(), copilot_core::ANSWERS.len());
-        assert_eq!(rows[0], serde_json::json!({"name": "permission.requested", "handler": "permission"}));
-        assert!(rows.contains(&serde_json::json!({"name": "hooks.invoke", "handler": "hooks"})));
     }
 
     #[test]

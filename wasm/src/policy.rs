@@ -67,6 +67,9 @@
 //! - `genericKinds`: the handler kinds (as the answer rows name them) that
 //!   a user's generic request handler answers, by the row's name; the
 //!   others have typed handlers (`copilot_core::GENERIC_HANDLER_KINDS`).
+//! - `genericRows` `[{name, handler}]`: the rows of the answer table whose
+//!   kind is generic, in its order: the event type or request method a
+//!   generic handler is set for, and its kind (`copilot_core::ANSWERS`).
 //! - `answers` `{elicitationAcceptContent}`: an elicitation handler's
 //!   accept without content (or with `null`) answers with this content;
 //!   content that is not an object is a failed handler
@@ -350,16 +353,24 @@ mod tests {
         let names: Vec<&str> = copilot_core::GENERIC_HANDLER_KINDS.iter().map(|k| k.name()).collect();
         assert_eq!(policy()["genericKinds"], json!(names));
         // The rows a generic handler answers, found as the JS client finds them.
-        let kinds = policy()["genericKinds"].clone();
-        let rows: Value = serde_json::from_str(&crate::CoreEngine::answer_rows()).unwrap();
-        let generic: Vec<&str> = rows
-            .as_array()
-            .unwrap()
+        let rows: Vec<Value> = copilot_core::ANSWERS
             .iter()
-            .filter(|r| kinds.as_array().unwrap().contains(&r["handler"]))
-            .map(|r| r["name"].as_str().unwrap())
+            .filter(|r| r.handler.is_generic())
+            .map(|r| {
+                let (copilot_core::Trigger::Event(name) | copilot_core::Trigger::Request(name)) = r.trigger;
+                json!({"name": name, "handler": r.handler.name()})
+            })
             .collect();
-        assert_eq!(generic, copilot_core::generic_request_names().collect::<Vec<_>>());
+        assert_eq!(
+            policy()["genericRows"],
+            Value::Array(rows),
+            "{}",
+            serde_json::to_string(&policy()["genericRows"]).unwrap()
+        );
+        let p = policy();
+        let names: Vec<&str> =
+            p["genericRows"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+        assert_eq!(names, copilot_core::generic_request_names().collect::<Vec<_>>());
     }
 
     #[test]

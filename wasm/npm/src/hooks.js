@@ -12,7 +12,6 @@
 // lists them. The handler gets the params (or the event's `data`) and
 // returns what goes back; a throw is a failed handler.
 
-import { CoreEngine } from "../dist/copilot_wasm.js";
 import { POLICY } from "./constants.js";
 
 /**
@@ -29,10 +28,9 @@ let genericRows;
 let genericNames;
 let genericKinds;
 
-/** The rows of the engine's answer table that a generic handler answers (the core's `genericKinds` say which). */
+/** The rows of the engine's answer table that a generic handler answers (the core's `genericRows`). */
 function genericAnswerRows() {
-  const kinds = new Set(POLICY.genericKinds);
-  genericRows ??= JSON.parse(CoreEngine.answerRows()).filter((r) => kinds.has(r.handler));
+  genericRows ??= POLICY.genericRows;
   return genericRows;
 }
 
