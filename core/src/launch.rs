@@ -80,6 +80,17 @@ pub static TELEMETRY_ENV: &[(&str, &str)] = &[
 /// carries for its handler.
 pub static TRACE_CONTEXT_MEMBERS: &[&str] = &["traceparent", "tracestate"];
 
+/// The client options that only start a CLI (by their JavaScript names,
+/// snake_case in Rust): a client that connects to a CLI it did not start
+/// (a server, a stream, a bridge) refuses them rather than drop them
+/// unseen (a GitHub token given there would never reach the CLI, which
+/// keeps its own login), as the official SDKs refuse a token with a URL.
+pub static SPAWN_ONLY_OPTIONS: &[&str] = &["cliPath", "args", "env", "cwd", "authToken", "logLevel", "telemetry"];
+
+/// Why a client that did not start its CLI refuses an option of
+/// [`SPAWN_ONLY_OPTIONS`]; the option's name follows.
+pub const SPAWN_ONLY_REFUSAL: &str = "only a client that starts its CLI takes the option ";
+
 /// The CLI's `--log-level` unless the user says otherwise.
 pub const DEFAULT_LOG_LEVEL: &str = "error";
 /// The CLI starts in a process group of its own, which the host ends.

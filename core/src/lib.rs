@@ -133,7 +133,7 @@ pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
 pub use launch::{
     launch_items, read_announced_port, CliCandidate, Launch, LaunchItem, LaunchSecret, LaunchTransport, AUTH_TOKEN_ENV,
     CLI_PATH_ENV, CLI_SEARCH, CONNECTION_TOKEN_ENV, DEFAULT_LOG_LEVEL, LAUNCH_OWN_PROCESS_GROUP, PORT_ANNOUNCEMENT,
-    TELEMETRY_ENABLED_ENV, TELEMETRY_ENV, TRACE_CONTEXT_MEMBERS,
+    SPAWN_ONLY_OPTIONS, SPAWN_ONLY_REFUSAL, TELEMETRY_ENABLED_ENV, TELEMETRY_ENV, TRACE_CONTEXT_MEMBERS,
 };
 pub use messages::MESSAGES;
 pub use obligations::{ObligationId, MAX_KEPT_REQUEST_ID, MAX_KEPT_SESSION_ID};

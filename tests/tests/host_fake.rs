@@ -585,3 +585,33 @@ fn resuming_a_session_open_here_hands_its_id_to_the_new_handle() {
     server.flood(second.id(), 1).expect("flood");
     assert!(again.into_iter().any(|e| e.event_type() == "assistant.message_delta"));
 }
+
+/// A client that connects to a CLI it did not start refuses the options
+/// that only start one (the core's `SPAWN_ONLY_OPTIONS`), before anything
+/// is sent: a GitHub token given there would never reach the CLI.
+#[test]
+fn a_client_that_connects_refuses_the_options_that_start_a_cli() {
+    use copilot_host::{ClientOptions, TelemetryConfig};
+    let (server, addr) = FakeServer::tcp(FakeServerConfig::default());
+    let cases: Vec<(&str, ClientOptions)> = vec![
+        ("authToken", ClientOptions { auth_token: Some("ghp_x".into()), ..ClientOptions::default() }),
+        ("cliPath", ClientOptions { cli_path: Some("/bin/copilot".into()), ..ClientOptions::default() }),
+        ("args", ClientOptions { extra_args: vec!["--x".into()], ..ClientOptions::default() }),
+        ("logLevel", ClientOptions { log_level: "debug".into(), ..ClientOptions::default() }),
+        ("telemetry", ClientOptions { telemetry: Some(TelemetryConfig::new()), ..ClientOptions::default() }),
+    ];
+    for (name, options) in cases {
+        match Client::connect_with(addr, None, &options) {
+            Err(Error::Config(message)) => {
+                assert!(message.ends_with(name), "{message}");
+                assert!(!message.contains("ghp_x"), "no secret in the error: {message}");
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    // The timeouts are the connecting client's own.
+    let options = ClientOptions { request_timeout: Duration::from_secs(5), ..ClientOptions::default() };
+    let client = Client::connect_with(addr, None, &options).expect("deadlines are a connecting client's options");
+    assert!(server.received().iter().filter(|m| m["method"] == "connect").count() >= 1);
+    client.stop().unwrap();
+}

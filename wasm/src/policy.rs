@@ -57,7 +57,10 @@
 //!   before the secrets (`copilot_core::TELEMETRY_ENV`); the members
 //!   `traceContextMembers` of the user's trace context go at the top of the
 //!   params of `session.create`, `session.resume` and `session.send`
-//!   (`copilot_core::TRACE_CONTEXT_MEMBERS`).
+//!   (`copilot_core::TRACE_CONTEXT_MEMBERS`). A client that connects to
+//!   a CLI it did not start refuses each option of `spawnOnlyOptions`
+//!   given to it, with `spawnOnlyRefusal` and the option's name
+//!   (`copilot_core::SPAWN_ONLY_OPTIONS`).
 //! - `stop` `[{step, method?, spawnedOnly?, errorFails?}]`: a stop's steps
 //!   in order, within one grace; a step with a `method` sends it only
 //!   while connected (`session.destroy {sessionId}` to every open session
@@ -297,6 +300,8 @@ mod tests {
         assert_eq!(l["telemetryEnabledEnv"], copilot_core::TELEMETRY_ENABLED_ENV);
         assert_eq!(l["telemetryEnv"], json!(copilot_core::TELEMETRY_ENV));
         assert_eq!(l["traceContextMembers"], json!(copilot_core::TRACE_CONTEXT_MEMBERS));
+        assert_eq!(l["spawnOnlyOptions"], json!(copilot_core::SPAWN_ONLY_OPTIONS));
+        assert_eq!(l["spawnOnlyRefusal"], copilot_core::SPAWN_ONLY_REFUSAL);
         let search: Vec<Value> = copilot_core::CLI_SEARCH
             .iter()
             .map(|c| match *c {

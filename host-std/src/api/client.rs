@@ -144,7 +144,10 @@ impl Client {
 
     /// Connects to a CLI already serving TCP at `addr`, with the timeouts
     /// (`startup_timeout`, `request_timeout`, `shutdown_grace`) of `options`.
+    /// The options that only start a CLI (`cli_path`, `auth_token`, `env`,
+    /// ...: the core's `SPAWN_ONLY_OPTIONS`) are refused: [`Error::Config`].
     pub fn connect_with(addr: impl ToSocketAddrs, token: Option<&str>, options: &ClientOptions) -> Result<Client> {
+        options.check_not_spawning()?;
         let stream = TcpStream::connect(addr)?;
         let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
         let (r, w) = tcp_halves(&stream)?;
@@ -180,6 +183,7 @@ impl Client {
         token: Option<&str>,
         options: &ClientOptions,
     ) -> Result<Client> {
+        options.check_not_spawning()?;
         options.request_handlers.check()?;
         let (conn, reader) = Connection::start(
             label,

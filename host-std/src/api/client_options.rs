@@ -171,6 +171,28 @@ impl std::fmt::Debug for ClientOptions {
 }
 
 impl ClientOptions {
+    /// Refuses the options that only start a CLI (the core's
+    /// [`SPAWN_ONLY_OPTIONS`](copilot_core::SPAWN_ONLY_OPTIONS)) for a client
+    /// that connects to one it did not start.
+    pub(crate) fn check_not_spawning(&self) -> crate::Result<()> {
+        for option in copilot_core::SPAWN_ONLY_OPTIONS {
+            let given = match *option {
+                "cliPath" => self.cli_path.is_some() || self.install_if_missing,
+                "args" => !self.extra_args.is_empty(),
+                "env" => !self.env.is_empty(),
+                "cwd" => self.cwd.is_some(),
+                "authToken" => self.auth_token.is_some(),
+                "logLevel" => self.log_level != copilot_core::DEFAULT_LOG_LEVEL,
+                "telemetry" => self.telemetry.is_some(),
+                other => unreachable!("the core's spawn-only option {other} has no field here"),
+            };
+            if given {
+                return Err(crate::Error::Config(format!("{}{option}", copilot_core::SPAWN_ONLY_REFUSAL)));
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn deadlines(&self) -> Deadlines {
         Deadlines {
             request: self.request_timeout,

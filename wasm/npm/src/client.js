@@ -24,7 +24,7 @@ import {
   RpcError,
   errorText,
 } from "./errors.js";
-import { checkConfig, handlerKindsOf, sessionParams, sortedMembers } from "./config.js";
+import { checkConfig, checkConnectOptions, handlerKindsOf, sessionParams, sortedMembers } from "./config.js";
 import { checkHooks, checkRequestHandlers } from "./hooks.js";
 import { loadWasm } from "./wasm.js";
 import { streamTransport } from "./transport.js";
@@ -124,6 +124,7 @@ export class CopilotClient {
    * closes the writable and cancels the readable.
    */
   static async fromStreams(readable, writable, options = {}) {
+    checkConnectOptions(options, POLICY.launch);
     await loadWasm();
     const transport = streamTransport(readable, writable, { label: options.label ?? "stream" });
     const { logger, token, connectionToken, startupTimeoutMs, maxFrameBytes, requestTimeoutMs, shutdownGraceMs } = options;
@@ -147,6 +148,7 @@ export class CopilotClient {
    * its CLI). See websocket.js.
    */
   static async connectWebSocket(url, options = {}) {
+    checkConnectOptions(options, POLICY.launch);
     await loadWasm();
     const { webSocketTransport } = await import("./websocket.js");
     const transport = await webSocketTransport(url, options, POLICY.bridgeTokenProtocolPrefix);

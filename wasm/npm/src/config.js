@@ -313,3 +313,14 @@ export function sortedMembers(value) {
   for (const key of Object.keys(value).sort()) sorted[key] = sortedMembers(value[key]);
   return sorted;
 }
+
+/**
+ * Throws a ConfigError for the first option of `options` that only starts
+ * a CLI (`names`: the core's `spawnOnlyOptions`), for a client that
+ * connects to a CLI it did not start.
+ */
+export function checkConnectOptions(options, { spawnOnlyOptions, spawnOnlyRefusal }) {
+  for (const name of spawnOnlyOptions) {
+    if (options?.[name] !== undefined) throw new ConfigError(`${spawnOnlyRefusal}${name}`);
+  }
+}

@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import { initSync } from "../dist/copilot_wasm.js";
 import { CopilotClient as BaseClient } from "./client.js";
 import { DEFAULT_STARTUP_MS, POLICY } from "./constants.js";
+import { checkConnectOptions } from "./config.js";
 import { CopilotError, DisconnectedError, TimeoutError } from "./errors.js";
 import { streamTransport } from "./transport.js";
 import { setWasmLoader } from "./wasm.js";
@@ -430,19 +431,21 @@ export class CopilotClient extends BaseClient {
   }
 
   /** Connects to a CLI already serving TCP (`copilot --headless --port N`). */
-  static async connect({
-    host = "127.0.0.1",
-    port,
-    token,
-    logger,
-    startupTimeoutMs = DEFAULT_STARTUP_MS,
-    maxFrameBytes,
-    requestTimeoutMs,
-    shutdownGraceMs,
-    handlerTimeoutMs,
-    requestHandlers,
-    onGetTraceContext,
-  } = {}) {
+  static async connect(options = {}) {
+    checkConnectOptions(options, POLICY.launch);
+    const {
+      host = "127.0.0.1",
+      port,
+      token,
+      logger,
+      startupTimeoutMs = DEFAULT_STARTUP_MS,
+      maxFrameBytes,
+      requestTimeoutMs,
+      shutdownGraceMs,
+      handlerTimeoutMs,
+      requestHandlers,
+      onGetTraceContext,
+    } = options;
     if (!Number.isInteger(port)) throw new CopilotError("connect needs a port");
     const socket = await tcpSocket(host, port, startupTimeoutMs);
     const transport = streamTransport(socket, socket, { label: `tcp ${host}:${port}`, destroy: () => socket.destroy() });

@@ -267,3 +267,25 @@ test("the core's messages reach the user as their texts, though the module carri
   await first.destroy();
   await client.stop();
 });
+
+test("a client that connects refuses the options that start a CLI, before anything is sent", async () => {
+  const written = [];
+  const toClient = new PassThrough();
+  const fromClient = new PassThrough();
+  fromClient.on("data", (b) => written.push(b));
+  for (const [name, value] of [
+    ["authToken", "ghp_x"],
+    ["cliPath", "/bin/copilot"],
+    ["args", ["--x"]],
+    ["telemetry", {}],
+  ]) {
+    await assert.rejects(CopilotClient.fromStreams(toClient, fromClient, { [name]: value }), (e) => {
+      assert.equal(e.name, "ConfigError");
+      assert.ok(e.message.endsWith(name), e.message);
+      assert.ok(!e.message.includes("ghp_x"), e.message);
+      return true;
+    });
+  }
+  await assert.rejects(CopilotClient.connect({ port: 1, authToken: "ghp_x" }), { name: "ConfigError" });
+  assert.equal(written.length, 0, "nothing was sent");
+});
