@@ -224,6 +224,7 @@ impl<'a, T, W> Output<'a, T, W> {
 
 /// The most bytes of JSON text a failed handler's text takes in the
 /// `error` of its failure answer ([`Engine::fail`]); the rest is cut.
+/// The CLI logs it; the model does not read it.
 pub const MAX_FAILURE_DETAIL: usize = 512;
 
 /// Why [`Engine::answer`] or [`Engine::refuse`] sent nothing, or sent the
@@ -311,17 +312,27 @@ impl core::error::Error for OpenError {}
 pub struct EngineStats {
     /// The router's counters.
     pub router: Stats,
-    /// Obligations open now.
+    /// Obligations open now: waits the host has yet to settle.
     pub open_obligations: usize,
+    /// Waits left to another client that the engine keeps now, until the
+    /// CLI reports them answered or their deadline passes.
+    pub left_open: usize,
     /// Age (ms) of the oldest open obligation.
     pub oldest_obligation_age: Option<u64>,
     /// Obligations opened.
     pub opened: u64,
     /// Obligations answered by a handler.
     pub answered: u64,
-    /// Obligations a handler declined ([`Engine::decline`]): nothing was
-    /// sent, another client connected to the session answers.
+    /// Waits left to another client of the session: declined by a handler
+    /// ([`Engine::decline`]), or refused for want of a handler where the
+    /// row leaves them ([`Unhandled::Leave`](crate::Unhandled)). Nothing
+    /// was sent for them.
     pub declined: u64,
+    /// Of those, waits the CLI reported answered (by another client).
+    pub left_answered: u64,
+    /// Of those, waits still unanswered at their deadline: forgotten, and
+    /// nothing sent (the CLI still waits on them).
+    pub left_unanswered: u64,
     /// Waits answered with the engine's refusal, by [`Cause`] (indexed as
     /// [`Cause::ALL`]).
     pub refused: [u64; 9],
@@ -485,18 +496,11 @@ pub struct Engine<T, W, P, X, const SESSIONS: usize, const PENDING: usize, const
     park: Park<P>,
 }
 
-/// `failure` (a JSON object) with `detail` added as its member `error`: a
-/// JSON string of at most [`MAX_FAILURE_DETAIL`] bytes, cut to whole
-/// characters when it is longer.
-fn failure_answer<'b>(
-    failure: &str,
-    detail: &str,
-    buf: &'b mut [u8; crate::answers::FAILURE_ROOM + MAX_FAILURE_DETAIL],
-) -> &'b [u8] {
-    let mut at = 0;
-    let _ = crate::json::put(buf, &mut at, &failure.as_bytes()[..failure.len() - 1]);
-    let _ = crate::json::put(buf, &mut at, b",\"error\":");
-    let start = at;
+/// `detail` as a JSON string of at most [`MAX_FAILURE_DETAIL`] bytes, cut
+/// to whole characters when it is longer; an empty `detail` is a generic
+/// text (an empty `error` would read as no error).
+fn failure_text<'b>(detail: &str, buf: &'b mut [u8; MAX_FAILURE_DETAIL]) -> &'b [u8] {
+    let detail = if detail.is_empty() { crate::answers::FAILED_WITHOUT_TEXT } else { detail };
     let mut cut = detail.len();
     loop {
         let part = loop {
@@ -505,15 +509,13 @@ fn failure_answer<'b>(
                 None => cut -= 1,
             }
         };
-        at = start;
-        if crate::json::write_escaped(&mut buf[..start + MAX_FAILURE_DETAIL], &mut at, part).is_some() {
-            break;
+        let mut at = 0;
+        if crate::json::write_escaped(buf, &mut at, part).is_some() {
+            return &buf[..at];
         }
         // Too long: what fits however it escapes (six bytes a byte, two quotes).
         cut = (MAX_FAILURE_DETAIL - 2) / 6;
     }
-    let _ = crate::json::put(buf, &mut at, b"}");
-    &buf[..at]
 }
 
 /// An id as JSON text, in three parts.
@@ -681,7 +683,7 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
             return Err(Cause::Unreadable);
         };
         let deadline = self.config.handler_timeout.map_or(NEVER, |t| now.saturating_add(t));
-        let open = Open { row, session, session_id, request_id, opened: now, deadline };
+        let open = Open { row, session, session_id, request_id, opened: now, deadline, left: false };
         let id = self.obligations.open(open).ok_or(Cause::TableFull)?;
         self.stats.opened += 1;
         let handler = ANSWERS[usize::from(row)].handler;
@@ -693,6 +695,9 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
         match route {
             Route::Event { session, target, session_id, event } => {
                 let Some((row_index, row)) = Self::event_row(&event) else {
+                    if self.obligations.left() > 0 {
+                        self.close_left(session, &event);
+                    }
                     return Output::plain(Route::Event { session, target, session_id, event });
                 };
                 let Some(request_id) = event.request_id else {
@@ -816,6 +821,28 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
             return Output::refused(route, cause);
         }
         Output::plain(route)
+    }
+
+    /// Forgets the wait left to another client that `event` (of `session`)
+    /// reports answered: its row's [`Unhandled::Leave`] event, with the
+    /// same `requestId`. Nothing is sent.
+    fn close_left(&mut self, session: SessionHandle, event: &EventInfo<'_>) {
+        let Some(rid) = event.data.and_then(|d| d.get("requestId")).and_then(|v| v.as_str()) else { return };
+        let rid = rid.as_bytes();
+        let answered = |o: &Open| {
+            let reported_by = match ANSWERS[usize::from(o.row)].unhandled {
+                crate::answers::Unhandled::Leave { reported_by } => reported_by,
+                crate::answers::Unhandled::Refuse => return false,
+            };
+            o.left
+                && o.session == Some(session)
+                && event.event_type == reported_by
+                && o.request_id.len() == rid.len() + 2
+                && o.request_id[1..o.request_id.len() - 1] == *rid
+        };
+        if self.obligations.take_where(answered).is_some() {
+            self.stats.left_answered += 1;
+        }
     }
 
     /// Refuses the open obligations matching `f` for `cause`, each
@@ -1089,48 +1116,72 @@ impl<
 
     /// Discharges the obligation for a handler that failed (threw,
     /// panicked, returned an error) with the text `detail`: a row with a
-    /// [`failure`](crate::AnswerRow::failure) answer (a tool's: the model
-    /// is told only that the tool failed) sends it with `detail` as its
-    /// `error` (cut to whole characters within [`MAX_FAILURE_DETAIL`] bytes
-    /// of JSON); any other row gets its refusal. Counted as refused for
-    /// [`Cause::HandlerFailed`].
+    /// [`failure`](crate::AnswerRow::failure) member (a tool's `error`)
+    /// sends the answering RPC with `detail` there in place of the answer
+    /// (cut to whole characters within [`MAX_FAILURE_DETAIL`] bytes of
+    /// JSON), as the official SDKs do: the CLI tells the model that the
+    /// tool failed, in its own words, and logs the text. Any other row gets
+    /// its refusal. Counted as refused for [`Cause::HandlerFailed`].
     pub fn fail(&mut self, id: ObligationId, detail: &str) -> Result<(), AnswerError> {
         let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
-        let Some(failure) = ANSWERS[usize::from(open.row)].failure() else {
+        let row = &ANSWERS[usize::from(open.row)];
+        let (Some(member), AnswerVia::Rpc { method, .. }) = (row.failure(), row.via) else {
             return self.refuse_instead(id, open, Cause::HandlerFailed);
         };
-        let mut buf = [0; crate::answers::FAILURE_ROOM + MAX_FAILURE_DETAIL];
-        // Valid JSON by construction (the table's test checks the failure);
-        // were it not, the refusal would go, counted.
-        self.send_answer(id, open, failure_answer(failure, detail, &mut buf), b"")?;
+        let mut buf = [0; MAX_FAILURE_DETAIL];
+        let text = failure_text(detail, &mut buf);
+        let sent =
+            self.core.send_rpc_parts(method, member, &open.session_id, [&open.request_id, b"", b""], Some(text), b"");
+        match sent {
+            Ok(()) => {}
+            Err(NoRoom) if X::GROWS_WITHOUT_BOUND => {}
+            Err(NoRoom) if !self.core.tx.queued().is_empty() => {
+                self.core.obligations.restore(id, open);
+                return Err(AnswerError::Full);
+            }
+            Err(_) => {
+                self.refuse_instead(id, open, Cause::HandlerFailed)?;
+                return Err(AnswerError::TooLarge);
+            }
+        }
         self.core.count(Cause::HandlerFailed);
         Ok(())
     }
 
-    /// Discharges the obligation without an answer: the handler declined,
-    /// leaving the wait to another client connected to the same session
-    /// (the CLI asks every client; the first answer counts). Nothing is
-    /// sent; [`EngineStats::declined`] counts it. This is the one deliberate
-    /// way a wait is left unanswered here, so only waits answered by an RPC
-    /// (which any client may send) can be declined: a request to this
-    /// client gets its refusal instead ([`AnswerError::NotDeclinable`]).
+    /// Leaves the wait to another client connected to the same session
+    /// (the CLI asks every client; the first answer counts): the handler
+    /// declined, or there is none and the row leaves such waits
+    /// ([`Unhandled::Leave`](crate::Unhandled)). Nothing is sent, now or
+    /// later; [`EngineStats::declined`] counts it. For the host the wait is
+    /// settled (its id reaches nothing); the engine keeps it until the CLI
+    /// reports it answered or its deadline passes (see
+    /// [`Unhandled::Leave`](crate::Unhandled)). This is the one deliberate
+    /// way a wait is left unanswered here, so only the waits the table
+    /// leaves can be declined: any other (a request to this client) gets
+    /// its refusal instead ([`AnswerError::NotDeclinable`]).
     pub fn decline(&mut self, id: ObligationId) -> Result<(), AnswerError> {
-        let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
-        match ANSWERS[usize::from(open.row)].via {
-            AnswerVia::Rpc { .. } => {
-                self.core.stats.declined += 1;
-                Ok(())
-            }
-            AnswerVia::Response { .. } => {
-                self.refuse_instead(id, open, Cause::HandlerFailed)?;
-                Err(AnswerError::NotDeclinable)
-            }
+        let open = self.core.obligations.get(id).ok_or(AnswerError::Stale)?;
+        if ANSWERS[usize::from(open.row)].leaves_unhandled() {
+            self.core.obligations.leave(id);
+            self.core.stats.declined += 1;
+            return Ok(());
         }
+        let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
+        self.refuse_instead(id, open, Cause::HandlerFailed)?;
+        Err(AnswerError::NotDeclinable)
     }
 
     /// Discharges the obligation with its row's refusal (no handler, the
-    /// handler failed, the data did not fit the handler's types).
+    /// handler failed, the data did not fit the handler's types). For
+    /// [`Cause::NoHandler`], a row that leaves such waits to another client
+    /// of the session ([`Unhandled::Leave`](crate::Unhandled)) sends
+    /// nothing: the wait is left, as by [`decline`](Self::decline). So
+    /// every host follows the table by reporting that it has no handler.
     pub fn refuse(&mut self, id: ObligationId, cause: Cause) -> Result<(), AnswerError> {
+        let open = self.core.obligations.get(id).ok_or(AnswerError::Stale)?;
+        if cause == Cause::NoHandler && ANSWERS[usize::from(open.row)].leaves_unhandled() {
+            return self.decline(id);
+        }
         let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
         self.refuse_instead(id, open, cause)
     }
@@ -1150,6 +1201,11 @@ impl<
         // A wait of a released session was held back by a full store: it
         // is refused as its session's, not for its handler's deadline.
         while let Some((id, open)) = self.core.obligations.take_where(|o| o.deadline <= now) {
+            if open.left {
+                // Left to another client: never answered from here.
+                self.core.stats.left_unanswered += 1;
+                continue;
+            }
             // Only a store that fills owes the refusals of released sessions.
             let gone =
                 !X::GROWS_WITHOUT_BOUND && open.session.is_some_and(|h| self.core.router.sessions().state(h).is_none());
@@ -1252,6 +1308,8 @@ impl<
     /// then refused or reported.
     pub fn release(&mut self, handle: SessionHandle) -> Option<T> {
         let target = self.core.router.sessions().release(handle)?;
+        // Waits left to another client stay theirs: forgotten, nothing sent.
+        while self.core.obligations.take_where(|o| o.left && o.session == Some(handle)).is_some() {}
         self.core.refuse_where(Cause::SessionGone, |o| o.session == Some(handle));
         if self.core.router.sessions().awaiting_ids() == 0 {
             self.park.reroute();
@@ -1281,6 +1339,7 @@ impl<
         let mut s = self.core.stats;
         s.router = self.core.router.stats();
         s.open_obligations = self.core.obligations.len();
+        s.left_open = self.core.obligations.left();
         s.oldest_obligation_age = self.core.obligations.oldest().map(|t| now.saturating_sub(t));
         s.parked_frames = self.park.frames;
         s.parked_bytes = self.park.len;

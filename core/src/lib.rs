@@ -98,7 +98,7 @@ mod wire_defaults;
 
 pub use answers::{
     generic_request_names, row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, Trigger,
-    ANSWERS, GENERIC_HANDLER_KINDS, NOT_OBLIGATIONS, TOOL_FAILED_TEXT, TYPED_HANDLER_KINDS,
+    Unhandled, ANSWERS, GENERIC_HANDLER_KINDS, NOT_OBLIGATIONS, TYPED_HANDLER_KINDS,
 };
 pub use elicitation::{write_elicitation_answer, ContentNotAnObject, ElicitationAction, ELICITATION_ACCEPT_CONTENT};
 pub use encode::{frame_header, EncodeError, Outgoing, Payload, Ser, WriteError, MAX_FRAME_HEADER_LEN};

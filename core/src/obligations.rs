@@ -58,6 +58,10 @@ pub(crate) struct Open {
     pub(crate) request_id: Vec<u8, MAX_KEPT_REQUEST_ID>,
     pub(crate) opened: u64,
     pub(crate) deadline: u64,
+    /// Left to another client of the session: settled for the host (its id
+    /// reaches nothing), kept until the CLI reports the wait answered or
+    /// the deadline passes, and never answered from here.
+    pub(crate) left: bool,
 }
 
 struct Slot {
@@ -73,6 +77,8 @@ impl Slot {
 pub(crate) struct Obligations<const N: usize> {
     slots: crate::slots::Slots<Slot, N>,
     len: usize,
+    /// Of `len`, those left to another client.
+    left: usize,
     /// Where the search for a free slot starts (the slot after the last one
     /// taken), so opening is cheap while the table is far from full.
     hint: usize,
@@ -84,7 +90,7 @@ impl<const N: usize> Obligations<N> {
     pub(crate) fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::FITS;
-        Obligations { slots: crate::slots::slots![Slot::FREE; N], len: 0, hint: 0 }
+        Obligations { slots: crate::slots::slots![Slot::FREE; N], len: 0, left: 0, hint: 0 }
     }
 
     pub(crate) fn open(&mut self, open: Open) -> Option<ObligationId> {
@@ -100,8 +106,28 @@ impl<const N: usize> Obligations<N> {
         Some(ObligationId { index: index as u32, generation: slot.generation })
     }
 
+    /// The slot of an obligation still the host's to settle (open, not left).
     fn slot(&self, id: ObligationId) -> Option<&Slot> {
-        self.slots.get(id.index as usize).filter(|s| s.generation == id.generation && s.open.is_some())
+        self.slots
+            .get(id.index as usize)
+            .filter(|s| s.generation == id.generation && s.open.as_ref().is_some_and(|o| !o.left))
+    }
+
+    /// Leaves the obligation `id` to another client: its id reaches nothing
+    /// from now on; it stays in the table (with its deadline) until taken
+    /// by [`take_where`](Self::take_where).
+    pub(crate) fn leave(&mut self, id: ObligationId) -> bool {
+        let Some(open) = self.slot(id).is_some().then(|| self.slots[id.index as usize].open.as_mut()).flatten() else {
+            return false;
+        };
+        open.left = true;
+        self.left += 1;
+        true
+    }
+
+    /// How many obligations are left to another client.
+    pub(crate) fn left(&self) -> usize {
+        self.left
     }
 
     pub(crate) fn get(&self, id: ObligationId) -> Option<&Open> {
@@ -118,6 +144,7 @@ impl<const N: usize> Obligations<N> {
         let open = slot.open.take()?;
         slot.generation = slot.generation.wrapping_add(1);
         self.len -= 1;
+        self.left -= usize::from(open.left);
         Some(open)
     }
 
@@ -162,12 +189,14 @@ impl<const N: usize> Obligations<N> {
         self.slots.iter().filter_map(|s| s.open.as_ref()).map(|o| o.deadline).filter(|d| *d != NEVER).min()
     }
 
+    /// When the oldest obligation still the host's was opened.
     pub(crate) fn oldest(&self) -> Option<u64> {
-        self.slots.iter().filter_map(|s| s.open.as_ref()).map(|o| o.opened).min()
+        self.slots.iter().filter_map(|s| s.open.as_ref()).filter(|o| !o.left).map(|o| o.opened).min()
     }
 
+    /// Obligations still the host's to settle (the left ones aside).
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.len - self.left
     }
 }
 
@@ -176,7 +205,15 @@ mod tests {
     use super::*;
 
     fn open(opened: u64) -> Open {
-        Open { row: 0, session: None, session_id: Vec::new(), request_id: Vec::new(), opened, deadline: NEVER }
+        Open {
+            row: 0,
+            session: None,
+            session_id: Vec::new(),
+            request_id: Vec::new(),
+            opened,
+            deadline: NEVER,
+            left: false,
+        }
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]
