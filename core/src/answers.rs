@@ -244,13 +244,14 @@ pub enum Unhandled {
     Refuse,
     /// Leave it to another client of the session: nothing is sent. The
     /// engine keeps the wait, unanswered, until the CLI reports it
-    /// answered (the event `reported_by` with the same `requestId`) or
-    /// until the handler deadline; then it forgets it, still sending
-    /// nothing, so a client without the handler never answers in place of
-    /// one that has it (whatever that client's own deadline). A wait no
-    /// client ever answers stays pending in the CLI, as with the official
-    /// SDKs, until the turn is aborted or the wait is found again by
-    /// asking the CLI what is pending; both outcomes are counted
+    /// answered (the event `reported_by` with the same `requestId`), until
+    /// the handler deadline, or until the session is released here; then
+    /// it forgets it, still sending nothing, so a client without the
+    /// handler never answers in place of one that has it (whatever that
+    /// client's own deadline). A wait no client ever answers stays pending
+    /// in the CLI, as with the official SDKs, until the turn is aborted or
+    /// the wait is found again by asking the CLI what is pending; the
+    /// outcomes are counted
     /// ([`EngineStats::left_answered`](crate::EngineStats::left_answered),
     /// [`EngineStats::left_unanswered`](crate::EngineStats::left_unanswered)).
     Leave {
@@ -531,6 +532,13 @@ pub fn row_for_event(event_type: JsonStr<'_>) -> Option<(u16, &'static AnswerRow
         Some(plain) => find(|t| matches!(t, Trigger::Event(e) if plain == *e)),
         None => find(|t| matches!(t, Trigger::Event(e) if event_type == *e)),
     }
+}
+
+/// The row whose waits the event type `event_type` reports answered
+/// ([`Unhandled::Leave`]), if any.
+pub(crate) fn row_reported_by(event_type: JsonStr<'_>) -> Option<u16> {
+    let reports = |r: &AnswerRow| matches!(r.unhandled, Unhandled::Leave { reported_by } if event_type == reported_by);
+    ANSWERS.iter().position(reports).map(|i| i as u16)
 }
 
 /// The row of a server request method.

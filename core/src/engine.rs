@@ -330,8 +330,9 @@ pub struct EngineStats {
     pub declined: u64,
     /// Of those, waits the CLI reported answered (by another client).
     pub left_answered: u64,
-    /// Of those, waits still unanswered at their deadline: forgotten, and
-    /// nothing sent (the CLI still waits on them).
+    /// Of those, waits forgotten without the CLI's report, at their
+    /// deadline or when their session was released here: nothing sent
+    /// (the CLI may still wait on them).
     pub left_unanswered: u64,
     /// Waits answered with the engine's refusal, by [`Cause`] (indexed as
     /// [`Cause::ALL`]).
@@ -658,7 +659,13 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
 
     /// Sends the refusal of `open` and counts it; nothing (an `Err`) when
     /// the transmit store has no room.
+    /// A wait left to another client gets nothing: it is forgotten (its
+    /// deadline passed, or its session was released here), counted.
     fn refuse_open(&mut self, open: &Open, cause: Cause) -> Result<(), NoRoom> {
+        if open.left {
+            self.stats.left_unanswered += 1;
+            return Ok(());
+        }
         self.send_refusal(&ANSWERS[usize::from(open.row)], &open.session_id, [&open.request_id, b"", b""])?;
         self.count(cause);
         Ok(())
@@ -683,7 +690,7 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
             return Err(Cause::Unreadable);
         };
         let deadline = self.config.handler_timeout.map_or(NEVER, |t| now.saturating_add(t));
-        let open = Open { row, session, session_id, request_id, opened: now, deadline, left: false };
+        let open = Open { row, session, session_id, request_id, opened: now, deadline, left: false, reported: false };
         let id = self.obligations.open(open).ok_or(Cause::TableFull)?;
         self.stats.opened += 1;
         let handler = ANSWERS[usize::from(row)].handler;
@@ -695,8 +702,8 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
         match route {
             Route::Event { session, target, session_id, event } => {
                 let Some((row_index, row)) = Self::event_row(&event) else {
-                    if self.obligations.left() > 0 {
-                        self.close_left(session, &event);
+                    if !self.obligations.is_empty() {
+                        self.note_report(session, &event);
                     }
                     return Output::plain(Route::Event { session, target, session_id, event });
                 };
@@ -823,24 +830,15 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
         Output::plain(route)
     }
 
-    /// Forgets the wait left to another client that `event` (of `session`)
-    /// reports answered: its row's [`Unhandled::Leave`] event, with the
-    /// same `requestId`. Nothing is sent.
-    fn close_left(&mut self, session: SessionHandle, event: &EventInfo<'_>) {
+    /// Acts on `event` (of `session`) if it reports a wait answered (its
+    /// row's [`Unhandled::Leave`] event, with the same `requestId`): a wait
+    /// left to another client is forgotten; one the host has yet to settle
+    /// is noted, so that leaving it forgets it at once (the report may come
+    /// before the host has found it has no handler). Nothing is sent.
+    fn note_report(&mut self, session: SessionHandle, event: &EventInfo<'_>) {
+        let Some(row) = crate::answers::row_reported_by(event.event_type) else { return };
         let Some(rid) = event.data.and_then(|d| d.get("requestId")).and_then(|v| v.as_str()) else { return };
-        let rid = rid.as_bytes();
-        let answered = |o: &Open| {
-            let reported_by = match ANSWERS[usize::from(o.row)].unhandled {
-                crate::answers::Unhandled::Leave { reported_by } => reported_by,
-                crate::answers::Unhandled::Refuse => return false,
-            };
-            o.left
-                && o.session == Some(session)
-                && event.event_type == reported_by
-                && o.request_id.len() == rid.len() + 2
-                && o.request_id[1..o.request_id.len() - 1] == *rid
-        };
-        if self.obligations.take_where(answered).is_some() {
+        if self.obligations.note_answered(session, row, rid.as_bytes()) {
             self.stats.left_answered += 1;
         }
     }
@@ -1032,7 +1030,7 @@ impl<
                 return Err(AnswerError::InvalidPayload);
             }
         };
-        self.send_valid(id, open, payload.as_bytes(), false, members)?;
+        self.send_valid(id, open, payload.as_bytes(), false, members, None)?;
         self.core.stats.answered += 1;
         Ok(())
     }
@@ -1063,12 +1061,13 @@ impl<
             self.refuse_instead(id, open, Cause::HandlerFailed)?;
             return Err(AnswerError::InvalidPayload);
         };
-        self.send_valid(id, open, payload, value.kind() == Kind::Null, members)
+        self.send_valid(id, open, payload, value.kind() == Kind::Null, members, None)
     }
 
     /// Sends `payload` (one JSON value; `null` as `is_null` says) as the
     /// answer of `open`, with `members` (an object's members, without its
-    /// braces) beside it; see [`send_answer`](Self::send_answer).
+    /// braces) beside it; see [`send_answer`](Self::send_answer). In an
+    /// answering RPC it goes under `key`, else the row's.
     fn send_valid(
         &mut self,
         id: ObligationId,
@@ -1076,10 +1075,12 @@ impl<
         payload: &[u8],
         is_null: bool,
         members: &[u8],
+        key: Option<&'static str>,
     ) -> Result<(), AnswerError> {
         let row = &ANSWERS[usize::from(open.row)];
         let sent = match row.via {
-            AnswerVia::Rpc { method, key } => {
+            AnswerVia::Rpc { method, key: row_key } => {
+                let key = key.unwrap_or(row_key);
                 let payload = (!is_null).then_some(payload);
                 self.core.send_rpc_parts(method, key, &open.session_id, [&open.request_id, b"", b""], payload, members)
             }
@@ -1124,26 +1125,11 @@ impl<
     /// its refusal. Counted as refused for [`Cause::HandlerFailed`].
     pub fn fail(&mut self, id: ObligationId, detail: &str) -> Result<(), AnswerError> {
         let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
-        let row = &ANSWERS[usize::from(open.row)];
-        let (Some(member), AnswerVia::Rpc { method, .. }) = (row.failure(), row.via) else {
+        let Some(member) = ANSWERS[usize::from(open.row)].failure() else {
             return self.refuse_instead(id, open, Cause::HandlerFailed);
         };
         let mut buf = [0; MAX_FAILURE_DETAIL];
-        let text = failure_text(detail, &mut buf);
-        let sent =
-            self.core.send_rpc_parts(method, member, &open.session_id, [&open.request_id, b"", b""], Some(text), b"");
-        match sent {
-            Ok(()) => {}
-            Err(NoRoom) if X::GROWS_WITHOUT_BOUND => {}
-            Err(NoRoom) if !self.core.tx.queued().is_empty() => {
-                self.core.obligations.restore(id, open);
-                return Err(AnswerError::Full);
-            }
-            Err(_) => {
-                self.refuse_instead(id, open, Cause::HandlerFailed)?;
-                return Err(AnswerError::TooLarge);
-            }
-        }
+        self.send_valid(id, open, failure_text(detail, &mut buf), false, b"", Some(member))?;
         self.core.count(Cause::HandlerFailed);
         Ok(())
     }
@@ -1160,15 +1146,25 @@ impl<
     /// leaves can be declined: any other (a request to this client) gets
     /// its refusal instead ([`AnswerError::NotDeclinable`]).
     pub fn decline(&mut self, id: ObligationId) -> Result<(), AnswerError> {
-        let open = self.core.obligations.get(id).ok_or(AnswerError::Stale)?;
+        let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
         if ANSWERS[usize::from(open.row)].leaves_unhandled() {
-            self.core.obligations.leave(id);
-            self.core.stats.declined += 1;
+            self.leave(id, open);
             return Ok(());
         }
-        let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
         self.refuse_instead(id, open, Cause::HandlerFailed)?;
         Err(AnswerError::NotDeclinable)
+    }
+
+    /// Leaves `open` (taken as `id`) to another client: kept, unless the
+    /// CLI has reported it answered already.
+    fn leave(&mut self, id: ObligationId, mut open: Open) {
+        self.core.stats.declined += 1;
+        if open.reported {
+            self.core.stats.left_answered += 1;
+        } else {
+            open.left = true;
+            self.core.obligations.restore(id, open);
+        }
     }
 
     /// Discharges the obligation with its row's refusal (no handler, the
@@ -1178,11 +1174,11 @@ impl<
     /// nothing: the wait is left, as by [`decline`](Self::decline). So
     /// every host follows the table by reporting that it has no handler.
     pub fn refuse(&mut self, id: ObligationId, cause: Cause) -> Result<(), AnswerError> {
-        let open = self.core.obligations.get(id).ok_or(AnswerError::Stale)?;
-        if cause == Cause::NoHandler && ANSWERS[usize::from(open.row)].leaves_unhandled() {
-            return self.decline(id);
-        }
         let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
+        if cause == Cause::NoHandler && ANSWERS[usize::from(open.row)].leaves_unhandled() {
+            self.leave(id, open);
+            return Ok(());
+        }
         self.refuse_instead(id, open, cause)
     }
 
@@ -1201,11 +1197,6 @@ impl<
         // A wait of a released session was held back by a full store: it
         // is refused as its session's, not for its handler's deadline.
         while let Some((id, open)) = self.core.obligations.take_where(|o| o.deadline <= now) {
-            if open.left {
-                // Left to another client: never answered from here.
-                self.core.stats.left_unanswered += 1;
-                continue;
-            }
             // Only a store that fills owes the refusals of released sessions.
             let gone =
                 !X::GROWS_WITHOUT_BOUND && open.session.is_some_and(|h| self.core.router.sessions().state(h).is_none());
@@ -1308,8 +1299,6 @@ impl<
     /// then refused or reported.
     pub fn release(&mut self, handle: SessionHandle) -> Option<T> {
         let target = self.core.router.sessions().release(handle)?;
-        // Waits left to another client stay theirs: forgotten, nothing sent.
-        while self.core.obligations.take_where(|o| o.left && o.session == Some(handle)).is_some() {}
         self.core.refuse_where(Cause::SessionGone, |o| o.session == Some(handle));
         if self.core.router.sessions().awaiting_ids() == 0 {
             self.park.reroute();

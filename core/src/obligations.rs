@@ -62,6 +62,9 @@ pub(crate) struct Open {
     /// reaches nothing), kept until the CLI reports the wait answered or
     /// the deadline passes, and never answered from here.
     pub(crate) left: bool,
+    /// The CLI reported the wait answered (by another client) while it was
+    /// still the host's: if the host leaves it, it is forgotten at once.
+    pub(crate) reported: bool,
 }
 
 struct Slot {
@@ -113,21 +116,37 @@ impl<const N: usize> Obligations<N> {
             .filter(|s| s.generation == id.generation && s.open.as_ref().is_some_and(|o| !o.left))
     }
 
-    /// Leaves the obligation `id` to another client: its id reaches nothing
-    /// from now on; it stays in the table (with its deadline) until taken
-    /// by [`take_where`](Self::take_where).
-    pub(crate) fn leave(&mut self, id: ObligationId) -> bool {
-        let Some(open) = self.slot(id).is_some().then(|| self.slots[id.index as usize].open.as_mut()).flatten() else {
-            return false;
-        };
-        open.left = true;
-        self.left += 1;
-        true
-    }
-
     /// How many obligations are left to another client.
     pub(crate) fn left(&self) -> usize {
         self.left
+    }
+
+    /// Whether no obligation is held (the left ones included).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The CLI reported the wait of answer row `row` with the request id
+    /// `rid` (as written, without quotes) answered in `session`: a left
+    /// one is forgotten (`true`); one still the host's is marked
+    /// `reported`.
+    pub(crate) fn note_answered(&mut self, session: SessionHandle, row: u16, rid: &[u8]) -> bool {
+        let found = self.slots.iter().position(|s| {
+            s.open.as_ref().is_some_and(|o| {
+                o.row == row
+                    && o.session == Some(session)
+                    && o.request_id.len() == rid.len() + 2
+                    && o.request_id[1..o.request_id.len() - 1] == *rid
+            })
+        });
+        let Some(index) = found else { return false };
+        match self.slots[index].open.as_mut() {
+            Some(o) if !o.left => {
+                o.reported = true;
+                false
+            }
+            _ => self.remove(index).is_some(),
+        }
     }
 
     pub(crate) fn get(&self, id: ObligationId) -> Option<&Open> {
@@ -149,11 +168,13 @@ impl<const N: usize> Obligations<N> {
     }
 
     /// Puts back the obligation just taken as `id` (its frame found no
-    /// room): `id` reaches it again. Nothing else can have used the slot
-    /// meanwhile: the table was borrowed throughout.
+    /// room, or it is now left to another client): `id` reaches it again,
+    /// unless it is left. Nothing else can have used the slot meanwhile:
+    /// the table was borrowed throughout.
     pub(crate) fn restore(&mut self, id: ObligationId, open: Open) {
         if let Some(slot) = self.slots.get_mut(id.index as usize) {
             slot.generation = id.generation;
+            self.left += usize::from(open.left);
             slot.open = Some(open);
             self.len += 1;
         }
@@ -213,6 +234,7 @@ mod tests {
             opened,
             deadline: NEVER,
             left: false,
+            reported: false,
         }
     }
 

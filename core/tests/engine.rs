@@ -737,6 +737,17 @@ fn a_wait_left_for_want_of_a_handler_ends_when_the_cli_reports_it_answered() {
     assert_eq!(e.poll_timeout(), None, "nothing left to time out");
     assert!(e.transmit().is_empty(), "nothing was ever sent");
 
+    // The report may come first, while the host has yet to find it has no
+    // handler (the owner answered fast): leaving the wait then forgets it.
+    let (mut e, id) = one_obligation(TOOL_CALL);
+    feed_event(&mut e, "s1", "external_tool.completed", json!({"requestId":"t1"}));
+    assert_eq!(e.stats(1).open_obligations, 1, "still the host's to settle");
+    e.refuse(id, Cause::NoHandler).unwrap();
+    let s = e.stats(1);
+    assert_eq!((s.declined, s.left_answered, s.left_open, s.open_obligations), (1, 1, 0, 0));
+    assert_eq!(e.poll_timeout(), None);
+    assert!(e.transmit().is_empty());
+
     // A session released while a wait is left: forgotten, nothing sent
     // (the other client may still answer).
     let mut e: Box<TestEngine> =
