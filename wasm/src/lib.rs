@@ -339,6 +339,9 @@ impl CoreEngine {
             s.opened,
             s.answered,
             s.declined,
+            s.left_open as u64,
+            s.left_answered,
+            s.left_unanswered,
             s.unanswerable,
             s.parked_frames as u64,
             s.parked_bytes as u64,
@@ -375,7 +378,7 @@ const SETTLE_DECLINE: u8 = 2;
 const SETTLE_FAIL: u8 = 3;
 
 /// The names of the counters [`CoreEngine::stats`] reports, in its order.
-const STATS: [&str; 18] = [
+const STATS: [&str; 21] = [
     "frames",
     "bytes",
     "malformed",
@@ -387,6 +390,9 @@ const STATS: [&str; 18] = [
     "opened",
     "answered",
     "declined",
+    "leftOpen",
+    "leftAnswered",
+    "leftUnanswered",
     "unanswerable",
     "parkedFrames",
     "parkedBytes",
