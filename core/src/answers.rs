@@ -420,8 +420,9 @@ pub static ANSWERS: &[AnswerRow] = &[
         leave("mcp.headers_refresh_completed"),
     ),
     // The CLI routes a command to the client that registered it (the
-    // schema: "routed to the owning client"), so no other client can
-    // answer; the official SDKs answer every one ("Unknown command: X").
+    // schema: "routed to the owning client"; seen with two clients in
+    // tests/tests/multi_client.rs), so no other client can answer; the
+    // official SDKs answer every one ("Unknown command: X").
     event(
         "command.execute",
         H::Command,

@@ -10,6 +10,9 @@
 //! test reads what it sent: for a tool whose handler fails, the
 //! `handlePendingToolCall` goes with `error` and no `result`, as the
 //! official SDKs send it, and the model reads the CLI's own words.
+//!
+//! A slash command, by contrast, reaches only the client that registered
+//! it: the reason the table refuses `command.execute` without a handler.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -222,4 +225,32 @@ fn a_failing_tool_is_answered_with_its_error_and_the_model_reads_the_cli_words()
     assert_eq!(alpha_calls.load(Ordering::SeqCst), 0);
     drop(second);
     first.destroy().unwrap();
+}
+
+/// Why the table refuses `command.execute` without a handler (where it
+/// leaves the events): the CLI routes a command to the client that
+/// registered it, so no other client of the session gets the wait. Run
+/// from the other client, the command reaches its owner once, and the
+/// other client has no wait to answer or leave.
+#[test]
+fn a_command_reaches_only_the_client_that_registered_it() {
+    let t = TwoClients::start();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let deploy = {
+        let runs = runs.clone();
+        copilot_host::Command::new("deploy", "Deploy.", move |_| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+    };
+    let config = scripted_session(t.dir.path(), "command");
+    let created = t.first.create_session(config.clone().command(deploy)).expect("create");
+    let resumed = t.second.resume_session(created.id(), config).expect("resume");
+    assert_eq!(resumed.execute_command("deploy", "prod").expect("execute"), None, "the owner ran it");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let s = t.second.engine_stats();
+    assert_eq!((s.opened, s.declined, s.answers_sent), (0, 0, 0), "no wait reached the other client: {s:?}");
+    assert_eq!(t.first.engine_stats().answered, 1);
+    drop(resumed);
+    created.destroy().unwrap();
 }
