@@ -706,6 +706,14 @@ macro_rules! string_enum {
             }
         }
 
+        /// An empty value not received: what a wait's data reads as when
+        /// the member is missing or unreadable.
+        impl Default for $name {
+            fn default() -> Self {
+                $name::Unknown(String::new())
+            }
+        }
+
         impl Serialize for $name {
             fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
                 serializer.serialize_str(self.as_str())
@@ -837,6 +845,7 @@ fn rust_defs(
     non_exhaustive: bool,
     dirs: &Directions,
     only: &dyn Fn(&str) -> bool,
+    lenient: &BTreeSet<String>,
 ) {
     let defaults = defaultable(model);
     for (name, def) in model.defs.iter().filter(|(name, _)| only(name)) {
@@ -895,30 +904,75 @@ fn rust_defs(
                 let _ = writeln!(out, "pub struct {name} {{");
                 for f in fields {
                     rust_doc(out, "    ", &f.doc, &format!("`{}`.", f.wire));
-                    let mut ty = match (&f.ty, f.required) {
-                        (Ty::Nullable(inner), _) => rust_ty(inner),
-                        (t, _) => rust_ty(t),
-                    };
-                    if f.boxed {
-                        ty = format!("Box<{ty}>");
-                    }
-                    let optional = !f.required || matches!(f.ty, Ty::Nullable(_));
+                    let (ty, optional) = field_ty(f);
                     let attrs = match (optional, f.required) {
                         (true, false) => ", default, skip_serializing_if = \"Option::is_none\"",
                         (true, true) => ", default",
                         _ => "",
                     };
                     let _ = writeln!(out, "    #[serde(rename = {}{attrs})]", json_str(&f.wire));
-                    if optional {
-                        let _ = writeln!(out, "    pub {}: Option<{ty}>,", f.ident);
-                    } else {
-                        let _ = writeln!(out, "    pub {}: {ty},", f.ident);
-                    }
+                    let _ = writeln!(out, "    pub {}: {ty},", f.ident);
                 }
                 let _ = writeln!(out, "}}");
+                if lenient.contains(name) {
+                    lenient_companion(out, model, name, fields);
+                }
             }
         }
     }
+}
+
+/// A field's Rust type, and whether it is an `Option`.
+fn field_ty(f: &Field) -> (String, bool) {
+    let mut ty = match &f.ty {
+        Ty::Nullable(inner) => rust_ty(inner),
+        t => rust_ty(t),
+    };
+    if f.boxed {
+        ty = format!("Box<{ty}>");
+    }
+    let optional = !f.required || matches!(f.ty, Ty::Nullable(_));
+    (if optional { format!("Option<{ty}>") } else { ty }, optional)
+}
+
+/// The data of a wait as its handler reads it: the struct `name` with
+/// every member read leniently (missing, or of a kind its type does not
+/// take, it is its empty value), so no host refuses a wait for a member
+/// its handler does not read; the core refuses the wait when one it reads
+/// is unreadable (`HandlerKind::reads`). The event stream keeps the
+/// strict struct, which turns drifted data into `EventKind::Other`.
+fn lenient_companion(out: &mut String, model: &Model<'_>, name: &str, fields: &[Field]) {
+    let _ = writeln!(out);
+    let _ = writeln!(out, "/// [`{name}`] as a wait's handler reads it: every member missing or of another kind is");
+    let _ = writeln!(out, "/// its empty value.");
+    let _ = writeln!(out, "#[derive(Deserialize)]");
+    let _ = writeln!(out, "pub(crate) struct Lenient{name} {{");
+    for f in fields {
+        let (ty, optional) = field_ty(f);
+        let empty = optional
+            || match &f.ty {
+                Ty::Named(n) => matches!(model.defs.get(n), Some(Def::Enum { .. })),
+                _ => true,
+            };
+        assert!(empty, "{name}.{}: a wait's required member has no empty value", f.wire);
+        let _ = writeln!(
+            out,
+            "    #[serde(rename = {}, default, deserialize_with = \"crate::events::lenient\")]",
+            json_str(&f.wire)
+        );
+        let _ = writeln!(out, "    {}: {ty},", f.ident);
+    }
+    let _ = writeln!(out, "}}");
+    let _ = writeln!(out);
+    let _ = writeln!(out, "impl From<Lenient{name}> for {name} {{");
+    let _ = writeln!(out, "    fn from(data: Lenient{name}) -> Self {{");
+    let _ = writeln!(out, "        {name} {{");
+    for f in fields {
+        let _ = writeln!(out, "            {0}: data.{0},", f.ident);
+    }
+    let _ = writeln!(out, "        }}");
+    let _ = writeln!(out, "    }}");
+    let _ = writeln!(out, "}}");
 }
 
 fn ts_ty(ty: &Ty) -> String {
@@ -1193,7 +1247,21 @@ mod events {
             );
         }
         out.push_str("            _ => return None,\n        })\n    }\n}\n");
-        rust_defs(&mut out, &e.model, true, &Directions::both(), &|_| true);
+        // The data of the events that are waits (the core's answer table).
+        let waits: BTreeSet<String> = e
+            .variants
+            .iter()
+            .filter(|v| {
+                copilot_core::ANSWERS
+                    .iter()
+                    .any(|r| matches!(r.trigger, copilot_core::Trigger::Event(t) if t == v.wire))
+            })
+            .filter_map(|v| match &v.data {
+                Ty::Named(n) => Some(n.clone()),
+                _ => None,
+            })
+            .collect();
+        rust_defs(&mut out, &e.model, true, &Directions::both(), &|_| true, &waits);
         out
     }
 
@@ -1446,7 +1514,7 @@ mod rpc {
         let _ = writeln!(out, "}}");
         out.push_str(&rust_calls(r)?);
         let core = core_types(r);
-        rust_defs(&mut out, &r.model, false, &r.directions, &|name| !core.contains(name));
+        rust_defs(&mut out, &r.model, false, &r.directions, &|name| !core.contains(name), &BTreeSet::new());
         Ok(out)
     }
 
@@ -1484,7 +1552,7 @@ mod rpc {
         out.push_str(RUST_PRELUDE);
         out.push_str(RUST_UNION_MACROS);
         let core = core_types(r);
-        rust_defs(&mut out, &r.model, false, &r.directions, &|name| core.contains(name));
+        rust_defs(&mut out, &r.model, false, &r.directions, &|name| core.contains(name), &BTreeSet::new());
         out
     }
 

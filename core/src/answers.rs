@@ -28,7 +28,7 @@
 //! registered it), a request is refused, since nobody else can answer it.
 
 use crate::envelope::{INTERNAL_ERROR, METHOD_NOT_FOUND};
-use crate::json::JsonStr;
+use crate::json::{JsonStr, Kind, Value};
 
 /// What raises an obligation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,6 +150,45 @@ impl HandlerKind {
                 | HandlerKind::ProviderToken
                 | HandlerKind::Hooks
         )
+    }
+}
+
+/// The members of a wait's data (an event's `data`, a request's `params`)
+/// that a kind's handler reads to decide, with their JSON kind: a wait
+/// whose data lacks one, or has it of another kind, is unreadable and the
+/// engine refuses it before any host sees it. Every other member is read
+/// leniently by every host (missing or of another kind, it is absent or
+/// empty for the handler), as the official SDKs read them.
+pub static HANDLER_READS: &[(HandlerKind, &str, Kind)] = &[
+    (HandlerKind::Permission, "permissionRequest", Kind::Object),
+    (HandlerKind::Tool, "toolName", Kind::String),
+    (HandlerKind::UserInput, "question", Kind::String),
+    (HandlerKind::Elicitation, "message", Kind::String),
+    (HandlerKind::McpOAuth, "serverName", Kind::String),
+    (HandlerKind::McpOAuth, "serverUrl", Kind::String),
+    (HandlerKind::Command, "commandName", Kind::String),
+    (HandlerKind::SystemMessageTransform, "sections", Kind::Object),
+    (HandlerKind::ProviderToken, "providerName", Kind::String),
+    (HandlerKind::Hooks, "hookType", Kind::String),
+];
+
+impl HandlerKind {
+    /// The members this kind's handler reads ([`HANDLER_READS`]).
+    pub fn reads(self) -> impl Iterator<Item = (&'static str, Kind)> {
+        HANDLER_READS.iter().filter(move |r| r.0 == self).map(|r| (r.1, r.2))
+    }
+
+    /// Whether `data` is a wait of this kind that its handler can read: an
+    /// object (or, for a request, no params where the kind reads nothing)
+    /// with every member of [`reads`](Self::reads).
+    pub fn can_read(self, data: Option<Value<'_>>) -> bool {
+        match data {
+            None => self.reads().next().is_none(),
+            Some(d) => {
+                d.kind() == Kind::Object
+                    && self.reads().all(|(name, kind)| d.get(name).is_some_and(|m| m.kind() == kind))
+            }
+        }
     }
 }
 

@@ -46,7 +46,7 @@ pub struct ContentNotAnObject;
 impl ContentNotAnObject {
     /// The message that [`Display`](core::fmt::Display) shows.
     pub const fn message(&self) -> &'static str {
-        "the elicitation's content is not a JSON object"
+        crate::messages::CONTENT_NOT_AN_OBJECT
     }
 }
 

@@ -26,8 +26,8 @@ impl EncodeError {
     /// leave `core::fmt` out.
     pub const fn message(&self) -> &'static str {
         match self {
-            EncodeError::BufferTooSmall => "output buffer too small for the message",
-            EncodeError::Serialize => "payload could not be serialized",
+            EncodeError::BufferTooSmall => crate::messages::ENCODE_BUFFER_TOO_SMALL,
+            EncodeError::Serialize => crate::messages::ENCODE_SERIALIZE,
         }
     }
 }

@@ -254,13 +254,11 @@ impl AnswerError {
     /// leave `core::fmt` out.
     pub const fn message(&self) -> &'static str {
         match self {
-            AnswerError::Stale => "the wait was already answered",
-            AnswerError::InvalidPayload => "the answer is not valid JSON; the refusal was sent instead",
-            AnswerError::NotDeclinable => {
-                "a request to this client cannot be left to another client; the refusal was sent instead"
-            }
-            AnswerError::Full => "no room to send; take what is queued and retry",
-            AnswerError::TooLarge => "the answer is too large; the refusal was sent",
+            AnswerError::Stale => crate::messages::ANSWER_STALE,
+            AnswerError::InvalidPayload => crate::messages::ANSWER_INVALID_PAYLOAD,
+            AnswerError::NotDeclinable => crate::messages::ANSWER_NOT_DECLINABLE,
+            AnswerError::Full => crate::messages::ANSWER_FULL,
+            AnswerError::TooLarge => crate::messages::ANSWER_TOO_LARGE,
         }
     }
 }
@@ -291,8 +289,8 @@ impl OpenError {
     /// leave `core::fmt` out.
     pub const fn message(&self) -> &'static str {
         match self {
-            OpenError::Rejected => "the CLI refused to open the session",
-            OpenError::Unreadable => "the CLI's answer to the open request is unreadable",
+            OpenError::Rejected => crate::messages::OPEN_REJECTED,
+            OpenError::Unreadable => crate::messages::OPEN_UNREADABLE,
             OpenError::Conflict(k) => k.message(),
         }
     }
@@ -712,7 +710,7 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                     return Output::plain(Route::Event { session, target, session_id, event });
                 };
                 let rid = [&b"\""[..], request_id.as_bytes(), b"\""];
-                let result = if event.data.is_some_and(|d| d.kind() == Kind::Object) {
+                let result = if event.data.is_some() && row.handler.can_read(event.data) {
                     self.open(row_index, Some(session), session_id.as_bytes(), rid, now)
                 } else {
                     Err(Cause::Unreadable)
@@ -735,7 +733,7 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                     self.count(Cause::NotServed);
                     return Output::refused(Route::Request { id, method, params, session }, Cause::NotServed);
                 };
-                let readable = params.is_none_or(|p| p.kind() == Kind::Object);
+                let readable = row.handler.can_read(params);
                 let session_id = params.and_then(|p| p.get("sessionId")).and_then(|v| v.as_str());
                 let sid = session_id.map_or(&b""[..], |s| s.as_bytes());
                 let result = if readable {

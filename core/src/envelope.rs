@@ -214,24 +214,18 @@ impl DecodeError<'_> {
     pub fn write_message(&self, out: &mut dyn FnMut(&str)) {
         match self.kind {
             DecodeErrorKind::Json(e) => {
-                out("parse error: ");
+                out(crate::messages::DECODE_PARSE_ERROR);
                 e.write_message(out);
             }
-            DecodeErrorKind::NotAnObject => out("invalid request: message is not a JSON object"),
-            DecodeErrorKind::BadVersion => out("invalid request: \"jsonrpc\" must be \"2.0\""),
-            DecodeErrorKind::BadMethod => out("invalid request: \"method\" must be a string"),
-            DecodeErrorKind::BadId => out("invalid request: bad or missing \"id\""),
-            DecodeErrorKind::BadParams => out("invalid request: \"params\" must be an object or array"),
-            DecodeErrorKind::NotAMessage => {
-                out("invalid request: need \"method\", or exactly one of \"result\" and \"error\"")
-            }
-            DecodeErrorKind::BadErrorObject => {
-                out("invalid response: \"error\" needs an integer \"code\" and a string \"message\"")
-            }
-            DecodeErrorKind::BadEvent => {
-                out("invalid session.event: needs \"sessionId\" and an \"event\" with a string \"type\"")
-            }
-            DecodeErrorKind::BadLifecycle => out("invalid session.lifecycle: needs \"type\" and \"sessionId\""),
+            DecodeErrorKind::NotAnObject => out(crate::messages::DECODE_NOT_AN_OBJECT),
+            DecodeErrorKind::BadVersion => out(crate::messages::DECODE_BAD_VERSION),
+            DecodeErrorKind::BadMethod => out(crate::messages::DECODE_BAD_METHOD),
+            DecodeErrorKind::BadId => out(crate::messages::DECODE_BAD_ID),
+            DecodeErrorKind::BadParams => out(crate::messages::DECODE_BAD_PARAMS),
+            DecodeErrorKind::NotAMessage => out(crate::messages::DECODE_NOT_A_MESSAGE),
+            DecodeErrorKind::BadErrorObject => out(crate::messages::DECODE_BAD_ERROR_OBJECT),
+            DecodeErrorKind::BadEvent => out(crate::messages::DECODE_BAD_EVENT),
+            DecodeErrorKind::BadLifecycle => out(crate::messages::DECODE_BAD_LIFECYCLE),
         }
     }
 }

@@ -70,22 +70,22 @@ impl FrameError {
     pub fn write_message(&self, out: &mut dyn FnMut(&str)) {
         use crate::encode::write_decimal;
         match self {
-            FrameError::Garbage => out("bytes before a frame header that do not start one"),
-            FrameError::InvalidHeader => out("malformed frame header line (expected `Name: value` and CRLF)"),
-            FrameError::MissingLength => out("frame header without Content-Length"),
-            FrameError::InvalidLength => out("invalid or repeated Content-Length"),
+            FrameError::Garbage => out(crate::messages::FRAME_GARBAGE),
+            FrameError::InvalidHeader => out(crate::messages::FRAME_INVALID_HEADER),
+            FrameError::MissingLength => out(crate::messages::FRAME_MISSING_LENGTH),
+            FrameError::InvalidLength => out(crate::messages::FRAME_INVALID_LENGTH),
             FrameError::HeaderTooLong => {
-                out("frame header longer than ");
+                out(crate::messages::FRAME_HEADER_TOO_LONG);
                 write_decimal(MAX_HEADER_LEN as u64, out);
-                out(" bytes");
+                out(crate::messages::BYTES);
             }
-            FrameError::Truncated => out("stream ended inside a frame"),
+            FrameError::Truncated => out(crate::messages::FRAME_TRUNCATED),
             FrameError::TooLarge { length, capacity } => {
-                out("frame of ");
+                out(crate::messages::FRAME_OF);
                 write_decimal(*length as u64, out);
-                out(" bytes exceeds the ");
+                out(crate::messages::FRAME_EXCEEDS);
                 write_decimal(*capacity as u64, out);
-                out("-byte buffer; skipped");
+                out(crate::messages::FRAME_SKIPPED);
             }
         }
     }

@@ -30,6 +30,17 @@ pub static HOOK_TYPES: &[&str] = &[
 /// input is an object, so a hook reads its fields from `{}`.
 pub const HOOK_DEFAULT_INPUT: &str = "{}";
 
+/// The members of a hook's input that a hook gets under another name, the
+/// official SDKs' (`[wire, name]`): the agent's working directory `cwd` as
+/// `workingDirectory`, and `stop_hook_active` as `stopHookActive`. Every
+/// other member keeps its name.
+pub static HOOK_INPUT_RENAMES: &[(&str, &str)] = &[("cwd", "workingDirectory"), ("stop_hook_active", "stopHookActive")];
+
+/// The member of a hook's input that is a time: Unix time in milliseconds
+/// on the wire, the language's time for the hook (a `Date` in JavaScript,
+/// a `SystemTime` in Rust); a value that is not a number is left as it is.
+pub const HOOK_INPUT_TIME: &str = "timestamp";
+
 /// One `hooks.invoke`, read.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HookCall<'a> {

@@ -54,16 +54,16 @@ impl JsonError {
     /// without `core::fmt` (for builds that leave it out).
     pub fn write_message(&self, out: &mut dyn FnMut(&str)) {
         out(match self.kind {
-            JsonErrorKind::UnexpectedEnd => "unexpected end of JSON text",
-            JsonErrorKind::UnexpectedByte => "unexpected byte",
-            JsonErrorKind::InvalidUtf8 => "JSON text is not valid UTF-8",
-            JsonErrorKind::ControlCharacter => "control character inside a string",
-            JsonErrorKind::InvalidEscape => "invalid escape sequence",
-            JsonErrorKind::InvalidNumber => "invalid number",
-            JsonErrorKind::TooDeep => "JSON nested deeper than the supported depth",
-            JsonErrorKind::TrailingCharacters => "characters after the JSON value",
+            JsonErrorKind::UnexpectedEnd => crate::messages::JSON_UNEXPECTED_END,
+            JsonErrorKind::UnexpectedByte => crate::messages::JSON_UNEXPECTED_BYTE,
+            JsonErrorKind::InvalidUtf8 => crate::messages::JSON_INVALID_UTF8,
+            JsonErrorKind::ControlCharacter => crate::messages::JSON_CONTROL_CHARACTER,
+            JsonErrorKind::InvalidEscape => crate::messages::JSON_INVALID_ESCAPE,
+            JsonErrorKind::InvalidNumber => crate::messages::JSON_INVALID_NUMBER,
+            JsonErrorKind::TooDeep => crate::messages::JSON_TOO_DEEP,
+            JsonErrorKind::TrailingCharacters => crate::messages::JSON_TRAILING,
         });
-        out(" at byte ");
+        out(crate::messages::AT_BYTE);
         crate::encode::write_decimal(self.offset as u64, out);
     }
 }

@@ -83,6 +83,7 @@ pub mod json;
 mod launch;
 pub mod limits;
 mod lock;
+mod messages;
 mod obligations;
 mod open;
 mod options;
@@ -98,7 +99,7 @@ mod wire_defaults;
 
 pub use answers::{
     generic_request_names, row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, Trigger,
-    Unhandled, ANSWERS, GENERIC_HANDLER_KINDS, NOT_OBLIGATIONS, TYPED_HANDLER_KINDS,
+    Unhandled, ANSWERS, GENERIC_HANDLER_KINDS, HANDLER_READS, NOT_OBLIGATIONS, TYPED_HANDLER_KINDS,
 };
 pub use elicitation::{write_elicitation_answer, ContentNotAnObject, ElicitationAction, ELICITATION_ACCEPT_CONTENT};
 pub use encode::{frame_header, EncodeError, Outgoing, Payload, Ser, WriteError, MAX_FRAME_HEADER_LEN};
@@ -117,12 +118,15 @@ pub use handshake::{
     read_handshake_answer, write_connect_params, HandshakeError, HandshakeRequest, HandshakeStep, HANDSHAKE_CONNECT,
     HANDSHAKE_FALLBACK_CODE, HANDSHAKE_PING,
 };
-pub use hooks::{read_hook_call, HookCall, UnreadableHookCall, HOOK_DEFAULT_INPUT, HOOK_TYPES};
+pub use hooks::{
+    read_hook_call, HookCall, UnreadableHookCall, HOOK_DEFAULT_INPUT, HOOK_INPUT_RENAMES, HOOK_INPUT_TIME, HOOK_TYPES,
+};
 pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
 pub use launch::{
     launch_items, read_announced_port, CliCandidate, Launch, LaunchItem, LaunchSecret, LaunchTransport, AUTH_TOKEN_ENV,
     CLI_PATH_ENV, CLI_SEARCH, CONNECTION_TOKEN_ENV, DEFAULT_LOG_LEVEL, LAUNCH_OWN_PROCESS_GROUP, PORT_ANNOUNCEMENT,
 };
+pub use messages::MESSAGES;
 pub use obligations::{ObligationId, MAX_KEPT_REQUEST_ID, MAX_KEPT_SESSION_ID};
 pub use open::{
     write_follow_ups, write_open_params, Announce, FollowUp, OptionsNotAnObject, SessionIdTooLong, OPEN_ANNOUNCEMENTS,

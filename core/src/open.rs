@@ -52,7 +52,7 @@ impl OptionsNotAnObject {
     /// The message that [`Display`](core::fmt::Display) shows, for builds
     /// that leave `core::fmt` out.
     pub const fn message(&self) -> &'static str {
-        "the session options are not a JSON object nested at most 128 deep"
+        crate::messages::OPTIONS_NOT_AN_OBJECT
     }
 }
 
@@ -136,7 +136,7 @@ pub struct SessionIdTooLong;
 impl SessionIdTooLong {
     /// The message that [`Display`](core::fmt::Display) shows.
     pub const fn message(&self) -> &'static str {
-        "the session id is longer than 64 bytes"
+        crate::messages::SESSION_ID_TOO_LONG
     }
 }
 

@@ -91,11 +91,11 @@ impl ReserveErrorKind {
     /// leave `core::fmt` out.
     pub const fn message(&self) -> &'static str {
         match self {
-            ReserveErrorKind::Full => "session table is full",
-            ReserveErrorKind::Duplicate => "a session with this id is already open",
-            ReserveErrorKind::InvalidId => "session id is empty or longer than 64 bytes",
-            ReserveErrorKind::StaleHandle => "session handle refers to a released session",
-            ReserveErrorKind::NotAwaitingId => "session is not waiting for a server-assigned id",
+            ReserveErrorKind::Full => crate::messages::RESERVE_FULL,
+            ReserveErrorKind::Duplicate => crate::messages::RESERVE_DUPLICATE,
+            ReserveErrorKind::InvalidId => crate::messages::RESERVE_INVALID_ID,
+            ReserveErrorKind::StaleHandle => crate::messages::STALE_HANDLE,
+            ReserveErrorKind::NotAwaitingId => crate::messages::RESERVE_NOT_AWAITING_ID,
         }
     }
 }
@@ -123,7 +123,7 @@ impl StaleHandle {
     /// The message that [`Display`](fmt::Display) shows, for builds that
     /// leave `core::fmt` out.
     pub const fn message(&self) -> &'static str {
-        "session handle refers to a released session"
+        crate::messages::STALE_HANDLE
     }
 }
 

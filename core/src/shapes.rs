@@ -234,10 +234,10 @@ impl ShapeError {
     /// What went wrong, for the logs (the member's name aside).
     pub const fn message(&self) -> &'static str {
         match self {
-            ShapeError::Nothing(_) => "the handler gave no answer",
-            ShapeError::NotAnObject => "the handler's answer is not a JSON object",
-            ShapeError::Missing(_) => "the handler's answer lacks a required member",
-            ShapeError::WrongType(_) => "a member of the handler's answer is not of its type",
+            ShapeError::Nothing(_) => crate::messages::SHAPE_NOTHING,
+            ShapeError::NotAnObject => crate::messages::SHAPE_NOT_AN_OBJECT,
+            ShapeError::Missing(_) => crate::messages::SHAPE_MISSING,
+            ShapeError::WrongType(_) => crate::messages::SHAPE_WRONG_TYPE,
         }
     }
 }

@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use copilot_core::json::Kind;
 use copilot_core::{
     AnswerError, AnswerRow, AnswerVia, Cause, Engine, EngineConfig, FrameDecoder, Refusal, Route, Trigger, ANSWERS,
 };
@@ -45,19 +46,22 @@ enum Scenario {
     PastDeadline,
     UnreadableData,
     DriftedData,
+    /// A member the handler reads is missing: the engine refuses at once.
+    MissingRead,
     NoRequestId,
     ReleasedBeforeEvent,
     DestroyedMidDecision,
     ParkOverflow,
 }
 
-const SCENARIOS: [Scenario; 10] = [
+const SCENARIOS: [Scenario; 11] = [
     Scenario::HandlerAnswers,
     Scenario::NoHandler,
     Scenario::HandlerFails,
     Scenario::PastDeadline,
     Scenario::UnreadableData,
     Scenario::DriftedData,
+    Scenario::MissingRead,
     Scenario::NoRequestId,
     Scenario::ReleasedBeforeEvent,
     Scenario::DestroyedMidDecision,
@@ -118,7 +122,19 @@ fn wait_frame(row: &AnswerRow, session: &str, data: Value) -> (Vec<u8>, String) 
 
 fn data_for(scenario: Scenario, row: &AnswerRow) -> Value {
     let mut data = json!({"requestId":"req-7","field":"x"});
+    // The members the row's handler reads, of the kind it reads them.
+    for (name, kind) in row.handler.reads() {
+        data[name] = match kind {
+            Kind::Object => json!({}),
+            Kind::String => json!("read"),
+            _ => unreachable!("a handler reads objects and strings"),
+        };
+    }
     match scenario {
+        Scenario::MissingRead => {
+            let (name, _) = row.handler.reads().next().unwrap();
+            data.as_object_mut().unwrap().remove(name);
+        }
         // Readable to the core, not to a typed reader: a lone surrogate.
         Scenario::UnreadableData => data["field"] = json!("LONE"),
         // A field the handler's types require is missing.
@@ -360,6 +376,9 @@ fn every_kind_every_path_exactly_one_answer() {
             if scenario == Scenario::NoRequestId && matches!(row.trigger, Trigger::Request(_)) {
                 continue; // a request without an id is a notification: no wait
             }
+            if scenario == Scenario::MissingRead && row.handler.reads().next().is_none() {
+                continue; // the handler reads no member
+            }
             let (answers, r) = run(row, scenario);
             let stats = r.engine.stats(r.now);
             assert_eq!(stats.open_obligations, 0, "{row:?} {scenario:?}");
@@ -397,7 +416,7 @@ fn every_kind_every_path_exactly_one_answer() {
                 Scenario::NoHandler => Some(Cause::NoHandler),
                 Scenario::HandlerFails => Some(Cause::HandlerFailed),
                 Scenario::PastDeadline => Some(Cause::Deadline),
-                Scenario::UnreadableData | Scenario::DriftedData => Some(Cause::Unreadable),
+                Scenario::UnreadableData | Scenario::DriftedData | Scenario::MissingRead => Some(Cause::Unreadable),
                 Scenario::ReleasedBeforeEvent | Scenario::DestroyedMidDecision => Some(Cause::SessionGone),
                 Scenario::ParkOverflow => Some(Cause::ParkOverflow),
                 Scenario::NoRequestId => unreachable!(),

@@ -15,11 +15,33 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
+
+/// Reads a member of a wait's data as the official SDKs read it: missing,
+/// or of a kind its type does not take, it is its empty value. The core
+/// refuses a wait whose handler's own members are unreadable
+/// ([`HandlerKind::reads`](copilot_core::HandlerKind::reads)), so no host
+/// refuses one for any other member.
+pub(crate) fn lenient<'de, D: Deserializer<'de>, T: de::DeserializeOwned + Default>(d: D) -> Result<T, D::Error> {
+    let value = Value::deserialize(d)?;
+    Ok(T::deserialize(value).unwrap_or_default())
+}
+
+/// A hook input's time ([`HOOK_INPUT_TIME`](copilot_core::HOOK_INPUT_TIME)):
+/// Unix time in milliseconds on the wire; anything else is no time.
+pub(crate) fn time_from_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SystemTime>, D::Error> {
+    let ms = Value::deserialize(d)?.as_f64();
+    Ok(ms.filter(|ms| ms.is_finite() && (0.0..1e17).contains(ms)).map(|ms| {
+        // Whole milliseconds exactly; a fraction of one to the nanosecond.
+        let whole = ms.trunc();
+        UNIX_EPOCH + Duration::from_millis(whole as u64) + Duration::from_nanos(((ms - whole) * 1e6) as u64)
+    }))
+}
 
 /// One event of a session: the `params.event` object of a `session.event`
 /// notification.
@@ -219,11 +241,6 @@ pub struct LifecycleMetadata {
     /// A summary of the session, once there is one.
     #[serde(default)]
     pub summary: Option<String>,
-}
-
-fn lenient<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<LifecycleMetadata>, D::Error> {
-    let value = Value::deserialize(deserializer)?;
-    Ok(LifecycleMetadata::deserialize(&value).ok())
 }
 
 impl LifecycleEvent {

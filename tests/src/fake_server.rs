@@ -1084,6 +1084,24 @@ impl Handler {
                 json!({"sessionId": sid, "sections": {"tone": {"content": "Be brief."}, "identity": {"content": "I am."}}}),
             ),
             ("token-1", "providerToken.getToken", json!({"sessionId": sid, "providerName": "default"})),
+            // Waits with unreadable data: a member the handler reads is
+            // missing (the core refuses them), or another member is missing
+            // or of another kind (the handler is asked all the same).
+            ("bad-input-choices", "userInput.request", json!({"sessionId": sid, "question": "Which?", "choices": 5})),
+            ("bad-input-question", "userInput.request", json!({"sessionId": sid, "choices": ["a"]})),
+            ("bad-plan", "exitPlanMode.request", json!({"sessionId": sid, "summary": 5, "actions": "x"})),
+            (
+                "bad-transform",
+                "systemMessage.transform",
+                json!({"sessionId": sid, "sections": {"tone": "x", "identity": {"content": 5}}}),
+            ),
+            ("bad-token", "providerToken.getToken", json!({"sessionId": sid})),
+            ("bad-hook", "hooks.invoke", json!({"sessionId": sid, "input": {}})),
+            (
+                "bad-hook-input",
+                "hooks.invoke",
+                json!({"sessionId": sid, "hookType": "preToolUse", "input": {"toolName": 5, "timestamp": "soon"}}),
+            ),
         ];
         let events = [
             (
@@ -1110,6 +1128,25 @@ impl Handler {
                 json!({"requestId": "oauth-1", "serverName": "remote", "serverUrl": "https://mcp.example/",
                 "reason": "initial"}),
             ),
+            // Unreadable, as above.
+            ("bad-perm", "permission.requested", json!({"requestId": "bad-perm", "permissionRequest": "shell"})),
+            (
+                "bad-tool-ids",
+                "external_tool.requested",
+                json!({"requestId": "bad-tool-ids", "toolName": tool, "arguments": 5}),
+            ),
+            ("bad-tool-name", "external_tool.requested", json!({"requestId": "bad-tool-name", "toolName": 5})),
+            (
+                "bad-elicit",
+                "elicitation.requested",
+                json!({"requestId": "bad-elicit", "message": "Name?", "mode": 5, "requestedSchema": "x"}),
+            ),
+            (
+                "bad-oauth",
+                "mcp.oauth_required",
+                json!({"requestId": "bad-oauth", "serverName": "remote", "serverUrl": "https://mcp.example/"}),
+            ),
+            ("bad-command", "command.execute", json!({"requestId": "bad-command", "commandName": "deploy"})),
         ];
         let ids = requests.iter().map(|r| r.0).chain(events.iter().map(|e| e.0)).map(str::to_owned).collect();
         self.awaiting = Some((sid.to_owned(), ids));

@@ -6,7 +6,7 @@
 //! the client does not ask the CLI for them and none is called.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use copilot_host::{
     approve_all, Client, EventKind, HookType, PostToolUseFailureOutput, PostToolUseOutput, PreToolUseOutput, Session,
@@ -245,4 +245,96 @@ fn hooks_deny_tools_see_results_change_prompts_and_bracket_the_session() {
     session.destroy().unwrap();
     assert_eq!(f.client.engine_stats().open_obligations, 0);
     f.client.stop().unwrap();
+}
+
+/// One typed hook call: its type, the input's working directory and time,
+/// and the member that says what it is about.
+type Typed = Arc<Mutex<Vec<(HookType, Option<String>, Option<SystemTime>, String)>>>;
+
+#[test]
+fn every_hook_the_cli_fires_gets_its_input_typed_and_named_as_the_official_sdks_name_it() {
+    let f = start();
+    let calls: Typed = Arc::default();
+    let push = |calls: &Typed, t: HookType, dir: &Option<String>, at: Option<SystemTime>, what: String| {
+        calls.lock().unwrap().push((t, dir.clone(), at, what));
+    };
+    let hooks = SessionHooks::new()
+        .on_session_start({
+            let c = Arc::clone(&calls);
+            move |i, _| {
+                push(&c, HookType::SessionStart, &i.working_directory, i.timestamp, i.source.clone());
+                None
+            }
+        })
+        .on_user_prompt_submitted({
+            let c = Arc::clone(&calls);
+            move |i, _| {
+                push(&c, HookType::UserPromptSubmitted, &i.working_directory, i.timestamp, i.prompt.clone());
+                None
+            }
+        })
+        .on_pre_tool_use({
+            let c = Arc::clone(&calls);
+            move |i, _| {
+                push(&c, HookType::PreToolUse, &i.working_directory, i.timestamp, i.tool_args["city"].to_string());
+                None
+            }
+        })
+        .on_post_tool_use({
+            let c = Arc::clone(&calls);
+            move |i, _| {
+                let result = i.tool_result["textResultForLlm"].to_string();
+                push(&c, HookType::PostToolUse, &i.working_directory, i.timestamp, result);
+                None
+            }
+        })
+        .on_agent_stop({
+            let c = Arc::clone(&calls);
+            move |i, _| {
+                push(&c, HookType::AgentStop, &i.working_directory, i.timestamp, format!("{:?}", i.stop_hook_active));
+                None
+            }
+        })
+        .on_session_end({
+            let c = Arc::clone(&calls);
+            move |i, _| {
+                push(&c, HookType::SessionEnd, &i.working_directory, i.timestamp, i.reason.clone());
+                None
+            }
+        });
+    let weather =
+        Tool::new("get_weather", "Get the weather.", json!({"type": "object"}), |_: &ToolInvocation| "Sunny, 22 C")
+            .skip_permission();
+    // Whole milliseconds: the CLI's clock reads in them.
+    let first =
+        UNIX_EPOCH + Duration::from_millis(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64);
+    let session = f.client.create_session(f.config("typed").tool(weather).hooks(hooks)).unwrap();
+    f.model
+        .script(session.id(), vec![Reply::tool_call("get_weather", json!({"city": "Paris"})), Reply::text("Sunny.")]);
+    assert_eq!(turn(&session, "Weather?").as_deref(), Some("Sunny."));
+    session.destroy().unwrap();
+    let last = SystemTime::now();
+
+    let calls = calls.lock().unwrap().clone();
+    let fired: Vec<HookType> = calls.iter().map(|c| c.0).collect();
+    for t in [
+        HookType::SessionStart,
+        HookType::UserPromptSubmitted,
+        HookType::PreToolUse,
+        HookType::PostToolUse,
+        HookType::AgentStop,
+        HookType::SessionEnd,
+    ] {
+        assert!(fired.contains(&t), "{t:?} fired: {fired:?}");
+    }
+    for (t, dir, at, _) in &calls {
+        assert!(dir.as_deref().is_some_and(|d| d.ends_with("typed")), "{t:?}: {dir:?}");
+        let at = at.unwrap_or_else(|| panic!("{t:?} has its time"));
+        assert!(first <= at && at <= last, "{t:?} at {at:?}, between {first:?} and {last:?}");
+    }
+    let what = |t: HookType| calls.iter().find(|c| c.0 == t).map(|c| c.3.clone()).unwrap();
+    assert_eq!(what(HookType::UserPromptSubmitted), "Weather?");
+    assert_eq!(what(HookType::PreToolUse), "\"Paris\"");
+    assert_eq!(what(HookType::PostToolUse), "\"Sunny, 22 C\"");
+    assert!(what(HookType::AgentStop).starts_with("Some("), "stop_hook_active is read: {}", what(HookType::AgentStop));
 }

@@ -19,7 +19,10 @@
 //! the tool, an MCP OAuth request, a user input request, an exit-plan-mode
 //! request, a transform of two sections, a provider token request, a
 //! `preToolUse` hook call, a `sessionEnd` hook call (no hook set), a
-//! `sessionFs.readFile` request (no handler) and an unknown request, and
+//! `sessionFs.readFile` request (no handler) and an unknown request, then
+//! the same kinds of waits with unreadable data (a member the handler reads
+//! missing or of another kind: refused by the core's `HandlerKind::reads`;
+//! any other member missing or of another kind: the handler is asked), and
 //! ends the turn when all are answered (every typed handler kind's answer
 //! is shaped by the core's `ANSWER_SHAPES`); stop the client (which destroys the
 //! session and shuts the spawned CLI down, as the core's `STOP_STEPS` say).
@@ -60,12 +63,25 @@ const SERVER_REQUESTS: &[(&str, &str)] = &[
     ("plan-1", "the answer to an exit-plan-mode request (ANSWER_SHAPES exitPlanMode)"),
     ("transform-1", "the answer to a system message transform (ANSWER_SHAPES systemMessageTransform)"),
     ("token-1", "the answer to a provider token request (ANSWER_SHAPES providerToken)"),
+    ("bad-input-choices", "the answer to a user input request whose choices are not a list"),
+    ("bad-input-question", "the refusal of a user input request without a question (HandlerKind::reads)"),
+    ("bad-plan", "the answer to an exit-plan-mode request whose summary and actions are of another kind"),
+    ("bad-transform", "the answer to a transform whose sections have no string content"),
+    ("bad-token", "the refusal of a provider token request without a provider name (HandlerKind::reads)"),
+    ("bad-hook", "the refusal of a hook call without a hook type (HandlerKind::reads)"),
+    ("bad-hook-input", "the answer to a hook call whose input members are of another kind"),
 ];
 const EVENT_WAITS: &[(&str, &str)] = &[
     ("perm-1", "the answer to a permission request (approved)"),
     ("elicit-1", "the answer to an elicitation accepted without content"),
     ("tool-1", "the answer for a tool whose handler fails"),
     ("oauth-1", "the answer to an MCP OAuth request with a token (ANSWER_SHAPES mcpOAuth)"),
+    ("bad-perm", "the refusal of a permission request whose permissionRequest is not an object (HandlerKind::reads)"),
+    ("bad-tool-ids", "the answer for a tool call without sessionId and toolCallId"),
+    ("bad-tool-name", "the refusal of a tool call whose toolName is not a string (HandlerKind::reads)"),
+    ("bad-elicit", "the answer to an elicitation whose mode and schema are of another kind"),
+    ("bad-oauth", "the answer to an MCP OAuth request without a reason"),
+    ("bad-command", "the refusal of a command without command and args, with no handler"),
 ];
 
 fn root() -> PathBuf {

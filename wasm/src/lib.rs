@@ -323,48 +323,39 @@ impl CoreEngine {
         Ok(into_string(out))
     }
 
-    /// The engine's counters at `now`, as JSON.
-    pub fn stats(&self, now: f64) -> String {
+    /// The engine's counters at `now`, as numbers: those of [`STATS`] in
+    /// its order, the age of the oldest open obligation (`NaN`: none), then
+    /// the refusals by cause, in the order of `Cause::ALL`. The names are
+    /// in `policy.json` (`stats`), not in the module.
+    pub fn stats(&self, now: f64) -> Vec<f64> {
         let s = self.engine.stats(ms(now));
         let r = s.router;
-        let counters = [
-            r.frames,
-            r.bytes,
-            r.malformed,
-            r.oversize,
-            r.unknown_session,
-            r.parked,
-            r.unmatched_responses,
-            s.open_obligations as u64,
-            s.opened,
-            s.answered,
-            s.declined,
-            s.left_open as u64,
-            s.left_answered,
-            s.left_unanswered,
-            s.unanswerable,
-            s.parked_frames as u64,
-            s.parked_bytes as u64,
-            s.park_dropped,
-            s.answers_sent,
-            s.acks_accepted,
-            s.acks_refused,
+        let mut out = vec![
+            r.frames as f64,
+            r.bytes as f64,
+            r.malformed as f64,
+            r.oversize as f64,
+            r.unknown_session as f64,
+            r.parked as f64,
+            r.unmatched_responses as f64,
+            s.open_obligations as f64,
+            s.opened as f64,
+            s.answered as f64,
+            s.declined as f64,
+            s.left_open as f64,
+            s.left_answered as f64,
+            s.left_unanswered as f64,
+            s.unanswerable as f64,
+            s.parked_frames as f64,
+            s.parked_bytes as f64,
+            s.park_dropped as f64,
+            s.answers_sent as f64,
+            s.acks_accepted as f64,
+            s.acks_refused as f64,
+            s.oldest_obligation_age.map_or(f64::NAN, |a| a as f64),
         ];
-        let mut out = Vec::new();
-        let mut w = Fields::new(&mut out);
-        for (key, n) in STATS.iter().zip(counters) {
-            w.number(key, n);
-        }
-        w.number_opt("oldestObligationAge", s.oldest_obligation_age);
-        w.key("refused");
-        let mut refused = Fields::new(w.out);
-        // `refused` is indexed as `Cause::ALL`.
-        for (cause, n) in Cause::ALL.iter().zip(s.refused) {
-            refused.number(cause.name(), n);
-        }
-        refused.end();
-        w.end();
-        into_string(out)
+        out.extend(s.refused.iter().map(|n| *n as f64));
+        out
     }
 }
 
@@ -377,8 +368,10 @@ const SETTLE_DECLINE: u8 = 2;
 /// [`CoreEngine::settle`]: the handler failed; send the wait's failure answer.
 const SETTLE_FAIL: u8 = 3;
 
-/// The names of the counters [`CoreEngine::stats`] reports, in its order.
-const STATS: [&str; 21] = [
+/// The names of the counters [`CoreEngine::stats`] reports, in its order
+/// (`policy.json`'s `stats.counters`, held to this by its test).
+#[cfg(test)]
+const STATS: [&str; 22] = [
     "frames",
     "bytes",
     "malformed",
@@ -400,6 +393,7 @@ const STATS: [&str; 21] = [
     "answersSent",
     "acksAccepted",
     "acksRefused",
+    "oldestObligationAge",
 ];
 
 impl CoreEngine {
@@ -829,6 +823,19 @@ mod tests {
         serde_json::from_str(batch).unwrap_or_else(|e| panic!("{e}: {batch}"))
     }
 
+    /// [`CoreEngine::stats`] by name, as the JS client names them.
+    fn named(numbers: Vec<f64>) -> serde_json::Value {
+        assert_eq!(numbers.len(), STATS.len() + Cause::ALL.len());
+        let mut out: serde_json::Map<_, _> =
+            STATS.iter().map(|k| k.to_string()).zip(numbers.iter().map(|n| serde_json::json!(*n as u64))).collect();
+        let causes = Cause::ALL
+            .iter()
+            .zip(&numbers[STATS.len()..])
+            .map(|(c, n)| (c.name().to_owned(), serde_json::json!(*n as u64)));
+        out.insert("refused".into(), causes.collect::<serde_json::Map<_, _>>().into());
+        out.into()
+    }
+
     #[test]
     fn open_params_announce_the_handlers_named_and_keep_the_options() {
         let params = parse(&CoreEngine::open_params(r#"{"model":"m","streaming":true}"#, "permission,hooks").unwrap());
@@ -883,14 +890,14 @@ mod tests {
         c.reserve(None, 3, false).unwrap();
         let input: Vec<u8> = (0..3).flat_map(event).collect();
         c.feed(&input, 0.0);
-        let stats = parse(&c.stats(0.0));
+        let stats = named(c.stats(0.0));
         assert_eq!((stats["parkedFrames"].clone(), stats["parkDropped"].clone()), (2.into(), 1.into()));
         // The default bound is the core's: a burst of 10,000 events parks whole.
         let mut c = CoreEngine::new(None, None, None);
         c.reserve(None, 3, false).unwrap();
         let input: Vec<u8> = (0..limits::MAX_PARKED_FRAMES).flat_map(event).collect();
         c.feed(&input, 0.0);
-        let stats = parse(&c.stats(0.0));
+        let stats = named(c.stats(0.0));
         assert_eq!((stats["parkedFrames"].clone(), stats["parkDropped"].clone()), (10_000.into(), 0.into()));
     }
 
@@ -986,7 +993,7 @@ mod tests {
         let ids: Vec<_> = released.iter().map(|r| r["event"]["id"].as_str().unwrap().to_owned()).collect();
         assert_eq!(ids, ["e0", "e1", "e2"]);
         assert!(released.iter().all(|r| r["session"] == 3));
-        assert_eq!(parse(&c.stats(1.0))["parked"], 3);
+        assert_eq!(named(c.stats(1.0))["parked"], 3);
     }
 
     fn engine_frame(body: &str) -> Vec<u8> {
@@ -1020,7 +1027,7 @@ mod tests {
         assert!(e.take_outgoing().is_empty());
         let ack = parse(&e.feed(&frame(r#"{"jsonrpc":"2.0","id":"answer-1","result":{"success":true}}"#), 11.0));
         assert_eq!(ack[0]["answerAck"], true);
-        let stats = parse(&e.stats(20.0));
+        let stats = named(e.stats(20.0));
         assert_eq!((stats["answered"].as_u64(), stats["acksAccepted"].as_u64()), (Some(1), Some(1)));
         assert_eq!(stats["unmatchedResponses"], 0);
     }

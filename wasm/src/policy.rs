@@ -63,7 +63,10 @@
 //!   accept without content (or with `null`) answers with this content;
 //!   content that is not an object is a failed handler
 //!   (`copilot_core::write_elicitation_answer`).
-//! - `hooks` `{types, defaultInput}`: the hook types the CLI calls; a
+//! - `hooks` `{types, defaultInput, inputRenames, inputTime}`: the hook
+//!   types the CLI calls; a hook gets its input with each member `[wire,
+//!   name]` of `inputRenames` under its name, and `inputTime` (Unix ms) as
+//!   a `Date` (`copilot_core::HOOK_INPUT_RENAMES`, `HOOK_INPUT_TIME`); a
 //!   `hooks.invoke` whose `input` is missing or null gives its hook
 //!   `defaultInput`, and its `sessionId` (else the session's) in the
 //!   invocation (`copilot_core::read_hook_call`).
@@ -106,6 +109,15 @@
 //! - `bridgeTokenProtocolPrefix`: the WebSocket subprotocol that carries
 //!   the bridge's token is this prefix and the token
 //!   (`copilot_core::BRIDGE_TOKEN_PROTOCOL_PREFIX`).
+//! - `messages`: the core's message texts by number. The module carries
+//!   each as the token `"\u0003<number>\u0004"` (it is built with `--cfg
+//!   copilot_message_ids`), in what it throws and in the `error` of what it
+//!   returns; the JS client writes each token's text in its place
+//!   (`copilot_core::MESSAGES`).
+//! - `stats` `{counters, causes}`: the names of the numbers
+//!   `CoreEngine::stats` returns, in its order: `counters` (the last,
+//!   `oldestObligationAge`, is `NaN` when no obligation is open), then the
+//!   refusals by cause, `causes` (`copilot_core::Cause::ALL`).
 
 mod tests {
     /// The file `scripts/build-wasm` ships.
@@ -115,6 +127,17 @@ mod tests {
 
     fn policy() -> Value {
         serde_json::from_str(POLICY).expect("the policy is JSON")
+    }
+
+    #[test]
+    fn the_messages_are_the_cores() {
+        assert_eq!(policy()["messages"], json!(copilot_core::MESSAGES));
+    }
+
+    #[test]
+    fn the_stats_are_named_in_the_bindings_order() {
+        let causes: Vec<&str> = copilot_core::Cause::ALL.iter().map(|c| c.name()).collect();
+        assert_eq!(policy()["stats"], json!({"counters": crate::STATS, "causes": causes}));
     }
 
     #[test]
@@ -316,6 +339,8 @@ mod tests {
         assert_eq!(h["types"], json!(copilot_core::HOOK_TYPES));
         let call = copilot_core::read_hook_call(br#"{"hookType":"notification"}"#).unwrap();
         assert_eq!(h["defaultInput"], serde_json::from_slice::<Value>(call.input.as_bytes()).unwrap());
+        assert_eq!(h["inputRenames"], json!(copilot_core::HOOK_INPUT_RENAMES));
+        assert_eq!(h["inputTime"], copilot_core::HOOK_INPUT_TIME);
     }
 
     #[test]

@@ -195,15 +195,15 @@ impl Tool {
 #[non_exhaustive]
 pub struct UserInputRequest {
     /// The session asking.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::events::lenient")]
     pub session_id: String,
     /// The question.
     pub question: String,
     /// Choices offered, if any.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::events::lenient")]
     pub choices: Vec<String>,
     /// Whether a free-form answer is allowed.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::events::lenient")]
     pub allow_freeform: Option<bool>,
 }
 
@@ -291,19 +291,19 @@ impl<F: Fn(&McpOauthRequiredData) -> Option<OAuthToken> + Send + Sync> McpOAuthH
 #[non_exhaustive]
 pub struct ExitPlanModeRequest {
     /// The session asking.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::events::lenient")]
     pub session_id: String,
     /// A summary of the plan.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::events::lenient")]
     pub summary: String,
     /// The plan itself.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::events::lenient")]
     pub plan_content: String,
     /// Actions offered (`exit_only`, `interactive`, `autopilot`, ...).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::events::lenient")]
     pub actions: Vec<String>,
     /// The action the agent recommends.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::events::lenient")]
     pub recommended_action: Option<String>,
 }
 
@@ -378,7 +378,7 @@ impl<F: Fn(&str) -> String + Send + Sync> SectionTransform for F {
 #[non_exhaustive]
 pub struct ProviderTokenRequest {
     /// The session asking.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::events::lenient")]
     pub session_id: String,
     /// The provider (`default` for the session's
     /// [`provider`](crate::SessionConfig::provider)).

@@ -41,8 +41,9 @@ pub(crate) fn invoke(hooks: &SessionHooks, params: &[u8], session_id: &str) -> H
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::answering::hooks::PreToolUseOutput;
+    use crate::answering::hooks::{PreToolUseOutput, SessionEndOutput};
     use serde_json::json;
+    use std::time::{Duration, UNIX_EPOCH};
 
     #[test]
     fn a_typed_hook_reads_its_input_and_writes_its_output() {
@@ -77,6 +78,24 @@ mod tests {
     }
 
     #[test]
+    fn inputs_are_named_as_the_official_sdks_name_them() {
+        use crate::answering::hooks::{AgentStopInput, SessionStartInput};
+        // The renames this test covers are the core's.
+        assert_eq!(
+            copilot_core::HOOK_INPUT_RENAMES,
+            [("cwd", "workingDirectory"), ("stop_hook_active", "stopHookActive")]
+        );
+        assert_eq!(copilot_core::HOOK_INPUT_TIME, "timestamp");
+        let start: SessionStartInput =
+            serde_json::from_value(json!({"cwd": "/w", "timestamp": 1_764_000_000_123_u64, "source": "new"})).unwrap();
+        assert_eq!(start.working_directory.as_deref(), Some("/w"));
+        assert_eq!(start.timestamp, Some(UNIX_EPOCH + Duration::from_millis(1_764_000_000_123)));
+        let stop: AgentStopInput =
+            serde_json::from_value(json!({"stop_hook_active": true, "timestamp": "soon"})).unwrap();
+        assert_eq!((stop.stop_hook_active, stop.timestamp), (Some(true), None));
+    }
+
+    #[test]
     fn the_hook_types_are_the_cores() {
         let ours: Vec<&str> = HookType::ALL.iter().map(|t| t.name()).collect();
         assert_eq!(ours, copilot_core::HOOK_TYPES);
@@ -89,7 +108,22 @@ mod tests {
         assert!(matches!(run(json!({"hookType": "sessionStart", "input": {}})), HookAnswer::NoHook));
         assert!(matches!(run(json!({"hookType": "someday", "input": {}})), HookAnswer::NoHook));
         assert!(matches!(run(json!({"input": {}})), HookAnswer::Failed(HookFailure::Unreadable)));
-        let wrong = json!({"hookType": "sessionEnd", "input": {"reason": 3}});
-        assert!(matches!(run(wrong), HookAnswer::Failed(HookFailure::Unreadable)));
+    }
+
+    #[test]
+    fn an_input_member_of_another_kind_is_its_empty_value() {
+        let hooks = SessionHooks::new().on_session_end(|input, _| {
+            Some(SessionEndOutput {
+                session_summary: Some(format!("{:?} {:?}", input.reason, input.working_directory)),
+                ..Default::default()
+            })
+        });
+        let run = |p: Value| invoke(&hooks, p.to_string().as_bytes(), "s");
+        for input in [json!({"reason": 3, "cwd": ["/w"]}), json!("not an object")] {
+            match run(json!({"hookType": "sessionEnd", "input": input})) {
+                HookAnswer::Answer(v) => assert_eq!(v["sessionSummary"], "\"\" None", "{input}"),
+                _ => panic!("the hook is asked: {input}"),
+            }
+        }
     }
 }

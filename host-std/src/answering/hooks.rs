@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -127,9 +128,11 @@ pub struct HookInvocation {
 }
 
 // ---------------------------------------------------------------------------
-// Inputs. Every input has the fields every hook gets (`sessionId`, `cwd`,
-// `timestamp`) and keeps what it does not name in `extra`, so a newer CLI's
-// fields are still there to read.
+// Inputs. Every input has the fields every hook gets (`sessionId`, `cwd` as
+// `working_directory`, `timestamp` as a `SystemTime`: the official SDKs'
+// names, `copilot_core::HOOK_INPUT_RENAMES`) and keeps what it does not name
+// in `extra`, so a newer CLI's fields are still there to read. A field
+// missing or of another kind is its empty value (`None`, `""`, `null`).
 
 macro_rules! hook_input {
     ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident : $ty:ty),* $(,)? }) => {
@@ -140,15 +143,15 @@ macro_rules! hook_input {
         pub struct $name {
             /// The session that raised the hook (for a sub-agent's hook, not
             /// the one it was set on).
-            #[serde(default)]
+            #[serde(default, deserialize_with = "crate::events::lenient")]
             pub session_id: Option<String>,
-            /// The working directory of the agent.
-            #[serde(default)]
-            pub cwd: Option<String>,
-            /// When the hook was raised (Unix time, ms).
-            #[serde(default)]
-            pub timestamp: Option<f64>,
-            $($(#[$fdoc])* #[serde(default)] pub $field: $ty,)*
+            /// The working directory of the agent (the CLI's `cwd`).
+            #[serde(rename = "cwd", default, deserialize_with = "crate::events::lenient")]
+            pub working_directory: Option<String>,
+            /// When the hook was raised (Unix time in ms on the wire).
+            #[serde(default, deserialize_with = "crate::events::time_from_ms")]
+            pub timestamp: Option<SystemTime>,
+            $($(#[$fdoc])* #[serde(default, deserialize_with = "crate::events::lenient")] pub $field: $ty,)*
             /// Every other field of the input.
             #[serde(flatten)]
             pub extra: Map<String, Value>,
@@ -501,7 +504,11 @@ where
     O: Serialize,
 {
     Arc::new(move |input: &Value, invocation: &HookInvocation| {
-        let input = I::deserialize(input).map_err(|_| HookFailure::Unreadable)?;
+        // Every field is read leniently; an input that is not an object
+        // has no field to read.
+        let input = I::deserialize(input)
+            .or_else(|_| I::deserialize(&Value::Object(Map::new())))
+            .map_err(|_| HookFailure::Unreadable)?;
         match hook(&input, invocation) {
             Some(output) => serde_json::to_value(output).map(Some).map_err(|_| HookFailure::Unwritable),
             None => Ok(None),

@@ -6,6 +6,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use copilot_core::{Cause, HandlerKind};
+use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use super::handlers::{
@@ -18,7 +19,14 @@ use super::outcome::{answer, json, Outcome};
 use super::permission::PermissionRequest;
 use super::requests::{event_data, is_event, IncomingRequest, RequestHandlers};
 use crate::driver::{Job, Replier};
-use crate::events::{EventKind, ExternalToolRequestedData, SessionEvent};
+use crate::events::{
+    CommandExecuteData, ElicitationRequestedData, ExternalToolRequestedData, McpOauthRequiredData,
+    PermissionRequestedData,
+};
+use crate::generated::events::{
+    LenientCommandExecuteData, LenientElicitationRequestedData, LenientExternalToolRequestedData,
+    LenientMcpOauthRequiredData, LenientPermissionRequestedData,
+};
 use crate::pool::panic_text;
 
 /// Calls the user's handler for `job` and passes its answer on. Runs on the
@@ -92,10 +100,17 @@ fn elicitation_answer(response: ElicitationResponse) -> Outcome {
     answer(HandlerKind::Elicitation.name(), Some(&given))
 }
 
-/// The typed data of a waiting event, or why it has none.
-fn event_kind(data: &[u8]) -> Result<EventKind, Outcome> {
-    match SessionEvent::from_json(data) {
-        Ok(e) => Ok(e.kind),
+/// The `data` of a waiting event as its handler reads it (`L`, the
+/// lenient reading of the struct `T`: the core refused the wait if a member
+/// the handler reads is unreadable, and every other member missing or of
+/// another kind is its empty value), or why it has none.
+fn wait_data<L: DeserializeOwned + Into<T>, T>(event: &[u8]) -> Result<T, Outcome> {
+    #[derive(serde::Deserialize)]
+    struct Event<L> {
+        data: L,
+    }
+    match serde_json::from_slice::<Event<L>>(event) {
+        Ok(e) => Ok(e.data.into()),
         Err(_) => Err(Outcome::Refuse(Cause::Unreadable)),
     }
 }
@@ -106,9 +121,8 @@ fn decide(kind: HandlerKind, name: &'static str, data: &[u8], handlers: &Session
     match kind {
         HandlerKind::Permission => {
             let Some(h) = &handlers.permission else { return Refuse(Cause::NoHandler) };
-            let data = match event_kind(data) {
-                Ok(EventKind::PermissionRequested(d)) => d,
-                Ok(_) => return unreadable,
+            let data = match wait_data::<LenientPermissionRequestedData, PermissionRequestedData>(data) {
+                Ok(d) => d,
                 Err(o) => return o,
             };
             let request = PermissionRequest {
@@ -120,9 +134,8 @@ fn decide(kind: HandlerKind, name: &'static str, data: &[u8], handlers: &Session
             h.decide(&request).outcome()
         }
         HandlerKind::Tool => {
-            let data = match event_kind(data) {
-                Ok(EventKind::ExternalToolRequested(d)) => d,
-                Ok(_) => return unreadable,
+            let data = match wait_data::<LenientExternalToolRequestedData, ExternalToolRequestedData>(data) {
+                Ok(d) => d,
                 Err(o) => return o,
             };
             match handlers.tools.iter().find(|t| t.name == data.tool_name) {
@@ -132,18 +145,16 @@ fn decide(kind: HandlerKind, name: &'static str, data: &[u8], handlers: &Session
         }
         HandlerKind::Elicitation => {
             let Some(h) = &handlers.elicitation else { return Refuse(Cause::NoHandler) };
-            let data = match event_kind(data) {
-                Ok(EventKind::ElicitationRequested(d)) => d,
-                Ok(_) => return unreadable,
+            let data = match wait_data::<LenientElicitationRequestedData, ElicitationRequestedData>(data) {
+                Ok(d) => d,
                 Err(o) => return o,
             };
             elicitation_answer(h.answer(&data))
         }
         HandlerKind::McpOAuth => {
             let Some(h) = &handlers.mcp_oauth else { return Refuse(Cause::NoHandler) };
-            let data = match event_kind(data) {
-                Ok(EventKind::McpOauthRequired(d)) => d,
-                Ok(_) => return unreadable,
+            let data = match wait_data::<LenientMcpOauthRequiredData, McpOauthRequiredData>(data) {
+                Ok(d) => d,
                 Err(o) => return o,
             };
             let given = h.token(&data).map(
@@ -152,9 +163,8 @@ fn decide(kind: HandlerKind, name: &'static str, data: &[u8], handlers: &Session
             answer(kind.name(), given.as_ref())
         }
         HandlerKind::Command => {
-            let data = match event_kind(data) {
-                Ok(EventKind::CommandExecute(d)) => d,
-                Ok(_) => return unreadable,
+            let data = match wait_data::<LenientCommandExecuteData, CommandExecuteData>(data) {
+                Ok(d) => d,
                 Err(o) => return o,
             };
             match handlers.commands.iter().find(|c| c.name == data.command_name) {
@@ -210,42 +220,36 @@ fn decide(kind: HandlerKind, name: &'static str, data: &[u8], handlers: &Session
     }
 }
 
-/// `systemMessage.transform` params.
+/// `systemMessage.transform` params (the core checked that `sections` is
+/// an object).
 #[derive(serde::Deserialize)]
 struct TransformRequest {
-    sections: BTreeMap<String, SectionText>,
+    sections: BTreeMap<String, Value>,
 }
 
-/// A section's text; as the JS client reads it, a section without a
-/// string `content` has the text `""`.
-#[derive(serde::Deserialize, serde::Serialize)]
+/// A section's text: a section that is not an object, or has no string
+/// `content`, has the text `""`.
+#[derive(serde::Serialize)]
 struct SectionText {
-    #[serde(default, deserialize_with = "text_or_empty")]
     content: String,
-}
-
-fn text_or_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    Ok(match <Value as serde::Deserialize>::deserialize(d)? {
-        Value::String(s) => s,
-        _ => String::new(),
-    })
 }
 
 /// Every section, rewritten by its transform if it has one; a section
 /// without one, or whose transform panics, keeps its text.
 fn transform_sections(
-    sections: &BTreeMap<String, SectionText>,
+    sections: &BTreeMap<String, Value>,
     transforms: &BTreeMap<String, Arc<dyn SectionTransform>>,
 ) -> BTreeMap<String, SectionText> {
     sections
         .iter()
         .map(|(id, s)| {
+            let text = s.get("content").and_then(Value::as_str).unwrap_or_default();
             let content = match transforms.get(id) {
-                Some(t) => catch_unwind(AssertUnwindSafe(|| t.transform(&s.content))).unwrap_or_else(|_| {
+                Some(t) => catch_unwind(AssertUnwindSafe(|| t.transform(text))).unwrap_or_else(|_| {
                     log::error!("the transform of system prompt section {id} panicked; the section is kept");
-                    s.content.clone()
+                    text.to_owned()
                 }),
-                None => s.content.clone(),
+                None => text.to_owned(),
             };
             (id.clone(), SectionText { content })
         })

@@ -40,6 +40,14 @@ macro_rules! string_enum {
             }
         }
 
+        /// An empty value not received: what a wait's data reads as when
+        /// the member is missing or unreadable.
+        impl Default for $name {
+            fn default() -> Self {
+                $name::Unknown(String::new())
+            }
+        }
+
         impl Serialize for $name {
             fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
                 serializer.serialize_str(self.as_str())
@@ -2214,6 +2222,28 @@ pub struct AutoModeSwitchRequestedData {
     pub retry_after_seconds: Option<u64>,
 }
 
+/// [`AutoModeSwitchRequestedData`] as a wait's handler reads it: every member missing or of another kind is
+/// its empty value.
+#[derive(Deserialize)]
+pub(crate) struct LenientAutoModeSwitchRequestedData {
+    #[serde(rename = "errorCode", default, deserialize_with = "crate::events::lenient")]
+    error_code: Option<String>,
+    #[serde(rename = "requestId", default, deserialize_with = "crate::events::lenient")]
+    request_id: String,
+    #[serde(rename = "retryAfterSeconds", default, deserialize_with = "crate::events::lenient")]
+    retry_after_seconds: Option<u64>,
+}
+
+impl From<LenientAutoModeSwitchRequestedData> for AutoModeSwitchRequestedData {
+    fn from(data: LenientAutoModeSwitchRequestedData) -> Self {
+        AutoModeSwitchRequestedData {
+            error_code: data.error_code,
+            request_id: data.request_id,
+            retry_after_seconds: data.retry_after_seconds,
+        }
+    }
+}
+
 string_enum! {
     /// The user's auto-mode-switch choice
     AutoModeSwitchResponse {
@@ -2657,6 +2687,31 @@ pub struct CommandExecuteData {
     pub request_id: String,
 }
 
+/// [`CommandExecuteData`] as a wait's handler reads it: every member missing or of another kind is
+/// its empty value.
+#[derive(Deserialize)]
+pub(crate) struct LenientCommandExecuteData {
+    #[serde(rename = "args", default, deserialize_with = "crate::events::lenient")]
+    args: String,
+    #[serde(rename = "command", default, deserialize_with = "crate::events::lenient")]
+    command: String,
+    #[serde(rename = "commandName", default, deserialize_with = "crate::events::lenient")]
+    command_name: String,
+    #[serde(rename = "requestId", default, deserialize_with = "crate::events::lenient")]
+    request_id: String,
+}
+
+impl From<LenientCommandExecuteData> for CommandExecuteData {
+    fn from(data: LenientCommandExecuteData) -> Self {
+        CommandExecuteData {
+            args: data.args,
+            command: data.command,
+            command_name: data.command_name,
+            request_id: data.request_id,
+        }
+    }
+}
+
 /// Queued slash command dispatch request for client execution
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -2667,6 +2722,25 @@ pub struct CommandQueuedData {
     /// Unique identifier for this request; used to respond via session.respondToQueuedCommand()
     #[serde(rename = "requestId")]
     pub request_id: String,
+}
+
+/// [`CommandQueuedData`] as a wait's handler reads it: every member missing or of another kind is
+/// its empty value.
+#[derive(Deserialize)]
+pub(crate) struct LenientCommandQueuedData {
+    #[serde(rename = "command", default, deserialize_with = "crate::events::lenient")]
+    command: String,
+    #[serde(rename = "requestId", default, deserialize_with = "crate::events::lenient")]
+    request_id: String,
+}
+
+impl From<LenientCommandQueuedData> for CommandQueuedData {
+    fn from(data: LenientCommandQueuedData) -> Self {
+        CommandQueuedData {
+            command: data.command,
+            request_id: data.request_id,
+        }
+    }
 }
 
 /// A single slash command available in the session, as listed by the `commands.changed` event.
@@ -3158,6 +3232,40 @@ pub struct ElicitationRequestedData {
     pub url: Option<String>,
 }
 
+/// [`ElicitationRequestedData`] as a wait's handler reads it: every member missing or of another kind is
+/// its empty value.
+#[derive(Deserialize)]
+pub(crate) struct LenientElicitationRequestedData {
+    #[serde(rename = "elicitationSource", default, deserialize_with = "crate::events::lenient")]
+    elicitation_source: Option<String>,
+    #[serde(rename = "message", default, deserialize_with = "crate::events::lenient")]
+    message: String,
+    #[serde(rename = "mode", default, deserialize_with = "crate::events::lenient")]
+    mode: Option<ElicitationRequestedMode>,
+    #[serde(rename = "requestId", default, deserialize_with = "crate::events::lenient")]
+    request_id: String,
+    #[serde(rename = "requestedSchema", default, deserialize_with = "crate::events::lenient")]
+    requested_schema: Option<ElicitationRequestedSchema>,
+    #[serde(rename = "toolCallId", default, deserialize_with = "crate::events::lenient")]
+    tool_call_id: Option<String>,
+    #[serde(rename = "url", default, deserialize_with = "crate::events::lenient")]
+    url: Option<String>,
+}
+
+impl From<LenientElicitationRequestedData> for ElicitationRequestedData {
+    fn from(data: LenientElicitationRequestedData) -> Self {
+        ElicitationRequestedData {
+            elicitation_source: data.elicitation_source,
+            message: data.message,
+            mode: data.mode,
+            request_id: data.request_id,
+            requested_schema: data.requested_schema,
+            tool_call_id: data.tool_call_id,
+            url: data.url,
+        }
+    }
+}
+
 string_enum! {
     /// Elicitation mode; "form" for structured input, "url" for browser-based. Defaults to "form" when absent.
     ElicitationRequestedMode {
@@ -3391,6 +3499,46 @@ pub struct ExternalToolRequestedData {
     /// Active session working directory, when known.
     #[serde(rename = "workingDirectory", default, skip_serializing_if = "Option::is_none")]
     pub working_directory: Option<String>,
+}
+
+/// [`ExternalToolRequestedData`] as a wait's handler reads it: every member missing or of another kind is
+/// its empty value.
+#[derive(Deserialize)]
+pub(crate) struct LenientExternalToolRequestedData {
+    #[serde(rename = "arguments", default, deserialize_with = "crate::events::lenient")]
+    arguments: Option<Value>,
+    #[serde(rename = "providerId", default, deserialize_with = "crate::events::lenient")]
+    provider_id: Option<String>,
+    #[serde(rename = "requestId", default, deserialize_with = "crate::events::lenient")]
+    request_id: String,
+    #[serde(rename = "sessionId", default, deserialize_with = "crate::events::lenient")]
+    session_id: String,
+    #[serde(rename = "toolCallId", default, deserialize_with = "crate::events::lenient")]
+    tool_call_id: String,
+    #[serde(rename = "toolName", default, deserialize_with = "crate::events::lenient")]
+    tool_name: String,
+    #[serde(rename = "traceparent", default, deserialize_with = "crate::events::lenient")]
+    traceparent: Option<String>,
+    #[serde(rename = "tracestate", default, deserialize_with = "crate::events::lenient")]
+    tracestate: Option<String>,
+    #[serde(rename = "workingDirectory", default, deserialize_with = "crate::events::lenient")]
+    working_directory: Option<String>,
+}
+
+impl From<LenientExternalToolRequestedData> for ExternalToolRequestedData {
+    fn from(data: LenientExternalToolRequestedData) -> Self {
+        ExternalToolRequestedData {
+            arguments: data.arguments,
+            provider_id: data.provider_id,
+            request_id: data.request_id,
+            session_id: data.session_id,
+            tool_call_id: data.tool_call_id,
+            tool_name: data.tool_name,
+            traceparent: data.traceparent,
+            tracestate: data.tracestate,
+            working_directory: data.working_directory,
+        }
+    }
 }
 
 /// Experimental attribution linking an ordinary event to the HydraFusion turn, phase, and concrete source that produced it.
@@ -4519,6 +4667,31 @@ pub struct McpHeadersRefreshRequiredData {
     pub server_url: String,
 }
 
+/// [`McpHeadersRefreshRequiredData`] as a wait's handler reads it: every member missing or of another kind is
+/// its empty value.
+#[derive(Deserialize)]
+pub(crate) struct LenientMcpHeadersRefreshRequiredData {
+    #[serde(rename = "reason", default, deserialize_with = "crate::events::lenient")]
+    reason: McpHeadersRefreshRequiredReason,
+    #[serde(rename = "requestId", default, deserialize_with = "crate::events::lenient")]
+    request_id: String,
+    #[serde(rename = "serverName", default, deserialize_with = "crate::events::lenient")]
+    server_name: String,
+    #[serde(rename = "serverUrl", default, deserialize_with = "crate::events::lenient")]
+    server_url: String,
+}
+
+impl From<LenientMcpHeadersRefreshRequiredData> for McpHeadersRefreshRequiredData {
+    fn from(data: LenientMcpHeadersRefreshRequiredData) -> Self {
+        McpHeadersRefreshRequiredData {
+            reason: data.reason,
+            request_id: data.request_id,
+            server_name: data.server_name,
+            server_url: data.server_url,
+        }
+    }
+}
+
 string_enum! {
     /// Why dynamic headers are being requested.
     McpHeadersRefreshRequiredReason {
@@ -4649,6 +4822,46 @@ pub struct McpOauthRequiredData {
     /// OAuth WWW-Authenticate parameters parsed from the auth challenge, if available
     #[serde(rename = "wwwAuthenticateParams", default, skip_serializing_if = "Option::is_none")]
     pub www_authenticate_params: Option<McpOauthWwwAuthenticateParams>,
+}
+
+/// [`McpOauthRequiredData`] as a wait's handler reads it: every member missing or of another kind is
+/// its empty value.
+#[derive(Deserialize)]
+pub(crate) struct LenientMcpOauthRequiredData {
+    #[serde(rename = "httpResponse", default, deserialize_with = "crate::events::lenient")]
+    http_response: Option<McpOauthHttpResponse>,
+    #[serde(rename = "reason", default, deserialize_with = "crate::events::lenient")]
+    reason: McpOauthRequestReason,
+    #[serde(rename = "requestId", default, deserialize_with = "crate::events::lenient")]
+    request_id: String,
+    #[serde(rename = "resourceMetadata", default, deserialize_with = "crate::events::lenient")]
+    resource_metadata: Option<String>,
+    #[serde(rename = "runtimeRefreshSupported", default, deserialize_with = "crate::events::lenient")]
+    runtime_refresh_supported: Option<bool>,
+    #[serde(rename = "serverName", default, deserialize_with = "crate::events::lenient")]
+    server_name: String,
+    #[serde(rename = "serverUrl", default, deserialize_with = "crate::events::lenient")]
+    server_url: String,
+    #[serde(rename = "staticClientConfig", default, deserialize_with = "crate::events::lenient")]
+    static_client_config: Option<McpOauthRequiredStaticClientConfig>,
+    #[serde(rename = "wwwAuthenticateParams", default, deserialize_with = "crate::events::lenient")]
+    www_authenticate_params: Option<McpOauthWwwAuthenticateParams>,
+}
+
+impl From<LenientMcpOauthRequiredData> for McpOauthRequiredData {
+    fn from(data: LenientMcpOauthRequiredData) -> Self {
+        McpOauthRequiredData {
+            http_response: data.http_response,
+            reason: data.reason,
+            request_id: data.request_id,
+            resource_metadata: data.resource_metadata,
+            runtime_refresh_supported: data.runtime_refresh_supported,
+            server_name: data.server_name,
+            server_url: data.server_url,
+            static_client_config: data.static_client_config,
+            www_authenticate_params: data.www_authenticate_params,
+        }
+    }
 }
 
 /// Static OAuth client configuration, if the server specifies one
@@ -5754,6 +5967,52 @@ pub struct PermissionRequestedData {
     pub risk_assessment: Option<Value>,
 }
 
+/// [`PermissionRequestedData`] as a wait's handler reads it: every member missing or of another kind is
+/// its empty value.
+#[derive(Deserialize)]
+pub(crate) struct LenientPermissionRequestedData {
+    #[serde(rename = "agentMode", default, deserialize_with = "crate::events::lenient")]
+    agent_mode: Option<SessionMode>,
+    #[serde(rename = "fusion", default, deserialize_with = "crate::events::lenient")]
+    fusion: Option<FusionAttribution>,
+    #[serde(rename = "ownerAgentId", default, deserialize_with = "crate::events::lenient")]
+    owner_agent_id: Option<String>,
+    #[serde(rename = "ownerSessionId", default, deserialize_with = "crate::events::lenient")]
+    owner_session_id: Option<String>,
+    #[serde(rename = "permissionMode", default, deserialize_with = "crate::events::lenient")]
+    permission_mode: Option<PermissionMode>,
+    #[serde(rename = "permissionRequest", default, deserialize_with = "crate::events::lenient")]
+    permission_request: Value,
+    #[serde(rename = "promptRequest", default, deserialize_with = "crate::events::lenient")]
+    prompt_request: Option<Value>,
+    #[serde(rename = "recoveryEpisodeId", default, deserialize_with = "crate::events::lenient")]
+    recovery_episode_id: Option<String>,
+    #[serde(rename = "requestId", default, deserialize_with = "crate::events::lenient")]
+    request_id: String,
+    #[serde(rename = "resolvedByHook", default, deserialize_with = "crate::events::lenient")]
+    resolved_by_hook: Option<bool>,
+    #[serde(rename = "riskAssessment", default, deserialize_with = "crate::events::lenient")]
+    risk_assessment: Option<Value>,
+}
+
+impl From<LenientPermissionRequestedData> for PermissionRequestedData {
+    fn from(data: LenientPermissionRequestedData) -> Self {
+        PermissionRequestedData {
+            agent_mode: data.agent_mode,
+            fusion: data.fusion,
+            owner_agent_id: data.owner_agent_id,
+            owner_session_id: data.owner_session_id,
+            permission_mode: data.permission_mode,
+            permission_request: data.permission_request,
+            prompt_request: data.prompt_request,
+            recovery_episode_id: data.recovery_episode_id,
+            request_id: data.request_id,
+            resolved_by_hook: data.resolved_by_hook,
+            risk_assessment: data.risk_assessment,
+        }
+    }
+}
+
 /// Permission-mode transition details.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -6270,6 +6529,28 @@ pub struct SamplingRequestedData {
     pub server_name: String,
 }
 
+/// [`SamplingRequestedData`] as a wait's handler reads it: every member missing or of another kind is
+/// its empty value.
+#[derive(Deserialize)]
+pub(crate) struct LenientSamplingRequestedData {
+    #[serde(rename = "mcpRequestId", default, deserialize_with = "crate::events::lenient")]
+    mcp_request_id: Value,
+    #[serde(rename = "requestId", default, deserialize_with = "crate::events::lenient")]
+    request_id: String,
+    #[serde(rename = "serverName", default, deserialize_with = "crate::events::lenient")]
+    server_name: String,
+}
+
+impl From<LenientSamplingRequestedData> for SamplingRequestedData {
+    fn from(data: LenientSamplingRequestedData) -> Self {
+        SamplingRequestedData {
+            mcp_request_id: data.mcp_request_id,
+            request_id: data.request_id,
+            server_name: data.server_name,
+        }
+    }
+}
+
 /// Scheduled prompt cancelled from the schedule manager dialog
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -6380,6 +6661,28 @@ pub struct SessionLimitsExhaustedRequestedData {
     /// AI Credits already consumed in the current accounting window.
     #[serde(rename = "usedAiCredits")]
     pub used_ai_credits: f64,
+}
+
+/// [`SessionLimitsExhaustedRequestedData`] as a wait's handler reads it: every member missing or of another kind is
+/// its empty value.
+#[derive(Deserialize)]
+pub(crate) struct LenientSessionLimitsExhaustedRequestedData {
+    #[serde(rename = "maxAiCredits", default, deserialize_with = "crate::events::lenient")]
+    max_ai_credits: f64,
+    #[serde(rename = "requestId", default, deserialize_with = "crate::events::lenient")]
+    request_id: String,
+    #[serde(rename = "usedAiCredits", default, deserialize_with = "crate::events::lenient")]
+    used_ai_credits: f64,
+}
+
+impl From<LenientSessionLimitsExhaustedRequestedData> for SessionLimitsExhaustedRequestedData {
+    fn from(data: LenientSessionLimitsExhaustedRequestedData) -> Self {
+        SessionLimitsExhaustedRequestedData {
+            max_ai_credits: data.max_ai_credits,
+            request_id: data.request_id,
+            used_ai_credits: data.used_ai_credits,
+        }
+    }
 }
 
 /// The user's selected action for an exhausted session limit.

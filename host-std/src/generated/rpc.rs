@@ -40,6 +40,14 @@ macro_rules! string_enum {
             }
         }
 
+        /// An empty value not received: what a wait's data reads as when
+        /// the member is missing or unreadable.
+        impl Default for $name {
+            fn default() -> Self {
+                $name::Unknown(String::new())
+            }
+        }
+
         impl Serialize for $name {
             fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
                 serializer.serialize_str(self.as_str())

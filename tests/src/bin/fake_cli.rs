@@ -25,8 +25,8 @@
 //! answers (a permission prompt, an elicitation, two hook calls, a call of
 //! the client's tool TOOL, an MCP OAuth request, a user input request, an
 //! exit-plan-mode request, a system message transform, a provider token
-//! request, a request nobody serves, an unknown request) and ends the turn
-//! when all are answered. `--record FILE` writes the body of
+//! request, a request nobody serves, an unknown request, then waits of the
+//! same kinds with unreadable data) and ends the turn when all are answered. `--record FILE` writes the body of
 //! every frame the client sent to FILE as it came, one line each, and its
 //! own arguments to FILE.argv as a JSON array.
 

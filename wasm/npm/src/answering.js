@@ -20,7 +20,6 @@ const SETTLE_FAIL = 3;
 
 const DECLINE = Object.freeze({ decline: true });
 const NO_HANDLER = Object.freeze({ refuse: "noHandler" });
-const UNREADABLE = Object.freeze({ refuse: "unreadable" });
 
 const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
 
@@ -134,12 +133,12 @@ export class SessionHandlers {
    * `handlerFailed`.
    */
   async decide(kind, data, sessionId, name, logger) {
+    // The engine refused the wait if a member its handler reads is missing
+    // or of another kind (the core's `reads` of each kind): `data` has them.
     const c = this.#config;
-    const readable = isObject(data);
     switch (kind) {
       case "permission": {
         if (!c.onPermission) return NO_HANDLER;
-        if (!readable || !isObject(data.permissionRequest)) return UNREADABLE;
         const given = await c.onPermission({
           sessionId,
           requestId: data.requestId,
@@ -159,7 +158,6 @@ export class SessionHandlers {
         return { answer: shaped.answer, siblings: { decisionContext: context.answer } };
       }
       case "tool": {
-        if (!readable || typeof data.toolName !== "string") return UNREADABLE;
         const tool = this.#tools.get(data.toolName);
         if (!tool) return NO_HANDLER;
         const invocation = {
@@ -174,7 +172,6 @@ export class SessionHandlers {
       }
       case "userInput": {
         if (!c.onUserInput) return NO_HANDLER;
-        if (!readable || typeof data.question !== "string") return UNREADABLE;
         let answer = await c.onUserInput({
           sessionId,
           question: data.question,
@@ -187,21 +184,18 @@ export class SessionHandlers {
       }
       case "elicitation": {
         if (!c.onElicitation) return NO_HANDLER;
-        if (!readable || typeof data.message !== "string") return UNREADABLE;
         let r = await c.onElicitation({ ...data, sessionId });
         if (typeof r === "string") r = { action: r };
         return shapeAnswer("elicitation", r);
       }
       case "mcpOAuth": {
         if (!c.onMcpOAuth) return NO_HANDLER;
-        if (!readable || typeof data.serverName !== "string" || typeof data.serverUrl !== "string") return UNREADABLE;
         let t = await c.onMcpOAuth({ ...data, sessionId });
         if (typeof t === "string") t = { accessToken: t };
         return shapeAnswer("mcpOAuth", t);
       }
       case "exitPlanMode": {
         if (!c.onExitPlanMode) return NO_HANDLER;
-        if (!readable) return UNREADABLE;
         let r = await c.onExitPlanMode({
           sessionId,
           summary: typeof data.summary === "string" ? data.summary : "",
@@ -213,7 +207,6 @@ export class SessionHandlers {
         return shapeAnswer("exitPlanMode", r);
       }
       case "command": {
-        if (!readable || typeof data.commandName !== "string") return UNREADABLE;
         const command = this.#commands.get(data.commandName);
         if (!command) return NO_HANDLER;
         const r = await command.handler({
@@ -227,7 +220,6 @@ export class SessionHandlers {
       }
       case "systemMessageTransform": {
         if (this.#transforms.size === 0) return NO_HANDLER;
-        if (!readable || !isObject(data.sections)) return UNREADABLE;
         const sections = {};
         for (const [id, section] of Object.entries(data.sections)) {
           const content = typeof section?.content === "string" ? section.content : "";
@@ -249,7 +241,6 @@ export class SessionHandlers {
       case "providerToken": {
         const callback = c.provider?.bearerTokenProvider;
         if (!callback) return NO_HANDLER;
-        if (!readable || typeof data.providerName !== "string") return UNREADABLE;
         // One callback: the session's single provider, by the core's name.
         if (data.providerName !== POLICY.config.providerTokenName) return NO_HANDLER;
         const token = await callback({ providerName: data.providerName, sessionId });

@@ -28,7 +28,7 @@ import { checkConfig, handlerKindsOf, sessionParams, sortedMembers } from "./con
 import { checkHooks, checkRequestHandlers } from "./hooks.js";
 import { loadWasm } from "./wasm.js";
 import { streamTransport } from "./transport.js";
-import { Driver } from "./driver.js";
+import { Driver, engine } from "./driver.js";
 import { answerWait } from "./answering.js";
 import { Session } from "./session.js";
 import { rpcCalls, SERVER_METHODS } from "./generated/rpc.js";
@@ -331,7 +331,7 @@ export class CopilotClient {
     try {
       const options = JSON.stringify(sessionParams(config, id, resumeId != null, POLICY.options, POLICY.config));
       // Members in the order the Rust host sends them: the same bytes.
-      params = sortedMembers(JSON.parse(CoreEngine.openParams(options, kinds.join(","))));
+      params = sortedMembers(JSON.parse(engine(() => CoreEngine.openParams(options, kinds.join(",")))));
     } catch (e) {
       throw new ConfigError(`cannot open session ${id ?? "(server-assigned)"}: ${errorText(e)}`);
     }

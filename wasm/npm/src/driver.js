@@ -6,7 +6,7 @@
 // the driver's owner (the client). It knows no sessions and no user code.
 
 import { CoreEngine } from "../dist/copilot_wasm.js";
-import { DEFAULT_HANDLER_TIMEOUT_MS } from "./constants.js";
+import { DEFAULT_HANDLER_TIMEOUT_MS, POLICY } from "./constants.js";
 import { CopilotError, DisconnectedError, RpcError, TimeoutError, errorText } from "./errors.js";
 
 /** The engine's clock, in milliseconds. */
@@ -68,7 +68,13 @@ export class Driver {
 
   /** The engine's counters, with the calls open. */
   stats() {
-    return { ...JSON.parse(this.#core.stats(now())), pendingRequests: this.#pending.size };
+    // Numbers from the engine, named by the policy in its order.
+    const numbers = this.#core.stats(now());
+    const { counters, causes } = POLICY.stats;
+    const stats = Object.fromEntries(counters.map((name, i) => [name, numbers[i]]));
+    if (Number.isNaN(stats.oldestObligationAge)) stats.oldestObligationAge = null;
+    stats.refused = Object.fromEntries(causes.map((cause, i) => [cause, numbers[counters.length + i]]));
+    return { ...stats, pendingRequests: this.#pending.size };
   }
 
   /**
@@ -82,7 +88,8 @@ export class Driver {
       // The deadline is the engine's: the timer below wakes it. The
       // request goes to the outbox, sent by flush.
       const deadline = Number.isFinite(timeoutMs) ? Math.max(0, timeoutMs) : Infinity;
-      id = this.#core.encode_request(method, params === undefined ? "" : JSON.stringify(params), now(), deadline);
+      const text = params === undefined ? "" : JSON.stringify(params);
+      id = engine(() => this.#core.encode_request(method, text, now(), deadline));
     } catch (e) {
       return Promise.reject(new CopilotError(`cannot send ${method}: ${errorText(e)}`, { cause: e }));
     }
@@ -94,7 +101,7 @@ export class Driver {
 
   /** Reserves a session's slot before its open is sent (`CoreEngine.reserve`). */
   reserve(id, tag, resuming) {
-    return this.#core.reserve(id, tag, resuming);
+    return engine(() => this.#core.reserve(id, tag, resuming));
   }
 
   /**
@@ -102,12 +109,14 @@ export class Driver {
    * releases it) and gives back `{ opened, error?, routes }`.
    */
   completeOpen(tag, ok, payload) {
-    return JSON.parse(this.#core.complete_open(tag, ok, payload, now()));
+    const opened = JSON.parse(engine(() => this.#core.complete_open(tag, ok, payload, now())));
+    if (opened.error !== undefined) opened.error = coreText(opened.error);
+    return opened;
   }
 
   /** Marks a session closing (its destroy is in flight); throws if released. */
   closeSession(tag) {
-    this.#core.close_session(tag);
+    engine(() => this.#core.close_session(tag));
   }
 
   /** Frees a session's slot: its open waits are refused, frames parked for nobody come back. */
@@ -118,7 +127,7 @@ export class Driver {
 
   /** Settles an obligation (`CoreEngine.settle`); throws if it cannot. */
   settle(obligation, how, value, siblings) {
-    this.#core.settle(obligation, how, value, siblings);
+    engine(() => this.#core.settle(obligation, how, value, siblings));
   }
 
   /** Closes the writing side of the stream. */
@@ -227,7 +236,7 @@ export class Driver {
         if (item.refused !== undefined) {
           this.#logger.warn?.(`${item.type ?? item.method ?? item.route} refused by the engine: ${item.refused}`);
         } else if (item.route === "malformed" || item.route === "frameError") {
-          this.#logger.warn?.(`${item.route}: ${item.error}`);
+          this.#logger.warn?.(`${item.route}: ${coreText(item.error)}`);
         } else if (item.route === "unmatchedResponse" && item.answerAck === undefined) {
           this.#logger.warn?.(`response to unknown request ${item.idText}`);
         } else if (item.answerAck === false) {
@@ -259,5 +268,23 @@ export class Driver {
     this.#pending.clear();
     for (const entry of pending) entry.reject(error);
     return true;
+  }
+}
+
+/**
+ * `text` with each of the module's message tokens (`\u0003<number>\u0004`:
+ * the module leaves the core's message texts out) replaced by its text.
+ */
+export function coreText(text) {
+  return text.replace(/\u0003(\d+)\u0004/g, (token, n) => POLICY.messages[n] ?? token);
+}
+
+/** Calls the engine; what it throws carries the core's message texts. */
+export function engine(call) {
+  try {
+    return call();
+  } catch (e) {
+    if (e instanceof Error) e.message = coreText(e.message);
+    throw e;
   }
 }

@@ -80,9 +80,7 @@ export function checkRequestHandlers(handlers, makeError) {
  * result) or `{ refuse: cause }`.
  */
 export async function decideHook(hooks, params, sessionId) {
-  if (params === null || typeof params !== "object" || typeof params.hookType !== "string") {
-    return { refuse: "unreadable" };
-  }
+  // The engine refused a call without a string `hookType` (the core's `reads`).
   const fn = hooks?.[HOOK_BY_TYPE.get(params.hookType)];
   if (typeof fn !== "function") return { refuse: "noHandler" };
   const invocation = {
@@ -90,8 +88,26 @@ export async function decideHook(hooks, params, sessionId) {
     hookType: params.hookType,
   };
   // The engine answers `{output}`, or `{}` for no output. No input: the core's default.
-  const output = await fn(params.input ?? structuredClone(POLICY.hooks.defaultInput), invocation);
+  const output = await fn(hookInput(params.input ?? structuredClone(POLICY.hooks.defaultInput)), invocation);
   return { answer: output ?? null };
+}
+
+/**
+ * A hook's input as the hook gets it, named as the official SDKs name it:
+ * the core's renamed members under their names, its time as a `Date`.
+ */
+function hookInput(raw) {
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw)) return raw;
+  const input = { ...raw };
+  for (const [wire, name] of POLICY.hooks.inputRenames) {
+    if (Object.hasOwn(input, wire)) {
+      input[name] = input[wire];
+      delete input[wire];
+    }
+  }
+  const time = POLICY.hooks.inputTime;
+  if (typeof input[time] === "number") input[time] = new Date(input[time]);
+  return input;
 }
 
 /**

@@ -2,8 +2,9 @@
 // model, from the packed package: a pre-tool-use hook denies the shell (it
 // does not run; the model reads the denial), a post-tool-use hook sees and
 // replaces a tool's result, a user-prompt-submitted hook changes the prompt
-// the model gets, session start and end hooks fire once each, and a
-// sub-agent's start and stop hooks run.
+// the model gets, every hook's input is named as the official SDKs name it
+// (`workingDirectory`, a `Date`), session start and end hooks fire once
+// each, and a sub-agent's start and stop hooks run.
 
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
@@ -91,6 +92,53 @@ test("a post-tool-use hook sees the tool's result and replaces it", { timeout: 1
   await session.destroy();
 });
 
+test("every hook the CLI fires gets its input named as the official SDKs name it", { timeout: 120_000 }, async () => {
+  const calls = [];
+  const record = (type) => (input) => {
+    calls.push({ type, input });
+  };
+  const types = ["sessionStart", "userPromptSubmitted", "preToolUse", "postToolUse", "agentStop", "sessionEnd"];
+  const hooks = Object.fromEntries(types.map((t) => [`on${t[0].toUpperCase()}${t.slice(1)}`, record(t)]));
+  const first = Math.floor(Date.now());
+  const session = await client.createSession({
+    model: MODEL,
+    workingDirectory: workDir("typed"),
+    tools: [
+      {
+        name: "get_weather",
+        description: "Get the weather.",
+        parameters: { type: "object" },
+        skipPermission: true,
+        handler: () => "Sunny, 22 C",
+      },
+    ],
+    hooks,
+  });
+  await model.script(session.id, [
+    { toolCalls: [{ name: "get_weather", arguments: { city: "Paris" } }] },
+    { text: "Sunny." },
+  ]);
+  assert.equal((await session.sendAndWait("Weather?", { timeoutMs: 60_000 }))?.content, "Sunny.");
+  await session.destroy();
+  const last = Date.now();
+  assert.deepEqual([...new Set(calls.map((c) => c.type))].sort(), [...types].sort(), "every hook fired");
+  for (const { type, input } of calls) {
+    assert.match(input.workingDirectory, /typed$/, type);
+    assert.ok(input.timestamp instanceof Date, type);
+    const at = input.timestamp.getTime();
+    assert.ok(at >= first && at <= last, `${type}: ${input.timestamp.toISOString()}`);
+    for (const wire of ["cwd", "stop_hook_active"]) assert.ok(!(wire in input), `${type} has ${wire}`);
+  }
+  const pre = calls.find((c) => c.type === "preToolUse").input;
+  assert.equal(pre.toolName, "get_weather");
+  assert.deepEqual(pre.toolArgs, { city: "Paris" });
+  const post = calls.find((c) => c.type === "postToolUse").input;
+  assert.equal(post.toolResult.textResultForLlm, "Sunny, 22 C");
+  assert.equal(calls.find((c) => c.type === "userPromptSubmitted").input.prompt, "Weather?");
+  const stop = calls.find((c) => c.type === "agentStop").input;
+  assert.equal(typeof stop.stopHookActive, "boolean", JSON.stringify(stop));
+});
+
 test("a user-prompt-submitted hook changes the prompt the model gets", { timeout: 120_000 }, async () => {
   const prompts = [];
   const session = await client.createSession({
@@ -141,8 +189,8 @@ test("session start and end hooks fire once each, around the turns", { timeout: 
     "agentStop",
     "sessionEnd",
   ]);
-  assert.match(calls[0].input.cwd, /bracket$/);
-  assert.equal(typeof calls[0].input.timestamp, "number");
+  assert.match(calls[0].input.workingDirectory, /bracket$/);
+  assert.ok(calls[0].input.timestamp instanceof Date);
 });
 
 test("a sub-agent's start and stop hooks run on the session that set them", { timeout: 120_000 }, async () => {

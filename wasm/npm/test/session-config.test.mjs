@@ -221,10 +221,24 @@ test("the handler kinds offered are the kinds a handler is called for", async ()
   everything.requestHandlers = Object.fromEntries(names.map((n) => [n, () => ({})]));
   const session = new Session({ _logger: {} }, 1, "s", everything);
   const offered = new Set([...Object.values(HANDLER_OPTIONS), ...GENERIC_HANDLER_KINDS]);
+  // Data with every member the handlers read (the core refuses a wait
+  // without them before any handler is asked: HandlerKind::reads).
+  const data = {
+    permissionRequest: {},
+    toolName: "t",
+    question: "q",
+    message: "m",
+    serverName: "s",
+    serverUrl: "u",
+    commandName: "c",
+    sections: {},
+    providerName: "default",
+    hookType: "preToolUse",
+  };
   for (const kind of kinds) {
-    // Data no handler can read: a kind with a handler says so.
+    // A kind with a handler asks it; the others are refused for want of one.
     const name = GENERIC_HANDLER_KINDS.includes(kind) ? names[0] : undefined;
-    const r = await session._decide(kind, {}, "s", name).catch(() => ({ threw: true }));
+    const r = await session._decide(kind, data, "s", name).catch(() => ({ threw: true }));
     assert.equal(r.refuse === "noHandler", !offered.has(kind), kind);
   }
 });
@@ -241,5 +255,29 @@ test("options nested deeper than the engine reads are a ConfigError, and nothing
   const s = await client.createSession({});
   const creates = peer.received.filter((m) => m.method === "session.create");
   assert.deepEqual(creates.map((m) => m.params.sessionId), [s.id]);
+  await client.stop();
+});
+
+test("the core's messages reach the user as their texts, though the module carries them as tokens", async () => {
+  const warnings = [];
+  const toClient = new PassThrough();
+  const fromClient = new PassThrough();
+  const peer = new Peer((bytes) => toClient.write(bytes), {
+    answer: (m) => (m.method === "session.create" ? { sessionId: m.params.sessionId } : { success: true }),
+  });
+  fromClient.on("data", (b) => peer.receive(b));
+  const client = await CopilotClient.fromStreams(toClient, fromClient, { logger: { warn: (m) => warnings.push(m) } });
+  const first = await client.createSession({ sessionId: "twice" });
+  // The engine's refusal of a second session with the same id.
+  await assert.rejects(client.createSession({ sessionId: "twice" }), (e) => {
+    assert.match(e.message, /a session with this id is already open/);
+    assert.doesNotMatch(e.message, /\u0003/);
+    return true;
+  });
+  // A frame whose body is not JSON: the engine's parse error, logged.
+  toClient.write("Content-Length: 5\r\n\r\n{nope");
+  await eventually(() => warnings.some((w) => w.includes("parse error: unexpected byte at byte 1")));
+  assert.ok(warnings.every((w) => !w.includes("\u0003")), warnings.join("\n"));
+  await first.destroy();
   await client.stop();
 });

@@ -230,7 +230,7 @@ for (const kind of ["node", "whatwg"]) {
 
       peer.send(sessionEvent(sid, "elicitation.requested", { requestId: "e1", message: "?" }));
       peer.send(sessionEvent(sid, "command.execute", { requestId: "c1", commandName: "deploy" }));
-      peer.send(sessionEvent(sid, "mcp.oauth_required", { requestId: "o1" }));
+      peer.send(sessionEvent(sid, "mcp.oauth_required", { requestId: "o1", serverName: "docs", serverUrl: "https://docs.example" }));
       // A command goes to the client that registered it: refused.
       assert.equal((await answered("session.commands.handlePendingCommand", "c1")).error, "This client has no handler for this command.");
       // A tool, an elicitation and an MCP OAuth request without a handler

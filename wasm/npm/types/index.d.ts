@@ -334,14 +334,18 @@ export interface HookInvocation {
   hookType: HookType;
 }
 
-/** What every hook input has, as the CLI sends it. */
+/**
+ * What every hook input has, named as the official SDKs name it (the CLI
+ * sends `cwd` and the time in Unix ms; the package hands them over as
+ * `workingDirectory` and a `Date`).
+ */
 export interface BaseHookInput {
   /** The session that raised the hook (for a sub-agent's hook, not the one it was set on). */
   sessionId?: string;
-  /** The agent's working directory. */
-  cwd?: string;
-  /** When the hook was raised (Unix time, ms). */
-  timestamp?: number;
+  /** The agent's working directory (the CLI's `cwd`). */
+  workingDirectory?: string;
+  /** When the hook was raised. */
+  timestamp?: Date;
   [key: string]: unknown;
 }
 
@@ -436,8 +440,8 @@ export interface ErrorOccurredHookOutput {
 export interface AgentStopHookInput extends BaseHookInput {
   stopReason?: string;
   transcriptPath?: string;
-  /** Whether this stop follows an earlier `block` (CLI 1.0.102 sends this snake-case name). */
-  stop_hook_active?: boolean;
+  /** Whether this stop follows an earlier `block` (the CLI's `stop_hook_active`). */
+  stopHookActive?: boolean;
 }
 /** `{ decision: "block", reason }` keeps the agent running with `reason` as its next message. */
 export interface AgentStopHookOutput {

@@ -143,7 +143,7 @@ export function fullConfig(): SessionConfig {
       onSessionEnd: (input) => {
         console.error(`ended: ${input.reason}`);
       },
-      onAgentStop: (input) => (input.stop_hook_active ? null : { decision: "block", reason: "Run the tests first." }),
+      onAgentStop: (input) => (input.stopHookActive ? null : { decision: "block", reason: "Run the tests first." }),
     },
     requestHandlers: {
       "sessionFs.readFile": (params: { path: string }, { name, sessionId }) => ({ content: `${name} ${sessionId} ${params.path}` }),
