@@ -18,6 +18,14 @@
 //! delivered but is not an obligation, so the wait is answered once.
 //! A `permission.requested` whose `data.resolvedByHook` is `true` was
 //! already answered inside the CLI and is not an obligation either.
+//!
+//! Several clients may share one session (one resumes the session another
+//! keeps open). The CLI sends a waiting event to every client of the
+//! session and takes the first answer; a server request goes to one
+//! client only. So each row says what a client without the handler does
+//! ([`Unhandled`]): an event is left to the client that has the handler
+//! (as the official SDKs do: a tool is answered by the client that
+//! registered it), a request is refused, since nobody else can answer it.
 
 use crate::envelope::{INTERNAL_ERROR, METHOD_NOT_FOUND};
 use crate::json::{JsonStr, Kind, Value};
@@ -268,6 +276,29 @@ pub enum Refusal {
     },
 }
 
+/// What a client without the handler does with a wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unhandled {
+    /// Send the refusal at once: the wait is this client's only.
+    Refuse,
+    /// Leave it to another client of the session: nothing is sent. The
+    /// engine keeps the wait, unanswered, until the CLI reports it
+    /// answered (the event `reported_by` with the same `requestId`), until
+    /// the handler deadline, or until the session is released here; then
+    /// it forgets it, still sending nothing, so a client without the
+    /// handler never answers in place of one that has it (whatever that
+    /// client's own deadline). A wait no client ever answers stays pending
+    /// in the CLI, as with the official SDKs, until the turn is aborted or
+    /// the wait is found again by asking the CLI what is pending; the
+    /// outcomes are counted
+    /// ([`EngineStats::left_answered`](crate::EngineStats::left_answered),
+    /// [`EngineStats::left_unanswered`](crate::EngineStats::left_unanswered)).
+    Leave {
+        /// The event type by which the CLI reports the wait answered.
+        reported_by: &'static str,
+    },
+}
+
 /// One obligation kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AnswerRow {
@@ -279,40 +310,35 @@ pub struct AnswerRow {
     pub via: AnswerVia,
     /// What goes when nobody answers.
     pub refusal: Refusal,
+    /// What a client without the handler does.
+    pub unhandled: Unhandled,
 }
 
 impl AnswerRow {
-    /// What goes when the handler fails (throws, panics, returns an error):
-    /// this JSON object as the answer, with the failure's text added as its
-    /// member `error`, which the agent logs and the model does not read.
-    /// `None`: the refusal goes. Only a tool's failure has an answer (the
-    /// model is told that the tool failed, as the official SDKs do).
+    /// Where the text of a failed handler (threw, panicked, returned an
+    /// error) goes: the member of the answering RPC that carries it in
+    /// place of the answer, as a JSON string (a tool's `error`, so the call
+    /// is `{sessionId, requestId, error}`, as the official SDKs send it;
+    /// the CLI then tells the model in its own words that the tool failed,
+    /// and the text stays out of the model's view). `None`: the refusal
+    /// goes.
     pub const fn failure(&self) -> Option<&'static str> {
         match (self.handler, self.via) {
-            (HandlerKind::Tool, AnswerVia::Rpc { .. }) => Some(TOOL_FAILURE),
+            (HandlerKind::Tool, AnswerVia::Rpc { .. }) => Some("error"),
             _ => None,
         }
     }
+
+    /// Whether a client without the handler leaves the wait to another
+    /// client of the session ([`Unhandled::Leave`]).
+    pub const fn leaves_unhandled(&self) -> bool {
+        matches!(self.unhandled, Unhandled::Leave { .. })
+    }
 }
 
-macro_rules! tool_failed_text {
-    () => {
-        "Invoking this tool produced an error. Detailed information is not available."
-    };
-}
-
-/// What the model reads when a tool's handler fails: the failure's text may
-/// hold what the model should not see, so it goes to the logs (and the
-/// result's `error`), as the official SDKs do.
-pub const TOOL_FAILED_TEXT: &str = tool_failed_text!();
-
-/// A failed tool's answer (the engine adds `error`).
-const TOOL_FAILURE: &str = concat!(r#"{"textResultForLlm":""#, tool_failed_text!(), r#"","resultType":"failure"}"#);
-
-/// Room for a failure answer with its `,"error":` and closing brace (the
-/// failure's text aside), on the engine's stack.
-pub(crate) const FAILURE_ROOM: usize = 256;
-const _: () = assert!(TOOL_FAILURE.len() + 10 <= FAILURE_ROOM);
+/// What a failed handler's text is when it has none: the CLI reads an
+/// empty `error` as no error.
+pub(crate) const FAILED_WITHOUT_TEXT: &str = "the handler failed";
 
 const fn event(
     ty: &'static str,
@@ -320,12 +346,26 @@ const fn event(
     method: &'static str,
     key: &'static str,
     refusal: Refusal,
+    unhandled: Unhandled,
 ) -> AnswerRow {
-    AnswerRow { trigger: Trigger::Event(ty), handler, via: AnswerVia::Rpc { method, key }, refusal }
+    AnswerRow { trigger: Trigger::Event(ty), handler, via: AnswerVia::Rpc { method, key }, refusal, unhandled }
 }
 
+/// A server request: sent to this client only, so refused without a handler.
 const fn request(method: &'static str, handler: HandlerKind, refusal: Refusal) -> AnswerRow {
-    AnswerRow { trigger: Trigger::Request(method), handler, via: AnswerVia::Response { member: None }, refusal }
+    AnswerRow {
+        trigger: Trigger::Request(method),
+        handler,
+        via: AnswerVia::Response { member: None },
+        refusal,
+        unhandled: Unhandled::Refuse,
+    }
+}
+
+/// Left to the client of the session that has the handler; the CLI
+/// reports the wait answered with the event `reported_by`.
+const fn leave(reported_by: &'static str) -> Unhandled {
+    Unhandled::Leave { reported_by }
 }
 
 /// A request this client does not serve: -32601, as for an unknown method.
@@ -339,6 +379,13 @@ use Refusal::Payload as P;
 
 /// Every obligation kind. Refusals are what the official SDKs send without
 /// a handler (or when it fails), else the schema's "not handled" variant.
+/// A client without the handler sends the refusal only where the row's
+/// [`Unhandled`] says so: the events are left to the client of the session
+/// that has the handler (the official SDKs send nothing for them: no tool
+/// of theirs, no permission, elicitation or MCP OAuth handler, and the
+/// kinds they have no handler for at all: sampling, auto-mode switch,
+/// session limits, MCP headers, queued commands). The refusal still goes
+/// for unreadable data, a failed handler, a session gone.
 // A static, not a const: a const slice is copied into each function that
 // reads it (two copies of the table in the WebAssembly module).
 pub static ANSWERS: &[AnswerRow] = &[
@@ -349,6 +396,7 @@ pub static ANSWERS: &[AnswerRow] = &[
         "session.permissions.handlePendingPermissionRequest",
         "result",
         P(r#"{"kind":"user-not-available"}"#),
+        leave("permission.completed"),
     ),
     event(
         "external_tool.requested",
@@ -356,6 +404,7 @@ pub static ANSWERS: &[AnswerRow] = &[
         "session.tools.handlePendingToolCall",
         "result",
         P(r#"{"textResultForLlm":"This client could not run the tool.","resultType":"failure"}"#),
+        leave("external_tool.completed"),
     ),
     event(
         "elicitation.requested",
@@ -363,8 +412,16 @@ pub static ANSWERS: &[AnswerRow] = &[
         "session.ui.handlePendingElicitation",
         "result",
         P(r#"{"action":"cancel"}"#),
+        leave("elicitation.completed"),
     ),
-    event("sampling.requested", H::Sampling, "session.ui.handlePendingSampling", "response", Refusal::Omit),
+    event(
+        "sampling.requested",
+        H::Sampling,
+        "session.ui.handlePendingSampling",
+        "response",
+        Refusal::Omit,
+        leave("sampling.completed"),
+    ),
     // `autoModeSwitch.request` may come for the same wait (not seen on the
     // wire with CLI 1.0.102); both stay rows, as the hosts answered both
     // before. A second answer would be acknowledged with `success:false`
@@ -375,6 +432,7 @@ pub static ANSWERS: &[AnswerRow] = &[
         "session.ui.handlePendingAutoModeSwitch",
         "response",
         P(r#""no""#),
+        leave("auto_mode_switch.completed"),
     ),
     event(
         "session_limits_exhausted.requested",
@@ -382,6 +440,7 @@ pub static ANSWERS: &[AnswerRow] = &[
         "session.ui.handlePendingSessionLimitsExhausted",
         "response",
         P(r#"{"action":"cancel"}"#),
+        leave("session_limits_exhausted.completed"),
     ),
     event(
         "mcp.oauth_required",
@@ -389,6 +448,7 @@ pub static ANSWERS: &[AnswerRow] = &[
         "session.mcp.oauth.handlePendingRequest",
         "result",
         P(r#"{"kind":"cancelled"}"#),
+        leave("mcp.oauth_completed"),
     ),
     event(
         "mcp.headers_refresh_required",
@@ -396,13 +456,19 @@ pub static ANSWERS: &[AnswerRow] = &[
         "session.mcp.headers.handlePendingHeadersRefreshRequest",
         "result",
         P(r#"{"kind":"none"}"#),
+        leave("mcp.headers_refresh_completed"),
     ),
+    // The CLI routes a command to the client that registered it (the
+    // schema: "routed to the owning client"; seen with two clients in
+    // tests/tests/multi_client.rs), so no other client can answer; the
+    // official SDKs answer every one ("Unknown command: X").
     event(
         "command.execute",
         H::Command,
         "session.commands.handlePendingCommand",
         "error",
         P(r#""This client has no handler for this command.""#),
+        Unhandled::Refuse,
     ),
     event(
         "command.queued",
@@ -410,6 +476,7 @@ pub static ANSWERS: &[AnswerRow] = &[
         "session.commands.respondToQueuedCommand",
         "result",
         P(r#"{"handled":false}"#),
+        leave("command.completed"),
     ),
     // Server requests the schema lacks.
     request(
@@ -505,6 +572,13 @@ pub fn row_for_event(event_type: JsonStr<'_>) -> Option<(u16, &'static AnswerRow
         Some(plain) => find(|t| matches!(t, Trigger::Event(e) if plain == *e)),
         None => find(|t| matches!(t, Trigger::Event(e) if event_type == *e)),
     }
+}
+
+/// The row whose waits the event type `event_type` reports answered
+/// ([`Unhandled::Leave`]), if any.
+pub(crate) fn row_reported_by(event_type: JsonStr<'_>) -> Option<u16> {
+    let reports = |r: &AnswerRow| matches!(r.unhandled, Unhandled::Leave { reported_by } if event_type == reported_by);
+    ANSWERS.iter().position(reports).map(|i| i as u16)
 }
 
 /// The row of a server request method.

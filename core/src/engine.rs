@@ -224,6 +224,7 @@ impl<'a, T, W> Output<'a, T, W> {
 
 /// The most bytes of JSON text a failed handler's text takes in the
 /// `error` of its failure answer ([`Engine::fail`]); the rest is cut.
+/// The CLI logs it; the model does not read it.
 pub const MAX_FAILURE_DETAIL: usize = 512;
 
 /// Why [`Engine::answer`] or [`Engine::refuse`] sent nothing, or sent the
@@ -309,17 +310,28 @@ impl core::error::Error for OpenError {}
 pub struct EngineStats {
     /// The router's counters.
     pub router: Stats,
-    /// Obligations open now.
+    /// Obligations open now: waits the host has yet to settle.
     pub open_obligations: usize,
+    /// Waits left to another client that the engine keeps now, until the
+    /// CLI reports them answered or their deadline passes.
+    pub left_open: usize,
     /// Age (ms) of the oldest open obligation.
     pub oldest_obligation_age: Option<u64>,
     /// Obligations opened.
     pub opened: u64,
     /// Obligations answered by a handler.
     pub answered: u64,
-    /// Obligations a handler declined ([`Engine::decline`]): nothing was
-    /// sent, another client connected to the session answers.
+    /// Waits left to another client of the session: declined by a handler
+    /// ([`Engine::decline`]), or refused for want of a handler where the
+    /// row leaves them ([`Unhandled::Leave`](crate::Unhandled)). Nothing
+    /// was sent for them.
     pub declined: u64,
+    /// Of those, waits the CLI reported answered (by another client).
+    pub left_answered: u64,
+    /// Of those, waits forgotten without the CLI's report, at their
+    /// deadline or when their session was released here: nothing sent
+    /// (the CLI may still wait on them).
+    pub left_unanswered: u64,
     /// Waits answered with the engine's refusal, by [`Cause`] (indexed as
     /// [`Cause::ALL`]).
     pub refused: [u64; 9],
@@ -483,18 +495,11 @@ pub struct Engine<T, W, P, X, const SESSIONS: usize, const PENDING: usize, const
     park: Park<P>,
 }
 
-/// `failure` (a JSON object) with `detail` added as its member `error`: a
-/// JSON string of at most [`MAX_FAILURE_DETAIL`] bytes, cut to whole
-/// characters when it is longer.
-fn failure_answer<'b>(
-    failure: &str,
-    detail: &str,
-    buf: &'b mut [u8; crate::answers::FAILURE_ROOM + MAX_FAILURE_DETAIL],
-) -> &'b [u8] {
-    let mut at = 0;
-    let _ = crate::json::put(buf, &mut at, &failure.as_bytes()[..failure.len() - 1]);
-    let _ = crate::json::put(buf, &mut at, b",\"error\":");
-    let start = at;
+/// `detail` as a JSON string of at most [`MAX_FAILURE_DETAIL`] bytes, cut
+/// to whole characters when it is longer; an empty `detail` is a generic
+/// text (an empty `error` would read as no error).
+fn failure_text<'b>(detail: &str, buf: &'b mut [u8; MAX_FAILURE_DETAIL]) -> &'b [u8] {
+    let detail = if detail.is_empty() { crate::answers::FAILED_WITHOUT_TEXT } else { detail };
     let mut cut = detail.len();
     loop {
         let part = loop {
@@ -503,15 +508,13 @@ fn failure_answer<'b>(
                 None => cut -= 1,
             }
         };
-        at = start;
-        if crate::json::write_escaped(&mut buf[..start + MAX_FAILURE_DETAIL], &mut at, part).is_some() {
-            break;
+        let mut at = 0;
+        if crate::json::write_escaped(buf, &mut at, part).is_some() {
+            return &buf[..at];
         }
         // Too long: what fits however it escapes (six bytes a byte, two quotes).
         cut = (MAX_FAILURE_DETAIL - 2) / 6;
     }
-    let _ = crate::json::put(buf, &mut at, b"}");
-    &buf[..at]
 }
 
 /// An id as JSON text, in three parts.
@@ -654,7 +657,13 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
 
     /// Sends the refusal of `open` and counts it; nothing (an `Err`) when
     /// the transmit store has no room.
+    /// A wait left to another client gets nothing: it is forgotten (its
+    /// deadline passed, or its session was released here), counted.
     fn refuse_open(&mut self, open: &Open, cause: Cause) -> Result<(), NoRoom> {
+        if open.left {
+            self.stats.left_unanswered += 1;
+            return Ok(());
+        }
         self.send_refusal(&ANSWERS[usize::from(open.row)], &open.session_id, [&open.request_id, b"", b""])?;
         self.count(cause);
         Ok(())
@@ -679,7 +688,7 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
             return Err(Cause::Unreadable);
         };
         let deadline = self.config.handler_timeout.map_or(NEVER, |t| now.saturating_add(t));
-        let open = Open { row, session, session_id, request_id, opened: now, deadline };
+        let open = Open { row, session, session_id, request_id, opened: now, deadline, left: false, reported: false };
         let id = self.obligations.open(open).ok_or(Cause::TableFull)?;
         self.stats.opened += 1;
         let handler = ANSWERS[usize::from(row)].handler;
@@ -691,6 +700,9 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
         match route {
             Route::Event { session, target, session_id, event } => {
                 let Some((row_index, row)) = Self::event_row(&event) else {
+                    if !self.obligations.is_empty() {
+                        self.note_report(session, &event);
+                    }
                     return Output::plain(Route::Event { session, target, session_id, event });
                 };
                 let Some(request_id) = event.request_id else {
@@ -814,6 +826,19 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
             return Output::refused(route, cause);
         }
         Output::plain(route)
+    }
+
+    /// Acts on `event` (of `session`) if it reports a wait answered (its
+    /// row's [`Unhandled::Leave`] event, with the same `requestId`): a wait
+    /// left to another client is forgotten; one the host has yet to settle
+    /// is noted, so that leaving it forgets it at once (the report may come
+    /// before the host has found it has no handler). Nothing is sent.
+    fn note_report(&mut self, session: SessionHandle, event: &EventInfo<'_>) {
+        let Some(row) = crate::answers::row_reported_by(event.event_type) else { return };
+        let Some(rid) = event.data.and_then(|d| d.get("requestId")).and_then(|v| v.as_str()) else { return };
+        if self.obligations.note_answered(session, row, rid.as_bytes()) {
+            self.stats.left_answered += 1;
+        }
     }
 
     /// Refuses the open obligations matching `f` for `cause`, each
@@ -1003,7 +1028,7 @@ impl<
                 return Err(AnswerError::InvalidPayload);
             }
         };
-        self.send_valid(id, open, payload.as_bytes(), false, members)?;
+        self.send_valid(id, open, payload.as_bytes(), false, members, None)?;
         self.core.stats.answered += 1;
         Ok(())
     }
@@ -1034,12 +1059,13 @@ impl<
             self.refuse_instead(id, open, Cause::HandlerFailed)?;
             return Err(AnswerError::InvalidPayload);
         };
-        self.send_valid(id, open, payload, value.kind() == Kind::Null, members)
+        self.send_valid(id, open, payload, value.kind() == Kind::Null, members, None)
     }
 
     /// Sends `payload` (one JSON value; `null` as `is_null` says) as the
     /// answer of `open`, with `members` (an object's members, without its
-    /// braces) beside it; see [`send_answer`](Self::send_answer).
+    /// braces) beside it; see [`send_answer`](Self::send_answer). In an
+    /// answering RPC it goes under `key`, else the row's.
     fn send_valid(
         &mut self,
         id: ObligationId,
@@ -1047,10 +1073,12 @@ impl<
         payload: &[u8],
         is_null: bool,
         members: &[u8],
+        key: Option<&'static str>,
     ) -> Result<(), AnswerError> {
         let row = &ANSWERS[usize::from(open.row)];
         let sent = match row.via {
-            AnswerVia::Rpc { method, key } => {
+            AnswerVia::Rpc { method, key: row_key } => {
+                let key = key.unwrap_or(row_key);
                 let payload = (!is_null).then_some(payload);
                 self.core.send_rpc_parts(method, key, &open.session_id, [&open.request_id, b"", b""], payload, members)
             }
@@ -1087,49 +1115,68 @@ impl<
 
     /// Discharges the obligation for a handler that failed (threw,
     /// panicked, returned an error) with the text `detail`: a row with a
-    /// [`failure`](crate::AnswerRow::failure) answer (a tool's: the model
-    /// is told only that the tool failed) sends it with `detail` as its
-    /// `error` (cut to whole characters within [`MAX_FAILURE_DETAIL`] bytes
-    /// of JSON); any other row gets its refusal. Counted as refused for
-    /// [`Cause::HandlerFailed`].
+    /// [`failure`](crate::AnswerRow::failure) member (a tool's `error`)
+    /// sends the answering RPC with `detail` there in place of the answer
+    /// (cut to whole characters within [`MAX_FAILURE_DETAIL`] bytes of
+    /// JSON), as the official SDKs do: the CLI tells the model that the
+    /// tool failed, in its own words, and logs the text. Any other row gets
+    /// its refusal. Counted as refused for [`Cause::HandlerFailed`].
     pub fn fail(&mut self, id: ObligationId, detail: &str) -> Result<(), AnswerError> {
         let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
-        let Some(failure) = ANSWERS[usize::from(open.row)].failure() else {
+        let Some(member) = ANSWERS[usize::from(open.row)].failure() else {
             return self.refuse_instead(id, open, Cause::HandlerFailed);
         };
-        let mut buf = [0; crate::answers::FAILURE_ROOM + MAX_FAILURE_DETAIL];
-        // Valid JSON by construction (the table's test checks the failure);
-        // were it not, the refusal would go, counted.
-        self.send_answer(id, open, failure_answer(failure, detail, &mut buf), b"")?;
+        let mut buf = [0; MAX_FAILURE_DETAIL];
+        self.send_valid(id, open, failure_text(detail, &mut buf), false, b"", Some(member))?;
         self.core.count(Cause::HandlerFailed);
         Ok(())
     }
 
-    /// Discharges the obligation without an answer: the handler declined,
-    /// leaving the wait to another client connected to the same session
-    /// (the CLI asks every client; the first answer counts). Nothing is
-    /// sent; [`EngineStats::declined`] counts it. This is the one deliberate
-    /// way a wait is left unanswered here, so only waits answered by an RPC
-    /// (which any client may send) can be declined: a request to this
-    /// client gets its refusal instead ([`AnswerError::NotDeclinable`]).
+    /// Leaves the wait to another client connected to the same session
+    /// (the CLI asks every client; the first answer counts): the handler
+    /// declined, or there is none and the row leaves such waits
+    /// ([`Unhandled::Leave`](crate::Unhandled)). Nothing is sent, now or
+    /// later; [`EngineStats::declined`] counts it. For the host the wait is
+    /// settled (its id reaches nothing); the engine keeps it until the CLI
+    /// reports it answered or its deadline passes (see
+    /// [`Unhandled::Leave`](crate::Unhandled)). This is the one deliberate
+    /// way a wait is left unanswered here, so only the waits the table
+    /// leaves can be declined: any other (a request to this client) gets
+    /// its refusal instead ([`AnswerError::NotDeclinable`]).
     pub fn decline(&mut self, id: ObligationId) -> Result<(), AnswerError> {
         let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
-        match ANSWERS[usize::from(open.row)].via {
-            AnswerVia::Rpc { .. } => {
-                self.core.stats.declined += 1;
-                Ok(())
-            }
-            AnswerVia::Response { .. } => {
-                self.refuse_instead(id, open, Cause::HandlerFailed)?;
-                Err(AnswerError::NotDeclinable)
-            }
+        if ANSWERS[usize::from(open.row)].leaves_unhandled() {
+            self.leave(id, open);
+            return Ok(());
+        }
+        self.refuse_instead(id, open, Cause::HandlerFailed)?;
+        Err(AnswerError::NotDeclinable)
+    }
+
+    /// Leaves `open` (taken as `id`) to another client: kept, unless the
+    /// CLI has reported it answered already.
+    fn leave(&mut self, id: ObligationId, mut open: Open) {
+        self.core.stats.declined += 1;
+        if open.reported {
+            self.core.stats.left_answered += 1;
+        } else {
+            open.left = true;
+            self.core.obligations.restore(id, open);
         }
     }
 
     /// Discharges the obligation with its row's refusal (no handler, the
-    /// handler failed, the data did not fit the handler's types).
+    /// handler failed, the data did not fit the handler's types). For
+    /// [`Cause::NoHandler`], a row that leaves such waits to another client
+    /// of the session ([`Unhandled::Leave`](crate::Unhandled)) sends
+    /// nothing: the wait is left, as by [`decline`](Self::decline). So
+    /// every host follows the table by reporting that it has no handler.
     pub fn refuse(&mut self, id: ObligationId, cause: Cause) -> Result<(), AnswerError> {
         let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
+        if cause == Cause::NoHandler && ANSWERS[usize::from(open.row)].leaves_unhandled() {
+            self.leave(id, open);
+            return Ok(());
+        }
         self.refuse_instead(id, open, cause)
     }
 
@@ -1279,6 +1326,7 @@ impl<
         let mut s = self.core.stats;
         s.router = self.core.router.stats();
         s.open_obligations = self.core.obligations.len();
+        s.left_open = self.core.obligations.left();
         s.oldest_obligation_age = self.core.obligations.oldest().map(|t| now.saturating_sub(t));
         s.parked_frames = self.park.frames;
         s.parked_bytes = self.park.len;

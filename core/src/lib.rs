@@ -102,7 +102,7 @@ mod wire_defaults;
 
 pub use answers::{
     generic_request_names, row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, Trigger,
-    ANSWERS, GENERIC_HANDLER_KINDS, HANDLER_READS, NOT_OBLIGATIONS, TOOL_FAILED_TEXT, TYPED_HANDLER_KINDS,
+    Unhandled, ANSWERS, GENERIC_HANDLER_KINDS, HANDLER_READS, NOT_OBLIGATIONS, TYPED_HANDLER_KINDS,
 };
 pub use capabilities::{
     check_ui_call, read_ui_answer, ui_call, write_ui_form, Capabilities, Capability, MissingCapability, NoFormField,

@@ -58,6 +58,13 @@ pub(crate) struct Open {
     pub(crate) request_id: Vec<u8, MAX_KEPT_REQUEST_ID>,
     pub(crate) opened: u64,
     pub(crate) deadline: u64,
+    /// Left to another client of the session: settled for the host (its id
+    /// reaches nothing), kept until the CLI reports the wait answered or
+    /// the deadline passes, and never answered from here.
+    pub(crate) left: bool,
+    /// The CLI reported the wait answered (by another client) while it was
+    /// still the host's: if the host leaves it, it is forgotten at once.
+    pub(crate) reported: bool,
 }
 
 struct Slot {
@@ -73,6 +80,8 @@ impl Slot {
 pub(crate) struct Obligations<const N: usize> {
     slots: crate::slots::Slots<Slot, N>,
     len: usize,
+    /// Of `len`, those left to another client.
+    left: usize,
     /// Where the search for a free slot starts (the slot after the last one
     /// taken), so opening is cheap while the table is far from full.
     hint: usize,
@@ -84,7 +93,7 @@ impl<const N: usize> Obligations<N> {
     pub(crate) fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::FITS;
-        Obligations { slots: crate::slots::slots![Slot::FREE; N], len: 0, hint: 0 }
+        Obligations { slots: crate::slots::slots![Slot::FREE; N], len: 0, left: 0, hint: 0 }
     }
 
     pub(crate) fn open(&mut self, open: Open) -> Option<ObligationId> {
@@ -100,8 +109,44 @@ impl<const N: usize> Obligations<N> {
         Some(ObligationId { index: index as u32, generation: slot.generation })
     }
 
+    /// The slot of an obligation still the host's to settle (open, not left).
     fn slot(&self, id: ObligationId) -> Option<&Slot> {
-        self.slots.get(id.index as usize).filter(|s| s.generation == id.generation && s.open.is_some())
+        self.slots
+            .get(id.index as usize)
+            .filter(|s| s.generation == id.generation && s.open.as_ref().is_some_and(|o| !o.left))
+    }
+
+    /// How many obligations are left to another client.
+    pub(crate) fn left(&self) -> usize {
+        self.left
+    }
+
+    /// Whether no obligation is held (the left ones included).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The CLI reported the wait of answer row `row` with the request id
+    /// `rid` (as written, without quotes) answered in `session`: a left
+    /// one is forgotten (`true`); one still the host's is marked
+    /// `reported`.
+    pub(crate) fn note_answered(&mut self, session: SessionHandle, row: u16, rid: &[u8]) -> bool {
+        let found = self.slots.iter().position(|s| {
+            s.open.as_ref().is_some_and(|o| {
+                o.row == row
+                    && o.session == Some(session)
+                    && o.request_id.len() == rid.len() + 2
+                    && o.request_id[1..o.request_id.len() - 1] == *rid
+            })
+        });
+        let Some(index) = found else { return false };
+        match self.slots[index].open.as_mut() {
+            Some(o) if !o.left => {
+                o.reported = true;
+                false
+            }
+            _ => self.remove(index).is_some(),
+        }
     }
 
     pub(crate) fn get(&self, id: ObligationId) -> Option<&Open> {
@@ -118,15 +163,18 @@ impl<const N: usize> Obligations<N> {
         let open = slot.open.take()?;
         slot.generation = slot.generation.wrapping_add(1);
         self.len -= 1;
+        self.left -= usize::from(open.left);
         Some(open)
     }
 
     /// Puts back the obligation just taken as `id` (its frame found no
-    /// room): `id` reaches it again. Nothing else can have used the slot
-    /// meanwhile: the table was borrowed throughout.
+    /// room, or it is now left to another client): `id` reaches it again,
+    /// unless it is left. Nothing else can have used the slot meanwhile:
+    /// the table was borrowed throughout.
     pub(crate) fn restore(&mut self, id: ObligationId, open: Open) {
         if let Some(slot) = self.slots.get_mut(id.index as usize) {
             slot.generation = id.generation;
+            self.left += usize::from(open.left);
             slot.open = Some(open);
             self.len += 1;
         }
@@ -162,12 +210,14 @@ impl<const N: usize> Obligations<N> {
         self.slots.iter().filter_map(|s| s.open.as_ref()).map(|o| o.deadline).filter(|d| *d != NEVER).min()
     }
 
+    /// When the oldest obligation still the host's was opened.
     pub(crate) fn oldest(&self) -> Option<u64> {
-        self.slots.iter().filter_map(|s| s.open.as_ref()).map(|o| o.opened).min()
+        self.slots.iter().filter_map(|s| s.open.as_ref()).filter(|o| !o.left).map(|o| o.opened).min()
     }
 
+    /// Obligations still the host's to settle (the left ones aside).
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.len - self.left
     }
 }
 
@@ -176,7 +226,16 @@ mod tests {
     use super::*;
 
     fn open(opened: u64) -> Open {
-        Open { row: 0, session: None, session_id: Vec::new(), request_id: Vec::new(), opened, deadline: NEVER }
+        Open {
+            row: 0,
+            session: None,
+            session_id: Vec::new(),
+            request_id: Vec::new(),
+            opened,
+            deadline: NEVER,
+            left: false,
+            reported: false,
+        }
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]

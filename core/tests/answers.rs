@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use copilot_core::{AnswerVia, Refusal, Trigger, ANSWERS, NOT_OBLIGATIONS};
+use copilot_core::{AnswerVia, Refusal, Trigger, Unhandled, ANSWERS, NOT_OBLIGATIONS};
 use serde_json::Value;
 
 const API: &str = include_str!("../schemas/1.0.102/api.schema.json");
@@ -188,15 +188,17 @@ fn every_failure_answer_and_result_member_fits_the_schema() {
     let def = |m: &str| all.iter().find(|(n, _)| *n == m).map(|(_, d)| *d);
     let mut failures = 0;
     for row in ANSWERS {
-        if let Some(f) = row.failure() {
+        if let Some(member) = row.failure() {
             failures += 1;
-            let mut v: Value = serde_json::from_str(f).unwrap_or_else(|e| panic!("{row:?}: {e}"));
-            let obj = v.as_object().unwrap_or_else(|| panic!("{row:?}: a failure answer is an object"));
-            assert!(f.ends_with('}') && !obj.contains_key("error"), "{row:?}: the engine adds `error`");
-            v["error"] = "text".into();
+            // The failure's text goes as a string under `member`, in place
+            // of the answer: the method must take it.
             let AnswerVia::Rpc { method, key } = row.via else { panic!("{row:?}: failures of RPC answers only") };
+            assert_ne!(member, key, "{row:?}: the failure goes in place of the answer");
             let params = resolve(defs, &def(method).unwrap()["params"]);
-            assert!(conforms(defs, &params["properties"][key], &v), "{method}: {v} does not fit {key}");
+            let text = Value::from("text");
+            assert!(conforms(defs, &params["properties"][member], &text), "{method}: no string member {member}");
+            let required = params.get("required").and_then(Value::as_array).cloned().unwrap_or_default();
+            assert!(!required.iter().any(|k| k == key), "{method} requires {key}: a failure without it would not fit");
         }
         if let AnswerVia::Response { member: Some(key) } = row.via {
             let Trigger::Request(m) = row.trigger else { panic!("{row:?}: a result is a request's") };
@@ -261,4 +263,42 @@ fn every_elicitation_answer_fits_the_schema() {
             assert!(v.get("content").is_none_or(Value::is_object), "{v}");
         }
     }
+}
+
+/// The `data` schema of the event type `ty`.
+fn event_data<'a>(schema: &'a Value, ty: &str) -> Option<&'a Value> {
+    let defs = &schema["definitions"];
+    resolve(defs, schema)["anyOf"].as_array()?.iter().map(|alt| resolve(defs, alt)).find_map(|alt| {
+        (alt["properties"]["type"]["const"].as_str() == Some(ty)).then(|| resolve(defs, &alt["properties"]["data"]))
+    })
+}
+
+/// Every row says what a client without the handler does: a server request
+/// reaches this client only, so it is refused; a left event is one the CLI
+/// sends to every client of the session, answered by an RPC (which any
+/// client may send), whose answer the CLI reports with an event of the
+/// schema that carries the same `requestId`.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn every_left_wait_is_a_broadcast_event_whose_answer_the_cli_reports() {
+    let events: Value = serde_json::from_str(EVENTS).unwrap();
+    let mut left = 0;
+    for row in ANSWERS {
+        match (row.trigger, row.unhandled) {
+            (Trigger::Request(_), Unhandled::Refuse) => {}
+            (Trigger::Request(m), Unhandled::Leave { .. }) => panic!("{m}: a request to this client cannot be left"),
+            (Trigger::Event(_), Unhandled::Refuse) => {}
+            (Trigger::Event(ty), Unhandled::Leave { reported_by }) => {
+                left += 1;
+                assert!(matches!(row.via, AnswerVia::Rpc { .. }), "{ty}: answered by an RPC");
+                assert!(row.leaves_unhandled());
+                let reason = NOT_OBLIGATIONS.iter().find(|(t, _)| *t == reported_by).map(|(_, r)| *r);
+                assert_eq!(reason, Some("reports an answer"), "{ty}: {reported_by} reports the answer");
+                let data =
+                    event_data(&events, reported_by).unwrap_or_else(|| panic!("{reported_by} is not in the schema"));
+                assert!(data["properties"].get("requestId").is_some(), "{reported_by} carries the requestId");
+            }
+        }
+    }
+    assert!(left >= 9, "the broadcast events are left: {left}");
 }

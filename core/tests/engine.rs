@@ -357,15 +357,12 @@ fn refusal(row: &AnswerRow) -> Option<Value> {
 /// The text of a failed handler in the tests.
 const FAILURE: &str = "boom: \"quoted\"\n";
 
-/// What goes for a failed handler: the row's failure answer with the text
-/// as its `error`, else the refusal.
+/// What goes under the answer's key for a failed handler: nothing for a
+/// row whose failure has a member of its own (the text goes there, in
+/// place of the answer), else the refusal.
 fn failure(row: &AnswerRow) -> Option<Value> {
     match row.failure() {
-        Some(f) => {
-            let mut v: Value = serde_json::from_str(f).unwrap();
-            v["error"] = FAILURE.into();
-            Some(v)
-        }
+        Some(_) => None,
         None => refusal(row),
     }
 }
@@ -390,6 +387,16 @@ fn every_kind_every_path_exactly_one_answer() {
                 assert_eq!(stats.unanswerable, 1);
                 continue;
             }
+            if scenario == Scenario::NoHandler && row.leaves_unhandled() {
+                // Left to the client of the session that has the handler:
+                // nothing goes, not even at the deadline, which only ends
+                // the engine's keeping of it.
+                assert!(answers.is_empty(), "{row:?}: a client without the handler sends nothing: {answers:?}");
+                assert_eq!((stats.declined, stats.left_unanswered, stats.left_open), (1, 1, 0), "{row:?}");
+                assert_eq!(Cause::ALL.iter().map(|c| stats.refused(*c)).sum::<u64>(), 0, "{row:?}");
+                cells += 1;
+                continue;
+            }
             assert_eq!(answers.len(), 1, "{row:?} {scenario:?}: {answers:?}");
             let expected = match scenario {
                 Scenario::HandlerAnswers => Some(json!({"test":"answer"})),
@@ -397,6 +404,9 @@ fn every_kind_every_path_exactly_one_answer() {
                 _ => refusal(row),
             };
             assert_eq!(payload(row, &answers[0]), expected, "{row:?} {scenario:?}");
+            if let (Scenario::HandlerFails, Some(member)) = (scenario, row.failure()) {
+                assert_eq!(answers[0]["params"][member], FAILURE, "{row:?}: the text goes under {member}");
+            }
             if let AnswerVia::Rpc { .. } = row.via {
                 assert_eq!(stats.acks_accepted, stats.answers_sent, "{row:?} {scenario:?}");
                 assert_eq!(stats.acks_refused, 0);
@@ -692,15 +702,110 @@ fn a_declined_wait_sends_nothing_is_counted_and_is_discharged() {
     e.decline(id).unwrap();
     assert!(e.transmit().is_empty(), "nothing goes to the CLI: another client answers");
     let s = e.stats(0);
-    assert_eq!((s.declined, s.answered, s.open_obligations), (1, 0, 0));
+    assert_eq!((s.declined, s.answered, s.open_obligations, s.left_open), (1, 0, 0, 1));
     assert_eq!(Cause::ALL.iter().map(|c| s.refused(*c)).sum::<u64>(), 0);
-    // Discharged: no deadline refusal later, no second answer.
-    assert_eq!(e.poll_timeout(), None);
-    e.handle_timeout(1_000, |_, _| {});
-    assert!(e.transmit().is_empty(), "no refusal after a decline");
+    // Settled for the host: no second answer.
     assert_eq!(e.answer(id, b"{}"), Err(AnswerError::Stale));
     assert_eq!(e.decline(id), Err(AnswerError::Stale));
+    assert!(!e.is_open(id));
+    // Its deadline ends the engine's keeping of it, and sends nothing.
+    assert_eq!(e.poll_timeout(), Some(10));
+    e.handle_timeout(10, |_, _| {});
+    assert!(e.transmit().is_empty(), "no refusal after a decline, even at the deadline");
+    let s = e.stats(10);
+    assert_eq!((s.left_open, s.left_unanswered, s.left_answered), (0, 1, 0));
+    assert_eq!(e.poll_timeout(), None);
+}
+
+const TOOL_CALL: &str = r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s1","event":{"type":"external_tool.requested","data":{"requestId":"t1","toolCallId":"c","toolName":"theirs"}}}}"#;
+
+/// Feeds one event of session "s1" with `data` to `e`.
+fn feed_event(e: &mut TestEngine, session: &str, ty: &str, data: Value) {
+    let mut d: FrameDecoder<[u8; 4096]> = FrameDecoder::new();
+    d.feed(&frame(&json!({"jsonrpc":"2.0","method":"session.event",
+        "params":{"sessionId":session,"event":{"type":ty,"data":data}}})));
+    let out = e.poll(&mut d, 1).unwrap();
+    assert!(out.obligation.is_none() && out.refused.is_none());
+}
+
+/// A client without the tool (another client of the session has it)
+/// leaves the call: nothing is sent; the CLI's report that the call was
+/// answered (`external_tool.completed` with its requestId) ends the
+/// engine's keeping of it. Reports of other waits, types or sessions do not.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_wait_left_for_want_of_a_handler_ends_when_the_cli_reports_it_answered() {
+    let (mut e, id) = one_obligation(TOOL_CALL);
+    e.reserve("s2", 2).unwrap();
+    e.refuse(id, Cause::NoHandler).unwrap();
+    assert!(e.transmit().is_empty(), "no refusal: the tool's owner answers");
+    assert_eq!(e.refuse(id, Cause::NoHandler), Err(AnswerError::Stale), "settled once");
+    let others = [
+        ("s1", "external_tool.completed", json!({"requestId":"t2"})),
+        ("s1", "permission.completed", json!({"requestId":"t1"})),
+        ("s2", "external_tool.completed", json!({"requestId":"t1"})),
+        ("s1", "external_tool.completed", json!({})),
+    ];
+    for (session, ty, data) in others {
+        feed_event(&mut e, session, ty, data);
+        assert_eq!(e.stats(1).left_open, 1, "{session} {ty}: not this wait's report");
+    }
+    feed_event(&mut e, "s1", "external_tool.completed", json!({"requestId":"t1"}));
+    let s = e.stats(1);
+    assert_eq!((s.declined, s.left_answered, s.left_open, s.open_obligations), (1, 1, 0, 0));
+    assert_eq!(e.poll_timeout(), None, "nothing left to time out");
+    assert!(e.transmit().is_empty(), "nothing was ever sent");
+
+    // The report may come first, while the host has yet to find it has no
+    // handler (the owner answered fast): leaving the wait then forgets it.
+    let (mut e, id) = one_obligation(TOOL_CALL);
+    feed_event(&mut e, "s1", "external_tool.completed", json!({"requestId":"t1"}));
+    assert_eq!(e.stats(1).open_obligations, 1, "still the host's to settle");
+    e.refuse(id, Cause::NoHandler).unwrap();
+    let s = e.stats(1);
+    assert_eq!((s.declined, s.left_answered, s.left_open, s.open_obligations), (1, 1, 0, 0));
+    assert_eq!(e.poll_timeout(), None);
     assert!(e.transmit().is_empty());
+
+    // A session released while a wait is left: forgotten, nothing sent
+    // (the other client may still answer).
+    let mut e: Box<TestEngine> =
+        Box::new(Engine::new(Vec::new(), vec![0; TRANSMIT], EngineConfig::new().handler_timeout(Some(10))));
+    let h = e.reserve("s1", 1).unwrap();
+    let mut d: FrameDecoder<[u8; 4096]> = FrameDecoder::new();
+    d.feed(&raw_frame(TOOL_CALL));
+    let id = e.poll(&mut d, 0).unwrap().obligation.unwrap().id;
+    e.refuse(id, Cause::NoHandler).unwrap();
+    e.release(h);
+    assert!(e.transmit().is_empty(), "no refusal for a left wait when its session goes");
+    assert_eq!((e.stats(1).left_open, e.poll_timeout()), (0, None));
+
+    // The table decides: the same want of a handler refuses a request at
+    // once (only this client can answer it) and a tool call's unreadable
+    // data is refused too.
+    let plan = r#"{"jsonrpc":"2.0","id":7,"method":"exitPlanMode.request","params":{"sessionId":"s1"}}"#;
+    let (mut e, id) = one_obligation(plan);
+    e.refuse(id, Cause::NoHandler).unwrap();
+    assert!(String::from_utf8(sent(&mut e))
+        .unwrap()
+        .ends_with(r#"{"jsonrpc":"2.0","id":7,"result":{"approved":false}}"#));
+    let (mut e, id) = one_obligation(TOOL_CALL);
+    e.refuse(id, Cause::Unreadable).unwrap();
+    assert!(String::from_utf8(sent(&mut e)).unwrap().contains("could not run the tool"));
+}
+
+/// `command.queued` without a handler: nothing is sent (the official SDK
+/// leaves the queue to the app), not even at the handler deadline.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_queued_command_without_a_handler_gets_nothing() {
+    let queued = r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s1","event":{"type":"command.queued","data":{"requestId":"q1","command":"/help"}}}}"#;
+    let (mut e, id) = one_obligation(queued);
+    e.refuse(id, Cause::NoHandler).unwrap();
+    e.handle_timeout(u64::MAX, |_, _| {});
+    assert!(e.transmit().is_empty(), "nothing goes for a queued command without a handler");
+    let s = e.stats(0);
+    assert_eq!((s.declined, s.left_unanswered, s.refused(Cause::NoHandler)), (1, 1, 0));
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
@@ -784,14 +889,12 @@ fn a_shaped_answer_goes_as_the_core_wrote_it_with_its_shaped_context_beside() {
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
-fn a_failed_tool_tells_the_model_only_that_and_keeps_the_text_in_error() {
+fn a_failed_tool_sends_its_text_as_error_in_place_of_a_result() {
     let tool = r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s1","event":{"type":"external_tool.requested","data":{"requestId":"t1","toolCallId":"c","toolName":"x"}}}}"#;
     let (mut e, id) = one_obligation(tool);
     e.fail(id, "no \"disk\"\u{1}").unwrap();
-    let body = format!(
-        r#"{{"jsonrpc":"2.0","id":"answer-1","method":"session.tools.handlePendingToolCall","params":{{"sessionId":"s1","requestId":"t1","result":{{"textResultForLlm":"{}","resultType":"failure","error":"no \"disk\"\u0001"}}}}}}"#,
-        copilot_core::TOOL_FAILED_TEXT
-    );
+    // As the official SDKs send it: `{requestId, error}`, no `result`.
+    let body = r#"{"jsonrpc":"2.0","id":"answer-1","method":"session.tools.handlePendingToolCall","params":{"sessionId":"s1","requestId":"t1","error":"no \"disk\"\u0001"}}"#;
     assert_eq!(String::from_utf8(sent(&mut e)).unwrap(), format!("Content-Length: {}\r\n\r\n{body}", body.len()));
     let s = e.stats(0);
     assert_eq!((s.refused(Cause::HandlerFailed), s.answered, s.open_obligations), (1, 0, 0));
@@ -799,13 +902,18 @@ fn a_failed_tool_tells_the_model_only_that_and_keeps_the_text_in_error() {
     assert_eq!(e.fail(id, "again"), Err(AnswerError::Stale));
     assert!(e.transmit().is_empty(), "discharged once");
 
+    // No text: a generic one (an empty `error` would read as no error).
+    let (mut e, id) = one_obligation(tool);
+    e.fail(id, "").unwrap();
+    assert!(String::from_utf8(sent(&mut e)).unwrap().ends_with(r#""requestId":"t1","error":"the handler failed"}}"#));
+
     // A long text is cut to whole characters within the bound, and stays JSON.
     let long = "é\"".repeat(copilot_core::MAX_FAILURE_DETAIL);
     let (mut e, id) = one_obligation(tool);
     e.fail(id, &long).unwrap();
     let text = String::from_utf8(sent(&mut e)).unwrap();
     let v: Value = serde_json::from_str(&text[text.find("\r\n\r\n").unwrap() + 4..]).unwrap();
-    let error = v["params"]["result"]["error"].as_str().unwrap();
+    let error = v["params"]["error"].as_str().unwrap();
     assert!(long.starts_with(error) && error.len() < long.len() && !error.is_empty(), "{error}");
     assert!(serde_json::to_string(error).unwrap().len() <= copilot_core::MAX_FAILURE_DETAIL);
 

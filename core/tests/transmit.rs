@@ -69,18 +69,20 @@ fn an_answer_that_finds_the_store_full_waits_and_goes_once_in_order() {
     // The store holds two answers: the third finds no room and is kept open.
     assert_eq!(e.answer(ids[2], approve), Err(AnswerError::Full));
     assert!(e.is_open(ids[2]), "nothing was sent: the wait is still open");
-    assert_eq!(e.refuse(ids[3], Cause::NoHandler), Err(AnswerError::Full));
+    // (A failed handler's refusal: without a handler a permission wait is
+    // left to another client, and nothing would be sent.)
+    assert_eq!(e.refuse(ids[3], Cause::HandlerFailed), Err(AnswerError::Full));
     assert!(e.is_open(ids[3]));
     pull(&mut e, &mut wire);
     e.answer(ids[2], approve).unwrap();
-    e.refuse(ids[3], Cause::NoHandler).unwrap();
+    e.refuse(ids[3], Cause::HandlerFailed).unwrap();
     pull(&mut e, &mut wire);
     let got = frames(&wire);
     let order: Vec<&str> = got.iter().map(|(r, _)| r.as_str()).collect();
     assert_eq!(order, ["r0", "r1", "r2", "r3"], "each once, in the order decided");
     assert_eq!(got[2].1["kind"], "approve-once");
     let s = e.stats(0);
-    assert_eq!((s.answered, s.refused(Cause::NoHandler), s.open_obligations, s.answers_sent), (3, 1, 0, 4));
+    assert_eq!((s.answered, s.refused(Cause::HandlerFailed), s.open_obligations, s.answers_sent), (3, 1, 0, 4));
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]

@@ -92,7 +92,7 @@ pub use answering::{
     ExitPlanModeResponse, McpOAuthHandler, OAuthToken, PermissionDecision, PermissionDecisionContext,
     PermissionHandler, PermissionRequest, ProviderTokenHandler, ProviderTokenRequest, SectionTransform,
     SessionHandlers, Tool, ToolInvocation, ToolResult, UserInputHandler, UserInputRequest, UserInputResponse,
-    OFFERED_HANDLER_KINDS, TOOL_FAILED_TEXT,
+    OFFERED_HANDLER_KINDS,
 };
 pub use answering::{generic_request_names, IncomingRequest, RequestHandler, RequestHandlers};
 pub use answering::{

@@ -165,6 +165,9 @@ struct Row {
     handler: String,
     /// Raised by an event (else a server request).
     event: bool,
+    /// Left to another client of the session by a client without the
+    /// handler (the core's table), else refused.
+    leaves: bool,
 }
 
 fn rows(client: &Client) -> Vec<Row> {
@@ -178,6 +181,7 @@ fn rows(client: &Client) -> Vec<Row> {
             name: r["name"].as_str().unwrap().to_owned(),
             handler: r["handler"].as_str().unwrap().to_owned(),
             event: r["trigger"] == "event",
+            leaves: r["unhandled"] == "leave",
         })
         .collect();
     assert_eq!(rows.len(), copilot_host::core::ANSWERS.len(), "one row per obligation kind of the core");
@@ -276,12 +280,15 @@ fn every_obligation_kind_is_answered_once_whatever_goes_wrong() {
         let has = handled(&row.handler);
         let kind = row.handler.as_str();
         trigger(&client, answering.id(), row, "handler", expect_answer_if(has, row));
-        trigger(&client, bare.id(), row, "noHandler", json!("refusal"));
-        // A tool that panics is a tool that failed: the model is told only
-        // that; the panic's message is for the logs.
+        // Without a handler, a wait the CLI sends to every client of the
+        // session is left to the one that has the handler: nothing goes.
+        let unhandled = if row.leaves { json!("nothing") } else { json!("refusal") };
+        trigger(&client, bare.id(), row, "noHandler", unhandled);
+        // A tool that panics is a tool that failed: its text goes as the
+        // call's `error` (no result), as the official SDKs send it; the CLI
+        // tells the model only that the tool failed.
         let panics = match kind {
-            "tool" => json!({"answer": {"textResultForLlm": copilot_host::TOOL_FAILED_TEXT,
-                "resultType": "failure", "error": "the handler panicked: a handler that fails"}}),
+            "tool" => json!({"failure": "the handler panicked: a handler that fails"}),
             _ => json!("refusal"),
         };
         trigger(&client, panicking.id(), row, "handlerPanics", panics);

@@ -439,7 +439,7 @@ fn answer_to(
 }
 
 #[test]
-fn every_kind_of_wait_is_answered_with_or_without_a_handler() {
+fn every_kind_of_wait_is_answered_or_left_with_or_without_a_handler() {
     let (server, client) = over_pipes(FakeServerConfig::default());
     let config = SessionConfig::default()
         .on_mcp_oauth(|r: &copilot_host::events::McpOauthRequiredData| {
@@ -465,50 +465,41 @@ fn every_kind_of_wait_is_answered_with_or_without_a_handler() {
     assert_eq!(a["result"], json!({"kind": "token", "accessToken": "tok", "expiresIn": 60}));
     let mut oauth2 = oauth;
     oauth2["requestId"] = "o2".into();
-    let a = answer_to(&server, without.id(), "mcp.oauth_required", oauth2, "session.mcp.oauth.handlePendingRequest");
-    assert_eq!(a["result"], json!({"kind": "cancelled"}));
 
     let elicit = json!({"requestId": "e1", "message": "Name?"});
     let a = answer_to(&server, with.id(), "elicitation.requested", elicit, "session.ui.handlePendingElicitation");
     assert_eq!(a["result"], json!({"action": "decline"}));
-    let a = answer_to(
-        &server,
-        without.id(),
-        "elicitation.requested",
-        json!({"requestId": "e2", "message": "?"}),
-        "session.ui.handlePendingElicitation",
-    );
-    assert_eq!(a["result"], json!({"action": "cancel"}));
-
+    // Without a handler, the waits the CLI sends to every client of the
+    // session are left to the client that has one: nothing is sent.
+    let left = [
+        ("mcp.oauth_required", oauth2),
+        ("elicitation.requested", json!({"requestId": "e2", "message": "?"})),
+        ("permission.requested", json!({"requestId": "p1", "permissionRequest": {"kind": "shell"}})),
+        (
+            "external_tool.requested",
+            json!({"requestId": "t1", "sessionId": without.id(), "toolCallId": "c", "toolName": "ghost"}),
+        ),
+        ("auto_mode_switch.requested", json!({"requestId": "m1"})),
+    ];
+    for (event_type, data) in &left {
+        let event = json!({"jsonrpc": "2.0", "method": "session.event", "params": {"sessionId": without.id(),
+            "event": {"type": event_type, "id": "w1", "timestamp": "t", "data": data}}});
+        server.send_raw(&event.to_string()).expect("push the event");
+    }
+    // A command goes to the client that declared it: a session that
+    // declared none refuses it.
     let cmd = json!({"requestId": "c1", "command": "/nope x", "commandName": "nope", "args": "x"});
     let a = answer_to(&server, without.id(), "command.execute", cmd, "session.commands.handlePendingCommand");
-    // A session that declared no command gets the engine's refusal.
     assert_eq!(a["error"], "This client has no handler for this command.");
-
-    let a = answer_to(
-        &server,
-        without.id(),
-        "permission.requested",
-        json!({"requestId": "p1", "permissionRequest": {"kind": "shell"}}),
-        "session.permissions.handlePendingPermissionRequest",
-    );
-    assert_eq!(a["result"], json!({"kind": "user-not-available"}), "no handler: refused, never ignored");
-    let a = answer_to(
-        &server,
-        without.id(),
-        "external_tool.requested",
-        json!({"requestId": "t1", "sessionId": without.id(), "toolCallId": "c", "toolName": "ghost"}),
-        "session.tools.handlePendingToolCall",
-    );
-    assert_eq!(a["result"]["resultType"], "failure");
-    let a = answer_to(
-        &server,
-        without.id(),
-        "auto_mode_switch.requested",
-        json!({"requestId": "m1"}),
-        "session.ui.handlePendingAutoModeSwitch",
-    );
-    assert_eq!(a["response"], "no");
+    let deadline = Instant::now() + WAIT;
+    while client.engine_stats().declined < left.len() as u64 {
+        assert!(Instant::now() < deadline, "not all left: {:?}", client.engine_stats());
+        thread::sleep(Duration::from_millis(2));
+    }
+    for (event_type, data) in &left {
+        let sent = server.received().into_iter().filter(|m| m["params"]["requestId"] == data["requestId"]).count();
+        assert_eq!(sent, 0, "{event_type} without a handler: nothing sent");
+    }
 
     let plan = json!({"sessionId": with.id(), "summary": "s", "planContent": "p", "actions": ["exit_only"], "recommendedAction": "exit_only"});
     let a = server.request_blocking("exitPlanMode.request", plan.clone(), json!(31), WAIT).expect("answered");

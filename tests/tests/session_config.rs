@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use copilot_host::{
     Client, CustomAgentConfig, Error, InfiniteSessionConfig, McpServerConfig, PermissionDecision,
     PermissionDecisionContext, PermissionRequest, ProviderConfig, ProviderTokenRequest, ProviderType, ReasoningEffort,
-    SectionAction, SessionConfig, SystemMessage, Tool, ToolInvocation, ToolResult, TOOL_FAILED_TEXT,
+    SectionAction, SessionConfig, SystemMessage, Tool, ToolInvocation, ToolResult,
 };
 use copilot_tests::fake_server::{FakeServer, FakeServerConfig};
 use serde_json::{json, Value};
@@ -205,7 +205,7 @@ fn a_permission_decision_carries_its_context_and_no_result_is_declined_with_noth
 }
 
 #[test]
-fn a_failing_tool_tells_the_model_only_that_it_failed_and_a_typed_failure_is_read() {
+fn a_failing_tool_sends_its_error_in_place_of_a_result_and_a_typed_failure_is_read() {
     let (server, client) = over_pipes();
     let failing = Tool::new("failing", "Fails.", json!({}), |_: &ToolInvocation| -> Result<String, String> {
         Err("db password wrong: hunter2".into())
@@ -223,13 +223,42 @@ fn a_failing_tool_tells_the_model_only_that_it_failed_and_a_typed_failure_is_rea
             json!({"requestId": id, "sessionId": session.id(), "toolCallId": id, "toolName": name}),
         );
     }
+    // As the official SDKs send it: `{requestId, error}`, no result (the
+    // CLI tells the model only that the tool failed).
     let a = answer_for(&server, method, "t1");
-    assert_eq!(
-        a["result"],
-        json!({"textResultForLlm": TOOL_FAILED_TEXT, "resultType": "failure", "error": "db password wrong: hunter2"})
-    );
+    assert_eq!(a["error"], "db password wrong: hunter2");
+    assert!(a.get("result").is_none(), "{a}");
     let a = answer_for(&server, method, "t2");
     assert_eq!(a["result"], json!({"textResultForLlm": "No such city; try another.", "resultType": "failure"}));
+}
+
+/// `command.queued` without a handler: nothing is sent (the official SDK
+/// leaves the queue to the app, and another client of the session may
+/// answer it); the wait is counted as left. A wait with a handler sent
+/// after it is answered, so the queued command was decided first.
+#[test]
+fn a_queued_command_without_a_handler_gets_nothing() {
+    let (server, client) = over_pipes();
+    let session = client
+        .create_session(SessionConfig::default().on_permission_shared(copilot_host::approve_all()))
+        .expect("create");
+    push_event(&server, session.id(), "command.queued", json!({"requestId": "q1", "command": "/compact"}));
+    push_event(
+        &server,
+        session.id(),
+        "permission.requested",
+        json!({"requestId": "p1", "permissionRequest": {"kind": "shell"}}),
+    );
+    answer_for(&server, "session.permissions.handlePendingPermissionRequest", "p1");
+    let deadline = Instant::now() + WAIT;
+    while client.engine_stats().declined == 0 {
+        assert!(Instant::now() < deadline, "the queued command was not left");
+        thread::sleep(Duration::from_millis(5));
+    }
+    let sent = server.received().into_iter().filter(|m| m["params"]["requestId"] == "q1").count();
+    assert_eq!(sent, 0, "nothing is sent for a queued command without a handler");
+    let s = client.engine_stats();
+    assert_eq!((s.declined, s.left_open, s.open_obligations, s.refused.iter().sum::<u64>()), (1, 1, 0, 0));
 }
 
 #[test]

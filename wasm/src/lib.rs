@@ -320,6 +320,9 @@ impl CoreEngine {
             s.opened as f64,
             s.answered as f64,
             s.declined as f64,
+            s.left_open as f64,
+            s.left_answered as f64,
+            s.left_unanswered as f64,
             s.unanswerable as f64,
             s.parked_frames as f64,
             s.parked_bytes as f64,
@@ -346,7 +349,7 @@ const SETTLE_FAIL: u8 = 3;
 /// The names of the counters [`CoreEngine::stats`] reports, in its order
 /// (`policy.json`'s `stats.counters`, held to this by its test).
 #[cfg(test)]
-const STATS: [&str; 19] = [
+const STATS: [&str; 22] = [
     "frames",
     "bytes",
     "malformed",
@@ -358,6 +361,9 @@ const STATS: [&str; 19] = [
     "opened",
     "answered",
     "declined",
+    "leftOpen",
+    "leftAnswered",
+    "leftUnanswered",
     "unanswerable",
     "parkedFrames",
     "parkedBytes",

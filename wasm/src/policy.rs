@@ -19,7 +19,6 @@
 //!   event of `bytes` (its batch item's `bytes`) for its first subscriber
 //!   while none was left out, fewer than `maxKeptEvents` are kept and
 //!   `bytes` fits in what is left of `maxKeptBytes`.
-//! - `toolFailedText`: what the model reads when a tool's handler fails.
 //! - `turn` `{reply, replyUnless, error, end}`: a `sendAndWait` turn ends
 //!   at an event of type `end`; it failed if it had an event of type
 //!   `error` (the last one), else its reply is the data of its last event
@@ -190,7 +189,6 @@ mod tests {
             "maxKeptBytes": limits::MAX_KEPT_BYTES,
         });
         assert_eq!(p["limits"], expected);
-        assert_eq!(p["toolFailedText"], copilot_core::TOOL_FAILED_TEXT);
     }
 
     #[test]

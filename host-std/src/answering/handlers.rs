@@ -5,10 +5,14 @@
 //!
 //! The protocol engine decides which waits are obligations and which handler
 //! kind answers each; the handlers are called on the connection's handler
-//! pool (never on the reader thread, see `run.rs`). Without a handler, when
-//! the handler panics, or when the data does not fit the handler's types,
-//! the engine's refusal for that kind goes instead; past the handler
-//! deadline the engine has already refused and a late answer is not sent.
+//! pool (never on the reader thread, see `run.rs`). When the handler
+//! panics, or when the data does not fit the handler's types, the engine's
+//! refusal for that kind goes instead; past the handler deadline the engine
+//! has already refused and a late answer is not sent. Without a handler,
+//! the core's answer table decides ([`copilot_core::Unhandled`]): a wait
+//! the CLI sends to every client of the session (a tool call, a permission
+//! prompt, ...) is left to the client that has the handler, and nothing is
+//! sent; a request to this client gets the refusal.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -47,12 +51,6 @@ pub struct ToolInvocation {
     pub tracestate: Option<String>,
 }
 
-/// What the model reads when a tool's handler fails (returns `Err`,
-/// panics): the error itself may hold what the model should not see, so it
-/// goes to the logs (and the result's `error`, which the model does not
-/// read), as the official SDKs do. The engine sends it.
-pub use copilot_core::TOOL_FAILED_TEXT;
-
 /// What a tool returns to the model.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolResult {
@@ -61,8 +59,10 @@ pub enum ToolResult {
     /// Failure, with text meant for the model (the CLI passes a failure's
     /// text on). Make it with [`ToolResult::failure`].
     Failure(String),
-    /// The handler failed with this error: it is logged, and the model reads
-    /// only [`TOOL_FAILED_TEXT`]. An `Err` of a handler becomes this.
+    /// The handler failed with this error: it is logged and sent to the CLI
+    /// as the call's `error` (no result), as the official SDKs do; the CLI
+    /// logs it and tells the model, in its own words, only that the tool
+    /// failed. An `Err` of a handler (or a panic) becomes this.
     Error(String),
     /// A result object as the CLI's schema describes it
     /// (`{textResultForLlm, resultType, sessionLog, binaryResultsForLlm, ...}`);
@@ -147,8 +147,9 @@ impl fmt::Debug for Tool {
 
 impl Tool {
     /// A tool whose calls `handler` answers. Return text, a
-    /// `Result<String, E>` (an error is logged and the model reads only
-    /// [`TOOL_FAILED_TEXT`]), or a [`ToolResult`] (such as
+    /// `Result<String, E>` (an error is logged and sent as the call's
+    /// `error`: the model is told only that the tool failed, see
+    /// [`ToolResult::Error`]), or a [`ToolResult`] (such as
     /// [`ToolResult::failure`] for a failure the model reads).
     pub fn new<R: Into<ToolResult>>(
         name: impl Into<String>,

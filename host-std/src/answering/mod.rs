@@ -16,7 +16,7 @@ mod run;
 pub use handlers::{
     Command, ElicitationHandler, ElicitationResponse, ExitPlanModeHandler, ExitPlanModeRequest, ExitPlanModeResponse,
     McpOAuthHandler, OAuthToken, ProviderTokenHandler, ProviderTokenRequest, SectionTransform, SessionHandlers, Tool,
-    ToolInvocation, ToolResult, UserInputHandler, UserInputRequest, UserInputResponse, TOOL_FAILED_TEXT,
+    ToolInvocation, ToolResult, UserInputHandler, UserInputRequest, UserInputResponse,
 };
 pub use hooks::{
     AgentStopInput, AgentStopOutput, ErrorOccurredInput, ErrorOccurredOutput, HookInvocation, HookPermissionDecision,

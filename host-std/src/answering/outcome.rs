@@ -17,8 +17,7 @@ pub(super) enum Outcome {
     /// The engine's refusal goes, for this reason.
     Refuse(Cause),
     /// The handler failed with this text: the engine's failure answer goes
-    /// (the refusal, or for a tool the generic failure with the text in
-    /// `error`).
+    /// (the refusal, or for a tool the call's `error`, with the text).
     Fail(String),
 }
 

@@ -41,8 +41,9 @@ pub enum PermissionDecision {
         context: PermissionDecisionContext,
     },
     /// No decision from this client: the prompt is left to another client
-    /// connected to the same session. Nothing is sent; if no other client
-    /// answers, the turn waits (until it is aborted).
+    /// connected to the same session. Nothing is sent, ever; if no other
+    /// client answers, the turn waits (until it is aborted), as without a
+    /// permission handler (see [`copilot_core::Unhandled`]).
     NoResult,
 }
 

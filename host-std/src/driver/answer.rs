@@ -33,7 +33,7 @@ impl Replier {
     }
 
     /// The handler failed with the text `detail`: the engine's failure
-    /// answer goes (a tool's generic failure, else the refusal).
+    /// answer goes (a tool's `{requestId, error}`, else the refusal).
     pub(crate) fn fail(&self, detail: &str) {
         self.conn.with_engine(|e, _| {
             let _ = e.fail(self.id, detail);

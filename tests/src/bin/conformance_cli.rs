@@ -12,7 +12,8 @@
 //! `{}`), plus three methods of its own that the client under test calls:
 //!
 //! - `conformance.rows` -> `{"rows": [{"row", "trigger": "event"|"request",
-//!   "name", "handler", "via": "rpc"|"response", "method"?, "key"?}],
+//!   "name", "handler", "unhandled": "leave"|"refuse", "via":
+//!   "rpc"|"response", "method"?, "key"?}],
 //!   "paths": [..]}`: the rows come from `copilot_core::ANSWERS`, so a kind
 //!   added to the core cannot be left out of a client's table.
 //! - `conformance.trigger` with `{"sessionId", "row", "path", "expect",
@@ -20,10 +21,12 @@
 //!   `data.requestId` names the cell, or a server request whose id names it)
 //!   and then answers `{"cell", "requestId"}`, so when the client reads the
 //!   answer its reader has already routed the trigger. `expect` is
-//!   `"refusal"` (the row's default refusal must arrive) or
+//!   `"refusal"` (the row's default refusal must arrive),
 //!   `{"answer": <payload>}` (the handler's answer: the value under the
 //!   answering RPC's key, `null` for the key left out, or the response's
-//!   `result`). `path` shapes the data: `drifted` sends only the
+//!   `result`), `{"failure": <text>}` (the answering RPC with the text
+//!   under the row's failure member and no answer: a failed tool) or
+//!   `"nothing"` (no answer at all: a wait left to another client). `path` shapes the data: `drifted` sends only the
 //!   `requestId` (and the session id) where the handler's types want more;
 //!   `unreadable` makes every string of the data (but `sessionId`) a lone
 //!   surrogate `"\udc00"` and adds a number `1e400`, which the wire accepts
@@ -35,7 +38,8 @@
 //!   `destroyedMidDecision`) send the default data; `data` replaces it.
 //! - `conformance.report` -> `{"ok", "cells": [{"cell", "row", "name",
 //!   "path", "expect", "answers": [..], "ok", "why"?}]}`: `ok` when every
-//!   cell got exactly one answer with the expected payload. The same JSON
+//!   cell got exactly one answer with the expected payload (none where
+//!   `"nothing"` is expected). The same JSON
 //!   is printed as the last line on stderr when stdin ends.
 //!
 //! Answers are acknowledged `{"success": true}`, after `--ack-delay-ms`
@@ -49,7 +53,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use copilot_core::{frame_header, AnswerVia, FrameDecoder, Refusal, Trigger, ANSWERS, MAX_FRAME_HEADER_LEN};
+use copilot_core::{frame_header, AnswerRow, AnswerVia, FrameDecoder, Refusal, Trigger, ANSWERS, MAX_FRAME_HEADER_LEN};
 use serde_json::{json, Value};
 
 /// The paths of the table, in order.
@@ -230,9 +234,11 @@ impl State {
         let (Some(row), Some(path), Some(expect)) = (row, path, p.get("expect")) else {
             return self.out.error(id, -32602, "conformance.trigger needs row, path (one of the paths) and expect");
         };
-        let valid_expect = expect == "refusal" || expect.get("answer").is_some();
+        let failure = expect.get("failure").is_some() && ANSWERS[row].failure().is_some();
+        let valid_expect = expect == "refusal" || expect == "nothing" || expect.get("answer").is_some() || failure;
         if !valid_expect {
-            return self.out.error(id, -32602, "expect is \"refusal\" or {\"answer\": payload}");
+            let message = "expect is \"refusal\", \"nothing\", {\"answer\": payload} or {\"failure\": text}";
+            return self.out.error(id, -32602, message);
         }
         let cell = format!("c-{}", self.cells.len());
         self.by_id.insert(cell.clone(), self.cells.len());
@@ -332,7 +338,9 @@ fn rows() -> Value {
                 Trigger::Event(t) => ("event", t),
                 Trigger::Request(m) => ("request", m),
             };
-            let mut row = json!({"row": i, "trigger": trigger, "name": name, "handler": r.handler.name()});
+            let unhandled = if r.leaves_unhandled() { "leave" } else { "refuse" };
+            let mut row =
+                json!({"row": i, "trigger": trigger, "name": name, "handler": r.handler.name(), "unhandled": unhandled});
             match r.via {
                 AnswerVia::Rpc { method, key } => {
                     row["via"] = "rpc".into();
@@ -356,10 +364,12 @@ fn check(c: &Cell) -> Value {
     let name = match row.trigger {
         Trigger::Event(t) | Trigger::Request(t) => t,
     };
-    let why = match c.answers.as_slice() {
-        [] => Some("no answer".to_owned()),
-        [one] => mismatch(row.via, row.refusal, &c.expect, one),
-        many => Some(format!("{} answers", many.len())),
+    let why = match (c.expect == "nothing", c.answers.as_slice()) {
+        (true, []) => None,
+        (true, some) => Some(format!("{} answers where none should go", some.len())),
+        (false, []) => Some("no answer".to_owned()),
+        (false, [one]) => mismatch(row, &c.expect, one),
+        (false, many) => Some(format!("{} answers", many.len())),
     };
     let mut v = json!({"cell": c.cell, "row": c.row, "name": name, "path": c.path, "expect": c.expect,
         "answers": c.answers, "ok": why.is_none()});
@@ -369,9 +379,15 @@ fn check(c: &Cell) -> Value {
     v
 }
 
-fn mismatch(via: AnswerVia, refusal: Refusal, expect: &Value, got: &Value) -> Option<String> {
+fn mismatch(row: &AnswerRow, expect: &Value, got: &Value) -> Option<String> {
     let parse = |s: &str| serde_json::from_str::<Value>(s).expect("the table's refusals are JSON");
-    match via {
+    let refusal = row.refusal;
+    if let (Some(text), Some(member), AnswerVia::Rpc { key, .. }) = (expect.get("failure"), row.failure(), row.via) {
+        let (got_text, got_key) = (got["params"].get(member), got["params"].get(key));
+        return (got_text != Some(text) || got_key.is_some())
+            .then(|| format!("expected {member}: {text} and no {key}, got {got}"));
+    }
+    match row.via {
         AnswerVia::Rpc { key, .. } => {
             let got = got["params"].get(key);
             let want = match (expect.get("answer"), refusal) {

@@ -42,6 +42,3 @@ export const MAX_KEPT_EVENTS = limits.maxKeptEvents;
 
 /** The bytes of the events kept for a first subscriber, at most (with `MAX_KEPT_EVENTS`). */
 export const MAX_KEPT_BYTES = limits.maxKeptBytes;
-
-/** What the model reads when a tool's handler throws (the engine sends it; the error goes to the logs). */
-export const TOOL_FAILED_TEXT = policy.toolFailedText;

@@ -8,7 +8,6 @@ export {
   DEFAULT_HANDLER_TIMEOUT_MS,
   DEFAULT_SHUTDOWN_GRACE_MS,
   MAX_KEPT_EVENTS,
-  TOOL_FAILED_TEXT,
 } from "./constants.js";
 export {
   CopilotError,

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { CopilotClient, GENERIC_HANDLER_KINDS, TOOL_FAILED_TEXT, genericRequestNames, loadWasm } from "copilot-wasm";
+import { CopilotClient, GENERIC_HANDLER_KINDS, genericRequestNames, loadWasm } from "copilot-wasm";
 
 import { collectUntil, eventually, testBinary } from "./helpers.mjs";
 
@@ -91,25 +91,32 @@ async function start(options = {}) {
   return CopilotClient.start({ cliPath: conformanceCli(), transport: "stdio", ...options });
 }
 
-/** What the cell must get: the handler's answer, or the row's refusal. */
+/**
+ * What the cell must get: the handler's answer, the row's refusal, or,
+ * where this client has no handler for a wait the core's table leaves to
+ * another client of the session (`row.unhandled`), nothing.
+ */
 function expected(row, path) {
+  const noHandler = row.unhandled === "leave" ? "nothing" : "refusal";
   const handled = JS_KINDS.has(row.handler);
-  if (!handled) return "refusal";
+  if (!handled) return noHandler;
   switch (path) {
+    case "noHandler":
+      return noHandler;
     case "handler":
       return { answer: answerOf(row) };
     case "unreadable":
       // JS reads lone surrogates and 1e400, so the handler answers; but
       // with every string a lone surrogate, no tool or command has the
-      // name asked for (the refusal goes).
-      // So does a hook: its type is no hook type.
-      return ["tool", "command", "hooks"].includes(row.handler) ? "refusal" : { answer: answerOf(row) };
+      // name asked for: no handler (for a tool, left to another client;
+      // for a command, refused). Nor does a hook: its type is no hook type.
+      if (row.handler === "tool") return noHandler;
+      return ["command", "hooks"].includes(row.handler) ? "refusal" : { answer: answerOf(row) };
     case "handlerPanics":
-      // A tool that throws failed: the model reads only that; the error
-      // goes to the logs (and the result's `error`).
-      return row.handler === "tool"
-        ? { answer: { textResultForLlm: TOOL_FAILED_TEXT, resultType: "failure", error: "boom" } }
-        : "refusal";
+      // A tool that throws failed: its error goes as the call's `error`,
+      // no result, as the official SDK sends it (the CLI tells the model
+      // only that the tool failed).
+      return row.handler === "tool" ? { failure: "boom" } : "refusal";
     case "drifted":
       // Every field of an exit-plan-mode request has a default; the generic
       // handlers read JSON as it comes.
@@ -128,7 +135,7 @@ async function allAnswered(client, n) {
   await eventually(
     async () => {
       const r = await report(client);
-      return r.cells.length === n && r.cells.every((c) => c.answers.length > 0);
+      return r.cells.length === n && r.cells.every((c) => c.expect === "nothing" || c.answers.length > 0);
     },
     `${n} cells answered`,
     60_000,

@@ -2,12 +2,10 @@
 // server (the cargo-built `scripted_model`, scripted over its control
 // endpoint): a client tool run by a JS handler after a permission prompt
 // answered by onPermission; a refused prompt and a failing tool (the model
-// reads only that it failed), streamed.
+// reads only the CLI's words that it failed), streamed.
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-
-import { TOOL_FAILED_TEXT } from "copilot-wasm";
 
 import { MODEL, collectUntil, startRealCli } from "./helpers.mjs";
 
@@ -20,6 +18,10 @@ const WEATHER = {
     required: ["city"],
   },
 };
+
+/** What the CLI tells the model when a client tool's answer is an `error` (CLI 1.0.102). */
+const cliFailureText = (tool, args) =>
+  `Failed to execute \`${tool}\` tool with arguments: ${JSON.stringify(args)} due to error: Error: Tool execution failed`;
 
 let model, client, workDir, stop;
 
@@ -125,7 +127,9 @@ test("streamed: a refused prompt keeps the tool from running; a failing tool is 
   assert.equal(requests.length, 3);
   assert.ok(requests.every((r) => r.streamed));
   assert.match(requests[1].toolResults[0], /Permission denied/);
-  // A tool that throws failed: the model reads only that, not the error.
-  assert.equal(requests[2].toolResults[1], TOOL_FAILED_TEXT);
+  // A tool that throws failed: its error goes as the call's `error`; the
+  // model reads only the CLI's words that the tool failed.
+  assert.equal(requests[2].toolResults[1], cliFailureText("get_weather", { city: "Lima" }));
+  assert.ok(!JSON.stringify(requests[2]).includes("offline"), "the error stays out of the model's view");
   await session.destroy();
 });

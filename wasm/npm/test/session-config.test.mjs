@@ -15,7 +15,6 @@ import {
   HANDLER_OPTIONS,
   GENERIC_HANDLER_KINDS,
   Session,
-  TOOL_FAILED_TEXT,
   approveAll,
   genericRequestNames,
   loadWasm,
@@ -123,7 +122,22 @@ test("a permission decision carries its context; no-result sends nothing and is 
   await client.stop();
 });
 
-test("a tool that throws tells the model only that it failed; a failure result is read as given", async () => {
+test("command.queued without a handler: nothing is sent (left to the app or another client), counted", async () => {
+  const { client, peer } = await connected();
+  const s = await client.createSession({ onPermission: approveAll });
+  peer.send(event(s.id, "command.queued", { requestId: "q1", command: "/compact" }));
+  // A wait with a handler after it: answered once the queued command was decided.
+  peer.send(event(s.id, "permission.requested", { requestId: "p1", permissionRequest: { kind: "shell" } }));
+  await answerTo(peer, "session.permissions.handlePendingPermissionRequest", "p1");
+  await eventually(() => client.stats().declined === 1, "the queued command left");
+  assert.equal(peer.received.filter((m) => m.params?.requestId === "q1").length, 0, "nothing for the queued command");
+  const stats = client.stats();
+  const refused = Object.values(stats.refused).reduce((a, b) => a + b, 0);
+  assert.deepEqual([stats.declined, stats.leftOpen, stats.openObligations, refused], [1, 1, 0, 0]);
+  await client.stop();
+});
+
+test("a tool that throws sends its error in place of a result; a failure result is read as given", async () => {
   const errors = [];
   const { client, peer } = await connected({ logger: { error: (m) => errors.push(m) } });
   const s = await client.createSession({
@@ -136,11 +150,11 @@ test("a tool that throws tells the model only that it failed; a failure result i
   for (const [id, name] of [["t1", "failing"], ["t2", "typed"]]) {
     peer.send(event(s.id, "external_tool.requested", { requestId: id, sessionId: s.id, toolCallId: id, toolName: name }));
   }
-  assert.deepEqual((await answerTo(peer, method, "t1")).params.result, {
-    textResultForLlm: TOOL_FAILED_TEXT,
-    resultType: "failure",
-    error: "db password wrong: hunter2",
-  });
+  // As the official SDK sends it: `{requestId, error}`, no result (the CLI
+  // tells the model only that the tool failed).
+  const failed = (await answerTo(peer, method, "t1")).params;
+  assert.equal(failed.error, "db password wrong: hunter2");
+  assert.equal(failed.result, undefined);
   assert.ok(errors.some((e) => e.includes("hunter2")), "the error is logged");
   assert.deepEqual((await answerTo(peer, method, "t2")).params.result, {
     textResultForLlm: "No such city; try another.",

@@ -17,7 +17,6 @@ import {
   CopilotClient,
   DisconnectedError,
   ProtocolVersionError,
-  TOOL_FAILED_TEXT,
   TimeoutError,
 } from "copilot-wasm";
 
@@ -180,7 +179,7 @@ for (const kind of ["node", "whatwg"]) {
       await client.stop();
     });
 
-    test("waiting events are always answered: no handler, a throwing handler, a failing tool", async () => {
+    test("waiting events are settled once: no handler (left to another client, or refused), a throwing handler, a failing tool", async () => {
       let prompts = 0;
       const { client, peer, session } = await withCli(kind, {
         onPermission: () => {
@@ -222,21 +221,24 @@ for (const kind of ["node", "whatwg"]) {
       call("t2", "object", { a: 1 });
       call("t3", "missing", {});
       call("t4", "full", {});
-      assert.deepEqual((await answered(tool, "t1")).result, {
-        textResultForLlm: TOOL_FAILED_TEXT,
-        resultType: "failure",
-        error: "it broke",
-      });
+      // A tool that throws: its error goes as the call's `error`, no result.
+      const failed = await answered(tool, "t1");
+      assert.equal(failed.error, "it broke");
+      assert.equal(failed.result, undefined);
       assert.deepEqual((await answered(tool, "t2")).result, { textResultForLlm: '{"echoed":{"a":1}}', resultType: "success" });
-      assert.equal((await answered(tool, "t3")).result.resultType, "failure");
       assert.deepEqual((await answered(tool, "t4")).result, { textResultForLlm: "x", resultType: "denied" });
 
       peer.send(sessionEvent(sid, "elicitation.requested", { requestId: "e1", message: "?" }));
       peer.send(sessionEvent(sid, "command.execute", { requestId: "c1", commandName: "deploy" }));
-      peer.send(sessionEvent(sid, "mcp.oauth_required", { requestId: "o1" }));
-      assert.deepEqual((await answered("session.ui.handlePendingElicitation", "e1")).result, { action: "cancel" });
+      peer.send(sessionEvent(sid, "mcp.oauth_required", { requestId: "o1", serverName: "docs", serverUrl: "https://docs.example" }));
+      // A command goes to the client that registered it: refused.
       assert.equal((await answered("session.commands.handlePendingCommand", "c1")).error, "This client has no handler for this command.");
-      assert.deepEqual((await answered("session.mcp.oauth.handlePendingRequest", "o1")).result, { kind: "cancelled" });
+      // A tool, an elicitation and an MCP OAuth request without a handler
+      // are left to another client of the session: nothing is sent.
+      await eventually(() => client.stats().declined === 3, "the missing tool, elicitation and OAuth left");
+      for (const id of ["t3", "e1", "o1"]) {
+        assert.equal(peer.received.filter((m) => m.params?.requestId === id).length, 0, `nothing for ${id}`);
+      }
       assert.equal(peer.received.filter((m) => m.params?.requestId === "hook").length, 0, "resolved by a hook: no answer");
       assert.equal(prompts, 3);
       await client.stop();

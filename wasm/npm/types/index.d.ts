@@ -211,7 +211,8 @@ export interface ToolResultObject {
  * A tool the model can call, run by this client. The handler returns text,
  * a `ToolResultObject` (`resultType: "failure"` for a failure whose text
  * the model reads), or any other value (sent as JSON text); if it throws,
- * the error is logged and the model reads only `TOOL_FAILED_TEXT`.
+ * the error is logged and sent as the call's `error` (no result), as the
+ * official SDK sends it: the CLI tells the model only that the tool failed.
  */
 export interface Tool<A = any> {
   name: string;
@@ -811,8 +812,6 @@ export declare const HANDLER_OPTIONS: Readonly<Record<string, HandlerKind>>;
 export declare const GENERIC_HANDLER_KINDS: readonly HandlerKind[];
 /** Keys accepted for other parts of the client (the generic request handlers). */
 export declare const RESERVED_OPTIONS: readonly string[];
-/** What the model reads when a tool's handler throws. */
-export declare const TOOL_FAILED_TEXT: string;
 
 /** What to send: a prompt, or a prompt with attachments and mode. */
 export type MessageOptions =
@@ -985,8 +984,18 @@ export interface ClientStats {
   /** Waits recorded, answered by a handler, refused by the engine (by cause). */
   opened: number;
   answered: number;
-  /** Waits a handler left to another client of the session (nothing was sent). */
+  /**
+   * Waits left to another client of the session (nothing was sent): a
+   * handler declined, or this client has no handler for a wait the CLI
+   * sends to every client of the session. Of those, `leftOpen` are kept
+   * now, `leftAnswered` the CLI reported answered (by another client) and
+   * `leftUnanswered` were forgotten without that report, at the handler
+   * deadline or when their session was released (still nothing sent).
+   */
   declined: number;
+  leftOpen: number;
+  leftAnswered: number;
+  leftUnanswered: number;
   refused: Record<RefusalCause, number>;
   /** Awaited events without a usable `requestId`: nothing can answer them. */
   unanswerable: number;

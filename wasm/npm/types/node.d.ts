@@ -39,7 +39,6 @@ export {
   HANDLER_OPTIONS,
   GENERIC_HANDLER_KINDS,
   RESERVED_OPTIONS,
-  TOOL_FAILED_TEXT,
 } from "./index.js";
 export type * from "./index.js";
 
