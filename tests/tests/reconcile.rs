@@ -59,7 +59,8 @@ impl Peer {
                         let message: Value = serde_json::from_slice(body.unwrap()).unwrap();
                         for out in me.answer(&script, &message) {
                             let body = serde_json::to_vec(&out).unwrap();
-                            let framed = [format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes(), body].concat();
+                            let framed =
+                                [format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes(), body].concat();
                             if to_client.write_all(&framed).is_err() {
                                 return;
                             }
@@ -109,7 +110,8 @@ impl Peer {
         received
             .iter()
             .filter(|m| {
-                m["method"].as_str().is_some_and(|m| m.contains(".handlePending")) && m["params"]["requestId"] == request_id
+                m["method"].as_str().is_some_and(|m| m.contains(".handlePending"))
+                    && m["params"]["requestId"] == request_id
             })
             .count()
     }
@@ -120,7 +122,8 @@ impl Peer {
         loop {
             let done = request_ids.iter().all(|rid| {
                 received.iter().any(|m| {
-                    m["method"].as_str().is_some_and(|m| m.contains(".handlePending")) && m["params"]["requestId"] == *rid
+                    m["method"].as_str().is_some_and(|m| m.contains(".handlePending"))
+                        && m["params"]["requestId"] == *rid
                 })
             });
             if done {
@@ -161,7 +164,10 @@ fn prompt_event(request_id: &str) -> Value {
     let item = prompt_item(request_id);
     let mut shell = item["request"].clone();
     shell["kind"] = json!("shell");
-    event("permission.requested", json!({"requestId":request_id,"permissionRequest":shell,"promptRequest":item["request"]}))
+    event(
+        "permission.requested",
+        json!({"requestId":request_id,"permissionRequest":shell,"promptRequest":item["request"]}),
+    )
 }
 
 /// Handlers that count their calls and keep what they saw.
@@ -190,7 +196,8 @@ fn config(seen: &Arc<Seen>) -> SessionConfig {
 
 #[test]
 fn waits_the_cli_lists_but_never_sends_are_answered_once_each_by_their_handlers() {
-    let script = Script { tools: vec![tool_item("r-tool")], prompts: vec![prompt_item("r-prompt")], ..Script::default() };
+    let script =
+        Script { tools: vec![tool_item("r-tool")], prompts: vec![prompt_item("r-prompt")], ..Script::default() };
     let (peer, from_peer, to_peer) = Peer::start(script);
     let client = Client::from_streams(from_peer, to_peer, None).expect("handshake");
     let seen = Arc::new(Seen::default());
