@@ -110,6 +110,11 @@ pub struct ListedWait<'a, T> {
 }
 
 impl<T> ListedWait<'_, T> {
+    /// The session's id as the answer writes it (JSON-escaped, no quotes).
+    pub fn session_id(&self) -> &[u8] {
+        &self.session_id
+    }
+
     /// Writes the wait as its event would have been, `{"type", "data"}`,
     /// with the data the list gives (see [`ListedShape`]).
     pub fn write_event(&self, out: &mut impl FnMut(&[u8])) {
@@ -182,13 +187,23 @@ fn write_renamed(request: Value<'_>, out: &mut impl FnMut(&[u8])) {
 }
 
 /// `(list, slot index, generation)` from the id of a list request
-/// (`pending-<list>-<index>-<generation>-<n>`, the raw text of a JSON string).
+/// (`pending-<list>-<index>-<generation>`, the raw text of a JSON string).
 pub(super) fn read_list_id(raw: &str) -> Option<(usize, usize, u32)> {
-    let mut parts = raw.strip_prefix(LIST_ID_PREFIX)?.split('-');
-    let list = parts.next()?.parse().ok()?;
-    let index = parts.next()?.parse().ok()?;
-    let generation = parts.next()?.parse().ok()?;
-    Some((list, index, generation))
+    // By hand rather than `str::parse`: the WebAssembly module is
+    // downloaded by every page, and number parsing is kilobytes there.
+    let rest = raw.as_bytes().strip_prefix(LIST_ID_PREFIX.as_bytes())?;
+    let (mut numbers, mut at, mut digits) = ([0u32; 3], 0, 0);
+    for &b in rest {
+        match b {
+            b'0'..=b'9' => {
+                numbers[at] = numbers[at].checked_mul(10)?.checked_add(u32::from(b - b'0'))?;
+                digits += 1;
+            }
+            b'-' if digits > 0 && at + 1 < numbers.len() => (at, digits) = (at + 1, 0),
+            _ => return None,
+        }
+    }
+    (at + 1 == numbers.len() && digits > 0).then_some((numbers[0] as usize, numbers[1] as usize, numbers[2]))
 }
 
 /// `id` escaped as the inside of a JSON string, as answers write it.
@@ -226,25 +241,17 @@ impl<
         }
         let name = sessions.name(handle).ok_or(StaleHandle)?;
         let Some(session_id) = escaped(&name) else { return Ok(()) };
-        let mut digits = [[0; 20]; 4];
+        let mut digits = [[0; 20]; 3];
         for (list, pending) in PENDING_LISTS.iter().enumerate() {
-            let [a, b, c, d] = &mut digits;
-            let numbers = [
-                crate::encode::itoa(list as u64, a),
-                crate::encode::itoa(handle.index() as u64, b),
-                crate::encode::itoa(u64::from(handle.generation()), c),
-                crate::encode::itoa(self.core.stats.lists_sent, d),
-            ];
+            let [a, b, c] = &mut digits;
             let sent = self.core.tx.emit(&[
                 b"{\"jsonrpc\":\"2.0\",\"id\":\"",
                 LIST_ID_PREFIX.as_bytes(),
-                numbers[0],
+                crate::encode::itoa(list as u64, a),
                 b"-",
-                numbers[1],
+                crate::encode::itoa(handle.index() as u64, b),
                 b"-",
-                numbers[2],
-                b"-",
-                numbers[3],
+                crate::encode::itoa(u64::from(handle.generation()), c),
                 b"\",\"method\":\"",
                 pending.method.as_bytes(),
                 b"\",\"params\":{\"sessionId\":\"",
@@ -399,7 +406,9 @@ mod tests {
 
     #[test]
     fn list_ids_read_back() {
-        assert_eq!(read_list_id("pending-1-12-3-40"), Some((1, 12, 3)));
+        assert_eq!(read_list_id("pending-1-12-3"), Some((1, 12, 3)));
+        assert_eq!(read_list_id("pending-1-12-3-4"), None);
+        assert_eq!(read_list_id("pending-1-12-"), None);
         assert_eq!(read_list_id("answer-1"), None);
         assert_eq!(read_list_id("pending-x"), None);
     }
