@@ -902,6 +902,12 @@ export interface ClientStats {
   answersSent: number;
   acksAccepted: number;
   acksRefused: number;
+  /** Lists of pending waits asked (after a resume), those that failed, the waits taken on from them. */
+  listsSent: number;
+  listsFailed: number;
+  listed: number;
+  /** Waits named again (an event and a list, either order) and not taken on twice. */
+  duplicateWaits: number;
   pendingRequests: number;
   sessions: number;
 }
@@ -937,6 +943,12 @@ export interface EventItem extends EngineFields, Partial<ObligationFields> {
   sessionId: string;
   type: string;
   event: SessionEvent;
+  /**
+   * A wait the CLI listed as pending (the engine asks after a resume),
+   * taken on by the engine: `event` is the event it writes for the wait
+   * (no `id`). Answer it; it is not one of the session's events.
+   */
+  listed?: true;
 }
 
 /** A `session.lifecycle` notification. */
