@@ -57,7 +57,9 @@ use heapless::Vec;
 
 mod reconcile;
 
-pub use reconcile::{Listed, ListedShape, ListedWait, PendingList, LIST_ID_PREFIX, PENDING_LISTS, PROMPT_KIND_RENAMES};
+pub use reconcile::{
+    Listed, ListedShape, ListedWait, PendingList, LIST_ID_PREFIX, PENDING_LISTS, PROMPT_KIND_RENAMES, TURN_START_EVENT,
+};
 
 use crate::answers::{row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, ANSWERS};
 use crate::encode::itoa;
@@ -86,6 +88,12 @@ pub struct EngineConfig {
     /// The most frames parked at once (besides the byte bound of the
     /// parking storage).
     pub park_frames: usize,
+    /// How long a running turn (from `assistant.turn_start` to
+    /// `session.idle`) may go without an event of its session (ms) before
+    /// the engine asks the CLI what is pending ([`Engine::reconcile`]),
+    /// and again after each such interval while it stays silent; `None`:
+    /// never.
+    pub stall_interval: Option<u64>,
 }
 
 impl Default for EngineConfig {
@@ -94,13 +102,15 @@ impl Default for EngineConfig {
             handler_timeout: Some(crate::limits::DEFAULT_HANDLER_TIMEOUT_MS),
             request_timeout: Some(crate::limits::DEFAULT_REQUEST_TIMEOUT_MS),
             park_frames: crate::limits::MAX_PARKED_FRAMES,
+            stall_interval: Some(crate::limits::DEFAULT_STALL_INTERVAL_MS),
         }
     }
 }
 
 impl EngineConfig {
     /// The defaults of [`limits`](crate::limits): handlers 5 minutes,
-    /// requests 60 s, 10,000 parked frames.
+    /// requests 60 s, 10,000 parked frames, a silent turn reconciled
+    /// after 30 s.
     pub fn new() -> Self {
         Self::default()
     }
@@ -120,6 +130,12 @@ impl EngineConfig {
     /// Sets [`park_frames`](Self::park_frames).
     pub fn park_frames(mut self, frames: usize) -> Self {
         self.park_frames = frames;
+        self
+    }
+
+    /// Sets [`stall_interval`](Self::stall_interval).
+    pub fn stall_interval(mut self, ms: Option<u64>) -> Self {
+        self.stall_interval = ms;
         self
     }
 }
@@ -367,6 +383,9 @@ pub struct EngineStats {
     /// Waits taken on from a list (the CLI knew them; this client had not
     /// taken them on).
     pub listed: u64,
+    /// Running turns found silent for the stall interval, and reconciled
+    /// ([`EngineConfig::stall_interval`]).
+    pub stalls: u64,
     /// Waits named again that this client had already taken on: an event
     /// or a listed item of a wait open here or among those answered last
     /// (not taken on twice).
@@ -472,6 +491,13 @@ struct Core<T, W, X, const SESSIONS: usize, const PENDING: usize, const OBLIGATI
     /// Per session slot: ask the CLI what is pending once its open
     /// completes (a resume, or [`Engine::reconcile`] during the open).
     reconcile_on_open: crate::slots::Fixed<bool, SESSIONS>,
+    /// Per session slot: when its running turn is silent long enough to be
+    /// reconciled (0: no turn running), and the generation of the session
+    /// it was for.
+    stall_due: crate::slots::Fixed<(u64, u32), SESSIONS>,
+    /// No stall is due before this (it may be earlier than any: a check
+    /// then finds the next one).
+    next_stall: u64,
 }
 
 /// The protocol engine. `T` is what a session's frames are delivered to,
@@ -721,6 +747,7 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
     fn decide<'a>(&mut self, route: Route<'a, T, W>, now: u64) -> Output<'a, T, W> {
         match route {
             Route::Event { session, target, session_id, event } => {
+                self.note_activity(session, event.event_type, now);
                 let Some((row_index, row)) = Self::event_row(&event) else {
                     return Output::plain(Route::Event { session, target, session_id, event });
                 };
@@ -904,6 +931,14 @@ impl<
                     let flags = alloc::vec![false; SESSIONS];
                     flags
                 },
+                stall_due: {
+                    #[cfg(not(feature = "alloc"))]
+                    let due = [(0, 0); SESSIONS];
+                    #[cfg(feature = "alloc")]
+                    let due = alloc::vec![(0, 0); SESSIONS];
+                    due
+                },
+                next_stall: NEVER,
             },
             park: Park { buf: park, len: 0, frames: 0, read: 0, keep: 0, rerouting: false, again: false },
         }
@@ -1208,16 +1243,17 @@ impl<
             }
         }
         self.core.router.pending().expire(now, expired);
+        if self.core.next_stall <= now {
+            self.reconcile_stalled(now);
+        }
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next has work (ms), if ever.
     pub fn poll_timeout(&self) -> Option<u64> {
         let a = self.core.obligations.next_deadline();
         let b = self.core.router.pending().next_deadline();
-        match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let c = (self.core.next_stall != NEVER).then_some(self.core.next_stall);
+        [a, b, c].into_iter().flatten().min()
     }
 
     /// Reserves session `id` before its create request is sent.

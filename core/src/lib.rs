@@ -106,6 +106,7 @@ pub use encode::{frame_header, EncodeError, Outgoing, Payload, Ser, WriteError, 
 pub use engine::{
     AnswerError, Cause, Engine, EngineConfig, EngineStats, Listed, ListedShape, ListedWait, Obligation, OpenError,
     Output, PendingList, ANSWER_ID_PREFIX, LIST_ID_PREFIX, MAX_FAILURE_DETAIL, PENDING_LISTS, PROMPT_KIND_RENAMES,
+    TURN_START_EVENT,
 };
 pub use envelope::{
     DecodeError, DecodeErrorKind, Envelope, EventInfo, Id, Message, RpcError, INTERNAL_ERROR, INVALID_PARAMS,

@@ -53,16 +53,21 @@ fn resumed(engine: &mut TestEngine) -> (SessionHandle, Vec<Json>) {
 /// (the event's, or those a list reply names), as (obligation, handler,
 /// the data its handler reads).
 fn feed(engine: &mut TestEngine, body: &Json) -> Vec<(copilot_core::ObligationId, HandlerKind, Json)> {
+    feed_at(engine, body, 0)
+}
+
+/// [`feed`] at `now`.
+fn feed_at(engine: &mut TestEngine, body: &Json, now: u64) -> Vec<(copilot_core::ObligationId, HandlerKind, Json)> {
     let mut decoder: FrameDecoder<[u8; 65536]> = FrameDecoder::new();
     decoder.feed(&frame(body));
     let mut waits = Vec::new();
-    while let Some(out) = engine.poll(&mut decoder, 0) {
+    while let Some(out) = engine.poll(&mut decoder, now) {
         let Output { route, obligation, listed, .. } = out;
         if let (Some(ob), Route::Event { event, .. }) = (obligation, &route) {
             waits.push((ob.id, ob.handler, serde_json::from_slice(event.event.as_bytes()).unwrap()));
         }
         if let Some(listed) = listed {
-            engine.open_listed(&listed, 0, |wait| {
+            engine.open_listed(&listed, now, |wait| {
                 let mut text = Vec::new();
                 wait.write_event(&mut |b: &[u8]| text.extend_from_slice(b));
                 waits.push((wait.obligation.id, wait.obligation.handler, serde_json::from_slice(&text).unwrap()));
@@ -235,4 +240,58 @@ fn waits_open_when_the_connection_ends_are_not_remembered_as_answered() {
     let waits = feed(&mut e, &list_reply(&lists[0], json!([tool_item("r1")])));
     assert_eq!(waits.len(), 1);
     let _ = handle;
+}
+
+fn plain_event(event_type: &str) -> Json {
+    json!({"jsonrpc":"2.0","method":"session.event","params":{"sessionId":SESSION,"event":{"type":event_type,"data":{}}}})
+}
+
+#[test]
+fn a_running_turn_silent_for_the_stall_interval_is_reconciled_and_again_while_it_stays_silent() {
+    let mut e: TestEngine = Engine::new(
+        vec![0; 4096],
+        vec![0; 1 << 16],
+        EngineConfig::new().handler_timeout(None).stall_interval(Some(1_000)),
+    );
+    let handle = e.reserve(SESSION, 7).unwrap();
+    e.complete_open(handle, Ok(Value::parse(b"{}").unwrap())).unwrap();
+    feed_at(&mut e, &plain_event("session.info"), 0);
+    assert_eq!(e.poll_timeout(), None, "no turn runs: nothing to watch");
+
+    feed_at(&mut e, &plain_event("assistant.turn_start"), 100);
+    assert_eq!(e.poll_timeout(), Some(1_100));
+    // An event of the turn puts the stall off.
+    feed_at(&mut e, &plain_event("assistant.message"), 600);
+    e.handle_timeout(1_100, |_, _| {});
+    assert!(sent(&mut e).is_empty(), "not silent for the interval yet");
+    assert_eq!(e.poll_timeout(), Some(1_600));
+    e.handle_timeout(1_600, |_, _| {});
+    let lists = sent(&mut e);
+    let methods: Vec<&str> = lists.iter().map(|f| f["method"].as_str().unwrap()).collect();
+    assert_eq!(methods, ["session.tools.listPendingRequests", "session.permissions.pendingRequests"]);
+    // The wait whose event was lost is found and taken on.
+    let waits = feed_at(&mut e, &list_reply(&lists[0], json!([tool_item("lost")])), 1_700);
+    assert_eq!(waits.len(), 1);
+    assert_eq!(waits[0].2["data"]["requestId"], "lost");
+    // The list's reply is not an event of the session: still silent.
+    e.handle_timeout(2_600, |_, _| {});
+    assert_eq!(sent(&mut e).len(), 2, "asked again after another silent interval");
+    assert_eq!(e.stats(0).stalls, 2);
+
+    feed_at(&mut e, &plain_event("session.idle"), 2_700);
+    e.handle_timeout(3_600, |_, _| {});
+    assert!(sent(&mut e).is_empty(), "the turn ended");
+    assert_eq!(e.poll_timeout(), None);
+}
+
+#[test]
+fn no_stall_interval_watches_nothing() {
+    let mut e: TestEngine =
+        Engine::new(vec![0; 4096], vec![0; 1 << 16], EngineConfig::new().handler_timeout(None).stall_interval(None));
+    let handle = e.reserve(SESSION, 7).unwrap();
+    e.complete_open(handle, Ok(Value::parse(b"{}").unwrap())).unwrap();
+    feed_at(&mut e, &plain_event("assistant.turn_start"), 0);
+    assert_eq!(e.poll_timeout(), None);
+    e.handle_timeout(u64::MAX, |_, _| {});
+    assert!(sent(&mut e).is_empty());
 }

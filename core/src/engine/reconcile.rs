@@ -31,6 +31,11 @@ use crate::obligations::MAX_KEPT_SESSION_ID;
 use crate::session::{SessionHandle, SessionState, StaleHandle, MAX_SESSION_ID_LEN};
 use crate::transmit::Transmit;
 
+/// The event that starts a turn: from it until `session.idle`, a session
+/// silent for [`EngineConfig::stall_interval`](super::EngineConfig) is
+/// reconciled.
+pub const TURN_START_EVENT: &str = "assistant.turn_start";
+
 /// The prefix of the ids of the list requests the engine sends.
 pub const LIST_ID_PREFIX: &str = "pending-";
 
@@ -268,6 +273,33 @@ impl<
         Ok(())
     }
 
+    /// Reconciles each session whose running turn has been silent for the
+    /// stall interval at `now`, and finds the next stall due.
+    pub(super) fn reconcile_stalled(&mut self, now: u64) {
+        let interval = self.core.config.stall_interval.unwrap_or(u64::MAX);
+        let mut next = super::NEVER;
+        for index in 0..self.core.stall_due.len() {
+            let (due, generation) = self.core.stall_due[index];
+            if due == 0 {
+                continue;
+            }
+            let mut due = due;
+            if due <= now {
+                let asked = SessionHandle::from_parts(index, generation).map(|h| self.reconcile(h));
+                if !matches!(asked, Some(Ok(()))) {
+                    // The session is gone.
+                    self.core.stall_due[index] = (0, 0);
+                    continue;
+                }
+                self.core.stats.stalls += 1;
+                due = now.saturating_add(interval).max(1);
+                self.core.stall_due[index].0 = due;
+            }
+            next = next.min(due);
+        }
+        self.core.next_stall = next;
+    }
+
     /// Takes on each wait of a list reply ([`Output::listed`](super::Output::listed))
     /// that the engine does not know, handing it to `found`; returns how
     /// many. A wait open or among those discharged last is skipped
@@ -326,6 +358,24 @@ impl<
 impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS: usize>
     super::Core<T, W, X, SESSIONS, PENDING, OBLIGATIONS>
 {
+    /// An event of session `handle` arrived at `now`: a turn starts
+    /// (`assistant.turn_start`), goes on, or ends (`session.idle`), and
+    /// its stall is due an interval after this event.
+    pub(super) fn note_activity(&mut self, handle: SessionHandle, event_type: crate::json::JsonStr<'_>, now: u64) {
+        let Some(interval) = self.config.stall_interval else { return };
+        let Some(slot) = self.stall_due.get_mut(handle.index()) else { return };
+        if event_type == crate::turn::TURN_END_EVENT {
+            *slot = (0, 0);
+            return;
+        }
+        let running = slot.0 != 0 && slot.1 == handle.generation();
+        if running || event_type == TURN_START_EVENT {
+            let due = now.saturating_add(interval).max(1);
+            *slot = (due, handle.generation());
+            self.next_stall = self.next_stall.min(due);
+        }
+    }
+
     /// The reply to a list request of the engine's (`id`: the raw text of
     /// its string id), as a [`Listed`] for the host; `None`, counted in
     /// [`EngineStats::lists_failed`](super::EngineStats::lists_failed),
