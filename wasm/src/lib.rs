@@ -361,6 +361,7 @@ impl CoreEngine {
             s.lists_failed,
             s.listed,
             s.duplicate_waits,
+            s.stalls,
         ];
         let mut out = Vec::new();
         let mut w = Fields::new(&mut out);
@@ -390,7 +391,7 @@ const SETTLE_DECLINE: u8 = 2;
 const SETTLE_FAIL: u8 = 3;
 
 /// The names of the counters [`CoreEngine::stats`] reports, in its order.
-const STATS: [&str; 22] = [
+const STATS: [&str; 23] = [
     "frames",
     "bytes",
     "malformed",
@@ -413,6 +414,7 @@ const STATS: [&str; 22] = [
     "listsFailed",
     "listed",
     "duplicateWaits",
+    "stalls",
 ];
 
 impl CoreEngine {

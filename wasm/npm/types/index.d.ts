@@ -908,6 +908,8 @@ export interface ClientStats {
   listed: number;
   /** Waits named again (an event and a list, either order) and not taken on twice. */
   duplicateWaits: number;
+  /** Running turns found silent for the stall interval (30 s), then asked what is pending. */
+  stalls: number;
   pendingRequests: number;
   sessions: number;
 }
