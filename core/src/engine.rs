@@ -758,7 +758,7 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                 let rid = [&b"\""[..], request_id.as_bytes(), b"\""];
                 // Taken on already (from a list, or this very event again):
                 // delivered, not answered twice.
-                if self.obligations.knows(session_id.as_bytes(), rid) {
+                if self.obligations.knows(row_index, session_id.as_bytes(), rid) {
                     self.stats.duplicate_waits += 1;
                     return Output::plain(Route::Event { session, target, session_id, event });
                 }

@@ -116,11 +116,13 @@ impl<const N: usize> Recent<N> {
     }
 }
 
-/// The hash of a wait's ids, as [`Open`] keeps them: the session id as
-/// written and the request id as JSON text, given in parts. FNV-1a (64
-/// bits), never 0 (0 marks an empty place). Two waits of the CLI's
-/// (UUIDs) sharing a hash is a 1 in 2^64 chance per pair remembered.
-pub(crate) fn wait_hash(session_id: &[u8], request_id: [&[u8]; 3]) -> u64 {
+/// The hash of a wait's kind and ids, as [`Open`] keeps them: its row, the
+/// session id as written and the request id as JSON text, given in parts
+/// (a server request's id and an event's request id never match, being of
+/// other rows). FNV-1a (64 bits), never 0 (0 marks an empty place). Two
+/// waits of the CLI's (UUIDs) sharing a hash is a 1 in 2^64 chance per
+/// pair remembered.
+pub(crate) fn wait_hash(row: u16, session_id: &[u8], request_id: [&[u8]; 3]) -> u64 {
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |bytes: &[u8]| {
@@ -128,6 +130,7 @@ pub(crate) fn wait_hash(session_id: &[u8], request_id: [&[u8]; 3]) -> u64 {
             h = (h ^ u64::from(b)).wrapping_mul(PRIME);
         }
     };
+    eat(&row.to_le_bytes());
     eat(session_id);
     // A byte no JSON text of an id holds between the two: ("ab","c") and
     // ("a","bc") differ.
@@ -184,7 +187,7 @@ impl<const N: usize> Obligations<N> {
     /// Takes the obligation out of its slot; remembered as discharged.
     fn remove(&mut self, index: usize) -> Option<Open> {
         let open = self.forget(index)?;
-        self.recent.push(wait_hash(&open.session_id, [&open.request_id, b"", b""]));
+        self.recent.push(wait_hash(open.row, &open.session_id, [&open.request_id, b"", b""]));
         Some(open)
     }
 
@@ -221,12 +224,12 @@ impl<const N: usize> Obligations<N> {
         n
     }
 
-    /// Whether the wait `(session_id, request_id)` (as [`Open`] keeps
+    /// Whether the wait `(row, session_id, request_id)` (as [`Open`] keeps
     /// them; `request_id` as JSON text in parts) is open here, or among
     /// the waits discharged last.
-    pub(crate) fn knows(&self, session_id: &[u8], request_id: [&[u8]; 3]) -> bool {
+    pub(crate) fn knows(&self, row: u16, session_id: &[u8], request_id: [&[u8]; 3]) -> bool {
         let same = |o: &Open| {
-            o.session_id == session_id && {
+            o.row == row && o.session_id == session_id && {
                 let [a, b, c] = request_id;
                 o.request_id.len() == a.len() + b.len() + c.len()
                     && o.request_id.starts_with(a)
@@ -234,7 +237,7 @@ impl<const N: usize> Obligations<N> {
                     && o.request_id.ends_with(c)
             }
         };
-        self.recent.contains(wait_hash(session_id, request_id))
+        self.recent.contains(wait_hash(row, session_id, request_id))
             || self.slots.iter().filter_map(|s| s.open.as_ref()).any(same)
     }
 
@@ -301,5 +304,44 @@ mod tests {
         assert_eq!(ObligationId::from_bits(c.to_bits()), c);
         assert!(t.take(b).is_some() && t.take(c).is_some());
         assert_eq!((t.len(), t.oldest()), (0, None));
+    }
+
+    fn wait(row: u16, request_id: &[u8]) -> Open {
+        Open {
+            row,
+            session: None,
+            session_id: Vec::from_slice(b"s").unwrap(),
+            request_id: Vec::from_slice(request_id).unwrap(),
+            opened: 0,
+            deadline: NEVER,
+        }
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn waits_are_known_while_open_and_after_their_answer_within_the_bound() {
+        let mut t: Obligations<2> = Obligations::new();
+        let rid = [&b"\""[..], b"r1", b"\""];
+        assert!(!t.knows(0, b"s", rid));
+        let a = t.open(wait(0, b"\"r1\"")).unwrap();
+        assert!(t.knows(0, b"s", rid), "open");
+        assert!(!t.knows(1, b"s", rid), "another row's wait of the same id");
+        assert!(!t.knows(0, b"t", rid), "another session's");
+        // Taken and put back (no room to send): open again, not answered.
+        let open = t.take(a).unwrap();
+        t.restore(a, open);
+        assert_eq!(t.recent.hashes.iter().filter(|h| **h != 0).count(), 0, "the undone discharge is forgotten");
+        t.take(a).unwrap();
+        assert!(t.knows(0, b"s", rid), "answered");
+        // Two more answered: the bound (2) forgets the first.
+        for id in [&b"\"r2\""[..], b"\"r3\""] {
+            let o = t.open(wait(0, id)).unwrap();
+            t.take(o).unwrap();
+        }
+        assert!(!t.knows(0, b"s", rid), "forgotten at the bound");
+        // The connection's end forgets open waits without remembering them.
+        t.open(wait(0, b"\"r4\"")).unwrap();
+        assert_eq!(t.forget_all(), 1);
+        assert!(!t.knows(0, b"s", [&b"\""[..], b"r4", b"\""]));
     }
 }

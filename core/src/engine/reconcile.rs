@@ -322,7 +322,7 @@ impl<
                 continue;
             };
             let rid = [&b"\""[..], rid.as_bytes(), b"\""];
-            if self.core.obligations.knows(&session_id, rid) {
+            if self.core.obligations.knows(row_index, &session_id, rid) {
                 self.core.stats.duplicate_waits += 1;
                 continue;
             }
