@@ -99,7 +99,9 @@ fn answered(frames: &[Json], method: &str, request_id: &str) -> usize {
     frames.iter().filter(|f| f["method"] == method && f["params"]["requestId"] == request_id).count()
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_resume_asks_both_lists_and_each_listed_wait_becomes_a_wait_of_its_kind() {
     let mut e = engine();
     let (_, lists) = resumed(&mut e);
@@ -142,7 +144,9 @@ fn a_resume_asks_both_lists_and_each_listed_wait_becomes_a_wait_of_its_kind() {
     assert_eq!((stats.lists_sent, stats.listed, stats.router.unmatched_responses), (2, 2, 0));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_late_event_for_a_wait_taken_on_from_a_list_is_delivered_not_answered_again() {
     let mut e = engine();
     let (_, lists) = resumed(&mut e);
@@ -159,7 +163,9 @@ fn a_late_event_for_a_wait_taken_on_from_a_list_is_delivered_not_answered_again(
     assert_eq!(e.stats(0).duplicate_waits, 2);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_wait_listed_after_its_event_is_answered_once() {
     let mut e = engine();
     let (handle, lists) = resumed(&mut e);
@@ -178,7 +184,9 @@ fn a_wait_listed_after_its_event_is_answered_once() {
     assert_eq!(e.stats(0).answers_sent, 1);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_create_asks_nothing_and_reconcile_asks_on_demand() {
     let mut e = engine();
     let handle = e.reserve(SESSION, 7).unwrap();
@@ -202,7 +210,9 @@ fn a_create_asks_nothing_and_reconcile_asks_on_demand() {
     assert_eq!(e.stats(0).lists_failed, 1);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_list_that_fails_takes_nothing_on() {
     let mut e = engine();
     let (_, lists) = resumed(&mut e);
@@ -213,7 +223,9 @@ fn a_list_that_fails_takes_nothing_on() {
     assert_eq!((stats.lists_failed, stats.router.unmatched_responses), (2, 0));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_memory_of_answered_waits_holds_as_many_as_the_obligation_table() {
     let mut e = engine();
     let (handle, _) = resumed(&mut e);
@@ -230,7 +242,9 @@ fn the_memory_of_answered_waits_holds_as_many_as_the_obligation_table() {
     assert_eq!(taken, [&json!("r0")], "only the wait past the bound is taken on again");
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn waits_open_when_the_connection_ends_are_not_remembered_as_answered() {
     let mut e = engine();
     let (handle, lists) = resumed(&mut e);
@@ -246,7 +260,9 @@ fn plain_event(event_type: &str) -> Json {
     json!({"jsonrpc":"2.0","method":"session.event","params":{"sessionId":SESSION,"event":{"type":event_type,"data":{}}}})
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_running_turn_silent_for_the_stall_interval_is_reconciled_and_again_while_it_stays_silent() {
     let mut e: TestEngine = Engine::new(
         vec![0; 4096],
@@ -284,7 +300,9 @@ fn a_running_turn_silent_for_the_stall_interval_is_reconciled_and_again_while_it
     assert_eq!(e.poll_timeout(), None);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn no_stall_interval_watches_nothing() {
     let mut e: TestEngine =
         Engine::new(vec![0; 4096], vec![0; 1 << 16], EngineConfig::new().handler_timeout(None).stall_interval(None));

@@ -423,7 +423,9 @@ mod tests {
         std::string::String::from_utf8(out).unwrap()
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn a_listed_tool_call_reads_as_its_event() {
         let item = r#"{"requestId":"r1","toolCallId":"call_1","toolName":"get_weather","arguments":{"city":"Paris"}}"#;
         assert_eq!(
@@ -432,7 +434,9 @@ mod tests {
         );
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn a_listed_prompt_reads_as_its_event_with_the_permission_kind() {
         let item = r#"{"requestId":"p1","request":{"kind":"commands","fullCommandText":"ls","toolCallId":"t"}}"#;
         assert_eq!(
@@ -454,7 +458,9 @@ mod tests {
         );
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn list_ids_read_back() {
         assert_eq!(read_list_id("pending-1-12-3"), Some((1, 12, 3)));
         assert_eq!(read_list_id("pending-1-12-3-4"), None);
@@ -463,7 +469,9 @@ mod tests {
         assert_eq!(read_list_id("pending-x"), None);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn every_list_names_a_row() {
         for list in PENDING_LISTS {
             assert!(
