@@ -100,7 +100,6 @@ fn answered(frames: &[Json], method: &str, request_id: &str) -> usize {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_resume_asks_both_lists_and_each_listed_wait_becomes_a_wait_of_its_kind() {
     let mut e = engine();
@@ -145,7 +144,6 @@ fn a_resume_asks_both_lists_and_each_listed_wait_becomes_a_wait_of_its_kind() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_late_event_for_a_wait_taken_on_from_a_list_is_delivered_not_answered_again() {
     let mut e = engine();
@@ -164,7 +162,6 @@ fn a_late_event_for_a_wait_taken_on_from_a_list_is_delivered_not_answered_again(
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_wait_listed_after_its_event_is_answered_once() {
     let mut e = engine();
@@ -185,7 +182,6 @@ fn a_wait_listed_after_its_event_is_answered_once() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_create_asks_nothing_and_reconcile_asks_on_demand() {
     let mut e = engine();
@@ -211,7 +207,6 @@ fn a_create_asks_nothing_and_reconcile_asks_on_demand() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_list_that_fails_takes_nothing_on() {
     let mut e = engine();
@@ -224,7 +219,6 @@ fn a_list_that_fails_takes_nothing_on() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_memory_of_answered_waits_holds_as_many_as_the_obligation_table() {
     let mut e = engine();
@@ -243,7 +237,6 @@ fn the_memory_of_answered_waits_holds_as_many_as_the_obligation_table() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn waits_open_when_the_connection_ends_are_not_remembered_as_answered() {
     let mut e = engine();
@@ -261,7 +254,6 @@ fn plain_event(event_type: &str) -> Json {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_running_turn_silent_for_the_stall_interval_is_reconciled_and_again_while_it_stays_silent() {
     let mut e: TestEngine = Engine::new(
@@ -301,7 +293,6 @@ fn a_running_turn_silent_for_the_stall_interval_is_reconciled_and_again_while_it
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn no_stall_interval_watches_nothing() {
     let mut e: TestEngine =

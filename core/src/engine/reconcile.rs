@@ -424,7 +424,6 @@ mod tests {
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]
-
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn a_listed_tool_call_reads_as_its_event() {
         let item = r#"{"requestId":"r1","toolCallId":"call_1","toolName":"get_weather","arguments":{"city":"Paris"}}"#;
@@ -435,7 +434,6 @@ mod tests {
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]
-
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn a_listed_prompt_reads_as_its_event_with_the_permission_kind() {
         let item = r#"{"requestId":"p1","request":{"kind":"commands","fullCommandText":"ls","toolCallId":"t"}}"#;
@@ -459,7 +457,6 @@ mod tests {
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]
-
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn list_ids_read_back() {
         assert_eq!(read_list_id("pending-1-12-3"), Some((1, 12, 3)));
@@ -470,7 +467,6 @@ mod tests {
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]
-
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn every_list_names_a_row() {
         for list in PENDING_LISTS {
