@@ -255,3 +255,31 @@ fn a_wait_sent_both_as_an_event_and_in_a_list_is_answered_once() {
     delivered.sort();
     assert_eq!(delivered, ["e-p-listed", "e-r-first", "e-r-listed"]);
 }
+
+#[test]
+fn the_async_client_answers_listed_waits_through_the_same_engine() {
+    let script =
+        Script { tools: vec![tool_item("r-tool")], prompts: vec![prompt_item("r-prompt")], ..Script::default() };
+    let (peer, from_peer, to_peer) = Peer::start(script);
+    let seen = Arc::new(Seen::default());
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let (client, _session) = rt.block_on(async {
+        let client = copilot_host::asynch::Client::from_streams(
+            from_peer,
+            to_peer,
+            None,
+            copilot_host::ClientOptions::default(),
+        )
+        .await
+        .expect("handshake");
+        let session = client.resume_session(SESSION, config(&seen)).await.expect("resume");
+        (client, session)
+    });
+    peer.wait_answers(&["r-tool", "r-prompt"]);
+    rt.block_on(client.ping(None)).expect("ping");
+    let stats = client.engine_stats();
+    assert_eq!((stats.opened, stats.listed, stats.open_obligations, stats.answers_sent), (2, 2, 0, 2));
+    assert_eq!((peer.answers("r-tool"), peer.answers("r-prompt")), (1, 1));
+    assert_eq!(seen.tool_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(*seen.prompt_kinds.lock().unwrap(), ["shell"]);
+}
