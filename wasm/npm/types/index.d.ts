@@ -698,7 +698,13 @@ export interface SessionConfig extends SessionConfigBase {
 export interface ResumeSessionConfig extends SessionConfigBase {
   /** Resume without a `session.resume` event (`disableResume`). Default false. */
   suppressResumeEvent?: boolean;
-  /** Continue the tool calls and prompts pending when the session stopped. Default false. */
+  /**
+   * Continue the tool calls and prompts pending when the session stopped:
+   * the client asks the CLI which are pending (the CLI does not send their
+   * events again) and answers each once, with this config's handlers.
+   * Default false: the CLI lists none, and marks them interrupted at the
+   * next send.
+   */
   continuePendingWork?: boolean;
 }
 
