@@ -55,6 +55,12 @@ use core::fmt;
 
 use heapless::Vec;
 
+mod reconcile;
+
+pub use reconcile::{
+    Listed, ListedShape, ListedWait, PendingList, LIST_ID_PREFIX, PENDING_LISTS, PROMPT_KIND_RENAMES, TURN_START_EVENT,
+};
+
 use crate::answers::{row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, ANSWERS};
 use crate::encode::itoa;
 use crate::envelope::{EventInfo, Id, RpcError, METHOD_NOT_FOUND, PARSE_ERROR};
@@ -82,6 +88,12 @@ pub struct EngineConfig {
     /// The most frames parked at once (besides the byte bound of the
     /// parking storage).
     pub park_frames: usize,
+    /// How long a running turn (from `assistant.turn_start` to
+    /// `session.idle`) may go without an event of its session (ms) before
+    /// the engine asks the CLI what is pending ([`Engine::reconcile`]),
+    /// and again after each such interval while it stays silent; `None`:
+    /// never.
+    pub stall_interval: Option<u64>,
 }
 
 impl Default for EngineConfig {
@@ -90,13 +102,15 @@ impl Default for EngineConfig {
             handler_timeout: Some(crate::limits::DEFAULT_HANDLER_TIMEOUT_MS),
             request_timeout: Some(crate::limits::DEFAULT_REQUEST_TIMEOUT_MS),
             park_frames: crate::limits::MAX_PARKED_FRAMES,
+            stall_interval: Some(crate::limits::DEFAULT_STALL_INTERVAL_MS),
         }
     }
 }
 
 impl EngineConfig {
     /// The defaults of [`limits`](crate::limits): handlers 5 minutes,
-    /// requests 60 s, 10,000 parked frames.
+    /// requests 60 s, 10,000 parked frames, a silent turn reconciled
+    /// after 30 s.
     pub fn new() -> Self {
         Self::default()
     }
@@ -116,6 +130,12 @@ impl EngineConfig {
     /// Sets [`park_frames`](Self::park_frames).
     pub fn park_frames(mut self, frames: usize) -> Self {
         self.park_frames = frames;
+        self
+    }
+
+    /// Sets [`stall_interval`](Self::stall_interval).
+    pub fn stall_interval(mut self, ms: Option<u64>) -> Self {
+        self.stall_interval = ms;
         self
     }
 }
@@ -210,15 +230,25 @@ pub struct Output<'a, T, W> {
     /// (`true`: accepted). The route is then a `Route::UnmatchedResponse`
     /// that needs nothing from the host.
     pub answer_ack: Option<bool>,
+    /// Set when the frame is the CLI's reply to a list of pending waits the
+    /// engine asked for (see [`Engine::reconcile`]): hand it to
+    /// [`Engine::open_listed`], which takes on the waits it names. The
+    /// route is then a `Route::UnmatchedResponse` that needs nothing else.
+    pub listed: Option<Listed<'a, T>>,
 }
 
 impl<'a, T, W> Output<'a, T, W> {
-    fn plain(route: Route<'a, T, W>) -> Self {
-        Output { route, obligation: None, refused: None, answer_ack: None }
+    /// A route with nothing decided about it.
+    pub fn plain(route: Route<'a, T, W>) -> Self {
+        Output { route, obligation: None, refused: None, answer_ack: None, listed: None }
     }
 
     fn refused(route: Route<'a, T, W>, cause: Cause) -> Self {
-        Output { route, obligation: None, refused: Some(cause), answer_ack: None }
+        Output { route, obligation: None, refused: Some(cause), answer_ack: None, listed: None }
+    }
+
+    fn obliged(route: Route<'a, T, W>, obligation: Obligation) -> Self {
+        Output { route, obligation: Some(obligation), refused: None, answer_ack: None, listed: None }
     }
 }
 
@@ -355,6 +385,21 @@ pub struct EngineStats {
     /// store](Engine#the-transmit-store)) sees them here. Always 0 for a
     /// store that grows.
     pub unsent: u64,
+    /// Requests for a list of pending waits sent ([`Engine::reconcile`]).
+    pub lists_sent: u64,
+    /// Of their replies, those that listed nothing usable: an error, no
+    /// `items` array, or a session released meanwhile.
+    pub lists_failed: u64,
+    /// Waits taken on from a list (the CLI knew them; this client had not
+    /// taken them on).
+    pub listed: u64,
+    /// Running turns found silent for the stall interval, and reconciled
+    /// ([`EngineConfig::stall_interval`]).
+    pub stalls: u64,
+    /// Waits named again that this client had already taken on: an event
+    /// or a listed item of a wait open here or among those answered last
+    /// (not taken on twice).
+    pub duplicate_waits: u64,
 }
 
 impl EngineStats {
@@ -453,6 +498,16 @@ struct Core<T, W, X, const SESSIONS: usize, const PENDING: usize, const OBLIGATI
     config: EngineConfig,
     stats: EngineStats,
     next_answer: u64,
+    /// Per session slot: ask the CLI what is pending once its open
+    /// completes (a resume, or [`Engine::reconcile`] during the open).
+    reconcile_on_open: crate::slots::Fixed<bool, SESSIONS>,
+    /// Per session slot: when its running turn is silent long enough to be
+    /// reconciled (0: no turn running), and the generation of the session
+    /// it was for.
+    stall_due: crate::slots::Fixed<(u64, u32), SESSIONS>,
+    /// No stall is due before this (it may be earlier than any: a check
+    /// then finds the next one).
+    next_stall: u64,
 }
 
 /// The protocol engine. `T` is what a session's frames are delivered to,
@@ -699,6 +754,7 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
     fn decide<'a>(&mut self, route: Route<'a, T, W>, now: u64) -> Output<'a, T, W> {
         match route {
             Route::Event { session, target, session_id, event } => {
+                self.note_activity(session, event.event_type, now);
                 let Some((row_index, row)) = Self::event_row(&event) else {
                     if !self.obligations.is_empty() {
                         self.note_report(session, &event);
@@ -710,6 +766,12 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                     return Output::plain(Route::Event { session, target, session_id, event });
                 };
                 let rid = [&b"\""[..], request_id.as_bytes(), b"\""];
+                // Taken on already (from a list, or this very event again):
+                // delivered, not answered twice.
+                if self.obligations.knows(row_index, session_id.as_bytes(), rid) {
+                    self.stats.duplicate_waits += 1;
+                    return Output::plain(Route::Event { session, target, session_id, event });
+                }
                 let result = if event.data.is_some() && row.handler.can_read(event.data) {
                     self.open(row_index, Some(session), session_id.as_bytes(), rid, now)
                 } else {
@@ -717,7 +779,7 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                 };
                 let route = Route::Event { session, target, session_id, event };
                 match result {
-                    Ok(ob) => Output { route, obligation: Some(ob), refused: None, answer_ack: None },
+                    Ok(ob) => Output::obliged(route, ob),
                     Err(cause) => {
                         let sent = self.send_refusal(row, session_id.as_bytes(), rid);
                         self.routed(sent);
@@ -743,7 +805,7 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                 };
                 let route = Route::Request { id, method, params, session };
                 match result {
-                    Ok(ob) => Output { route, obligation: Some(ob), refused: None, answer_ack: None },
+                    Ok(ob) => Output::obliged(route, ob),
                     Err(cause) => {
                         let sent = self.send_refusal(row, sid, id_parts(&id));
                         self.routed(sent);
@@ -781,7 +843,12 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                     obligation: None,
                     refused: None,
                     answer_ack: Some(accepted),
+                    listed: None,
                 }
+            }
+            Route::UnmatchedResponse { id: Id::String(s), result } if s.raw().starts_with(LIST_ID_PREFIX) => {
+                let listed = self.listed(s.raw(), &result);
+                Output { listed, ..Output::plain(Route::UnmatchedResponse { id: Id::String(s), result }) }
             }
             other => Output::plain(other),
         }
@@ -880,6 +947,21 @@ impl<
                 config,
                 stats: EngineStats::default(),
                 next_answer: 0,
+                reconcile_on_open: {
+                    #[cfg(not(feature = "alloc"))]
+                    let flags = [false; SESSIONS];
+                    #[cfg(feature = "alloc")]
+                    let flags = alloc::vec![false; SESSIONS];
+                    flags
+                },
+                stall_due: {
+                    #[cfg(not(feature = "alloc"))]
+                    let due = [(0, 0); SESSIONS];
+                    #[cfg(feature = "alloc")]
+                    let due = alloc::vec![(0, 0); SESSIONS];
+                    due
+                },
+                next_stall: NEVER,
             },
             park: Park { buf: park, len: 0, frames: 0, read: 0, keep: 0, rerouting: false, again: false },
         }
@@ -948,7 +1030,8 @@ impl<
     /// Decides about one frame body (what [`poll`](Self::poll) does per frame).
     pub fn route<'a>(&mut self, body: &'a [u8], now: u64) -> Output<'a, T, W> {
         let route = self.core.router.classify(body);
-        let is_ack = matches!(&route, Route::UnmatchedResponse { id: Id::String(s), .. } if s.raw().starts_with(ANSWER_ID_PREFIX));
+        let is_ack = matches!(&route, Route::UnmatchedResponse { id: Id::String(s), .. }
+            if s.raw().starts_with(ANSWER_ID_PREFIX) || s.raw().starts_with(LIST_ID_PREFIX));
         if !is_ack {
             self.core.router.count(&route, true);
         }
@@ -1205,27 +1288,33 @@ impl<
             }
         }
         self.core.router.pending().expire(now, expired);
+        if self.core.next_stall <= now {
+            self.reconcile_stalled(now);
+        }
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next has work (ms), if ever.
     pub fn poll_timeout(&self) -> Option<u64> {
         let a = self.core.obligations.next_deadline();
         let b = self.core.router.pending().next_deadline();
-        match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let c = (self.core.next_stall != NEVER).then_some(self.core.next_stall);
+        [a, b, c].into_iter().flatten().min()
     }
 
     /// Reserves session `id` before its create request is sent.
     pub fn reserve(&mut self, id: &str, target: T) -> Result<SessionHandle, ReserveError<T>> {
-        self.core.router.sessions().reserve(id, target)
+        let handle = self.core.router.sessions().reserve(id, target)?;
+        self.core.reconcile_on_open[handle.index()] = false;
+        Ok(handle)
     }
 
     /// Reserves session `id` before its resume request is sent. If the id is
     /// open on this client, the new handle takes it over: the old one is
     /// returned (end its streams), and its open obligations move to the new
-    /// handle (the CLI session still waits on them).
+    /// handle (the CLI session still waits on them). Once the resume
+    /// succeeds ([`complete_open`](Self::complete_open)), the engine asks
+    /// the CLI what is pending ([`reconcile`](Self::reconcile)): the CLI
+    /// does not send the events of waits pending from before again.
     #[allow(clippy::type_complexity)]
     pub fn reserve_resume(
         &mut self,
@@ -1236,13 +1325,16 @@ impl<
         if let Some((old_handle, _)) = &old {
             self.core.obligations.retarget(*old_handle, handle);
         }
+        self.core.reconcile_on_open[handle.index()] = true;
         Ok((handle, old))
     }
 
     /// Reserves a slot for a create whose id the server assigns; frames for
     /// unknown sessions are parked until it is named or released.
     pub fn reserve_unassigned(&mut self, target: T) -> Result<SessionHandle, ReserveError<T>> {
-        self.core.router.sessions().reserve_unassigned(target)
+        let handle = self.core.router.sessions().reserve_unassigned(target)?;
+        self.core.reconcile_on_open[handle.index()] = false;
+        Ok(handle)
     }
 
     /// Names a slot reserved unassigned; then drain [`poll_parked`](Self::poll_parked).
@@ -1255,8 +1347,9 @@ impl<
     /// Completes the open (create or resume) of `handle` with its response:
     /// activates the session (naming it from `result.sessionId` if the
     /// server assigns the id), or, on an error or an unreadable answer,
-    /// releases the slot (refusing its open obligations). Then drain
-    /// [`poll_parked`](Self::poll_parked).
+    /// releases the slot (refusing its open obligations). A resume then
+    /// asks the CLI what is pending ([`reconcile`](Self::reconcile)). Then
+    /// drain [`poll_parked`](Self::poll_parked).
     pub fn complete_open(
         &mut self,
         handle: SessionHandle,
@@ -1276,8 +1369,15 @@ impl<
             }
             (Some(_), Ok(_)) => sessions.activate(handle).map_err(|StaleHandle| OpenError::Unreadable),
         };
+        let reconcile = core::mem::take(&mut self.core.reconcile_on_open[handle.index()]);
         match outcome {
-            Ok(()) => self.park.reroute(),
+            Ok(()) => {
+                self.park.reroute();
+                if reconcile {
+                    // Cannot fail: the session was just made active.
+                    let _ = self.reconcile(handle);
+                }
+            }
             Err(_) => {
                 self.release(handle);
             }
@@ -1314,11 +1414,8 @@ impl<
         for (id, waiter) in self.core.router.pending().drain() {
             failed(id, waiter);
         }
-        let mut n = 0;
-        while self.core.obligations.take_where(|_| true).is_some() {
-            n += 1;
-        }
-        n
+        // Not answered: a list read after a reconnect may name them again.
+        self.core.obligations.forget_all()
     }
 
     /// The counters, with the open obligations' age as of `now`.

@@ -10,7 +10,8 @@
 //! the sessions' lifecycle, so that every wait of the agent is answered
 //! exactly once, and what a client announces when it opens a session
 //! ([`write_open_params`]) and sends once it is open
-//! ([`write_follow_ups`]). The rest of the protocol's policy is here too,
+//! ([`write_follow_ups`]), and when and how it asks the CLI which waits
+//! are pending ([`Engine::reconcile`], [`PENDING_LISTS`]). The rest of the protocol's policy is here too,
 //! as data plus one function each, so that no host writes its own: the
 //! constants, defaults and capacities ([`limits`]), the handshake
 //! ([`read_handshake_answer`]), the session options ([`OPEN_OPTIONS`]),
@@ -112,8 +113,9 @@ pub use capabilities::{
 pub use elicitation::{write_elicitation_answer, ContentNotAnObject, ElicitationAction, ELICITATION_ACCEPT_CONTENT};
 pub use encode::{frame_header, EncodeError, Outgoing, Payload, Ser, WriteError, MAX_FRAME_HEADER_LEN};
 pub use engine::{
-    AnswerError, Cause, Engine, EngineConfig, EngineStats, Obligation, OpenError, Output, ANSWER_ID_PREFIX,
-    MAX_FAILURE_DETAIL,
+    AnswerError, Cause, Engine, EngineConfig, EngineStats, Listed, ListedShape, ListedWait, Obligation, OpenError,
+    Output, PendingList, ANSWER_ID_PREFIX, LIST_ID_PREFIX, MAX_FAILURE_DETAIL, PENDING_LISTS, PROMPT_KIND_RENAMES,
+    TURN_START_EVENT,
 };
 pub use envelope::{
     DecodeError, DecodeErrorKind, Envelope, EventInfo, Id, Message, RpcError, INTERNAL_ERROR, INVALID_PARAMS,

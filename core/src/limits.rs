@@ -14,6 +14,12 @@ pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 60_000;
 /// How long a user's handler may take to answer a wait of the agent before
 /// the engine refuses in its place ([`EngineConfig::handler_timeout`](crate::EngineConfig)).
 pub const DEFAULT_HANDLER_TIMEOUT_MS: u64 = 5 * 60_000;
+/// How long a running turn may be silent (no event of its session) before
+/// the engine asks the CLI which of its waits are pending
+/// ([`EngineConfig::stall_interval`](crate::EngineConfig)): a wait whose
+/// event was lost on the way is found then, not never. Two small requests
+/// per silent turn per interval; a model that thinks longer costs only those.
+pub const DEFAULT_STALL_INTERVAL_MS: u64 = 30_000;
 /// How long a session's destroy, and a whole stop, wait for a CLI that does
 /// not answer before everything is released.
 pub const DEFAULT_SHUTDOWN_GRACE_MS: u64 = 3_000;

@@ -5,6 +5,10 @@
 //! generation). Answering takes the slot out, and freeing it changes its
 //! generation, so a second answer or a stale id finds nothing: every
 //! obligation is discharged exactly once by construction.
+//!
+//! The table also remembers the waits it discharged last ([`Recent`]):
+//! a wait the CLI names again (its event after the same wait came in a
+//! pending list, or the reverse) is known, and not taken on twice.
 
 use core::fmt;
 
@@ -76,9 +80,76 @@ impl Slot {
     const FREE: Self = Slot { generation: 0, open: None };
 }
 
+/// The ids of the last `N` waits discharged, as hashes
+/// ([`wait_hash`]): a ring, the oldest forgotten first. Its bound is the
+/// obligation table's capacity, so a client remembers at least as many
+/// answered waits as it can have open at once; a wait answered more than
+/// `N` discharges ago and named again is taken on again (its second answer
+/// gets the CLI's `{success:false}`).
+pub(crate) struct Recent<const N: usize> {
+    hashes: crate::slots::Fixed<u64, N>,
+    /// Where the next hash goes.
+    at: usize,
+}
+
+impl<const N: usize> Recent<N> {
+    fn new() -> Self {
+        #[cfg(not(feature = "alloc"))]
+        let hashes = [0; N];
+        #[cfg(feature = "alloc")]
+        let hashes = alloc::vec![0; N];
+        Recent { hashes, at: 0 }
+    }
+
+    fn push(&mut self, hash: u64) {
+        if N == 0 {
+            return;
+        }
+        self.hashes[self.at] = hash;
+        self.at = (self.at + 1) % N;
+    }
+
+    /// Forgets the hash pushed last (its discharge was undone).
+    fn pop(&mut self) {
+        if N == 0 {
+            return;
+        }
+        self.at = (self.at + N - 1) % N;
+        self.hashes[self.at] = 0;
+    }
+
+    fn contains(&self, hash: u64) -> bool {
+        self.hashes.contains(&hash)
+    }
+}
+
+/// The hash of a wait's kind and ids, as [`Open`] keeps them: its row, the
+/// session id as written and the request id as JSON text, given in parts
+/// (a server request's id and an event's request id never match, being of
+/// other rows). FNV-1a (64 bits), never 0 (0 marks an empty place). Two
+/// waits of the CLI's (UUIDs) sharing a hash is a 1 in 2^64 chance per
+/// pair remembered.
+pub(crate) fn wait_hash(row: u16, session_id: &[u8], request_id: [&[u8]; 3]) -> u64 {
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(PRIME);
+        }
+    };
+    eat(&row.to_le_bytes());
+    eat(session_id);
+    // A byte no JSON text of an id holds between the two: ("ab","c") and
+    // ("a","bc") differ.
+    eat(&[0xff]);
+    request_id.iter().for_each(|p| eat(p));
+    h.max(1)
+}
+
 /// Up to `N` open obligations.
 pub(crate) struct Obligations<const N: usize> {
     slots: crate::slots::Slots<Slot, N>,
+    recent: Recent<N>,
     len: usize,
     /// Of `len`, those left to another client.
     left: usize,
@@ -93,7 +164,7 @@ impl<const N: usize> Obligations<N> {
     pub(crate) fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::FITS;
-        Obligations { slots: crate::slots::slots![Slot::FREE; N], len: 0, left: 0, hint: 0 }
+        Obligations { slots: crate::slots::slots![Slot::FREE; N], recent: Recent::new(), len: 0, left: 0, hint: 0 }
     }
 
     pub(crate) fn open(&mut self, open: Open) -> Option<ObligationId> {
@@ -158,7 +229,15 @@ impl<const N: usize> Obligations<N> {
         self.remove(id.index as usize)
     }
 
+    /// Takes the obligation out of its slot; remembered as discharged.
     fn remove(&mut self, index: usize) -> Option<Open> {
+        let open = self.forget(index)?;
+        self.recent.push(wait_hash(open.row, &open.session_id, [&open.request_id, b"", b""]));
+        Some(open)
+    }
+
+    /// Takes the obligation out of its slot without remembering it.
+    fn forget(&mut self, index: usize) -> Option<Open> {
         let slot = &mut self.slots[index];
         let open = slot.open.take()?;
         slot.generation = slot.generation.wrapping_add(1);
@@ -169,15 +248,45 @@ impl<const N: usize> Obligations<N> {
 
     /// Puts back the obligation just taken as `id` (its frame found no
     /// room, or it is now left to another client): `id` reaches it again,
-    /// unless it is left. Nothing else can have used the slot meanwhile:
-    /// the table was borrowed throughout.
+    /// unless it is left, and it is no longer remembered as discharged.
+    /// Nothing else can have used the slot or the memory meanwhile: the
+    /// table was borrowed throughout.
     pub(crate) fn restore(&mut self, id: ObligationId, open: Open) {
         if let Some(slot) = self.slots.get_mut(id.index as usize) {
             slot.generation = id.generation;
             self.left += usize::from(open.left);
             slot.open = Some(open);
             self.len += 1;
+            self.recent.pop();
         }
+    }
+
+    /// Forgets every open obligation without remembering them as
+    /// discharged (the connection is gone: none was answered, so a list
+    /// read after a reconnect may name them again). Returns how many.
+    pub(crate) fn forget_all(&mut self) -> usize {
+        let mut n = 0;
+        for index in 0..self.slots.len() {
+            n += usize::from(self.forget(index).is_some());
+        }
+        n
+    }
+
+    /// Whether the wait `(row, session_id, request_id)` (as [`Open`] keeps
+    /// them; `request_id` as JSON text in parts) is open here, or among
+    /// the waits discharged last.
+    pub(crate) fn knows(&self, row: u16, session_id: &[u8], request_id: [&[u8]; 3]) -> bool {
+        let same = |o: &Open| {
+            o.row == row && o.session_id == session_id && {
+                let [a, b, c] = request_id;
+                o.request_id.len() == a.len() + b.len() + c.len()
+                    && o.request_id.starts_with(a)
+                    && o.request_id[a.len()..].starts_with(b)
+                    && o.request_id.ends_with(c)
+            }
+        };
+        self.recent.contains(wait_hash(row, session_id, request_id))
+            || self.slots.iter().filter_map(|s| s.open.as_ref()).any(same)
     }
 
     /// Makes every obligation matching `f` due now (its deadline passed),
@@ -254,5 +363,46 @@ mod tests {
         assert_eq!(ObligationId::from_bits(c.to_bits()), c);
         assert!(t.take(b).is_some() && t.take(c).is_some());
         assert_eq!((t.len(), t.oldest()), (0, None));
+    }
+
+    fn wait(row: u16, request_id: &[u8]) -> Open {
+        Open {
+            row,
+            session: None,
+            session_id: Vec::from_slice(b"s").unwrap(),
+            request_id: Vec::from_slice(request_id).unwrap(),
+            opened: 0,
+            deadline: NEVER,
+            left: false,
+            reported: false,
+        }
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn waits_are_known_while_open_and_after_their_answer_within_the_bound() {
+        let mut t: Obligations<2> = Obligations::new();
+        let rid = [&b"\""[..], b"r1", b"\""];
+        assert!(!t.knows(0, b"s", rid));
+        let a = t.open(wait(0, b"\"r1\"")).unwrap();
+        assert!(t.knows(0, b"s", rid), "open");
+        assert!(!t.knows(1, b"s", rid), "another row's wait of the same id");
+        assert!(!t.knows(0, b"t", rid), "another session's");
+        // Taken and put back (no room to send): open again, not answered.
+        let open = t.take(a).unwrap();
+        t.restore(a, open);
+        assert_eq!(t.recent.hashes.iter().filter(|h| **h != 0).count(), 0, "the undone discharge is forgotten");
+        t.take(a).unwrap();
+        assert!(t.knows(0, b"s", rid), "answered");
+        // Two more answered: the bound (2) forgets the first.
+        for id in [&b"\"r2\""[..], b"\"r3\""] {
+            let o = t.open(wait(0, id)).unwrap();
+            t.take(o).unwrap();
+        }
+        assert!(!t.knows(0, b"s", rid), "forgotten at the bound");
+        // The connection's end forgets open waits without remembering them.
+        t.open(wait(0, b"\"r4\"")).unwrap();
+        assert_eq!(t.forget_all(), 1);
+        assert!(!t.knows(0, b"s", [&b"\""[..], b"r4", b"\""]));
     }
 }

@@ -39,6 +39,12 @@ impl SessionHandle {
     pub fn generation(&self) -> u32 {
         self.generation
     }
+
+    /// The handle of `index` and `generation` (as the engine wrote them in
+    /// a request id of its own); `None` for an index no table has.
+    pub(crate) fn from_parts(index: usize, generation: u32) -> Option<Self> {
+        Some(SessionHandle { index: u16::try_from(index).ok()?, generation })
+    }
 }
 
 /// Where a session is in its life. Events route to it in every state.
@@ -420,6 +426,11 @@ impl<T: Clone, const N: usize> SessionTable<T, N> {
     /// The target of a live handle.
     pub fn get(&self, handle: SessionHandle) -> Option<T> {
         self.inner.with(|t| t.slot(handle).and_then(|s| s.target.clone()))
+    }
+
+    /// The id of a live, named handle.
+    pub(crate) fn name(&self, handle: SessionHandle) -> Option<String<MAX_SESSION_ID_LEN>> {
+        self.inner.with(|t| t.slot(handle).filter(|s| s.state != SessionState::AwaitingId).map(|s| s.id.clone()))
     }
 
     /// The state of a live handle.

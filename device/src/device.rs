@@ -84,8 +84,12 @@ where
     /// A device host over `io`, its time from `clock`.
     pub fn new(io: IO, mut clock: C, config: DeviceConfig) -> Self {
         // Handlers run inline, so no handler deadline: the engine's
-        // request deadlines are the only timers.
-        let engine_config = EngineConfig::new().handler_timeout(None).request_timeout(Some(config.request_timeout));
+        // request deadlines are the only timers. No stall checks: the
+        // device does not take on the waits a pending list names.
+        let engine_config = EngineConfig::new()
+            .handler_timeout(None)
+            .request_timeout(Some(config.request_timeout))
+            .stall_interval(None);
         let now = clock.now_ms();
         Device {
             io,

@@ -31,8 +31,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use copilot_core::{
-    limits, Cause, Engine, EngineConfig, EventInfo, FrameDecoder, GrowingBuffer, Id, JsonStr, ObligationId, Outgoing,
-    Output, Payload, Route, RpcError, SessionHandle, Value,
+    limits, Cause, Engine, EngineConfig, EventInfo, FrameDecoder, GrowingBuffer, Id, JsonStr, ListedWait, ObligationId,
+    Outgoing, Output, Payload, Route, RpcError, SessionHandle, Value,
 };
 use wasm_bindgen::prelude::*;
 
@@ -88,7 +88,11 @@ type WasmEngine = Engine<
 /// to [`settle`](Self::settle)), `"handler"` (the handler kind, such as
 /// `"permission"`) and `"deadline"`; on a wait the engine already refused,
 /// `"refused"` (the cause, such as `"sessionGone"`); on the CLI's reply to
-/// an answer, `"answerAck"`.
+/// an answer, `"answerAck"`. A wait the CLI listed as pending (asked by
+/// the engine after a resume) that
+/// the engine took on is routed as an `"event"` with `"listed": true`: its
+/// `event` is the event the engine writes for it (no `id`; not one of the
+/// session's events: answer it, do not deliver it).
 #[wasm_bindgen]
 pub struct CoreEngine {
     decoder: FrameDecoder<GrowingBuffer>,
@@ -138,7 +142,14 @@ impl CoreEngine {
             let n = self.decoder.feed(rest);
             rest = &rest[n..];
             while let Some(o) = self.engine.poll(&mut self.decoder, now) {
-                batch.output(&o);
+                match &o.listed {
+                    // A list of pending waits: each the engine takes on is
+                    // routed as its event's wait, marked `listed`.
+                    Some(listed) => {
+                        self.engine.open_listed(listed, now, |wait| batch.listed(&wait));
+                    }
+                    None => batch.output(&o),
+                }
             }
             if rest.is_empty() {
                 return batch.finish();
@@ -154,7 +165,7 @@ impl CoreEngine {
         self.engine.disconnect(|_, ()| {});
         let mut out = Batch::new();
         if let Err(e) = self.decoder.finish() {
-            out.output(&Output { route: Route::FrameError(e), obligation: None, refused: None, answer_ack: None });
+            out.output(&Output::plain(Route::FrameError(e)));
         }
         out.finish()
     }
@@ -330,6 +341,11 @@ impl CoreEngine {
             s.answers_sent as f64,
             s.acks_accepted as f64,
             s.acks_refused as f64,
+            s.lists_sent as f64,
+            s.lists_failed as f64,
+            s.listed as f64,
+            s.duplicate_waits as f64,
+            s.stalls as f64,
             s.oldest_obligation_age.map_or(f64::NAN, |a| a as f64),
         ];
         out.extend(s.refused.iter().map(|n| *n as f64));
@@ -349,7 +365,7 @@ const SETTLE_FAIL: u8 = 3;
 /// The names of the counters [`CoreEngine::stats`] reports, in its order
 /// (`policy.json`'s `stats.counters`, held to this by its test).
 #[cfg(test)]
-const STATS: [&str; 22] = [
+const STATS: [&str; 27] = [
     "frames",
     "bytes",
     "malformed",
@@ -371,6 +387,11 @@ const STATS: [&str; 22] = [
     "answersSent",
     "acksAccepted",
     "acksRefused",
+    "listsSent",
+    "listsFailed",
+    "listed",
+    "duplicateWaits",
+    "stalls",
     "oldestObligationAge",
 ];
 
@@ -608,6 +629,37 @@ impl Batch {
         if let Some(accepted) = o.answer_ack {
             w.raw("answerAck", if accepted { b"true" } else { b"false" });
         }
+        w.end();
+    }
+}
+
+impl Batch {
+    /// A wait the engine took on from a list: routed as its event's wait,
+    /// `"listed": true`.
+    fn listed(&mut self, wait: &ListedWait<'_, u32>) {
+        if self.out.len() > 1 {
+            self.out.push(b',');
+        }
+        let mut w = Fields::new(&mut self.out);
+        w.text("route", "event");
+        w.raw("listed", b"true");
+        w.number("session", wait.target.into());
+        w.key("sessionId");
+        w.out.push(b'"');
+        w.out.extend_from_slice(wait.session_id());
+        w.out.push(b'"');
+        w.text("type", wait.event_type);
+        w.key("event");
+        let start = w.out.len();
+        wait.write_event(&mut |b: &[u8]| w.out.extend_from_slice(b));
+        let bytes = w.out.len() - start;
+        w.number("bytes", bytes as u64);
+        w.key("obligation");
+        w.out.push(b'"');
+        push_number(w.out, wait.obligation.id.to_bits());
+        w.out.push(b'"');
+        w.text("handler", wait.obligation.handler.name());
+        w.number_opt("deadline", wait.obligation.deadline);
         w.end();
     }
 }
@@ -1056,5 +1108,46 @@ mod tests {
         let sent = String::from_utf8(e.take_outgoing()).unwrap();
         assert!(sent.ends_with(r#""requestId":"c1","result":{"handled":false}}}"#), "{sent}");
         assert!(e.try_close_session(9).is_err(), "released");
+    }
+
+    #[test]
+    fn a_resume_asks_what_is_pending_and_listed_waits_come_as_listed_events() {
+        let mut e = CoreEngine::new(None, None, None);
+        e.reserve(Some("s-1".into()), 4, true).unwrap();
+        assert!(e.take_outgoing().is_empty());
+        let opened = parse(&e.try_complete_open(4, true, "{}", 0.0).unwrap());
+        assert_eq!(opened["opened"], true);
+        let sent = String::from_utf8(e.take_outgoing()).unwrap();
+        let ids: Vec<String> = sent
+            .split("Content-Length")
+            .filter_map(|f| f.find('{').map(|at| parse(&f[at..])))
+            .map(|m| {
+                assert_eq!(m["params"], serde_json::json!({"sessionId": "s-1"}));
+                m["id"].as_str().unwrap().to_owned()
+            })
+            .collect();
+        assert_eq!(ids.len(), copilot_core::PENDING_LISTS.len(), "{sent}");
+        let reply = format!(
+            r#"{{"jsonrpc":"2.0","id":"{}","result":{{"items":[{{"requestId":"r1","toolCallId":"c","toolName":"t","arguments":{{}}}}]}}}}"#,
+            ids[0]
+        );
+        let batch = parse(&e.feed(&frame(&reply), 1.0));
+        assert_eq!(batch.as_array().unwrap().len(), 1, "{batch}");
+        let item = &batch[0];
+        assert_eq!((item["route"].clone(), item["listed"].clone()), ("event".into(), true.into()));
+        assert_eq!((item["session"].clone(), item["sessionId"].clone()), (4.into(), "s-1".into()));
+        assert_eq!(item["handler"], "tool");
+        assert_eq!(item["event"]["data"]["requestId"], "r1");
+        assert_eq!(item["event"]["data"]["sessionId"], "s-1");
+        let obligation = item["obligation"].as_str().unwrap();
+        e.settle(obligation, SETTLE_ANSWER, r#"{"textResultForLlm":"x"}"#, "").unwrap();
+        let sent = String::from_utf8(e.take_outgoing()).unwrap();
+        assert!(
+            sent.contains(
+                r#""method":"session.tools.handlePendingToolCall","params":{"sessionId":"s-1","requestId":"r1""#
+            ),
+            "{sent}"
+        );
+        assert_eq!(named(e.stats(1.0))["listed"], 1);
     }
 }

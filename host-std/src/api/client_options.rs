@@ -36,6 +36,11 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_millis(limits::DEFA
 /// [`ClientOptions::handler_timeout`] says otherwise (the core's default).
 pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_millis(limits::DEFAULT_HANDLER_TIMEOUT_MS);
 
+/// How long a running turn may be silent before the client asks the CLI
+/// which waits are pending, unless [`ClientOptions::stall_interval`] says
+/// otherwise (the core's default).
+pub const DEFAULT_STALL_INTERVAL: Duration = Duration::from_millis(limits::DEFAULT_STALL_INTERVAL_MS);
+
 /// Threads running handlers, unless [`ClientOptions::handler_threads`]
 /// says otherwise.
 pub const DEFAULT_HANDLER_THREADS: usize = 16;
@@ -97,6 +102,12 @@ pub struct ClientOptions {
     /// this many handlers can block at once; later waits queue, and are
     /// refused if [`handler_timeout`](Self::handler_timeout) passes first.
     pub handler_threads: usize,
+    /// How long a running turn (from `assistant.turn_start` to
+    /// `session.idle`) may go without an event before the client asks the
+    /// CLI which of its waits are pending, and answers those it has not
+    /// (a wait whose event was lost); again after each such silent
+    /// interval. `None`: only after a resume.
+    pub stall_interval: Option<Duration>,
     /// Handlers of client-wide requests: those that carry no session id
     /// (`host.*`, `uiThread.run`, `installations.confirm`, ...). Set them
     /// with [`on_request`](Self::on_request).
@@ -163,6 +174,7 @@ impl std::fmt::Debug for ClientOptions {
             .field("shutdown_grace", &self.shutdown_grace)
             .field("handler_timeout", &self.handler_timeout)
             .field("handler_threads", &self.handler_threads)
+            .field("stall_interval", &self.stall_interval)
             .field("request_handlers", &self.request_handlers)
             .field("telemetry", &self.telemetry)
             .field("trace_context", &self.trace_context.as_ref().map(|_| "<provider>"))
@@ -199,6 +211,7 @@ impl ClientOptions {
             grace: self.shutdown_grace,
             handler: self.handler_timeout,
             handler_threads: self.handler_threads.max(1),
+            stall: self.stall_interval,
         }
     }
 }
@@ -221,6 +234,7 @@ impl Default for ClientOptions {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             handler_timeout: DEFAULT_HANDLER_TIMEOUT,
             handler_threads: DEFAULT_HANDLER_THREADS,
+            stall_interval: Some(DEFAULT_STALL_INTERVAL),
             request_handlers: RequestHandlers::default(),
             telemetry: None,
             trace_context: None,

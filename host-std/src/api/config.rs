@@ -167,7 +167,10 @@ pub struct SessionConfig {
     /// wire). Default `false`.
     pub suppress_resume_event: bool,
     /// On resume, continue the tool calls and prompts pending when the
-    /// session stopped. Default `false`.
+    /// session stopped: the client asks the CLI which are pending (the CLI
+    /// does not send their events again) and answers each once, with this
+    /// config's handlers. Default `false`: the CLI lists none, and marks
+    /// them interrupted at the next send.
     pub continue_pending_work: bool,
     /// What the session answers the agent's requests with.
     pub handlers: SessionHandlers,

@@ -46,6 +46,9 @@ pub(crate) struct Deadlines {
     pub(crate) handler: Duration,
     /// Threads running handlers.
     pub(crate) handler_threads: usize,
+    /// How long a running turn may be silent before the engine asks the
+    /// CLI what is pending; `None`: never.
+    pub(crate) stall: Option<Duration>,
 }
 
 /// What the engine routes a session's frames to: the reader delivers
@@ -256,7 +259,8 @@ impl Connection {
         let config = EngineConfig::new()
             .handler_timeout(Some(ms(deadlines.handler)))
             .request_timeout(Some(ms(deadlines.request)))
-            .park_frames(MAX_PARKED_FRAMES);
+            .park_frames(MAX_PARKED_FRAMES)
+            .stall_interval(deadlines.stall.map(ms));
         // Its tables are written in place on the heap (the core's `alloc`
         // feature): no stack of their size is needed, or touched.
         let engine = HostEngine::new(vec![0; MAX_PARKED_BYTES], GrowingBuffer::new(0), config);

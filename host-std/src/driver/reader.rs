@@ -6,7 +6,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use copilot_core::{FrameDecoder, GrowingBuffer, Output, Route, RpcError, SessionHandle};
+use copilot_core::{FrameDecoder, GrowingBuffer, Listed, Output, Route, RpcError, SessionHandle, LIST_ID_PREFIX};
 
 use super::connection::{drain_parked_with, lock, Connection, HostEngine, Job, Replier, ReplyTx, Target, Waiter};
 use crate::error::Error;
@@ -68,7 +68,11 @@ impl Connection {
             // The lock is held while this read's frames are routed; what
             // is done under it never waits for a consumer or runs user code.
             self.with_engine(|engine, now| {
-                while let Some(out) = engine.poll(&mut decoder, now) {
+                while let Some(mut out) = engine.poll(&mut decoder, now) {
+                    if let Some(listed) = out.listed.take() {
+                        self.take_on_listed(engine, now, &listed);
+                        continue;
+                    }
                     match out.route {
                         Route::Response { waiter: Waiter::Open { handle, target, reply }, result, .. } => {
                             self.complete_open(engine, now, handle, &target, reply, result, &mut touched)
@@ -126,11 +130,27 @@ impl Connection {
         reply.send(reply_value);
     }
 
+    /// Hands each wait of a list reply that the engine takes on to its
+    /// session's handlers, as its event's wait would be: the data is the
+    /// event the engine writes for it (see [`copilot_core::ListedWait`]).
+    /// Not delivered to the session's events: the CLI did not send it.
+    fn take_on_listed(self: &Arc<Self>, engine: &mut HostEngine, now: u64, listed: &Listed<'_, Target>) {
+        let taken = engine.open_listed(listed, now, |wait| {
+            let mut data = Vec::new();
+            wait.write_event(&mut |b: &[u8]| data.extend_from_slice(b));
+            let reply = Replier { conn: Arc::clone(self), id: wait.obligation.id };
+            wait.target.obligation(Job { kind: wait.obligation.handler, name: wait.event_type, data, reply });
+        });
+        if taken > 0 {
+            log::info!("{}: {taken} waits pending in the CLI ({}) were taken on", self.label, listed.list.method);
+        }
+    }
+
     /// Delivers one routed frame. Runs under the engine's lock: it never
     /// blocks (events go to per-session queues, flushed once the lock is
     /// released and noted in `touched`; handlers go to the pool).
     fn deliver(self: &Arc<Self>, out: Output<'_, Target, Waiter>, touched: &mut Vec<Target>) {
-        let Output { route, obligation, refused, answer_ack } = out;
+        let Output { route, obligation, refused, answer_ack, .. } = out;
         match route {
             Route::Event { target, event, .. } => {
                 let bytes = event.event.as_bytes();
@@ -188,6 +208,9 @@ impl Connection {
             }
             Route::UnknownSession { session_id, method, .. } => {
                 log::warn!("{}: {method} for unknown session {session_id} ({refused:?})", self.label)
+            }
+            Route::UnmatchedResponse { id, .. } if id.to_string().contains(LIST_ID_PREFIX) => {
+                log::debug!("{}: a list of pending waits gave nothing to take on ({id})", self.label)
             }
             Route::UnmatchedResponse { id, .. } => {
                 if answer_ack.is_none() {

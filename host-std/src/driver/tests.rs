@@ -202,6 +202,7 @@ fn driver() -> (Arc<Connection>, Peer, Arc<AtomicU64>, mpsc::Receiver<Job>, thre
         grace: Duration::from_secs(3),
         handler: Duration::from_secs(300),
         handler_threads: 2,
+        stall: Some(Duration::from_secs(30)),
     };
     let (conn, reader) = Connection::start_on(
         Clock::manual(Arc::clone(&now)),
@@ -385,4 +386,44 @@ fn deadlines_expire_on_the_drivers_clock() {
     job.reply.answer(json!({"kind": "approve-once"}).to_string().as_bytes());
     let _next = call(&conn, "ping", &json!({}), later());
     assert_eq!(peer.next()["method"], "ping");
+}
+
+#[test]
+fn a_turn_silent_for_the_stall_interval_is_reconciled_and_its_lost_wait_answered() {
+    let (conn, mut peer, now, _, _) = driver();
+    let (session, seen, jobs) = Recorder::new(Some("s1"));
+    let handle = conn.reserve(Some("s1"), false, session.clone()).expect("reserved");
+    let target = session.clone();
+    let open = conn.request_with("session.create", &json!({}), |reply| Waiter::Open { handle, target, reply }, later());
+    let open = sent(open.expect("sent"));
+    let create = peer.next();
+    peer.send(&json!({"jsonrpc": "2.0", "id": create["id"], "result": {"sessionId": "s1"}}));
+    open.wait().expect("opened");
+    // A turn starts at 0 ms; then nothing (its tool call's event was lost).
+    peer.send(&event("s1", "e1", "assistant.turn_start", json!({})));
+    while session.events.lock().unwrap().is_empty() {
+        seen.recv().expect("flushed");
+    }
+    now.store(30_000, SeqCst);
+    let _ = conn.on_timer();
+    // Written after what the timer decided: a ping shows nothing came before.
+    let _ping = call(&conn, "ping", &json!({}), later());
+    let tools = peer.next();
+    assert_eq!(tools["method"], "session.tools.listPendingRequests");
+    assert_eq!(peer.next()["method"], "session.permissions.pendingRequests");
+    assert_eq!(peer.next()["method"], "ping");
+    assert_eq!(tools["params"], json!({"sessionId": "s1"}));
+    let item = json!({"requestId": "r-lost", "toolCallId": "c1", "toolName": "t", "arguments": {"x": 1}});
+    peer.send(&json!({"jsonrpc": "2.0", "id": tools["id"], "result": {"items": [item]}}));
+    let job = jobs.recv().expect("the lost wait is handed to the session");
+    assert_eq!((job.kind, job.name), (HandlerKind::Tool, "external_tool.requested"));
+    let data: Value = serde_json::from_slice(&job.data).unwrap();
+    assert_eq!(data["data"]["requestId"], "r-lost");
+    assert_eq!(data["data"]["sessionId"], "s1");
+    job.reply.answer(json!({"textResultForLlm": "ok"}).to_string().as_bytes());
+    let answer = peer.next();
+    assert_eq!(answer["method"], "session.tools.handlePendingToolCall");
+    assert_eq!(answer["params"]["requestId"], "r-lost");
+    assert_eq!(session.log(), ["event e1"], "the lost wait is not delivered as an event");
+    assert_eq!(conn.engine_stats().stalls, 1);
 }

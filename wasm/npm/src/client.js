@@ -545,7 +545,8 @@ export class CopilotClient {
     switch (item.route) {
       case "event": {
         const session = this.#sessions.get(item.session);
-        session?._push(item.event, item.bytes);
+        // A listed wait is answered, not delivered: the CLI sent no event.
+        if (!item.listed) session?._push(item.event, item.bytes);
         if (item.obligation !== undefined) this.#answer(item, session, item.event?.data);
         return;
       }

@@ -796,7 +796,13 @@ export interface SessionConfig extends SessionConfigBase {
 export interface ResumeSessionConfig extends SessionConfigBase {
   /** Resume without a `session.resume` event (`disableResume`). Default false. */
   suppressResumeEvent?: boolean;
-  /** Continue the tool calls and prompts pending when the session stopped. Default false. */
+  /**
+   * Continue the tool calls and prompts pending when the session stopped:
+   * the client asks the CLI which are pending (the CLI does not send their
+   * events again) and answers each once, with this config's handlers.
+   * Default false: the CLI lists none, and marks them interrupted at the
+   * next send.
+   */
   continuePendingWork?: boolean;
 }
 
@@ -1008,6 +1014,14 @@ export interface ClientStats {
   answersSent: number;
   acksAccepted: number;
   acksRefused: number;
+  /** Lists of pending waits asked (after a resume), those that failed, the waits taken on from them. */
+  listsSent: number;
+  listsFailed: number;
+  listed: number;
+  /** Waits named again (an event and a list, either order) and not taken on twice. */
+  duplicateWaits: number;
+  /** Running turns found silent for the stall interval (30 s), then asked what is pending. */
+  stalls: number;
   pendingRequests: number;
   sessions: number;
 }
@@ -1043,6 +1057,12 @@ export interface EventItem extends EngineFields, Partial<ObligationFields> {
   sessionId: string;
   type: string;
   event: SessionEvent;
+  /**
+   * A wait the CLI listed as pending (the engine asks after a resume),
+   * taken on by the engine: `event` is the event it writes for the wait
+   * (no `id`). Answer it; it is not one of the session's events.
+   */
+  listed?: true;
 }
 
 /** A `session.lifecycle` notification. */
