@@ -181,9 +181,7 @@ export class CopilotClient {
   }
 
   /** @internal The caller's trace context, for an open or a send (telemetry.js). */
-  _traceContext() {
-    return traceContext(this.#traceContext, this.#logger);
-  }
+  _traceContext = () => traceContext(this.#traceContext, this.#logger);
 
   /** Node only: see the Node entry point. */
   static async start() {
