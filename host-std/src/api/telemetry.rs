@@ -15,7 +15,8 @@ use serde_json::Value;
 /// set goes in the variable the core names for it
 /// ([`TELEMETRY_ENV`](copilot_core::TELEMETRY_ENV)), over the user's
 /// environment.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Its `Debug` output does not show the endpoint, which may carry a key.
+#[derive(Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TelemetryConfig {
     /// The OTLP HTTP endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT`).
@@ -71,6 +72,19 @@ impl TelemetryConfig {
     }
 }
 
+impl std::fmt::Debug for TelemetryConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelemetryConfig")
+            .field("otlp_endpoint", &self.otlp_endpoint.as_ref().map(|_| "<redacted>"))
+            .field("otlp_protocol", &self.otlp_protocol)
+            .field("file_path", &self.file_path)
+            .field("exporter_type", &self.exporter_type)
+            .field("source_name", &self.source_name)
+            .field("capture_content", &self.capture_content)
+            .finish()
+    }
+}
+
 /// A W3C trace context, as the official SDKs pass it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TraceContext {
@@ -120,6 +134,13 @@ mod tests {
         assert_eq!(names, core);
         assert_eq!(env.last().unwrap().1, "false");
         assert_eq!(TelemetryConfig::new().env().len(), 1, "only the switch");
+    }
+
+    #[test]
+    fn the_endpoint_stays_out_of_debug_output() {
+        let config = TelemetryConfig::otlp("https://collector.example/v1?api-key=s3cret");
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("s3cret") && shown.contains("<redacted>"), "{shown}");
     }
 
     #[test]
