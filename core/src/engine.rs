@@ -719,9 +719,19 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
             self.stats.left_unanswered += 1;
             return Ok(());
         }
+        let before = self.next_answer;
         self.send_refusal(&ANSWERS[usize::from(open.row)], &open.session_id, [&open.request_id, b"", b""])?;
+        self.note_sent(open, before);
         self.count(cause);
         Ok(())
+    }
+
+    /// Notes the answering RPC `open`'s answer went in, if one was sent
+    /// since the count was `before` (not for an answer in a response).
+    fn note_sent(&mut self, open: &Open, before: u64) {
+        if self.next_answer != before {
+            self.obligations.sent_as(open, self.next_answer);
+        }
     }
 
     /// The row of an event that is an obligation (not one resolved by a hook).
@@ -833,6 +843,10 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                     Ok(v) => v.get("success").and_then(|s| s.as_bool()) != Some(false),
                     Err(_) => false,
                 };
+                // Acknowledged either way: the CLI has the answer.
+                if let Some(n) = read_answer_id(s.raw()) {
+                    self.obligations.confirm(n);
+                }
                 if accepted {
                     self.stats.acks_accepted += 1;
                 } else {
@@ -1159,6 +1173,7 @@ impl<
         key: Option<&'static str>,
     ) -> Result<(), AnswerError> {
         let row = &ANSWERS[usize::from(open.row)];
+        let before = self.core.next_answer;
         let sent = match row.via {
             AnswerVia::Rpc { method, key: row_key } => {
                 let key = key.unwrap_or(row_key);
@@ -1171,6 +1186,9 @@ impl<
                 (member.is_none() || !is_null).then_some(payload),
             ),
         };
+        if sent.is_ok() {
+            self.core.note_sent(&open, before);
+        }
         match sent {
             Ok(()) => Ok(()),
             // A store with frames queued may have room once they are taken.
@@ -1418,6 +1436,31 @@ impl<
         self.core.obligations.forget_all()
     }
 
+    /// The connection is lost and another will follow (a restarted CLI, a
+    /// reconnected server): hands every request's waiter to `failed` (its
+    /// caller's answer is gone with the connection), drops the frames
+    /// queued for it, and forgets what the next connection cannot settle:
+    /// the waits of server requests (their ids die with the connection)
+    /// and the record of answers the CLI did not acknowledge (they may be
+    /// lost: the lists read after the reconnect name them again, and they
+    /// are taken on again). The waits of events stay open: the CLI lists
+    /// them after the resume ([`PENDING_LISTS`]) under the same ids, and
+    /// their answers go to the next connection. Sessions stay in the table,
+    /// to be resumed; then call [`reconcile`](Self::reconcile) (a resume
+    /// opened through [`reserve_resume`](Self::reserve_resume) does it by
+    /// itself). Returns how many obligations were forgotten.
+    pub fn connection_lost(&mut self, mut failed: impl FnMut(RequestId, W)) -> usize {
+        self.core.tx.taken(usize::MAX);
+        for (id, waiter) in self.core.router.pending().drain() {
+            failed(id, waiter);
+        }
+        let forgotten = self
+            .core
+            .obligations
+            .connection_lost(|o| matches!(ANSWERS[usize::from(o.row)].trigger, crate::answers::Trigger::Event(_)));
+        forgotten
+    }
+
     /// The counters, with the open obligations' age as of `now`.
     pub fn stats(&self, now: u64) -> EngineStats {
         let mut s = self.core.stats;
@@ -1434,6 +1477,17 @@ impl<
     pub fn lookup(&self, id: JsonStr<'_>) -> Lookup<T> {
         self.core.router.sessions().lookup(id)
     }
+}
+
+/// `n` from the id of an answering RPC (`answer-<n>`, the raw text of a
+/// JSON string). By hand rather than `str::parse`: number parsing is
+/// kilobytes in the WebAssembly module.
+fn read_answer_id(raw: &str) -> Option<u64> {
+    let digits = raw.as_bytes().strip_prefix(ANSWER_ID_PREFIX.as_bytes()).filter(|d| !d.is_empty())?;
+    digits.iter().try_fold(0u64, |n, &b| match b {
+        b'0'..=b'9' => n.checked_mul(10)?.checked_add(u64::from(b - b'0')),
+        _ => None,
+    })
 }
 
 fn decode<'b>(s: JsonStr<'_>, buf: &'b mut [u8]) -> Option<&'b str> {

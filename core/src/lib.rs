@@ -92,6 +92,7 @@ mod obligations;
 mod open;
 mod options;
 mod pending;
+mod recovery;
 mod router;
 mod session;
 mod shapes;
@@ -145,6 +146,7 @@ pub use open::{
 };
 pub use options::{open_option, OpenOption, OptionScope, OPEN_OPTIONS};
 pub use pending::{Drain as PendingDrain, PendingFull, PendingTable, RequestId};
+pub use recovery::{RECOVERY_BACKOFF_MS, RECOVERY_RESUME_FLAG};
 pub use router::{Route, Router, Stats, UNKNOWN_SESSION};
 pub use session::{
     Drain as SessionDrain, Iter as SessionIter, Lookup, ReserveError, ReserveErrorKind, SessionHandle, SessionState,

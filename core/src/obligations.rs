@@ -88,6 +88,10 @@ impl Slot {
 /// gets the CLI's `{success:false}`).
 pub(crate) struct Recent<const N: usize> {
     hashes: crate::slots::Fixed<u64, N>,
+    /// Beside each hash, the number of the answering RPC its answer went
+    /// in (`answer-<n>`) until the CLI acknowledged it; 0: acknowledged,
+    /// or answered in a response (nothing acknowledges those).
+    unconfirmed: crate::slots::Fixed<u64, N>,
     /// Where the next hash goes.
     at: usize,
 }
@@ -95,10 +99,10 @@ pub(crate) struct Recent<const N: usize> {
 impl<const N: usize> Recent<N> {
     fn new() -> Self {
         #[cfg(not(feature = "alloc"))]
-        let hashes = [0; N];
+        let (hashes, unconfirmed) = ([0; N], [0; N]);
         #[cfg(feature = "alloc")]
-        let hashes = alloc::vec![0; N];
-        Recent { hashes, at: 0 }
+        let (hashes, unconfirmed) = (alloc::vec![0; N], alloc::vec![0; N]);
+        Recent { hashes, unconfirmed, at: 0 }
     }
 
     fn push(&mut self, hash: u64) {
@@ -106,7 +110,37 @@ impl<const N: usize> Recent<N> {
             return;
         }
         self.hashes[self.at] = hash;
+        self.unconfirmed[self.at] = 0;
         self.at = (self.at + 1) % N;
+    }
+
+    /// Notes that the wait pushed last, if its hash is `hash`, was answered
+    /// in the answering RPC numbered `answer`, not yet acknowledged.
+    fn sent_as(&mut self, hash: u64, answer: u64) {
+        let last = (self.at + N.max(1) - 1) % N.max(1);
+        if N > 0 && self.hashes[last] == hash {
+            self.unconfirmed[last] = answer;
+        }
+    }
+
+    /// The CLI acknowledged the answering RPC numbered `answer`.
+    fn confirm(&mut self, answer: u64) {
+        if let Some(i) = self.unconfirmed.iter().position(|a| *a == answer) {
+            self.unconfirmed[i] = 0;
+        }
+    }
+
+    /// Forgets the waits whose answer was not acknowledged (it may have
+    /// been lost with the connection); returns how many.
+    fn forget_unconfirmed(&mut self) -> usize {
+        let mut n = 0;
+        for (hash, answer) in self.hashes.iter_mut().zip(self.unconfirmed.iter_mut()) {
+            if *answer != 0 {
+                (*hash, *answer) = (0, 0);
+                n += 1;
+            }
+        }
+        n
     }
 
     /// Forgets the hash pushed last (its discharge was undone).
@@ -116,6 +150,7 @@ impl<const N: usize> Recent<N> {
         }
         self.at = (self.at + N - 1) % N;
         self.hashes[self.at] = 0;
+        self.unconfirmed[self.at] = 0;
     }
 
     fn contains(&self, hash: u64) -> bool {
@@ -270,6 +305,34 @@ impl<const N: usize> Obligations<N> {
             n += usize::from(self.forget(index).is_some());
         }
         n
+    }
+
+    /// The connection is lost, and another may follow (a restarted CLI, a
+    /// reconnect): forgets the open obligations `keep` does not keep, and
+    /// the discharged waits whose answer the CLI did not acknowledge (it
+    /// may have been lost: a list read later names them again, and they
+    /// are taken on again). Returns how many open obligations it forgot.
+    pub(crate) fn connection_lost(&mut self, mut keep: impl FnMut(&Open) -> bool) -> usize {
+        let mut n = 0;
+        for index in 0..self.slots.len() {
+            if self.slots[index].open.as_ref().is_some_and(|o| !keep(o)) {
+                n += usize::from(self.forget(index).is_some());
+            }
+        }
+        self.recent.forget_unconfirmed();
+        n
+    }
+
+    /// `open`, discharged last, was answered in the answering RPC numbered
+    /// `answer`: until [`confirm`](Self::confirm)ed, the loss of the
+    /// connection forgets it was answered.
+    pub(crate) fn sent_as(&mut self, open: &Open, answer: u64) {
+        self.recent.sent_as(wait_hash(open.row, &open.session_id, [&open.request_id, b"", b""]), answer);
+    }
+
+    /// The CLI acknowledged the answering RPC numbered `answer`.
+    pub(crate) fn confirm(&mut self, answer: u64) {
+        self.recent.confirm(answer);
     }
 
     /// Whether the wait `(row, session_id, request_id)` (as [`Open`] keeps

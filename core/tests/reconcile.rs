@@ -249,6 +249,50 @@ fn waits_open_when_the_connection_ends_are_not_remembered_as_answered() {
     let _ = handle;
 }
 
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_lost_connection_keeps_open_event_waits_and_forgets_answers_the_cli_did_not_acknowledge() {
+    let mut e = engine();
+    let (handle, _) = resumed(&mut e);
+    // r1 answered and acknowledged; r2 answered, its acknowledgement lost
+    // with the connection; r3 still with its handler.
+    let mut ids = Vec::new();
+    for rid in ["r1", "r2", "r3"] {
+        ids.push(feed(&mut e, &tool_event(rid))[0].0);
+    }
+    e.answer(ids[0], br#"{"textResultForLlm":"one"}"#).unwrap();
+    e.answer(ids[1], br#"{"textResultForLlm":"two"}"#).unwrap();
+    let answers = sent(&mut e);
+    assert!(feed(&mut e, &json!({"jsonrpc":"2.0","id":answers[0]["id"],"result":{"success":true}})).is_empty());
+    // A server request's wait, and a call in flight.
+    let input = json!({"jsonrpc":"2.0","id":41,"method":"userInput.request","params":{"sessionId":SESSION,"question":"?"}});
+    let mut decoder: FrameDecoder<[u8; 65536]> = FrameDecoder::new();
+    decoder.feed(&frame(&input));
+    let user_input = e.poll(&mut decoder, 0).and_then(|o| o.obligation).unwrap().id;
+    e.insert_request(99, 0).unwrap();
+
+    let mut failed = Vec::new();
+    assert_eq!(e.connection_lost(|_, w| failed.push(w)), 1, "the server request's wait dies with the connection");
+    assert_eq!(failed, [99], "the call in flight is failed");
+    assert!(!e.is_open(user_input));
+    assert!(e.is_open(ids[2]), "an event's wait stays open for the next connection");
+
+    // The next connection's list names r1 (it may, for a moment), r2 and
+    // r3: only r2 is taken on again, and r3's answer goes out once.
+    e.reconcile(handle).unwrap();
+    let request = sent(&mut e)[0].clone();
+    let waits = feed(&mut e, &list_reply(&request, json!([tool_item("r1"), tool_item("r2"), tool_item("r3")])));
+    let taken: Vec<&Json> = waits.iter().map(|w| &w.2["data"]["requestId"]).collect();
+    assert_eq!(taken, [&json!("r2")]);
+    e.answer(waits[0].0, br#"{"textResultForLlm":"two"}"#).unwrap();
+    e.answer(ids[2], br#"{"textResultForLlm":"three"}"#).unwrap();
+    let frames = sent(&mut e);
+    for rid in ["r2", "r3"] {
+        assert_eq!(answered(&frames, "session.tools.handlePendingToolCall", rid), 1, "{rid}");
+    }
+    assert_eq!(answered(&frames, "session.tools.handlePendingToolCall", "r1"), 0);
+}
+
 fn plain_event(event_type: &str) -> Json {
     json!({"jsonrpc":"2.0","method":"session.event","params":{"sessionId":SESSION,"event":{"type":event_type,"data":{}}}})
 }
