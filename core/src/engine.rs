@@ -1454,11 +1454,9 @@ impl<
         for (id, waiter) in self.core.router.pending().drain() {
             failed(id, waiter);
         }
-        let forgotten = self
-            .core
+        self.core
             .obligations
-            .connection_lost(|o| matches!(ANSWERS[usize::from(o.row)].trigger, crate::answers::Trigger::Event(_)));
-        forgotten
+            .connection_lost(|o| matches!(ANSWERS[usize::from(o.row)].trigger, crate::answers::Trigger::Event(_)))
     }
 
     /// The counters, with the open obligations' age as of `now`.

@@ -265,7 +265,8 @@ fn a_lost_connection_keeps_open_event_waits_and_forgets_answers_the_cli_did_not_
     let answers = sent(&mut e);
     assert!(feed(&mut e, &json!({"jsonrpc":"2.0","id":answers[0]["id"],"result":{"success":true}})).is_empty());
     // A server request's wait, and a call in flight.
-    let input = json!({"jsonrpc":"2.0","id":41,"method":"userInput.request","params":{"sessionId":SESSION,"question":"?"}});
+    let input =
+        json!({"jsonrpc":"2.0","id":41,"method":"userInput.request","params":{"sessionId":SESSION,"question":"?"}});
     let mut decoder: FrameDecoder<[u8; 65536]> = FrameDecoder::new();
     decoder.feed(&frame(&input));
     let user_input = e.poll(&mut decoder, 0).and_then(|o| o.obligation).unwrap().id;

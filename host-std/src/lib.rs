@@ -115,6 +115,7 @@ pub use api::{MessageOptions, Session, SessionCalls, TelemetryConfig, TraceConte
 pub use api::{SessionCapabilities, SessionUi, UiCapabilities, UiInputOptions};
 pub use copilot_core as core;
 pub use delivery::{EventStream, SessionStats, Subscription, MAX_KEPT_BYTES, MAX_KEPT_EVENTS};
+pub use driver::RecoveryEvent;
 pub use error::{Error, Result};
 pub use events::{EventKind, LifecycleEvent, LifecycleKind, LifecycleMetadata, SessionEvent};
 pub use transport::cli::{default_install_dir, install_cli, native_binary, resolve_cli, CLI_PACKAGE, CLI_VERSION};

@@ -136,7 +136,9 @@ fn a_cli_killed_mid_turn_ends_every_call_and_stream_with_its_exit() {
     for transport in TRANSPORTS {
         let dir = TempDir::new("copilot-killed");
         let model = ScriptedModel::start().expect("start the scripted model");
-        let client = Client::start(scripted_options(transport, dir.path(), &model)).expect("start the CLI");
+        // A client that does not recover (that one: tests/recovery_real_cli.rs).
+        let options = ClientOptions { auto_restart: false, ..scripted_options(transport, dir.path(), &model) };
+        let client = Client::start(options).expect("start the CLI");
         let pid = client.cli_pid().unwrap();
 
         let (called_tx, called) = mpsc::channel();

@@ -11,7 +11,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use copilot_host::{
-    Client, EventKind, PermissionDecision, PermissionRequest, SessionConfig, Tool, ToolInvocation, Transport,
+    Client, ClientOptions, EventKind, PermissionDecision, PermissionRequest, SessionConfig, Tool, ToolInvocation,
+    Transport,
 };
 use copilot_testkit::scripted_model::{Reply, ScriptedModel};
 use copilot_tests::real_cli::{scripted_options, scripted_session, TempDir};
@@ -51,7 +52,8 @@ fn a_new_client_resuming_by_id_answers_the_tool_call_pending_from_before_and_the
 
     // The first client: its tool handler is called, then the CLI dies
     // before it answers.
-    let first = Client::start(options()).expect("start the CLI");
+    // It does not recover: a new client does (recovery: tests/recovery_real_cli.rs).
+    let first = Client::start(ClientOptions { auto_restart: false, ..options() }).expect("start the CLI");
     let (called_tx, called) = mpsc::channel::<String>();
     let (release_tx, release) = mpsc::channel::<()>();
     let release = Mutex::new(release);
@@ -162,7 +164,8 @@ fn a_new_client_resuming_by_id_answers_the_permission_prompt_pending_from_before
 
     // The first client: asked to run a shell command, its handler is
     // called, then the CLI dies before it answers.
-    let first = Client::start(options()).expect("start the CLI");
+    // It does not recover: a new client does (recovery: tests/recovery_real_cli.rs).
+    let first = Client::start(ClientOptions { auto_restart: false, ..options() }).expect("start the CLI");
     let (asked_tx, asked) = mpsc::channel::<String>();
     let (release_tx, release) = mpsc::channel::<()>();
     let (release, asked_tx) = (Mutex::new(release), Mutex::new(asked_tx));

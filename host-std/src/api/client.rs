@@ -15,11 +15,12 @@ use super::client_options::{ClientOptions, Transport};
 use super::config::SessionConfig;
 use super::ops::{self, ClientOps};
 use super::replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
+use super::respawn::Respawn;
 use super::session::Session;
 use super::telemetry::TraceContextProvider;
 use crate::answering::{run_client_wide, RequestHandlers};
 use crate::delivery::lifecycle_sink;
-use crate::driver::{ClientWide, Connection};
+use crate::driver::{ClientWide, Connection, RecoveryEvent};
 use crate::error::{Error, Result};
 use crate::events::LifecycleEvent;
 use crate::transport::cli::{self, CliProcess, Launch};
@@ -30,7 +31,8 @@ use crate::wait::block_on;
 pub struct Client {
     pub(super) conn: Arc<Connection>,
     reader: Mutex<Option<JoinHandle<()>>>,
-    pub(super) process: Mutex<Option<CliProcess>>,
+    /// The CLI this client started (a recovery replaces it).
+    pub(super) process: Arc<Mutex<Option<CliProcess>>>,
     pid: Option<u32>,
     pub(super) socket: Option<TcpStream>,
     server: ServerInfo,
@@ -111,7 +113,7 @@ impl Client {
         let mut client = Client {
             conn,
             reader: Mutex::new(Some(reader)),
-            process: Mutex::new(None),
+            process: Arc::default(),
             pid: Some(process.id()),
             socket,
             server: ServerInfo { protocol_version: 0, version: None },
@@ -121,6 +123,17 @@ impl Client {
             Ok(info) => {
                 client.server = info;
                 *client.process.lock().unwrap_or_else(|p| p.into_inner()) = Some(process);
+                if options.auto_restart && matches!(options.transport, Transport::Stdio) {
+                    client.conn.set_restart(Arc::new(Respawn {
+                        program: program.clone(),
+                        args: launch.args.clone(),
+                        env: env.clone(),
+                        cwd: options.cwd.clone(),
+                        connection_token,
+                        startup_timeout: options.startup_timeout,
+                        process: Arc::clone(&client.process),
+                    }));
+                }
                 Ok(client)
             }
             Err(Error::Disconnected(_)) => {
@@ -196,7 +209,7 @@ impl Client {
         let mut client = Client {
             conn,
             reader: Mutex::new(Some(reader)),
-            process: Mutex::new(None),
+            process: Arc::default(),
             pid: None,
             socket,
             server: ServerInfo { protocol_version: 0, version: None },
@@ -262,9 +275,18 @@ impl Client {
         self.conn.wait_closed(timeout.map(|t| Instant::now() + t))
     }
 
-    /// The process id of the CLI this client started, if it started one.
+    /// The process id of the CLI this client started, if it started one
+    /// (the one running now, after a recovery started it again).
     pub fn cli_pid(&self) -> Option<u32> {
-        self.pid
+        self.process.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(CliProcess::id).or(self.pid)
+    }
+
+    /// Calls `f` with each step of the recoveries to come
+    /// ([`ClientOptions::auto_restart`]): the connection lost and why, each
+    /// attempt, each session resumed, recovered or given up. Called on the
+    /// thread that recovers: keep it short.
+    pub fn on_recovery(&self, f: impl Fn(&RecoveryEvent) + Send + Sync + 'static) {
+        self.conn.on_recovery(Box::new(f));
     }
 
     /// The calls of this client with their own `timeout` in place of
@@ -422,7 +444,8 @@ impl Calls<'_> {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        // Never leave a CLI we started running.
+        // Never leave a CLI we started running, nor start it again.
+        self.conn.mark_stopping();
         if let Some(mut p) = self.process.lock().unwrap_or_else(|p| p.into_inner()).take() {
             p.kill();
         }

@@ -108,6 +108,16 @@ pub struct ClientOptions {
     /// (a wait whose event was lost); again after each such silent
     /// interval. `None`: only after a resume.
     pub stall_interval: Option<Duration>,
+    /// When the CLI this client started over stdio exits while the client
+    /// did not end it: start it again (after each wait of the core's
+    /// `RECOVERY_BACKOFF_MS`, then give up), resume every open session
+    /// with its handlers and `continuePendingWork`, and answer the waits
+    /// the CLI lists, once. Calls in flight at the loss fail; a
+    /// `send_and_wait` goes on to the turn's end. Each step is told to
+    /// [`Client::on_recovery`](crate::Client::on_recovery). On by default;
+    /// a client connected to a server it did not start does not recover
+    /// yet.
+    pub auto_restart: bool,
     /// Handlers of client-wide requests: those that carry no session id
     /// (`host.*`, `uiThread.run`, `installations.confirm`, ...). Set them
     /// with [`on_request`](Self::on_request).
@@ -175,6 +185,7 @@ impl std::fmt::Debug for ClientOptions {
             .field("handler_timeout", &self.handler_timeout)
             .field("handler_threads", &self.handler_threads)
             .field("stall_interval", &self.stall_interval)
+            .field("auto_restart", &self.auto_restart)
             .field("request_handlers", &self.request_handlers)
             .field("telemetry", &self.telemetry)
             .field("trace_context", &self.trace_context.as_ref().map(|_| "<provider>"))
@@ -235,6 +246,7 @@ impl Default for ClientOptions {
             handler_timeout: DEFAULT_HANDLER_TIMEOUT,
             handler_threads: DEFAULT_HANDLER_THREADS,
             stall_interval: Some(DEFAULT_STALL_INTERVAL),
+            auto_restart: true,
             request_handlers: RequestHandlers::default(),
             telemetry: None,
             trace_context: None,

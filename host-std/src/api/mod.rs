@@ -11,6 +11,7 @@ mod config_parts;
 mod config_wire;
 pub(crate) mod ops;
 pub(crate) mod replies;
+mod respawn;
 pub(crate) mod session;
 mod stop;
 pub(crate) mod telemetry;

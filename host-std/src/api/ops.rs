@@ -19,7 +19,7 @@ use super::replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
 use super::session::Session;
 use super::telemetry::{with_trace_context, TraceContextProvider};
 use crate::delivery::SessionInner;
-use crate::driver::{Connection, Waiter};
+use crate::driver::{Connection, Reopen, Waiter};
 use crate::error::{Error, Result};
 
 /// The core's handshake ([`copilot_core::read_handshake_answer`]):
@@ -142,9 +142,13 @@ impl ClientOps<'_> {
         session.trace = self.trace.cloned();
         // The core's steps after an open (registerInterest for the waits
         // the CLI asks only of clients that say they answer them).
-        for (method, params) in config.follow_ups(session.id())? {
-            self.body(method, &params).await?;
+        let follow_ups = config.follow_ups(session.id())?;
+        for (method, params) in &follow_ups {
+            self.body(method, params).await?;
         }
+        // How to open it again should the connection be recovered.
+        let params = with_trace_context(self.trace, config.to_params(Some(session.id()), true)?);
+        conn.remember_reopen(handle, Reopen { params, follow_ups });
         Ok(session)
     }
 }

@@ -113,6 +113,12 @@ impl Client {
         self.blocking().cli_pid()
     }
 
+    /// Calls `f` with each step of the recoveries to come
+    /// ([`crate::Client::on_recovery`]).
+    pub fn on_recovery(&self, f: impl Fn(&crate::RecoveryEvent) + Send + Sync + 'static) {
+        self.blocking().on_recovery(f);
+    }
+
     /// The calls of this client with their own `timeout` in place of
     /// [`ClientOptions::request_timeout`]:
     /// `client.with_timeout(Duration::from_secs(2)).ping(None).await`.

@@ -38,7 +38,7 @@ impl Connection {
     /// of a stdio CLI, or the socket's write half), which makes a stdio CLI
     /// exit. Never waits.
     pub(crate) fn close_writer(&self) {
-        self.outbox.close();
+        self.outbox().close();
     }
 
     /// A request answered by its result's raw JSON, or its error; the
@@ -75,7 +75,9 @@ impl Connection {
         if self.is_closed() {
             return Poll::Ready(Err(self.disconnected()));
         }
-        self.outbox.poll_push(frame, cx).map(|pushed| pushed.map_err(|PushError::Closed(why)| Error::Disconnected(why)))
+        self.outbox()
+            .poll_push(frame, cx)
+            .map(|pushed| pushed.map_err(|PushError::Closed(why)| Error::Disconnected(why)))
     }
 
     /// Inserts `waiter` with the engine's `deadline` and encodes the request.

@@ -207,8 +207,20 @@ pub(crate) struct Connection {
     pub(super) clock: Clock,
     pub(super) timer: Mutex<TimerState>,
     pub(super) timer_wake: Condvar,
-    pub(super) outbox: Arc<Outbox>,
+    /// The writer of the transport in use: replaced when the connection
+    /// is recovered on a new one.
+    outbox: Mutex<Arc<Outbox>>,
     pub(super) closed: AtomicBool,
+    /// Set while a lost connection is being recovered: the engine's frames
+    /// (answers given meanwhile) are held until the sessions are resumed.
+    pub(super) recovering: AtomicBool,
+    /// Starts the CLI again (or reconnects) when the connection is lost;
+    /// `None`: a lost connection ends the client.
+    pub(super) restart: Mutex<Option<Arc<dyn super::recover::Restart>>>,
+    /// Receivers of the recovery's steps.
+    pub(super) recovery_sinks: Mutex<Vec<super::recover::RecoverySink>>,
+    /// How each open session is opened again after a recovery.
+    pub(super) reopens: Mutex<Vec<(SessionHandle, super::recover::Reopen)>>,
     pub(super) close_cause: Mutex<Option<CloseCause>>,
     /// Woken when the connection ends.
     closed_wakers: Mutex<Vec<Waker>>,
@@ -271,8 +283,12 @@ impl Connection {
             wake_at: Mutex::default(),
             timer: Mutex::default(),
             timer_wake: Condvar::new(),
-            outbox,
+            outbox: Mutex::new(outbox),
             closed: AtomicBool::new(false),
+            recovering: AtomicBool::new(false),
+            restart: Mutex::new(None),
+            recovery_sinks: Mutex::default(),
+            reopens: Mutex::default(),
             close_cause: Mutex::new(None),
             closed_wakers: Mutex::default(),
             stopping: AtomicBool::new(false),
@@ -328,13 +344,25 @@ impl Connection {
     /// (`open_obligations`), its answer is queued ahead of any later frame.
     pub(super) fn send_engine_frames(&self, engine: &mut HostEngine) {
         let wire = engine.transmit();
-        if wire.is_empty() {
+        // While recovering, held until the sessions are resumed.
+        if wire.is_empty() || self.recovering.load(Ordering::SeqCst) {
             return;
         }
-        if self.outbox.push_always(wire.to_vec()).is_err() {
+        if self.outbox().push_always(wire.to_vec()).is_err() {
             log::debug!("{}: the connection is closed; the engine's frames are not sent", self.label);
         }
         engine.transmitted(usize::MAX);
+    }
+
+    /// The writer of the transport in use.
+    pub(super) fn outbox(&self) -> Arc<Outbox> {
+        Arc::clone(&lock(&self.outbox))
+    }
+
+    /// Writes through `outbox` from now on (a recovered connection's).
+    pub(super) fn set_outbox(&self, outbox: Arc<Outbox>) {
+        let old = std::mem::replace(&mut *lock(&self.outbox), outbox);
+        old.close();
     }
 
     /// Whether the connection has ended.
@@ -425,6 +453,7 @@ impl Connection {
             e.release(handle);
             drain_parked(e, now);
         });
+        lock(&self.reopens).retain(|(h, _)| *h != handle);
     }
 
     /// Every session in the table: handle, whether active, and target.
@@ -463,7 +492,7 @@ pub(super) fn drain_parked_with(
 impl Drop for Connection {
     fn drop(&mut self) {
         // Ends the writer thread once what is queued is written, and the pools.
-        self.outbox.close();
+        self.outbox().close();
         self.dispatchers.close();
         self.workers.close();
     }

@@ -14,12 +14,15 @@ mod completion;
 mod connection;
 mod outbox;
 mod reader;
+mod recover;
 mod timer;
 
 pub(crate) use answer::Answering;
 pub(crate) use calls::Call;
 pub(crate) use completion::Completion;
 pub(crate) use connection::{ClientWide, Connection, Deadlines, Job, LifecycleSink, Replier, SessionSink, Waiter};
+pub use recover::RecoveryEvent;
+pub(crate) use recover::{NewTransport, Reopen, Restart};
 
 #[cfg(test)]
 mod tests;

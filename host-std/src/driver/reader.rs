@@ -49,7 +49,22 @@ impl Connection {
             }
         };
         log::debug!("{}: reader stops: {cause}", self.label);
-        self.shut_down(cause);
+        if cause == CloseCause::Stopped {
+            self.shut_down(cause);
+        } else if self.recovering.load(Ordering::SeqCst) {
+            // A transport of the recovery failed: its supervisor sees its
+            // calls fail, and tries again or gives up.
+            self.lose_transport(&cause);
+        } else {
+            match lock(&self.restart).clone() {
+                Some(restart) => {
+                    if let Err(cause) = self.recover(cause, restart) {
+                        self.shut_down(cause);
+                    }
+                }
+                None => self.shut_down(cause),
+            }
+        }
     }
 
     fn read_loop(self: &Arc<Self>, reader: &mut dyn Read) -> CloseCause {
@@ -231,11 +246,11 @@ impl Connection {
 
     /// Ends the connection: every waiting call fails with `Disconnected`
     /// and the cause, every session's event stream ends.
-    fn shut_down(&self, cause: CloseCause) {
+    pub(super) fn shut_down(&self, cause: CloseCause) {
         let reason = cause.to_string();
         *lock(&self.close_cause) = Some(cause);
         self.closed.store(true, Ordering::SeqCst);
-        self.outbox.fail(&reason);
+        self.outbox().fail(&reason);
         let mut failed = Vec::new();
         let targets: Vec<Target> = {
             let mut engine = lock(&self.engine);

@@ -1,0 +1,51 @@
+//! Recovery of a client that started its CLI over stdio: the CLI is
+//! started again as it was first ([`Respawn`]), and the driver resumes the
+//! sessions on it (see `driver/recover.rs`).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::ops;
+use crate::driver::{Connection, NewTransport, Restart};
+use crate::error::{Error, Result};
+use crate::transport::cli::{CliProcess, Launch};
+use crate::wait::block_on;
+
+/// How the CLI was started, to start it again the same way.
+pub(super) struct Respawn {
+    pub(super) program: PathBuf,
+    pub(super) args: Vec<OsString>,
+    pub(super) env: Vec<(OsString, OsString)>,
+    pub(super) cwd: Option<PathBuf>,
+    pub(super) connection_token: Option<String>,
+    pub(super) startup_timeout: Duration,
+    /// The client's process slot: the new process replaces the old one.
+    pub(super) process: Arc<Mutex<Option<CliProcess>>>,
+}
+
+impl Restart for Respawn {
+    fn transport(&self, conn: &Connection) -> Result<NewTransport> {
+        let launch =
+            Launch { program: &self.program, args: self.args.clone(), env: &self.env, cwd: self.cwd.as_deref() };
+        let (mut process, stdin, stdout) = CliProcess::spawn(&launch)?;
+        let probe = process.cause_probe();
+        let mut slot = self.process.lock().unwrap_or_else(|p| p.into_inner());
+        // A stop that began meanwhile took the old one: this one must not outlive it.
+        if conn.is_stopping() {
+            process.kill();
+            return Err(Error::Disconnected("the client is stopping".into()));
+        }
+        log::info!("started the Copilot CLI again (pid {})", process.id());
+        if let Some(mut old) = slot.replace(process) {
+            old.kill();
+        }
+        Ok(NewTransport { reader: Box::new(stdout), writer: Box::new(stdin), probe: Some(probe) })
+    }
+
+    fn reopen(&self, conn: &Arc<Connection>) -> Result<usize> {
+        block_on(ops::handshake(conn, self.connection_token.as_deref(), self.startup_timeout))?;
+        block_on(conn.resume_all(Instant::now() + conn.deadlines.request))
+    }
+}

@@ -1,0 +1,254 @@
+//! Recovery of a lost connection: the CLI this client started exited, or
+//! its connection dropped, while the client did not end it. The reader
+//! that saw the end supervises: the engine forgets what the next
+//! connection cannot settle, the layer above starts the CLI again (after
+//! each wait of the core's [`RECOVERY_BACKOFF_MS`] in turn) and resumes
+//! the sessions, and the frames the engine decided on meanwhile (answers
+//! given during the gap, the lists of pending waits) go out once the
+//! sessions are resumed. Each step is told to the recovery's receivers.
+
+use std::io::{Read, Write};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use copilot_core::{SessionHandle, RECOVERY_BACKOFF_MS, RECOVERY_RESUME_FLAG};
+
+use super::connection::{lock, Connection, Waiter};
+use super::outbox::Outbox;
+use crate::error::{Error, Result};
+use crate::transport::{CauseProbe, CloseCause};
+
+/// A new transport to the CLI: what the driver reads and writes, and how
+/// it learns why it ended.
+pub(crate) struct NewTransport {
+    pub(crate) reader: Box<dyn Read + Send>,
+    pub(crate) writer: Box<dyn Write + Send>,
+    pub(crate) probe: Option<CauseProbe>,
+}
+
+/// How the layer above recovers a connection: it knows how the CLI was
+/// started and which sessions are open with which options.
+pub(crate) trait Restart: Send + Sync {
+    /// Starts the CLI again (or connects again): the new transport.
+    fn transport(&self, conn: &Connection) -> Result<NewTransport>;
+    /// On the new transport (the driver reads it): the handshake, then the
+    /// resume of every session still open; the number resumed.
+    fn reopen(&self, conn: &Arc<Connection>) -> Result<usize>;
+}
+
+/// One step of a recovery, as [`Client::on_recovery`](crate::Client::on_recovery)
+/// hands it over (and the log tells it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecoveryEvent {
+    /// The connection was lost while the client did not end it; recovery
+    /// starts. The calls in flight failed with the cause.
+    ConnectionLost {
+        /// Why it was lost.
+        cause: CloseCause,
+    },
+    /// Attempt `attempt` (from 1) to start the CLI again, after `after`.
+    Restarting {
+        /// Which attempt.
+        attempt: usize,
+        /// The wait before it.
+        after: Duration,
+    },
+    /// An attempt failed.
+    AttemptFailed {
+        /// Which attempt.
+        attempt: usize,
+        /// Why.
+        error: String,
+    },
+    /// A session was resumed on the new connection (the waits the CLI
+    /// lists for it are asked for).
+    SessionResumed {
+        /// Its id.
+        session_id: String,
+    },
+    /// The connection is back: every open session was resumed, and the
+    /// waits the CLI lists are being answered.
+    Recovered {
+        /// Sessions resumed.
+        sessions: usize,
+        /// From the loss to the sessions resumed.
+        took: Duration,
+    },
+    /// Every attempt failed: the connection ends with this cause, and every
+    /// call and stream with it.
+    GaveUp {
+        /// The last failure.
+        cause: CloseCause,
+    },
+}
+
+/// How a session is opened again on a new connection: its resume's
+/// params (the options it was opened with) and the requests that follow
+/// an open, as the layer above wrote them.
+#[derive(Clone)]
+pub(crate) struct Reopen {
+    pub(crate) params: serde_json::Value,
+    pub(crate) follow_ups: Vec<(&'static str, Box<serde_json::value::RawValue>)>,
+}
+
+/// A receiver of the recovery's steps.
+pub(crate) type RecoverySink = Box<dyn Fn(&RecoveryEvent) + Send + Sync>;
+
+impl Connection {
+    /// From now on, a lost connection is recovered through `restart`.
+    pub(crate) fn set_restart(&self, restart: Arc<dyn Restart>) {
+        *lock(&self.restart) = Some(restart);
+    }
+
+    /// Adds a receiver of every step of the recoveries to come.
+    pub(crate) fn on_recovery(&self, sink: RecoverySink) {
+        lock(&self.recovery_sinks).push(sink);
+    }
+
+    /// Notes how session `handle` is opened again after a recovery.
+    pub(crate) fn remember_reopen(&self, handle: SessionHandle, reopen: Reopen) {
+        let mut all = lock(&self.reopens);
+        all.retain(|(h, _)| *h != handle);
+        all.push((handle, reopen));
+    }
+
+    /// Resumes every session still open on the new connection (with
+    /// [`RECOVERY_RESUME_FLAG`]), in turn, and has the engine reconcile
+    /// each; the number resumed. A session released meanwhile is skipped.
+    pub(crate) async fn resume_all(self: &Arc<Self>, deadline: Instant) -> Result<usize> {
+        let open: Vec<SessionHandle> =
+            self.sessions().into_iter().filter(|(_, active, _)| *active).map(|s| s.0).collect();
+        let reopens: Vec<(SessionHandle, Reopen)> = {
+            let mut all = lock(&self.reopens);
+            all.retain(|(h, _)| open.contains(h));
+            all.clone()
+        };
+        for (handle, reopen) in &reopens {
+            let mut params = reopen.params.clone();
+            if let Some(p) = params.as_object_mut() {
+                p.insert(RECOVERY_RESUME_FLAG.into(), true.into());
+            }
+            self.request("session.resume", &params, deadline)?.await?;
+            let _ = self.with_engine(|e, _| e.reconcile(*handle));
+            for (method, follow_up) in &reopen.follow_ups {
+                self.request(method, follow_up, deadline)?.await?;
+            }
+            let id = params.get("sessionId").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+            self.tell(RecoveryEvent::SessionResumed { session_id: id });
+        }
+        Ok(reopens.len())
+    }
+
+    /// Whether this client is ending the connection.
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    fn tell(&self, event: RecoveryEvent) {
+        match &event {
+            RecoveryEvent::GaveUp { .. } | RecoveryEvent::AttemptFailed { .. } => {
+                log::warn!("{}: recovery: {event:?}", self.label)
+            }
+            _ => log::info!("{}: recovery: {event:?}", self.label),
+        }
+        for sink in lock(&self.recovery_sinks).iter() {
+            sink(&event);
+        }
+    }
+
+    /// The transport in use ended: the calls in flight fail with `cause`
+    /// (their answers are gone with it), and the engine keeps what the
+    /// next connection can settle.
+    pub(super) fn lose_transport(&self, cause: &CloseCause) {
+        let reason = format!("{cause} (the connection is being recovered)");
+        self.outbox().fail(&reason);
+        let mut failed = Vec::new();
+        let forgotten = lock(&self.engine).connection_lost(|_, w| failed.push(w));
+        if forgotten > 0 {
+            log::warn!("{}: {forgotten} requests of the CLI died with the connection", self.label);
+        }
+        for waiter in failed {
+            if let Waiter::Open { handle, .. } = &waiter {
+                let handle = *handle;
+                waiter.fail(Error::Disconnected(reason.clone()));
+                self.release(handle);
+            } else {
+                waiter.fail(Error::Disconnected(reason.clone()));
+            }
+        }
+    }
+
+    /// Recovers the lost connection (on the reader thread that saw it
+    /// end): `Ok` once the sessions are resumed on a new transport, whose
+    /// reader then runs; the cause to end with when every attempt failed
+    /// or the client is stopping.
+    pub(super) fn recover(self: &Arc<Self>, cause: CloseCause, restart: Arc<dyn Restart>) -> Result<(), CloseCause> {
+        let lost = Instant::now();
+        self.recovering.store(true, Ordering::SeqCst);
+        self.tell(RecoveryEvent::ConnectionLost { cause: cause.clone() });
+        self.lose_transport(&cause);
+        let mut last = cause.clone();
+        for (at, &delay) in RECOVERY_BACKOFF_MS.iter().enumerate() {
+            let attempt = at + 1;
+            let after = Duration::from_millis(delay);
+            if !self.pause(after) {
+                return Err(CloseCause::Stopped);
+            }
+            self.tell(RecoveryEvent::Restarting { attempt, after });
+            match self.attempt(&*restart) {
+                Ok(sessions) => {
+                    // The frames held meanwhile go out now, in the engine's order.
+                    self.recovering.store(false, Ordering::SeqCst);
+                    self.with_engine(|_, _| {});
+                    self.tell(RecoveryEvent::Recovered { sessions, took: lost.elapsed() });
+                    return Ok(());
+                }
+                Err(e) if self.is_stopping() => {
+                    log::debug!("{}: recovery stopped: {e}", self.label);
+                    return Err(CloseCause::Stopped);
+                }
+                Err(e) => {
+                    self.tell(RecoveryEvent::AttemptFailed { attempt, error: e.to_string() });
+                    self.lose_transport(&CloseCause::ReaderFailed(e.to_string()));
+                    last = CloseCause::ReaderFailed(format!("attempt {attempt}: {e}"));
+                }
+            }
+        }
+        let cause = CloseCause::ReaderFailed(format!(
+            "the connection was lost and {} attempts to recover it failed; the last: {last}",
+            RECOVERY_BACKOFF_MS.len()
+        ));
+        self.tell(RecoveryEvent::GaveUp { cause: cause.clone() });
+        Err(cause)
+    }
+
+    /// One attempt: a new transport, its reader, then the handshake and
+    /// the resumes.
+    fn attempt(self: &Arc<Self>, restart: &dyn Restart) -> Result<usize> {
+        let NewTransport { reader, writer, probe } = restart.transport(self)?;
+        self.set_outbox(Outbox::start(&self.label, writer)?);
+        *lock(&self.probe) = probe;
+        let pump = Arc::clone(self);
+        thread::Builder::new()
+            .name(format!("copilot-reader ({})", self.label))
+            .spawn(move || pump.pump(reader))
+            .map_err(Error::Io)?;
+        restart.reopen(self)
+    }
+
+    /// Waits `d`, or less when the client stops meanwhile: whether to go on.
+    fn pause(&self, d: Duration) -> bool {
+        let until = Instant::now() + d;
+        while !self.is_stopping() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            thread::sleep(left.min(Duration::from_millis(20)));
+        }
+        false
+    }
+}

@@ -1,0 +1,196 @@
+//! Recovery against the real CLI 1.0.102 on the scripted model: the CLI a
+//! client started over stdio is killed mid-turn with a client tool call
+//! pending. The client starts it again, resumes the session with its
+//! handlers and `continuePendingWork`, the call is answered once, the turn
+//! completes and the `send_and_wait` in flight returns its message. A CLI
+//! that keeps exiting makes recovery give up after its attempts, with the
+//! cause.
+
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use copilot_host::core::RECOVERY_BACKOFF_MS;
+use copilot_host::events::{EventKind, SessionEvent};
+use copilot_host::{Client, CloseCause, Error, RecoveryEvent, Tool, ToolInvocation, Transport};
+use copilot_testkit::scripted_model::{Reply, ScriptedModel};
+use copilot_tests::real_cli::{cli_path, scripted_options, scripted_session, TempDir};
+use serde_json::json;
+
+/// How long a step may take before the test fails (a failure bound only).
+const WAIT: Duration = Duration::from_secs(90);
+
+fn kill_group(pid: u32) {
+    let killed = Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status().expect("run kill");
+    assert!(killed.success(), "kill -KILL -{pid}");
+}
+
+/// An assistant message's text.
+fn text(event: Option<Arc<SessionEvent>>) -> Option<String> {
+    event.and_then(|e| match &e.kind {
+        EventKind::AssistantMessage(m) => Some(m.content.clone()),
+        _ => None,
+    })
+}
+
+/// The steps of the recoveries, as the client tells them.
+fn recovery_steps(client: &Client) -> mpsc::Receiver<RecoveryEvent> {
+    let (tx, rx) = mpsc::channel();
+    let tx = Mutex::new(tx);
+    client.on_recovery(move |e| {
+        let _ = tx.lock().unwrap().send(e.clone());
+    });
+    rx
+}
+
+#[test]
+fn a_cli_killed_mid_turn_is_started_again_the_pending_call_answered_once_and_send_and_wait_returns() {
+    let dir = TempDir::new("copilot-recovery");
+    let model = ScriptedModel::start().expect("start the scripted model");
+    let client = Client::start(scripted_options(Transport::Stdio, dir.path(), &model)).expect("start the CLI");
+    let steps = recovery_steps(&client);
+    let first_pid = client.cli_pid().expect("a pid");
+
+    // The handler is called, and holds its answer until the CLI is gone.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (called_tx, called) = mpsc::channel::<String>();
+    let (release_tx, release) = mpsc::channel::<()>();
+    let (called_tx, release) = (Mutex::new(called_tx), Mutex::new(release));
+    let counted = Arc::clone(&calls);
+    let tool = Tool::new(
+        "get_weather",
+        "Get the current weather for a city.",
+        json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+        move |call: &ToolInvocation| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            called_tx.lock().unwrap().send(call.tool_call_id.clone()).unwrap();
+            let _ = release.lock().unwrap().recv();
+            format!("Sunny, 22 C in {}", call.arguments["city"].as_str().unwrap_or("?"))
+        },
+    )
+    .skip_permission();
+    let session = Arc::new(client.create_session(scripted_session(dir.path(), "killed").tool(tool)).expect("create"));
+    let id = session.id().to_owned();
+    model.script(
+        &id,
+        vec![Reply::tool_call("get_weather", json!({"city": "Paris"})), Reply::text("It is sunny in Paris.")],
+    );
+    let turn = {
+        let session = Arc::clone(&session);
+        thread::spawn(move || session.send_and_wait("Weather in Paris?", WAIT))
+    };
+    let tool_call_id = called.recv_timeout(WAIT).expect("the handler is called");
+    // The call is in the session's journal (the CLI wrote it before it sent
+    // the event): the restarted CLI knows it.
+    let journal = dir.path().join("home/session-state").join(&id).join("events.jsonl");
+    let deadline = Instant::now() + WAIT;
+    while !std::fs::read_to_string(&journal).is_ok_and(|t| t.contains(&tool_call_id)) {
+        assert!(Instant::now() < deadline, "the call in the journal");
+        thread::sleep(Duration::from_millis(10));
+    }
+    let lost_at = Instant::now();
+    kill_group(first_pid);
+    match steps.recv_timeout(WAIT).expect("a recovery step") {
+        RecoveryEvent::ConnectionLost { cause: CloseCause::CliExited { signal: Some(9), .. } } => {}
+        other => panic!("the first step should be the loss by SIGKILL, not {other:?}"),
+    }
+    // The handler answers while the connection is down: the answer waits
+    // for the resumed session.
+    release_tx.send(()).unwrap();
+
+    let mut resumed = Vec::new();
+    let recovered = loop {
+        match steps.recv_timeout(WAIT).expect("a recovery step") {
+            RecoveryEvent::Restarting { attempt, .. } => assert_eq!(attempt, 1, "the first attempt succeeds"),
+            RecoveryEvent::SessionResumed { session_id } => resumed.push(session_id),
+            RecoveryEvent::Recovered { sessions, took } => break (sessions, took),
+            other => panic!("unexpected step {other:?}"),
+        }
+    };
+    let restarted_at = Instant::now();
+    assert_eq!(resumed, std::slice::from_ref(&id));
+    assert_eq!(recovered.0, 1);
+    assert_ne!(client.cli_pid(), Some(first_pid), "a new CLI");
+
+    let reply = turn.join().expect("the turn's thread").expect("send_and_wait returns the turn's message");
+    let completed_at = Instant::now();
+    assert_eq!(text(reply).as_deref(), Some("It is sunny in Paris."));
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the handler ran once");
+    let last = model.requests_for(&id).pop().expect("the model was asked again");
+    assert_eq!(last.tool_results(), ["Sunny, 22 C in Paris"]);
+    let stats = client.engine_stats();
+    eprintln!(
+        "recovery: loss to sessions resumed {:?} (client's figure {:?}), to the turn's end {:?}; \
+         lists sent {}, waits taken on from lists {}, duplicates {}, answers {} (accepted {})",
+        restarted_at - lost_at,
+        recovered.1,
+        completed_at - lost_at,
+        stats.lists_sent,
+        stats.listed,
+        stats.duplicate_waits,
+        stats.answers_sent,
+        stats.acks_accepted
+    );
+    assert_eq!(stats.acks_refused, 0, "no answer was refused as a second one");
+    let pending = client.call("session.tools.listPendingRequests", &json!({"sessionId": id})).expect("list");
+    assert_eq!(pending, json!({"items": []}));
+    // The session goes on: another turn on the new CLI.
+    model.script(&id, vec![Reply::text("Still here.")]);
+    let again = session.send_and_wait("Still there?", WAIT).expect("a turn after recovery");
+    assert_eq!(text(again).as_deref(), Some("Still here."));
+    drop(session);
+    client.stop().expect("stop");
+}
+
+#[test]
+fn a_cli_that_keeps_exiting_makes_recovery_give_up_after_its_attempts_with_the_cause() {
+    let dir = TempDir::new("copilot-recovery-gives-up");
+    let model = ScriptedModel::start().expect("start the scripted model");
+    // The CLI starts once; every later start exits at once, with a reason.
+    let marker = dir.path().join("started-once");
+    let script = dir.path().join("copilot-once");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nif [ -e '{m}' ]; then echo 'cannot start again' >&2; exit 3; fi\ntouch '{m}'\nexec '{cli}' \"$@\"\n",
+            m = marker.display(),
+            cli = cli_path().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut options = scripted_options(Transport::Stdio, dir.path(), &model);
+    options.cli_path = Some(script);
+    let client = Client::start(options).expect("start the CLI");
+    let steps = recovery_steps(&client);
+    let session = Arc::new(client.create_session(scripted_session(dir.path(), "gives-up")).expect("create"));
+    let events = session.events();
+
+    kill_group(client.cli_pid().expect("a pid"));
+    let cause = client.wait_closed(Some(WAIT)).expect("recovery gives up: the connection ends");
+    let mut attempts = 0;
+    let mut gave_up = None;
+    for step in steps.try_iter() {
+        match step {
+            RecoveryEvent::Restarting { attempt, .. } => attempts = attempt,
+            RecoveryEvent::AttemptFailed { error, .. } => assert!(error.contains("exited"), "{error}"),
+            RecoveryEvent::GaveUp { cause } => gave_up = Some(cause),
+            _ => {}
+        }
+    }
+    assert_eq!(attempts, RECOVERY_BACKOFF_MS.len(), "every attempt, no more");
+    assert_eq!(gave_up.as_ref(), Some(&cause));
+    let text = cause.to_string();
+    assert!(text.contains("cannot start again") || text.contains("code 3"), "the cause says why: {text}");
+    // Every call and stream ends with it.
+    match client.ping(None) {
+        Err(Error::Disconnected(why)) => assert_eq!(why, text),
+        other => panic!("a later call fails with the cause, not {other:?}"),
+    }
+    while events.next_timeout(WAIT).expect("the stream ends in time").is_some() {}
+    drop(session);
+    let _ = client.stop();
+}
