@@ -55,8 +55,10 @@ use core::fmt;
 
 use heapless::Vec;
 
+mod gap;
 mod reconcile;
 
+pub use gap::{event_id_hash, event_id_of, undelivered_from, EVENT_LOG_MAX_PAGES, EVENT_LOG_PAGE, EVENT_LOG_READ};
 pub use reconcile::{
     Listed, ListedShape, ListedWait, PendingList, LIST_ID_PREFIX, PENDING_LISTS, PROMPT_KIND_RENAMES, TURN_START_EVENT,
 };
@@ -508,6 +510,9 @@ struct Core<T, W, X, const SESSIONS: usize, const PENDING: usize, const OBLIGATI
     /// No stall is due before this (it may be earlier than any: a check
     /// then finds the next one).
     next_stall: u64,
+    /// Per session slot: the hash of the id of the last durable event
+    /// routed to it, and the generation of the session it was for.
+    last_durable: crate::slots::Fixed<(u64, u32), SESSIONS>,
 }
 
 /// The protocol engine. `T` is what a session's frames are delivered to,
@@ -765,6 +770,7 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
         match route {
             Route::Event { session, target, session_id, event } => {
                 self.note_activity(session, event.event_type, now);
+                self.note_delivered(session, &event);
                 let Some((row_index, row)) = Self::event_row(&event) else {
                     if !self.obligations.is_empty() {
                         self.note_report(session, &event);
@@ -976,6 +982,13 @@ impl<
                     due
                 },
                 next_stall: NEVER,
+                last_durable: {
+                    #[cfg(not(feature = "alloc"))]
+                    let ids = [(0, 0); SESSIONS];
+                    #[cfg(feature = "alloc")]
+                    let ids = alloc::vec![(0, 0); SESSIONS];
+                    ids
+                },
             },
             park: Park { buf: park, len: 0, frames: 0, read: 0, keep: 0, rerouting: false, again: false },
         }

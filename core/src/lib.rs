@@ -114,8 +114,9 @@ pub use capabilities::{
 pub use elicitation::{write_elicitation_answer, ContentNotAnObject, ElicitationAction, ELICITATION_ACCEPT_CONTENT};
 pub use encode::{frame_header, EncodeError, Outgoing, Payload, Ser, WriteError, MAX_FRAME_HEADER_LEN};
 pub use engine::{
-    AnswerError, Cause, Engine, EngineConfig, EngineStats, Listed, ListedShape, ListedWait, Obligation, OpenError,
-    Output, PendingList, ANSWER_ID_PREFIX, LIST_ID_PREFIX, MAX_FAILURE_DETAIL, PENDING_LISTS, PROMPT_KIND_RENAMES,
+    event_id_hash, event_id_of, undelivered_from, AnswerError, Cause, Engine, EngineConfig, EngineStats, Listed,
+    ListedShape, ListedWait, Obligation, OpenError, Output, PendingList, ANSWER_ID_PREFIX, EVENT_LOG_MAX_PAGES,
+    EVENT_LOG_PAGE, EVENT_LOG_READ, LIST_ID_PREFIX, MAX_FAILURE_DETAIL, PENDING_LISTS, PROMPT_KIND_RENAMES,
     TURN_START_EVENT,
 };
 pub use envelope::{

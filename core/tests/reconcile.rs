@@ -294,6 +294,29 @@ fn a_lost_connection_keeps_open_event_waits_and_forgets_answers_the_cli_did_not_
     assert_eq!(answered(&frames, "session.tools.handlePendingToolCall", "r1"), 0);
 }
 
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn the_last_durable_event_routed_marks_where_a_gap_starts_in_the_log() {
+    let mut e = engine();
+    let (handle, _) = resumed(&mut e);
+    assert_eq!(e.last_durable_event(handle), None);
+    let event = |id: &str, ephemeral: bool| {
+        json!({"jsonrpc":"2.0","method":"session.event","params":{"sessionId":SESSION,"event":{
+            "type":"assistant.message","id":id,"ephemeral":ephemeral,"data":{}}}})
+    };
+    feed(&mut e, &event("e-1", false));
+    feed(&mut e, &event("e-2", true));
+    assert_eq!(e.last_durable_event(handle), Some(copilot_core::event_id_hash(b"e-1")), "an ephemeral one is not");
+    feed(&mut e, &event("e-3", false));
+    let mark = e.last_durable_event(handle).unwrap();
+    let log = [r#"{"id":"e-1"}"#, r#"{"id":"e-3"}"#, r#"{"id":"e-4","type":"x"}"#, r#"{"type":"y","id":"e-5"}"#];
+    let ids = log.map(|e| copilot_core::event_id_of(e.as_bytes()));
+    assert_eq!(copilot_core::undelivered_from(mark, ids), Some(2), "e-4 and e-5 were not delivered");
+    e.release(handle);
+    let (again, _) = resumed(&mut e);
+    assert_eq!(e.last_durable_event(again), None, "a new session in the slot starts with none");
+}
+
 fn plain_event(event_type: &str) -> Json {
     json!({"jsonrpc":"2.0","method":"session.event","params":{"sessionId":SESSION,"event":{"type":event_type,"data":{}}}})
 }

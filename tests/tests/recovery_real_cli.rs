@@ -105,7 +105,7 @@ fn a_cli_killed_mid_turn_is_started_again_the_pending_call_answered_once_and_sen
     let recovered = loop {
         match steps.recv_timeout(WAIT).expect("a recovery step") {
             RecoveryEvent::Restarting { attempt, .. } => assert_eq!(attempt, 1, "the first attempt succeeds"),
-            RecoveryEvent::SessionResumed { session_id } => resumed.push(session_id),
+            RecoveryEvent::SessionResumed { session_id, .. } => resumed.push(session_id),
             RecoveryEvent::Recovered { sessions, took } => break (sessions, took),
             other => panic!("unexpected step {other:?}"),
         }
@@ -193,4 +193,132 @@ fn a_cli_that_keeps_exiting_makes_recovery_give_up_after_its_attempts_with_the_c
     while events.next_timeout(WAIT).expect("the stream ends in time").is_some() {}
     drop(session);
     let _ = client.stop();
+}
+
+/// A TCP proxy to `upstream` whose connections the test cuts, and which
+/// connects a new one upstream only once `open` says so.
+struct Proxy {
+    addr: std::net::SocketAddr,
+    /// The sockets of the connection in use (client side, upstream side).
+    current: Arc<Mutex<Vec<std::net::TcpStream>>>,
+    gate: Arc<(Mutex<bool>, std::sync::Condvar)>,
+}
+
+impl Proxy {
+    fn start(upstream: std::net::SocketAddr) -> Proxy {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let current = Arc::<Mutex<Vec<std::net::TcpStream>>>::default();
+        let gate = Arc::new((Mutex::new(true), std::sync::Condvar::new()));
+        let (sockets, open) = (Arc::clone(&current), Arc::clone(&gate));
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let mut allowed = open.0.lock().unwrap();
+                while !*allowed {
+                    allowed = open.1.wait(allowed).unwrap();
+                }
+                drop(allowed);
+                let server = std::net::TcpStream::connect(upstream).unwrap();
+                *sockets.lock().unwrap() = vec![client.try_clone().unwrap(), server.try_clone().unwrap()];
+                for (mut from, mut to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
+                {
+                    thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Proxy { addr, current, gate }
+    }
+
+    /// Cuts the connection in use; the next is held until [`open`](Self::open).
+    fn cut(&self) {
+        *self.gate.0.lock().unwrap() = false;
+        for s in self.current.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn open(&self) {
+        *self.gate.0.lock().unwrap() = true;
+        self.gate.1.notify_all();
+    }
+}
+
+#[test]
+fn a_tcp_connection_cut_mid_session_is_reconnected_and_the_events_of_the_gap_are_delivered_once_in_order() {
+    let dir = TempDir::new("copilot-recovery-tcp");
+    let model = ScriptedModel::start().expect("start the scripted model");
+    // A CLI serving TCP, kept by its owner; the client under test reaches
+    // it through the proxy.
+    let mut options = scripted_options(Transport::Tcp { port: 0 }, dir.path(), &model);
+    options.connection_token = Some("recovery-token".into());
+    let owner = Client::start(options).expect("start the CLI");
+    let proxy = Proxy::start(owner.peer_addr().expect("the CLI's address"));
+    let client = Client::connect(proxy.addr, Some("recovery-token")).expect("connect through the proxy");
+    let steps = recovery_steps(&client);
+    let config = scripted_session(dir.path(), "tcp");
+    let session = client.create_session(config.clone()).expect("create");
+    let id = session.id().to_owned();
+    let events = session.events();
+    model.script(&id, vec![Reply::text("First.")]);
+    assert_eq!(text(session.send_and_wait("One?", WAIT).expect("turn one")).as_deref(), Some("First."));
+
+    // The connection is cut; while the client is away, the owner runs a
+    // turn of the session: its events reach the CLI's log, not the client.
+    proxy.cut();
+    match steps.recv_timeout(WAIT).expect("a recovery step") {
+        RecoveryEvent::ConnectionLost { .. } => {}
+        other => panic!("the first step should be the loss, not {other:?}"),
+    }
+    let joined = owner.resume_session(&id, config).expect("the owner resumes the session");
+    model.script(&id, vec![Reply::text("Second.")]);
+    assert_eq!(text(joined.send_and_wait("Two?", WAIT).expect("turn two")).as_deref(), Some("Second."));
+    proxy.open();
+    let gap = loop {
+        match steps.recv_timeout(WAIT).expect("a recovery step") {
+            RecoveryEvent::SessionResumed { session_id, gap_events } => {
+                assert_eq!(session_id, id);
+                break gap_events;
+            }
+            RecoveryEvent::Restarting { .. } => {}
+            other => panic!("unexpected step {other:?}"),
+        }
+    };
+    assert!(matches!(steps.recv_timeout(WAIT), Ok(RecoveryEvent::Recovered { sessions: 1, .. })));
+    assert!(gap > 0, "the owner's turn is the gap");
+    // The session goes on over the new connection.
+    model.script(&id, vec![Reply::text("Third.")]);
+    assert_eq!(text(session.send_and_wait("Three?", WAIT).expect("turn three")).as_deref(), Some("Third."));
+
+    // Every durable event of the log reached the client once, in the
+    // log's order; the owner's turn among them.
+    let log = client
+        .call("session.eventLog.read", &json!({"sessionId": id, "includeEphemeral": false, "max": 1000}))
+        .expect("read the log");
+    let durable: Vec<String> =
+        log["events"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect();
+    let mut seen = Vec::new();
+    while let Some(event) = events.try_next() {
+        seen.push((event.id.clone(), format!("{:?}", event.kind).chars().take(40).collect::<String>()));
+    }
+    let seen_ids: Vec<&String> = seen.iter().map(|(id, _)| id).collect();
+    for id in &durable {
+        assert_eq!(seen_ids.iter().filter(|s| **s == id).count(), 1, "event {id} delivered once: {seen:?}");
+    }
+    let order: Vec<&String> = seen_ids.iter().copied().filter(|s| durable.contains(s)).collect();
+    assert_eq!(order, durable.iter().collect::<Vec<_>>(), "in the log's order");
+    let messages: Vec<String> = std::iter::empty()
+        .chain(log["events"].as_array().unwrap().iter())
+        .filter(|e| e["type"] == "assistant.message")
+        .map(|e| e["data"]["content"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(messages, ["First.", "Second.", "Third."]);
+    eprintln!("recovery over TCP: {gap} events of the gap read back; {} durable events in the log", durable.len());
+    drop(joined);
+    drop(session);
+    client.stop().expect("stop the client");
+    owner.stop().expect("stop the owner");
 }

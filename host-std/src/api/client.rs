@@ -15,7 +15,7 @@ use super::client_options::{ClientOptions, Transport};
 use super::config::SessionConfig;
 use super::ops::{self, ClientOps};
 use super::replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
-use super::respawn::Respawn;
+use super::respawn::{Reconnect, Respawn};
 use super::session::Session;
 use super::telemetry::TraceContextProvider;
 use crate::answering::{run_client_wide, RequestHandlers};
@@ -34,7 +34,8 @@ pub struct Client {
     /// The CLI this client started (a recovery replaces it).
     pub(super) process: Arc<Mutex<Option<CliProcess>>>,
     pid: Option<u32>,
-    pub(super) socket: Option<TcpStream>,
+    /// The TCP stream in use, if any (a recovery replaces it).
+    pub(super) socket: Arc<Mutex<Option<TcpStream>>>,
     server: ServerInfo,
     /// The caller's trace context, for every open and send.
     trace: Option<TraceContextProvider>,
@@ -115,7 +116,7 @@ impl Client {
             reader: Mutex::new(Some(reader)),
             process: Arc::default(),
             pid: Some(process.id()),
-            socket,
+            socket: Arc::new(Mutex::new(socket)),
             server: ServerInfo { protocol_version: 0, version: None },
             trace: options.trace_context.clone(),
         };
@@ -162,9 +163,19 @@ impl Client {
     pub fn connect_with(addr: impl ToSocketAddrs, token: Option<&str>, options: &ClientOptions) -> Result<Client> {
         options.check_not_spawning()?;
         let stream = TcpStream::connect(addr)?;
-        let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+        let peer = stream.peer_addr();
         let (r, w) = tcp_halves(&stream)?;
-        Self::from_parts(format!("tcp {peer}"), r, w, Some(stream), token, options)
+        let label = format!("tcp {}", peer.as_ref().map(ToString::to_string).unwrap_or_default());
+        let client = Self::from_parts(label, r, w, Some(stream), token, options)?;
+        if let (true, Ok(addr)) = (options.auto_restart, peer) {
+            client.conn.set_restart(Arc::new(Reconnect {
+                addr,
+                token: token.map(str::to_owned),
+                startup_timeout: options.startup_timeout,
+                socket: Arc::clone(&client.socket),
+            }));
+        }
+        Ok(client)
     }
 
     /// Runs the client over any byte stream pair (an in-memory pipe, a
@@ -211,7 +222,7 @@ impl Client {
             reader: Mutex::new(Some(reader)),
             process: Arc::default(),
             pid: None,
-            socket,
+            socket: Arc::new(Mutex::new(socket)),
             server: ServerInfo { protocol_version: 0, version: None },
             trace: options.trace_context.clone(),
         };
@@ -234,7 +245,7 @@ impl Client {
 
     /// For a TCP connection: the CLI's address.
     pub fn peer_addr(&self) -> Option<std::net::SocketAddr> {
-        self.socket.as_ref().and_then(|s| s.peer_addr().ok())
+        self.socket().as_ref().and_then(|s| s.peer_addr().ok())
     }
 
     /// What the handshake learned.
@@ -365,19 +376,31 @@ impl Client {
             p.kill();
         }
         self.conn.close_writer();
-        if let Some(s) = &self.socket {
-            let _ = s.shutdown(Shutdown::Both);
-        }
+        let tcp = self.shut_socket();
         // A stream of the caller's may stay open: do not wait for its reader.
-        if self.socket.is_some() || self.conn.is_closed() {
+        if tcp || self.conn.is_closed() {
             self.join_reader();
         }
     }
 
+    /// Joins the reader, and the readers a recovery started after it.
     pub(super) fn join_reader(&self) {
         if let Some(r) = self.reader.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = r.join();
         }
+        while let Some(r) = self.conn.take_reader_thread() {
+            let _ = r.join();
+        }
+    }
+
+    /// The TCP stream in use.
+    fn socket(&self) -> std::sync::MutexGuard<'_, Option<TcpStream>> {
+        self.socket.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Shuts the TCP stream in use down, if there is one; whether there was.
+    pub(super) fn shut_socket(&self) -> bool {
+        self.socket().as_ref().map(|s| s.shutdown(Shutdown::Both)).is_some()
     }
 }
 
@@ -449,9 +472,7 @@ impl Drop for Client {
         if let Some(mut p) = self.process.lock().unwrap_or_else(|p| p.into_inner()).take() {
             p.kill();
         }
-        if let Some(s) = &self.socket {
-            let _ = s.shutdown(Shutdown::Both);
-        }
+        self.shut_socket();
     }
 }
 

@@ -108,14 +108,18 @@ pub struct ClientOptions {
     /// (a wait whose event was lost); again after each such silent
     /// interval. `None`: only after a resume.
     pub stall_interval: Option<Duration>,
-    /// When the CLI this client started over stdio exits while the client
-    /// did not end it: start it again (after each wait of the core's
-    /// `RECOVERY_BACKOFF_MS`, then give up), resume every open session
-    /// with its handlers and `continuePendingWork`, and answer the waits
-    /// the CLI lists, once. Calls in flight at the loss fail; a
-    /// `send_and_wait` goes on to the turn's end. Each step is told to
-    /// [`Client::on_recovery`](crate::Client::on_recovery). On by default;
-    /// a client connected to a server it did not start does not recover
+    /// When the CLI this client started over stdio exits, or the
+    /// connection to a server ([`Client::connect`](crate::Client::connect))
+    /// drops, while the client did not end it: start the CLI again, or
+    /// connect again (after each wait of the core's `RECOVERY_BACKOFF_MS`,
+    /// then give up), resume every open session with its handlers and
+    /// `continuePendingWork`, and answer the waits the CLI lists, once.
+    /// Calls in flight at the loss fail; a `send_and_wait` goes on to the
+    /// turn's end. Each step is told to
+    /// [`Client::on_recovery`](crate::Client::on_recovery). On by default
+    /// for both: a server's sessions outlive a dropped connection, and a
+    /// server that is gone costs the attempts' few seconds before the
+    /// client ends with the cause. A CLI started over TCP does not recover
     /// yet.
     pub auto_restart: bool,
     /// Handlers of client-wide requests: those that carry no session id

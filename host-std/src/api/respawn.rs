@@ -1,8 +1,10 @@
-//! Recovery of a client that started its CLI over stdio: the CLI is
-//! started again as it was first ([`Respawn`]), and the driver resumes the
-//! sessions on it (see `driver/recover.rs`).
+//! Recovery of a lost connection, as the layer above knows how to make
+//! one: the CLI started again as it was first, over stdio ([`Respawn`]),
+//! or a server connected to again ([`Reconnect`]); the driver then resumes
+//! the sessions on it (see `driver/recover.rs`).
 
 use std::ffi::OsString;
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,6 +13,7 @@ use super::ops;
 use crate::driver::{Connection, NewTransport, Restart};
 use crate::error::{Error, Result};
 use crate::transport::cli::{CliProcess, Launch};
+use crate::transport::tcp_halves;
 use crate::wait::block_on;
 
 /// How the CLI was started, to start it again the same way.
@@ -46,6 +49,37 @@ impl Restart for Respawn {
 
     fn reopen(&self, conn: &Arc<Connection>) -> Result<usize> {
         block_on(ops::handshake(conn, self.connection_token.as_deref(), self.startup_timeout))?;
+        block_on(conn.resume_all(Instant::now() + conn.deadlines.request))
+    }
+}
+
+/// How to reach the server again.
+pub(super) struct Reconnect {
+    pub(super) addr: SocketAddr,
+    pub(super) token: Option<String>,
+    pub(super) startup_timeout: Duration,
+    /// The client's TCP stream: the new one replaces the old one.
+    pub(super) socket: Arc<Mutex<Option<TcpStream>>>,
+}
+
+impl Restart for Reconnect {
+    fn transport(&self, conn: &Connection) -> Result<NewTransport> {
+        let stream = TcpStream::connect_timeout(&self.addr, self.startup_timeout)?;
+        let (reader, writer) = tcp_halves(&stream)?;
+        let mut slot = self.socket.lock().unwrap_or_else(|p| p.into_inner());
+        if conn.is_stopping() {
+            let _ = stream.shutdown(Shutdown::Both);
+            return Err(Error::Disconnected("the client is stopping".into()));
+        }
+        log::info!("connected to {} again", self.addr);
+        if let Some(old) = slot.replace(stream) {
+            let _ = old.shutdown(Shutdown::Both);
+        }
+        Ok(NewTransport { reader, writer, probe: None })
+    }
+
+    fn reopen(&self, conn: &Arc<Connection>) -> Result<usize> {
+        block_on(ops::handshake(conn, self.token.as_deref(), self.startup_timeout))?;
         block_on(conn.resume_all(Instant::now() + conn.deadlines.request))
     }
 }

@@ -2,7 +2,6 @@
 //! within one grace period.
 
 use std::future::{poll_fn, Future};
-use std::net::Shutdown;
 use std::pin::Pin;
 use std::task::Poll;
 use std::time::Instant;
@@ -103,10 +102,8 @@ impl Client {
     /// joined once its end is closed (for a CLI we started or a socket at
     /// once, for the caller's streams when they close, within `deadline`).
     fn release(&self, spawned: bool, deadline: Instant) {
-        if let Some(s) = &self.socket {
-            let _ = s.shutdown(Shutdown::Both);
-        }
-        if spawned || self.socket.is_some() {
+        let tcp = self.shut_socket();
+        if spawned || tcp {
             // Its end of the connection is closed: the reader ends now.
             self.join_reader();
         } else if self.conn.wait_closed(Some(deadline)).is_some() {

@@ -22,6 +22,7 @@ use copilot_core::{turn_step, TurnStep, TURN_REPLY_UNLESS};
 
 use super::event_channel::EventTx;
 use super::inbox::{Batch, Inbox, InboxTx};
+use super::queue::Queue;
 use crate::driver::{Connection, Job, SessionSink};
 use crate::error::{Error, Result};
 use crate::events::{EventKind, SessionEvent};
@@ -30,42 +31,6 @@ use crate::pool::Pool;
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
-
-/// Events waiting for the dispatcher. Their bytes sit end to end in one
-/// buffer, so queueing an event allocates nothing in the steady state, and
-/// the dispatcher takes the whole batch in one swap.
-#[derive(Default)]
-struct Queue {
-    bytes: Vec<u8>,
-    /// End offset of each event in `bytes`.
-    ends: Vec<usize>,
-    /// A subscriber was added: deliver what was kept for it.
-    wake: bool,
-    /// The session ended; set after every event it follows was queued.
-    close: Option<String>,
-    /// The session is queued on (or being delivered by) the event pool.
-    scheduled: bool,
-    /// Room to make for the next batch (bytes, events): the size of the
-    /// last one, up to [`KEEP_QUEUE_BYTES`].
-    room: (usize, usize),
-}
-
-impl Queue {
-    fn is_empty(&self) -> bool {
-        self.ends.is_empty() && !self.wake && self.close.is_none()
-    }
-
-    /// Takes the events queued; the next batch starts with room for as many.
-    fn take_batch(&mut self) -> Batch {
-        self.room = (self.bytes.len().min(KEEP_QUEUE_BYTES), self.ends.len().min(KEEP_QUEUE_BYTES / 256));
-        Batch { bytes: std::mem::take(&mut self.bytes), ends: std::mem::take(&mut self.ends) }
-    }
-}
-
-/// The queue's buffers start each batch this large at most (the size of
-/// the previous batch): a steady flow reuses its size without growing step
-/// by step, and a burst's memory is given back once it has passed.
-const KEEP_QUEUE_BYTES: usize = 1 << 20;
 
 /// Events kept for a first subscriber that has yet to come, at most (the
 /// core's limit; the rule is [`keeps_for_first_subscriber`]): the first
@@ -169,15 +134,34 @@ impl SessionSink for SessionInner {
 
     fn push_event(&self, event: &[u8]) {
         let q = &mut *lock(&self.queue);
-        if q.ends.capacity() == 0 {
-            // Made by the reader, so a batch's memory stays in its
-            // allocator arena however many threads deliver.
-            q.bytes.reserve(q.room.0);
-            q.ends.reserve(q.room.1);
+        if let Some(held) = &mut q.held {
+            held.push(event.to_vec());
+            return;
         }
-        q.bytes.extend_from_slice(event);
-        let end = q.bytes.len();
-        q.ends.push(end);
+        q.push(event);
+    }
+
+    fn hold(&self) {
+        lock(&self.queue).held.get_or_insert_with(Vec::new);
+    }
+
+    fn release_held(&self, gap: Vec<Vec<u8>>) {
+        {
+            // Under the queue's lock: no live event can come between.
+            let q = &mut *lock(&self.queue);
+            let held = q.held.take().unwrap_or_default();
+            let from_log: Vec<Option<u64>> = gap.iter().map(|e| copilot_core::event_id_of(e)).collect();
+            for event in &gap {
+                q.push(event);
+            }
+            for event in &held {
+                let id = copilot_core::event_id_of(event);
+                if id.is_none() || !from_log.contains(&id) {
+                    q.push(event);
+                }
+            }
+        }
+        self.flush();
     }
 
     fn flush(&self) {

@@ -70,6 +70,12 @@ pub(crate) trait SessionSink: Send + Sync {
     fn obligation(&self, job: Job);
     /// Ends delivery: streams end after the events already queued.
     fn close(&self, reason: &str);
+    /// Holds the events pushed from now on (a recovery is resuming the
+    /// session) until [`release_held`](Self::release_held).
+    fn hold(&self) {}
+    /// Delivers `gap` (events the log had and the stream lost, in order),
+    /// then the events held, less those of `gap`; delivery goes on.
+    fn release_held(&self, _gap: Vec<Vec<u8>>) {}
     /// Changes the session's capabilities (the open's answer sets them,
     /// each `capabilities.changed` moves them), in the order the frames
     /// came and before the event is delivered. Sinks that keep none ignore it.
@@ -219,6 +225,11 @@ pub(crate) struct Connection {
     pub(super) restart: Mutex<Option<Arc<dyn super::recover::Restart>>>,
     /// Receivers of the recovery's steps.
     pub(super) recovery_sinks: Mutex<Vec<super::recover::RecoverySink>>,
+    /// Which transport is in use: 0 the first, then one more for each a
+    /// recovery started. A reader of an older one ends without a word.
+    pub(super) transport: std::sync::atomic::AtomicU64,
+    /// The reader a recovery started, for the client to join.
+    pub(super) reader_thread: Mutex<Option<thread::JoinHandle<()>>>,
     /// How each open session is opened again after a recovery.
     pub(super) reopens: Mutex<Vec<(SessionHandle, super::recover::Reopen)>>,
     pub(super) close_cause: Mutex<Option<CloseCause>>,
@@ -289,6 +300,8 @@ impl Connection {
             restart: Mutex::new(None),
             recovery_sinks: Mutex::default(),
             reopens: Mutex::default(),
+            reader_thread: Mutex::default(),
+            transport: std::sync::atomic::AtomicU64::new(0),
             close_cause: Mutex::new(None),
             closed_wakers: Mutex::default(),
             stopping: AtomicBool::new(false),
@@ -305,7 +318,7 @@ impl Connection {
         let pump = Arc::clone(&conn);
         let handle = thread::Builder::new()
             .name(format!("copilot-reader ({})", conn.label))
-            .spawn(move || pump.pump(reader))
+            .spawn(move || pump.pump(reader, 0))
             .map_err(Error::Io)?;
         Ok((conn, handle))
     }

@@ -12,6 +12,7 @@ mod answer;
 mod calls;
 mod completion;
 mod connection;
+mod gap;
 mod outbox;
 mod reader;
 mod recover;

@@ -28,7 +28,9 @@ fn trigger_name(row: &copilot_core::AnswerRow) -> &'static str {
 
 impl Connection {
     /// The read loop: bytes in, routes out, until the stream ends.
-    pub(super) fn pump(self: Arc<Self>, mut reader: Box<dyn Read + Send>) {
+    /// `transport` says which transport `reader` is (see
+    /// `Connection::transport`): the end of one a recovery replaced says nothing.
+    pub(super) fn pump(self: Arc<Self>, mut reader: Box<dyn Read + Send>, transport: u64) {
         // Whatever fails in here (the caller's stream, a bug of ours), every
         // waiter is told and every stream ends.
         let cause = match catch_unwind(AssertUnwindSafe(|| self.read_loop(&mut *reader))) {
@@ -40,6 +42,10 @@ impl Connection {
             }
         };
         drop(reader);
+        if self.transport.load(Ordering::SeqCst) != transport {
+            log::debug!("{}: the reader of a replaced transport stops: {cause}", self.label);
+            return;
+        }
         let cause = if self.stopping.load(Ordering::SeqCst) {
             CloseCause::Stopped
         } else {
@@ -71,6 +77,10 @@ impl Connection {
         let mut decoder = FrameDecoder::with_buffer(GrowingBuffer::new(READ_CHUNK)).with_limit(MAX_FRAME);
         // Sessions given events during one read, to flush after it.
         let mut touched: Vec<Target> = Vec::new();
+        // Opens answered in this read: told once the read's frames are
+        // routed, so that what came with the answer (a capabilities
+        // change) is in place when the caller sees the session.
+        let mut opened: Vec<(ReplyTx, crate::error::Result<Vec<u8>>)> = Vec::new();
         let cause = loop {
             let spare = decoder.spare();
             let want = spare.len().min(READ_CHUNK);
@@ -90,13 +100,17 @@ impl Connection {
                     }
                     match out.route {
                         Route::Response { waiter: Waiter::Open { handle, target, reply }, result, .. } => {
-                            self.complete_open(engine, now, handle, &target, reply, result, &mut touched)
+                            let outcome = self.complete_open(engine, now, handle, &target, result, &mut touched);
+                            opened.push((reply, outcome));
                         }
                         _ => self.deliver(out, &mut touched),
                     }
                 }
             });
             // The sessions that got events deliver them (one batch each).
+            for (reply, outcome) in opened.drain(..) {
+                reply.send(outcome);
+            }
             for target in touched.drain(..) {
                 target.flush();
             }
@@ -107,8 +121,9 @@ impl Connection {
         cause
     }
 
-    /// Completes a create or resume in the engine and tells its caller;
-    /// frames parked for it are delivered first, so they keep their order.
+    /// Completes a create or resume in the engine; frames parked for it
+    /// are delivered first, so they keep their order. Returns what to tell
+    /// its caller.
     #[allow(clippy::too_many_arguments)]
     fn complete_open(
         self: &Arc<Self>,
@@ -116,10 +131,9 @@ impl Connection {
         now: u64,
         handle: SessionHandle,
         target: &Target,
-        reply: ReplyTx,
         result: std::result::Result<copilot_core::Value<'_>, RpcError<'_>>,
         touched: &mut Vec<Target>,
-    ) {
+    ) -> crate::error::Result<Vec<u8>> {
         let outcome = match &result {
             Ok(v) => Ok(v.as_bytes().to_vec()),
             Err(e) => Err(rpc_error(e)),
@@ -142,7 +156,7 @@ impl Connection {
             (Err(e), Ok(_)) => Err(Error::Protocol(format!("the session could not be opened: {e}"))),
         };
         drain_parked_with(engine, now, |out| self.deliver(out, touched));
-        reply.send(reply_value);
+        reply_value
     }
 
     /// Hands each wait of a list reply that the engine takes on to its

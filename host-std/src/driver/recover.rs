@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use copilot_core::{SessionHandle, RECOVERY_BACKOFF_MS, RECOVERY_RESUME_FLAG};
 
-use super::connection::{lock, Connection, Waiter};
+use super::connection::{lock, Connection, Target, Waiter};
 use super::outbox::Outbox;
 use crate::error::{Error, Result};
 use crate::transport::{CauseProbe, CloseCause};
@@ -68,6 +68,9 @@ pub enum RecoveryEvent {
     SessionResumed {
         /// Its id.
         session_id: String,
+        /// Events the connection lost that its log had, delivered before
+        /// the live stream went on.
+        gap_events: usize,
     },
     /// The connection is back: every open session was resumed, and the
     /// waits the CLI lists are being answered.
@@ -119,27 +122,64 @@ impl Connection {
     /// [`RECOVERY_RESUME_FLAG`]), in turn, and has the engine reconcile
     /// each; the number resumed. A session released meanwhile is skipped.
     pub(crate) async fn resume_all(self: &Arc<Self>, deadline: Instant) -> Result<usize> {
-        let open: Vec<SessionHandle> =
-            self.sessions().into_iter().filter(|(_, active, _)| *active).map(|s| s.0).collect();
+        let open: Vec<(SessionHandle, Target)> =
+            self.sessions().into_iter().filter(|(_, active, _)| *active).map(|(h, _, t)| (h, t)).collect();
         let reopens: Vec<(SessionHandle, Reopen)> = {
             let mut all = lock(&self.reopens);
-            all.retain(|(h, _)| open.contains(h));
+            all.retain(|(h, _)| open.iter().any(|(o, _)| o == h));
             all.clone()
         };
         for (handle, reopen) in &reopens {
+            let Some((_, target)) = open.iter().find(|(h, _)| h == handle) else { continue };
             let mut params = reopen.params.clone();
             if let Some(p) = params.as_object_mut() {
                 p.insert(RECOVERY_RESUME_FLAG.into(), true.into());
             }
-            self.request("session.resume", &params, deadline)?.await?;
-            let _ = self.with_engine(|e, _| e.reconcile(*handle));
-            for (method, follow_up) in &reopen.follow_ups {
-                self.request(method, follow_up, deadline)?.await?;
-            }
             let id = params.get("sessionId").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
-            self.tell(RecoveryEvent::SessionResumed { session_id: id });
+            // Where the gap starts, before the resume's events move it; the
+            // live stream is held until the gap is delivered.
+            let mark = lock(&self.engine).last_durable_event(*handle);
+            target.hold();
+            let gap = self.resume_one(*handle, &id, &params, reopen, mark, deadline).await;
+            let delivered = gap.as_ref().map_or(0, Vec::len);
+            let failed = gap.as_ref().err().map(ToString::to_string);
+            target.release_held(gap.unwrap_or_default());
+            if let Some(e) = failed {
+                return Err(Error::Disconnected(format!("resuming session {id}: {e}")));
+            }
+            if delivered > 0 {
+                log::info!("{}: session {id}: {delivered} events of the gap read back from its log", self.label);
+            }
+            self.tell(RecoveryEvent::SessionResumed { session_id: id, gap_events: delivered });
         }
         Ok(reopens.len())
+    }
+
+    /// Resumes one session, has the engine reconcile it, sends the
+    /// follow-ups, and reads the events of the gap (after `mark`).
+    async fn resume_one(
+        self: &Arc<Self>,
+        handle: SessionHandle,
+        id: &str,
+        params: &serde_json::Value,
+        reopen: &Reopen,
+        mark: Option<u64>,
+        deadline: Instant,
+    ) -> Result<Vec<Vec<u8>>> {
+        self.request("session.resume", params, deadline)?.await?;
+        let _ = self.with_engine(|e, _| e.reconcile(handle));
+        for (method, follow_up) in &reopen.follow_ups {
+            self.request(method, follow_up, deadline)?.await?;
+        }
+        match mark {
+            Some(mark) => self.read_gap(id, mark, deadline).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The reader a recovery started, if any, to join.
+    pub(crate) fn take_reader_thread(&self) -> Option<thread::JoinHandle<()>> {
+        lock(&self.reader_thread).take()
     }
 
     /// Whether this client is ending the connection.
@@ -229,13 +269,18 @@ impl Connection {
     /// the resumes.
     fn attempt(self: &Arc<Self>, restart: &dyn Restart) -> Result<usize> {
         let NewTransport { reader, writer, probe } = restart.transport(self)?;
+        let transport = self.transport.fetch_add(1, Ordering::SeqCst) + 1;
         self.set_outbox(Outbox::start(&self.label, writer)?);
         *lock(&self.probe) = probe;
         let pump = Arc::clone(self);
-        thread::Builder::new()
+        let reader = thread::Builder::new()
             .name(format!("copilot-reader ({})", self.label))
-            .spawn(move || pump.pump(reader))
+            .spawn(move || pump.pump(reader, transport))
             .map_err(Error::Io)?;
+        // An earlier attempt's reader has ended (its transport failed).
+        if let Some(old) = lock(&self.reader_thread).replace(reader) {
+            let _ = old.join();
+        }
         restart.reopen(self)
     }
 
