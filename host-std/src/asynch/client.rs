@@ -233,7 +233,8 @@ pub struct Calls<'a> {
 
 impl Calls<'_> {
     fn ops(&self) -> ClientOps<'_> {
-        ClientOps { conn: self.client.conn(), timeout: self.timeout, trace: self.client.blocking().trace() }
+        let blocking = self.client.blocking();
+        ClientOps { conn: self.client.conn(), timeout: self.timeout, trace: blocking.trace(), mode: blocking.mode() }
     }
 
     /// `ping`.
