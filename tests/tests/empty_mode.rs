@@ -32,7 +32,8 @@ const TURN: Duration = Duration::from_secs(90);
 const INSTRUCTIONS: &str = "Always answer in the voice of MARKER-AGENTS-7.";
 
 fn weather() -> Tool {
-    Tool::new("get_weather", "Get the weather.", json!({"type": "object"}), |_: &ToolInvocation| "Sunny").skip_permission()
+    Tool::new("get_weather", "Get the weather.", json!({"type": "object"}), |_: &ToolInvocation| "Sunny")
+        .skip_permission()
 }
 
 /// Starts the real CLI in empty mode, its state folder `dir/home`.

@@ -77,9 +77,8 @@ fn step_from_policy(given: &Value) -> SystemMessageStep {
     let m = modes();
     let mode = &given["mode"];
     let customize = given.is_object() && *mode == m["systemMessageCustomize"];
-    if m["systemMessageKeptModes"].as_array().unwrap().contains(mode) {
-        SystemMessageStep::AsGiven
-    } else if customize && !given["sections"][m["emptySection"][0].as_str().unwrap()].is_null() {
+    let has_section = !given["sections"][m["emptySection"][0].as_str().unwrap()].is_null();
+    if m["systemMessageKeptModes"].as_array().unwrap().contains(mode) || (customize && has_section) {
         SystemMessageStep::AsGiven
     } else if customize {
         SystemMessageStep::AddSection
