@@ -152,7 +152,10 @@ pub use open::{
     write_follow_ups, write_open_params, Announce, FollowUp, OptionsNotAnObject, SessionIdTooLong, OPEN_ANNOUNCEMENTS,
     OPEN_FOLLOW_UPS,
 };
-pub use options::{open_option, OpenOption, OptionScope, OPEN_OPTIONS};
+pub use options::{
+    open_option, OpenOption, OptionScope, BARE_TOOL_WILDCARD, BARE_TOOL_WILDCARD_REFUSAL, OPEN_OPTIONS,
+    TOOL_FILTER_OPTIONS,
+};
 pub use pending::{Drain as PendingDrain, PendingFull, PendingTable, RequestId};
 pub use router::{Route, Router, Stats, UNKNOWN_SESSION};
 pub use session::{

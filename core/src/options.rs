@@ -104,6 +104,20 @@ pub static OPEN_OPTIONS: &[OpenOption] = &[
     opt("continuePendingWork", Some("continuePendingWork"), Scope::ResumeOnly, true),
 ];
 
+/// The session options that filter the tools offered: lists of tool names
+/// and source-qualified patterns (`builtin:*`, `mcp:<name>`, `custom:*`).
+pub static TOOL_FILTER_OPTIONS: &[&str] = &["availableTools", "excludedTools"];
+
+/// An entry of a [tool filter](TOOL_FILTER_OPTIONS) a client refuses: the
+/// CLI 1.0.102 reads a bare `*` as a tool's name, so it matches no tool
+/// (`availableTools: ["*"]` leaves a session no tool at all).
+pub const BARE_TOOL_WILDCARD: &str = "*";
+
+/// Why a filter with [`BARE_TOOL_WILDCARD`] is refused, after the option's
+/// name.
+pub const BARE_TOOL_WILDCARD_REFUSAL: &str =
+    " has a bare \"*\", which matches no tool: use \"builtin:*\", \"mcp:*\" or \"custom:*\"";
+
 /// The option named `name`, if there is one.
 pub fn open_option(name: &str) -> Option<&'static OpenOption> {
     OPEN_OPTIONS.iter().find(|o| o.name == name)

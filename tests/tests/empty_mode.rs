@@ -5,7 +5,9 @@
 //!
 //! - an empty-mode client refuses to start a CLI without a state folder of
 //!   its own, and to open a session that names no tools, each before
-//!   anything is sent (no CLI started; no session in the CLI);
+//!   anything is sent (no CLI started; no session in the CLI); so does any
+//!   client a tool filter with a bare `*` (which matches no tool: the CLI
+//!   offers such a session no tool at all);
 //! - an empty-mode session's defaults reach the CLI, which accepts them:
 //!   the model's system prompt has no `environment_context` (the create's
 //!   system message), no custom instructions and no commit trailer (the
@@ -68,6 +70,15 @@ fn empty_mode_refuses_a_client_without_a_state_folder_and_a_session_without_tool
     };
     assert_eq!(refusal, copilot_host::core::EMPTY_MODE_NEEDS_AVAILABLE_TOOLS);
     assert!(refusal.contains("availableTools"), "{refusal}");
+    let bare = |available: &str, excluded: &str| SessionConfig {
+        available_tools: Some(vec![available.into()]),
+        excluded_tools: vec![excluded.into()],
+        ..scripted_session(dir.path(), "bare")
+    };
+    for (config, option) in [(bare("*", "bash"), "availableTools"), (bare("custom:*", "*"), "excludedTools")] {
+        let Err(Error::Config(refusal)) = client.create_session(config) else { panic!("a bare * is refused") };
+        assert_eq!(refusal, format!("{option}{}", copilot_host::core::BARE_TOOL_WILDCARD_REFUSAL));
+    }
     assert_eq!(client.list_sessions().unwrap().len(), 0, "nothing was sent: the CLI has no session");
     client.stop().unwrap();
 }

@@ -32,6 +32,11 @@
 //! - `config.largeOutputRenames` `[[name, wire]]`: the members of a
 //!   `largeOutput` config sent under another name
 //!   (`copilot_core::LARGE_OUTPUT_RENAMES`).
+//! - `options.toolFilters`, `options.bareToolWildcard`,
+//!   `options.bareToolWildcardRefusal`: a session whose option of
+//!   `toolFilters` lists `bareToolWildcard` is refused (in any mode),
+//!   before anything is sent, with the option's name and the refusal
+//!   (`copilot_core::TOOL_FILTER_OPTIONS`, `BARE_TOOL_WILDCARD`).
 
 use copilot_core::{ClientMode, SystemMessageStep};
 use serde_json::{json, Value};
@@ -39,6 +44,10 @@ use serde_json::{json, Value};
 fn modes() -> Value {
     let policy: Value = serde_json::from_str(include_str!("../policy.json")).expect("the policy is JSON");
     assert_eq!(policy["config"]["largeOutputRenames"], json!(copilot_core::LARGE_OUTPUT_RENAMES));
+    let o = &policy["options"];
+    assert_eq!(o["toolFilters"], json!(copilot_core::TOOL_FILTER_OPTIONS));
+    assert_eq!(o["bareToolWildcard"], copilot_core::BARE_TOOL_WILDCARD);
+    assert_eq!(o["bareToolWildcardRefusal"], copilot_core::BARE_TOOL_WILDCARD_REFUSAL);
     policy["modes"].clone()
 }
 

@@ -12,9 +12,20 @@ use super::replies::raw_json;
 use crate::error::{Error, Result};
 
 impl SessionConfig {
-    /// Refuses a session the mode cannot open (an empty-mode session must
-    /// name its tools), before anything is sent.
-    pub(crate) fn check_mode(&self, mode: ClientMode) -> Result<()> {
+    /// Refuses, before anything is sent, tool filters that match no tool
+    /// (a bare `*`: the core's `BARE_TOOL_WILDCARD`) and a session the mode
+    /// cannot open (an empty-mode session must name its tools).
+    pub(crate) fn check_tools(&self, mode: ClientMode) -> Result<()> {
+        for option in copilot_core::TOOL_FILTER_OPTIONS {
+            let filter = match *option {
+                "availableTools" => self.available_tools.as_deref().unwrap_or_default(),
+                "excludedTools" => &self.excluded_tools,
+                other => unreachable!("the core's tool filter {other} has no field here"),
+            };
+            if filter.iter().any(|t| t == copilot_core::BARE_TOOL_WILDCARD) {
+                return Err(Error::Config(format!("{option}{}", copilot_core::BARE_TOOL_WILDCARD_REFUSAL)));
+            }
+        }
         if mode == ClientMode::Empty && self.available_tools.is_none() {
             return Err(Error::Config(copilot_core::EMPTY_MODE_NEEDS_AVAILABLE_TOOLS.into()));
         }

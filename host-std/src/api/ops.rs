@@ -113,7 +113,7 @@ impl ClientOps<'_> {
     pub(crate) async fn open(&self, config: SessionConfig, resume: Option<String>) -> Result<Session> {
         let method = if resume.is_some() { "session.resume" } else { "session.create" };
         config.check(resume.is_some())?;
-        config.check_mode(self.mode)?;
+        config.check_tools(self.mode)?;
         let conn = self.conn;
         let resuming = resume.is_some();
         let id = match (resume, config.server_assigned_id) {

@@ -26,7 +26,7 @@ import {
 } from "./errors.js";
 import { checkConfig, checkConnectOptions, factoryOptions, handlerKindsOf, sessionParams, sortedMembers } from "./config.js";
 import { checkHooks, checkRequestHandlers } from "./hooks.js";
-import { checkSessionMode, configForMode, patchOptions } from "./modes.js";
+import { checkTools, configForMode, patchOptions } from "./modes.js";
 import { loadWasm } from "./wasm.js";
 import { streamTransport } from "./transport.js";
 import { Driver, engine } from "./driver.js";
@@ -323,7 +323,7 @@ export class CopilotClient {
     checkConfig(config, resumeId != null);
     checkHooks(config.hooks, (message) => new ConfigError(message));
     checkRequestHandlers(config.requestHandlers, (message) => new ConfigError(message));
-    checkSessionMode(config, this.#mode, POLICY.modes);
+    checkTools(config, this.#mode, POLICY.options, POLICY.modes);
     if (this.#driver.closed) throw this.#driver.disconnected();
     const serverAssigned = Boolean(config.serverAssignedId) && resumeId == null;
     const id = serverAssigned ? null : (resumeId ?? config.sessionId ?? crypto.randomUUID());

@@ -29,8 +29,19 @@ export function modeEnv({ baseDirectory }, mode, m) {
   return env;
 }
 
-/** Throws a ConfigError for a session the mode cannot open, before anything is sent. */
-export function checkSessionMode(config, mode, m) {
+/**
+ * Throws a ConfigError, before anything is sent, for a tool filter that
+ * matches no tool (a bare wildcard; `o` is the core's `POLICY.options`)
+ * and for a session the mode cannot open (an empty-mode session must name
+ * its tools).
+ */
+export function checkTools(config, mode, o, m) {
+  for (const option of o.toolFilters) {
+    const filter = config[option];
+    if (Array.isArray(filter) && filter.includes(o.bareToolWildcard)) {
+      throw new ConfigError(`${option}${o.bareToolWildcardRefusal}`);
+    }
+  }
   const tools = config[m.emptyToolsOption];
   if (mode === m.empty && (tools === undefined || tools === null)) throw new ConfigError(m.emptyNeedsAvailableTools);
 }

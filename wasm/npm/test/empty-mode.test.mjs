@@ -41,7 +41,7 @@ async function requestsOf(model, session) {
   return (await model.requests()).filter((r) => r.sessionId === session.id);
 }
 
-test("empty mode refuses a client without a state folder and a session without tools", { timeout: 120_000 }, async () => {
+test("empty mode refuses a client without a state folder and a session without tools; a bare * is refused", { timeout: 120_000 }, async () => {
   // Refused before any CLI is started: no such CLI exists.
   await assert.rejects(
     CopilotClient.start({ mode: "empty", cliPath: "/nonexistent/copilot" }),
@@ -55,6 +55,16 @@ test("empty mode refuses a client without a state folder and a session without t
       client.createSession({ model: MODEL, workingDirectory: workDir("no-tools") }),
       (e) => e instanceof ConfigError && e.message === policy.modes.emptyNeedsAvailableTools && /availableTools/.test(e.message),
     );
+    // A bare "*" matches no tool (the CLI offers such a session none): refused in any mode.
+    for (const [filters, option] of [
+      [{ availableTools: ["*"], excludedTools: ["bash"] }, "availableTools"],
+      [{ availableTools: ["custom:*"], excludedTools: ["*"] }, "excludedTools"],
+    ]) {
+      await assert.rejects(
+        client.createSession({ model: MODEL, workingDirectory: workDir("bare"), ...filters }),
+        (e) => e instanceof ConfigError && e.message === `${option}${policy.options.bareToolWildcardRefusal}`,
+      );
+    }
     assert.deepEqual(await client.listSessions(), [], "nothing was sent: the CLI has no session");
   } finally {
     await stop();
