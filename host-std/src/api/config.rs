@@ -10,8 +10,12 @@
 //! handler answers what they ask for.
 //!
 //! Options of surfaces this client does not serve (canvases, extensions,
-//! a client-provided session filesystem) are left out, as are options the
-//! SDKs apply through other calls after the create.
+//! a client-provided session filesystem) are left out. The options the CLI
+//! takes only once a session is open (`skip_custom_instructions`,
+//! `coauthor_enabled`, `manage_schedule_enabled`, and
+//! `custom_agents_local_only` again) go in `session.options.update` after
+//! the open, and the client's mode ([`ClientMode`](crate::ClientMode))
+//! fills in what a session leaves unset (the core's rules).
 
 use std::collections::BTreeMap;
 use std::fmt;
