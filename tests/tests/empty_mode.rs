@@ -7,7 +7,8 @@
 //!   its own, and to open a session that names no tools, each before
 //!   anything is sent (no CLI started; no session in the CLI); so does any
 //!   client a tool filter with a bare `*` (which matches no tool: the CLI
-//!   offers such a session no tool at all);
+//!   offers such a session no tool at all); a client of a CLI it did not
+//!   start needs no state folder (on the fake CLI);
 //! - an empty-mode session's defaults reach the CLI, which accepts them:
 //!   the model's system prompt has no `environment_context` (the create's
 //!   system message), no custom instructions and no commit trailer (the
@@ -21,10 +22,11 @@
 use std::time::Duration;
 
 use copilot_host::{
-    Client, ClientMode, Error, EventKind, LargeToolOutputConfig, SectionAction, SessionConfig, SystemMessage, Tool,
-    ToolInvocation, Transport,
+    Client, ClientMode, ClientOptions, Error, EventKind, LargeToolOutputConfig, SectionAction, SessionConfig,
+    SystemMessage, Tool, ToolInvocation, Transport,
 };
 use copilot_testkit::scripted_model::{Reply, ScriptedModel};
+use copilot_tests::fake_server::{FakeServer, FakeServerConfig};
 use copilot_tests::real_cli::{scripted_options, scripted_session, TempDir};
 use serde_json::json;
 
@@ -166,5 +168,25 @@ fn a_tool_result_over_max_size_is_written_to_the_output_directory() {
     assert_eq!(std::fs::read_to_string(&files[0]).unwrap(), big);
     assert!(results[0].len() < big.len() && results[0].contains(&files[0].display().to_string()), "{results:?}");
     session.destroy().unwrap();
+    client.stop().unwrap();
+}
+
+/// A client that connects to a CLI it did not start leaves its state
+/// folder to the CLI's owner, as the official SDKs do: empty mode still
+/// applies to its sessions.
+#[test]
+fn an_empty_mode_client_of_a_running_cli_needs_no_state_folder() {
+    let (server, from_server, to_server) = FakeServer::pipes(FakeServerConfig::default());
+    let options = ClientOptions { mode: ClientMode::Empty, ..ClientOptions::default() };
+    let client = Client::from_streams_with(from_server, to_server, None, &options).expect("no base_directory needed");
+    assert_eq!(client.mode(), ClientMode::Empty);
+    let refused = client.create_session(SessionConfig::default());
+    assert!(matches!(refused, Err(Error::Config(ref e)) if e == copilot_host::core::EMPTY_MODE_NEEDS_AVAILABLE_TOOLS));
+    let session = client.create_session(SessionConfig { available_tools: Some(vec![]), ..SessionConfig::default() });
+    let session = session.expect("the session opens");
+    let sent = server.received();
+    let methods: Vec<&str> = sent.iter().filter_map(|m| m["method"].as_str()).collect();
+    assert_eq!(methods, ["connect", "session.create", "session.options.update"], "the refused session sent nothing");
+    assert_eq!(sent[2]["params"]["sessionId"], session.id());
     client.stop().unwrap();
 }

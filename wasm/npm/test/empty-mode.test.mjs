@@ -6,11 +6,12 @@
 import assert from "node:assert/strict";
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { PassThrough } from "node:stream";
 import { test } from "node:test";
 
 import { ConfigError, CopilotClient } from "copilot-wasm";
 
-import { MODEL, startRealCli } from "./helpers.mjs";
+import { MODEL, Peer, startRealCli } from "./helpers.mjs";
 
 /** The package as installed: its policy is read by path (not exported). */
 const pkg = new URL(".", import.meta.resolve("copilot-wasm/package.json"));
@@ -138,5 +139,27 @@ test("a tool result over maxSizeBytes is written to the output directory", { tim
     await session.destroy();
   } finally {
     await stop();
+  }
+});
+
+// A client that connects to a CLI it did not start leaves its state folder
+// to the CLI's owner, as the official SDK does: empty mode still applies to
+// its sessions.
+test("an empty-mode client of a running CLI needs no state folder", async () => {
+  const toClient = new PassThrough();
+  const fromClient = new PassThrough();
+  const answer = (m) => (m.method === "session.create" ? { sessionId: m.params.sessionId } : m.method.startsWith("session.") ? { success: true } : undefined);
+  const peer = new Peer((bytes) => toClient.write(bytes), { answer });
+  fromClient.on("data", (b) => peer.receive(b));
+  const client = await CopilotClient.fromStreams(toClient, fromClient, { mode: "empty" });
+  try {
+    assert.equal(client.mode, "empty");
+    await assert.rejects(client.createSession({}), (e) => e instanceof ConfigError && e.message === policy.modes.emptyNeedsAvailableTools);
+    const session = await client.createSession({ availableTools: [] });
+    const methods = peer.received.map((m) => m.method);
+    assert.deepEqual(methods, ["connect", "session.create", "session.options.update"], "the refused session sent nothing");
+    assert.equal(peer.received[2].params.sessionId, session.id);
+  } finally {
+    client.forceStop();
   }
 });
