@@ -85,7 +85,8 @@ pub static TRACE_CONTEXT_MEMBERS: &[&str] = &["traceparent", "tracestate"];
 /// (a server, a stream, a bridge) refuses them rather than drop them
 /// unseen (a GitHub token given there would never reach the CLI, which
 /// keeps its own login), as the official SDKs refuse a token with a URL.
-pub static SPAWN_ONLY_OPTIONS: &[&str] = &["cliPath", "args", "env", "cwd", "authToken", "logLevel", "telemetry"];
+pub static SPAWN_ONLY_OPTIONS: &[&str] =
+    &["cliPath", "args", "env", "cwd", "authToken", "logLevel", "telemetry", "baseDirectory"];
 
 /// Why a client that did not start its CLI refuses an option of
 /// [`SPAWN_ONLY_OPTIONS`]; the option's name follows.

@@ -24,7 +24,9 @@
 //! ([`launch_items`]), the stop sequence ([`STOP_STEPS`]), the defaults of
 //! MCP server and provider configs ([`mcp_server_type`],
 //! [`PROVIDER_DEFAULT_TYPE`]) and the bridge's token subprotocol
-//! ([`BRIDGE_TOKEN_PROTOCOL_PREFIX`]).
+//! ([`BRIDGE_TOKEN_PROTOCOL_PREFIX`]), and the client modes: what an
+//! `empty`-mode client requires and defaults ([`ClientMode`],
+//! [`EMPTY_MODE_DEFAULTS`], [`write_options_update`]).
 //!
 //! It does not: read or write any socket or pipe, spawn threads, read a clock
 //! or allocate. It is `#![no_std]` without `alloc` and has no `unsafe`. (The
@@ -88,6 +90,7 @@ mod launch;
 pub mod limits;
 mod lock;
 mod messages;
+mod modes;
 mod obligations;
 mod open;
 mod options;
@@ -140,12 +143,21 @@ pub use launch::{
     SPAWN_ONLY_OPTIONS, SPAWN_ONLY_REFUSAL, TELEMETRY_ENABLED_ENV, TELEMETRY_ENV, TRACE_CONTEXT_MEMBERS,
 };
 pub use messages::MESSAGES;
+pub use modes::{
+    empty_mode_system_message, mode_default, write_options_update, ClientMode, SystemMessageStep, BASE_DIRECTORY_ENV,
+    BASE_DIRECTORY_OPTION, EMPTY_MODE_DEFAULTS, EMPTY_MODE_ENV, EMPTY_MODE_NEEDS_AVAILABLE_TOOLS,
+    EMPTY_MODE_NEEDS_BASE_DIRECTORY, EMPTY_MODE_SECTION, EMPTY_MODE_TOOLS_OPTION, EMPTY_MODE_UPDATE_FIXED,
+    OPTIONS_UPDATE, OPTIONS_UPDATE_METHOD, SYSTEM_MESSAGE_CUSTOMIZE, SYSTEM_MESSAGE_KEPT_MODES,
+};
 pub use obligations::{ObligationId, MAX_KEPT_REQUEST_ID, MAX_KEPT_SESSION_ID};
 pub use open::{
     write_follow_ups, write_open_params, Announce, FollowUp, OptionsNotAnObject, SessionIdTooLong, OPEN_ANNOUNCEMENTS,
     OPEN_FOLLOW_UPS,
 };
-pub use options::{open_option, OpenOption, OptionScope, OPEN_OPTIONS};
+pub use options::{
+    open_option, OpenOption, OptionScope, BARE_TOOL_WILDCARD, BARE_TOOL_WILDCARD_REFUSAL, OPEN_OPTIONS,
+    TOOL_FILTER_OPTIONS,
+};
 pub use pending::{Drain as PendingDrain, PendingFull, PendingTable, RequestId};
 pub use recovery::{RECOVERY_BACKOFF_MS, RECOVERY_RESUME_FLAG};
 pub use router::{Route, Router, Stats, UNKNOWN_SESSION};
@@ -162,7 +174,7 @@ pub use shapes::{shape_answer, Shaped};
 pub use stop::{StopStep, STOP_STEPS};
 pub use turn::{turn_step, Turn, TurnStep, TURN_END_EVENT, TURN_ERROR_EVENT, TURN_REPLY_EVENT, TURN_REPLY_UNLESS};
 pub use wire_defaults::{
-    mcp_server_type, BRIDGE_TOKEN_PROTOCOL_PREFIX, MCP_DEFAULT_TYPE, MCP_LOCAL_TYPES, MCP_TYPE_BY_MEMBER,
-    MCP_WORKING_DIRECTORY, PROVIDER_DEFAULT_TYPE, PROVIDER_TOKEN_CALLBACK_FLAG, PROVIDER_TOKEN_NAME,
-    SECTION_TRANSFORM_ACTION, SYSTEM_MESSAGE_DEFAULT_MODE,
+    mcp_server_type, BRIDGE_TOKEN_PROTOCOL_PREFIX, LARGE_OUTPUT_RENAMES, MCP_DEFAULT_TYPE, MCP_LOCAL_TYPES,
+    MCP_TYPE_BY_MEMBER, MCP_WORKING_DIRECTORY, PROVIDER_DEFAULT_TYPE, PROVIDER_TOKEN_CALLBACK_FLAG,
+    PROVIDER_TOKEN_NAME, SECTION_TRANSFORM_ACTION, SYSTEM_MESSAGE_DEFAULT_MODE,
 };

@@ -21,8 +21,8 @@ pub enum OptionScope {
 pub struct OpenOption {
     /// The option's name, as a user sets it (camel case).
     pub name: &'static str,
-    /// The member it goes under in the request; `None`: not sent (it
-    /// changes what the client does, not what it asks).
+    /// The member it goes under in the request; `None`: not sent in it (it
+    /// changes what the client does, or goes in a later request).
     pub wire: Option<&'static str>,
     /// Which request takes it.
     pub scope: OptionScope,
@@ -92,12 +92,31 @@ pub static OPEN_OPTIONS: &[OpenOption] = &[
     opt("enableSessionStore", Some("enableSessionStore"), Scope::Both, false),
     opt("enableSkills", Some("enableSkills"), Scope::Both, false),
     opt("remoteSession", Some("remoteSession"), Scope::Both, false),
+    // Sent once the session is open, in `session.options.update` (the
+    // core's `OPTIONS_UPDATE`), not in the open request.
+    opt("skipCustomInstructions", None, Scope::Both, false),
+    opt("coauthorEnabled", None, Scope::Both, false),
+    opt("manageScheduleEnabled", None, Scope::Both, false),
     opt("sessionId", Some("sessionId"), Scope::CreateOnly, false),
     opt("serverAssignedId", None, Scope::CreateOnly, false),
     opt("cloud", Some("cloud"), Scope::CreateOnly, false),
     opt("suppressResumeEvent", Some("disableResume"), Scope::ResumeOnly, true),
     opt("continuePendingWork", Some("continuePendingWork"), Scope::ResumeOnly, true),
 ];
+
+/// The session options that filter the tools offered: lists of tool names
+/// and source-qualified patterns (`builtin:*`, `mcp:<name>`, `custom:*`).
+pub static TOOL_FILTER_OPTIONS: &[&str] = &["availableTools", "excludedTools"];
+
+/// An entry of a [tool filter](TOOL_FILTER_OPTIONS) a client refuses: the
+/// CLI 1.0.102 reads a bare `*` as a tool's name, so it matches no tool
+/// (`availableTools: ["*"]` leaves a session no tool at all).
+pub const BARE_TOOL_WILDCARD: &str = "*";
+
+/// Why a filter with [`BARE_TOOL_WILDCARD`] is refused, after the option's
+/// name.
+pub const BARE_TOOL_WILDCARD_REFUSAL: &str =
+    " has a bare \"*\", which matches no tool: use \"builtin:*\", \"mcp:*\" or \"custom:*\"";
 
 /// The option named `name`, if there is one.
 pub fn open_option(name: &str) -> Option<&'static OpenOption> {
@@ -123,10 +142,14 @@ mod tests {
             ]
         );
         assert_eq!(open_option("serverAssignedId").map(|o| (o.wire, o.scope)), Some((None, Scope::CreateOnly)));
+        let later: heapless::Vec<&str, 8> =
+            OPEN_OPTIONS.iter().filter(|o| o.wire.is_none() && o.scope == Scope::Both).map(|o| o.name).collect();
+        assert_eq!(later, ["skipCustomInstructions", "coauthorEnabled", "manageScheduleEnabled"]);
         let flags: heapless::Vec<&str, 4> = OPEN_OPTIONS.iter().filter(|o| o.only_when_true).map(|o| o.name).collect();
         assert_eq!(flags, ["enableMcpApps", "suppressResumeEvent", "continuePendingWork"]);
         for (i, o) in OPEN_OPTIONS.iter().enumerate() {
-            assert!(OPEN_OPTIONS[..i].iter().all(|p| p.name != o.name && p.wire != o.wire), "{} twice", o.name);
+            let twice = |p: &OpenOption| p.name == o.name || (o.wire.is_some() && p.wire == o.wire);
+            assert!(!OPEN_OPTIONS[..i].iter().any(twice), "{} twice", o.name);
         }
     }
 }

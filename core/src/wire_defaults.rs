@@ -47,6 +47,10 @@ pub const SYSTEM_MESSAGE_DEFAULT_MODE: &str = "append";
 /// transform is called through `systemMessage.transform`).
 pub const SECTION_TRANSFORM_ACTION: &str = "transform";
 
+/// The members of a `largeOutput` config whose wire name differs (the
+/// config's name, the wire's), as the official SDKs rename them.
+pub static LARGE_OUTPUT_RENAMES: &[(&str, &str)] = &[("outputDirectory", "outputDir")];
+
 /// The prefix of the WebSocket subprotocol that carries the bridge's token
 /// (`copilot.token.<TOKEN>`): browsers can offer a subprotocol, and the
 /// token stays out of URLs and logs of them.

@@ -108,12 +108,13 @@ pub use api::{
     PROTOCOL_VERSION,
 };
 pub use api::{
-    CustomAgentConfig, DefaultAgentConfig, InfiniteSessionConfig, McpServerConfig, ProviderConfig, ProviderType,
-    ReasoningEffort, SectionAction, SectionOverride, SessionConfig, SystemMessage,
+    CustomAgentConfig, DefaultAgentConfig, InfiniteSessionConfig, LargeToolOutputConfig, McpServerConfig,
+    ProviderConfig, ProviderType, ReasoningEffort, SectionAction, SectionOverride, SessionConfig, SystemMessage,
 };
 pub use api::{MessageOptions, Session, SessionCalls, TelemetryConfig, TraceContext, TraceContextProvider};
 pub use api::{SessionCapabilities, SessionUi, UiCapabilities, UiInputOptions};
 pub use copilot_core as core;
+pub use copilot_core::ClientMode;
 pub use delivery::{EventStream, SessionStats, Subscription, MAX_KEPT_BYTES, MAX_KEPT_EVENTS};
 pub use driver::RecoveryEvent;
 pub use error::{Error, Result};

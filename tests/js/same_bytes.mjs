@@ -13,14 +13,20 @@
 // token callback, a local and a remote MCP server (no `type`: the core's
 // inference) and a pre-tool-use hook that denies, runs the
 // turn `obligations:failing_tool` (the fake raises one wait of each kind
-// and ends the turn when all are answered), then stops.
+// and ends the turn when all are answered), then stops. The mode scenarios
+// (`empty-mode`, `empty-mode-fails`, `default-mode`) open the sessions the
+// Rust half's `run_rust_modes` opens, with the state folder
+// `SAME_BYTES_HOME`, print the open's error (if any) and stop.
 
 import { CopilotClient, approveAll } from "../../wasm/npm/src/node.js";
 
 const [fakeCli, scenario, transport, ...args] = process.argv.slice(2);
-const client = await CopilotClient.start({ cliPath: fakeCli, transport, args });
+const empty = scenario.startsWith("empty-mode");
+const modeOptions = empty ? { mode: "empty", baseDirectory: process.env.SAME_BYTES_HOME } : {};
+const client = await CopilotClient.start({ cliPath: fakeCli, transport, args, ...modeOptions });
 try {
   if (scenario === "obligations") await obligations();
+  if (scenario.endsWith("-mode") || scenario.endsWith("-fails")) await modes();
   await client.stop();
 } finally {
   client.forceStop();
@@ -51,4 +57,29 @@ async function obligations() {
     },
   });
   await session.sendAndWait("obligations:failing_tool", { timeoutMs: 30_000 });
+}
+
+async function modes() {
+  const largeOutput = { enabled: true, maxSizeBytes: 1000, outputDirectory: "/tmp/copilot-large-output" };
+  const [first, second] = empty
+    ? [
+        {
+          sessionId: "empty-1",
+          availableTools: ["custom:*"],
+          enableSkills: true,
+          memory: { enabled: true },
+          systemMessage: { content: "Be brief." },
+          largeOutput,
+          coauthorEnabled: true,
+          skipCustomInstructions: false,
+        },
+        { sessionId: "empty-2", availableTools: [], systemMessage: { mode: "customize", sections: { tone: { action: "remove" } } } },
+      ]
+    : [{ sessionId: "cli-1", coauthorEnabled: false, largeOutput }, { sessionId: "cli-2" }];
+  try {
+    await client.createSession(first);
+    await client.createSession(second);
+  } catch (e) {
+    console.log(e.message);
+  }
 }

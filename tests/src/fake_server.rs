@@ -107,6 +107,9 @@ pub struct FakeServerConfig {
     /// one line each: what [`FakeServer::received`] holds, for a fake in
     /// another process, unparsed. Default `None`.
     pub record_to: Option<PathBuf>,
+    /// Answer `session.options.update` with an error (-32603, "options
+    /// refused by the fake") rather than `{"success": true}`. Default false.
+    pub fail_options_update: bool,
 }
 
 impl Default for FakeServerConfig {
@@ -123,6 +126,7 @@ impl Default for FakeServerConfig {
             reply_text: None,
             close_on_method: None,
             record_to: None,
+            fail_options_update: false,
         }
     }
 }
@@ -874,6 +878,11 @@ impl Handler {
                 }
             }
             "session.getMessages" => self.result(id, json!({"events": []}))?,
+            // The options patched once a session is open.
+            "session.options.update" if self.config.fail_options_update => {
+                self.error(id, INTERNAL_ERROR, "options refused by the fake")?
+            }
+            "session.options.update" => self.result(id, json!({"success": true}))?,
             // Opting in to interest-gated events; the fake sends them only
             // when a test pushes them, so the handle is all there is to it.
             "session.eventLog.registerInterest" => self.result(id, json!({"handle": "interest-1"}))?,

@@ -29,7 +29,14 @@
 //!
 //! A second test starts and stops alone, over TCP (the connection token)
 //! and against a CLI without `connect` (the `ping` fallback), and compares
-//! the argv and every frame.
+//! the argv and every frame. A third opens sessions in each client mode
+//! (the core's `ClientMode`): an empty-mode client (its CLI's state folder
+//! and variables, the defaults under the user's values, the system
+//! message without `environment_context`, `largeOutput`'s wire names, the
+//! `session.options.update` after each open), the same when the CLI
+//! refuses the patch (the session is destroyed, the open fails), and the
+//! default mode (a patch only of what the user set); it compares the argv,
+//! the variables and every frame.
 //!
 //! The JavaScript half is `tests/js/same_bytes.mjs`, run by Node on the
 //! package's sources; it needs the WebAssembly built (`scripts/build-wasm`).
@@ -40,9 +47,10 @@ use std::time::Duration;
 
 use copilot_host::events::{ElicitationRequestedData, McpOauthRequiredData};
 use copilot_host::{
-    approve_all, Client, ClientOptions, ElicitationResponse, ExitPlanModeRequest, ExitPlanModeResponse,
-    McpServerConfig, OAuthToken, PreToolUseOutput, ProviderConfig, ProviderTokenRequest, ProviderType, SessionConfig,
-    SessionHooks, SystemMessage, Tool, ToolInvocation, Transport, UserInputRequest, UserInputResponse,
+    approve_all, Client, ClientMode, ClientOptions, ElicitationResponse, ExitPlanModeRequest, ExitPlanModeResponse,
+    LargeToolOutputConfig, McpServerConfig, OAuthToken, PreToolUseOutput, ProviderConfig, ProviderTokenRequest,
+    ProviderType, SectionAction, SessionConfig, SessionHooks, SystemMessage, Tool, ToolInvocation, Transport,
+    UserInputRequest, UserInputResponse,
 };
 use copilot_tests::real_cli::TempDir;
 use serde_json::{json, Value};
@@ -100,13 +108,79 @@ fn fake_args(record: &Path, extra: &[&str]) -> Vec<String> {
 
 /// A client of `copilot_host`, in this process, started on the fake.
 fn start_rust(record: &Path, transport: Transport, extra: &[&str]) -> Client {
-    let options = ClientOptions {
+    Client::start(fake_options(record, transport, extra)).expect("start the fake CLI")
+}
+
+fn fake_options(record: &Path, transport: Transport, extra: &[&str]) -> ClientOptions {
+    ClientOptions {
         cli_path: Some(fake_cli()),
         transport,
         extra_args: fake_args(record, extra),
         ..ClientOptions::default()
+    }
+}
+
+/// The state folder of the mode scenarios' clients (`SAME_BYTES_HOME` for
+/// the JavaScript half).
+const MODE_HOME: &str = "/tmp/copilot-same-bytes-home";
+
+/// The mode scenarios through `copilot_host` (see `modes` in
+/// tests/js/same_bytes.mjs): `empty-mode` and `empty-mode-fails` open
+/// sessions `empty-1` (the user's values over some defaults, an appended
+/// system message, `largeOutput`) and `empty-2` (a customized system
+/// message), `default-mode` opens `cli-1` (one option to patch) and `cli-2`
+/// (none). Returns the open's error, if any.
+fn run_rust_modes(record: &Path, scenario: &str, extra: &[&str]) -> Option<String> {
+    let mut options = fake_options(record, Transport::Stdio, extra);
+    if scenario != "default-mode" {
+        options.mode = ClientMode::Empty;
+        options.base_directory = Some(MODE_HOME.into());
+    }
+    let client = Client::start(options).expect("start the fake CLI");
+    let large = LargeToolOutputConfig {
+        enabled: Some(true),
+        max_size_bytes: Some(1000),
+        output_directory: Some("/tmp/copilot-large-output".into()),
     };
-    Client::start(options).expect("start the fake CLI")
+    let (first, second) = if scenario == "default-mode" {
+        let first = SessionConfig {
+            session_id: Some("cli-1".into()),
+            coauthor_enabled: Some(false),
+            large_output: Some(large),
+            ..SessionConfig::default()
+        };
+        (first, SessionConfig { session_id: Some("cli-2".into()), ..SessionConfig::default() })
+    } else {
+        let first = SessionConfig {
+            session_id: Some("empty-1".into()),
+            available_tools: Some(vec!["custom:*".into()]),
+            enable_skills: Some(true),
+            memory: Some(json!({"enabled": true})),
+            system_message: Some(SystemMessage::Append("Be brief.".into())),
+            large_output: Some(large),
+            coauthor_enabled: Some(true),
+            skip_custom_instructions: Some(false),
+            ..SessionConfig::default()
+        };
+        let second = SessionConfig {
+            session_id: Some("empty-2".into()),
+            available_tools: Some(vec![]),
+            system_message: Some(SystemMessage::customize().section("tone", SectionAction::Remove, None)),
+            ..SessionConfig::default()
+        };
+        (first, second)
+    };
+    // The sessions stay open until the stop destroys them.
+    let mut open = Vec::new();
+    let failed = [first, second].into_iter().find_map(|config| match client.create_session(config) {
+        Ok(session) => {
+            open.push(session);
+            None
+        }
+        Err(e) => Some(e),
+    });
+    client.stop().expect("stop");
+    failed.map(|e| e.to_string())
 }
 
 /// The obligations scenario through `copilot_host`.
@@ -146,7 +220,7 @@ fn run_rust(record: &Path) {
 
 /// A scenario (`obligations` or `start-stop`) through the npm package's
 /// client, in Node.
-fn run_js(record: &Path, scenario: &str, transport: &str, extra: &[&str]) {
+fn run_js(record: &Path, scenario: &str, transport: &str, extra: &[&str]) -> String {
     let dist = root().join("wasm/npm/dist/copilot_wasm_bg.wasm");
     assert!(dist.exists(), "{} is missing: run scripts/build-wasm first (this test never skips)", dist.display());
     let script = root().join("tests/js/same_bytes.mjs");
@@ -154,6 +228,7 @@ fn run_js(record: &Path, scenario: &str, transport: &str, extra: &[&str]) {
         .arg(&script)
         .args([fake_cli().as_os_str(), scenario.as_ref(), transport.as_ref()])
         .args(fake_args(record, extra))
+        .env("SAME_BYTES_HOME", MODE_HOME)
         .output()
         .expect("run node");
     assert!(
@@ -162,6 +237,7 @@ fn run_js(record: &Path, scenario: &str, transport: &str, extra: &[&str]) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 /// What the fake recorded: the body of every frame the client sent, as
@@ -178,6 +254,12 @@ fn launch_argv(record: &Path) -> String {
     let argv = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"));
     let record = Value::from(record.display().to_string()).to_string();
     argv.replace(&record, "\"<record>\"")
+}
+
+/// The variables of a client's mode the fake was started with (`FILE.env`).
+fn launch_env(record: &Path) -> String {
+    let path = format!("{}.env", record.display());
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"))
 }
 
 /// One message as sent (normalised), and read.
@@ -318,6 +400,60 @@ fn the_rust_and_javascript_clients_start_and_stop_with_the_same_bytes() {
             assert!(!r.is_empty() || !j.is_empty(), "neither client sent {item} {case}");
             if r != j {
                 differences.push(format!("{case}, {item}:\n  Rust: {r}\n  JS:   {j}"));
+            }
+        }
+    }
+    assert!(differences.is_empty(), "the clients differ in {} item(s):\n{}", differences.len(), differences.join("\n"));
+}
+
+/// Sessions in each client mode (the core's `ClientMode`): an empty-mode
+/// client's state folder and variables, its sessions' defaults under the
+/// user's values, the system message without `environment_context`,
+/// `largeOutput` under its wire names, the `session.options.update` after
+/// each open; the same with a CLI that refuses the patch (the session is
+/// destroyed and the open fails with the CLI's error); a default-mode client
+/// patching only what the user set. The argv, the variables and every
+/// frame, in order, the same bytes.
+#[test]
+fn the_rust_and_javascript_clients_open_sessions_in_each_mode_with_the_same_bytes() {
+    let dir = TempDir::new("copilot-same-bytes-modes");
+    let cases: [(&str, &[&str]); 3] =
+        [("empty-mode", &[]), ("empty-mode-fails", &["--fail-options-update"]), ("default-mode", &[])];
+    let mut differences = Vec::new();
+    for (scenario, extra) in cases {
+        let (rust_record, js_record) =
+            (dir.path().join(format!("rust-{scenario}.jsonl")), dir.path().join(format!("js-{scenario}.jsonl")));
+        let rust_error = run_rust_modes(&rust_record, scenario, extra);
+        let js_error = run_js(&js_record, scenario, "stdio", extra);
+        let refused = scenario == "empty-mode-fails";
+        assert_eq!(rust_error.is_some(), refused, "{scenario}: the Rust open failed: {rust_error:?}");
+        if refused {
+            let rust_error = rust_error.unwrap_or_default();
+            assert!(rust_error.contains("options refused by the fake"), "the CLI's error: {rust_error}");
+            assert!(js_error.contains("options refused by the fake"), "the CLI's error in JS: {js_error}");
+        }
+        let sent = |record: &Path| {
+            let frames = normalised(recorded(record)).into_iter().map(|m| m.bytes).collect::<Vec<_>>();
+            [
+                ("the CLI's launch (argv)", launch_argv(record)),
+                ("its mode's variables", launch_env(record)),
+                ("every frame", frames.join("\n")),
+            ]
+        };
+        let (rust, js) = (sent(&rust_record), sent(&js_record));
+        let frames = &rust[2].1;
+        assert_eq!(
+            frames.matches("\"session.options.update\"").count(),
+            if scenario == "empty-mode" { 2 } else { 1 },
+            "{frames}"
+        );
+        if refused {
+            assert!(frames.contains(r#""method":"session.destroy","params":{"sessionId":"<session>"}"#), "{frames}");
+        }
+        for ((item, r), (_, j)) in rust.into_iter().zip(js) {
+            println!("{scenario}, {item}:\n  Rust: {r}\n  JS:   {j}");
+            if r != j {
+                differences.push(format!("{scenario}, {item}:\n  Rust: {r}\n  JS:   {j}"));
             }
         }
     }

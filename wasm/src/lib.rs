@@ -39,6 +39,8 @@ use wasm_bindgen::prelude::*;
 mod park;
 #[cfg(test)]
 mod policy;
+#[cfg(test)]
+mod policy_modes;
 
 use park::ParkStorage;
 

@@ -118,7 +118,9 @@
 //!   `providerTokenName` only (any other has no handler); a system
 //!   message's `mode` is `systemMessageDefaultMode` unless given, and a
 //!   section the client rewrites has the action `sectionTransformAction`
-//!   (`copilot_core::mcp_server_type` and the constants beside it).
+//!   (`copilot_core::mcp_server_type` and the constants beside it);
+//!   `largeOutputRenames`: see policy_modes.rs.
+//! - `modes`: the client's mode (see policy_modes.rs).
 //! - `bridgeTokenProtocolPrefix`: the WebSocket subprotocol that carries
 //!   the bridge's token is this prefix and the token
 //!   (`copilot_core::BRIDGE_TOKEN_PROTOCOL_PREFIX`).

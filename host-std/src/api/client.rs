@@ -8,7 +8,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use copilot_core::{LaunchTransport, Stats};
+use copilot_core::{ClientMode, LaunchTransport, Stats};
 use serde_json::Value;
 
 use super::client_options::{ClientOptions, Transport};
@@ -39,6 +39,8 @@ pub struct Client {
     server: ServerInfo,
     /// The caller's trace context, for every open and send.
     trace: Option<TraceContextProvider>,
+    /// How sessions default what the application leaves unset.
+    mode: ClientMode,
 }
 
 impl std::fmt::Debug for Client {
@@ -57,9 +59,15 @@ impl Client {
         self.trace.as_ref()
     }
 
+    /// How this client's sessions default what the application leaves unset.
+    pub fn mode(&self) -> ClientMode {
+        self.mode
+    }
+
     /// Starts a CLI and connects to it.
     pub fn start(options: ClientOptions) -> Result<Client> {
         options.request_handlers.check()?;
+        let mode_env = options.mode_env()?;
         let program = match cli::resolve_cli(options.cli_path.as_deref()) {
             Ok(p) => p,
             Err(e) if options.install_if_missing && options.cli_path.is_none() => {
@@ -83,7 +91,9 @@ impl Client {
         );
         let (mut args, connection_token) = (items.args, items.connection_token);
         let mut env = options.env.clone();
-        // Telemetry over the user's environment, the secrets last.
+        // The mode's and telemetry's over the user's environment, the
+        // secrets last.
+        env.extend(mode_env);
         env.extend(options.telemetry.iter().flat_map(|t| t.env()));
         env.extend(items.secrets);
         args.extend(options.extra_args.iter().map(OsString::from));
@@ -119,6 +129,7 @@ impl Client {
             socket: Arc::new(Mutex::new(socket)),
             server: ServerInfo { protocol_version: 0, version: None },
             trace: options.trace_context.clone(),
+            mode: options.mode,
         };
         match client.handshake(connection_token.as_deref(), options.startup_timeout) {
             Ok(info) => {
@@ -225,6 +236,7 @@ impl Client {
             socket: Arc::new(Mutex::new(socket)),
             server: ServerInfo { protocol_version: 0, version: None },
             trace: options.trace_context.clone(),
+            mode: options.mode,
         };
         match client.handshake(token, options.startup_timeout) {
             Ok(info) => {
@@ -414,7 +426,7 @@ pub struct Calls<'a> {
 
 impl Calls<'_> {
     fn ops(&self) -> ClientOps<'_> {
-        ClientOps { conn: &self.client.conn, timeout: self.timeout, trace: self.client.trace() }
+        ClientOps { conn: &self.client.conn, timeout: self.timeout, trace: self.client.trace(), mode: self.client.mode }
     }
 
     /// `ping`.

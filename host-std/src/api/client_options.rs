@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use copilot_core::limits;
+use copilot_core::{limits, ClientMode};
 
 use super::telemetry::{TelemetryConfig, TraceContext, TraceContextProvider};
 use crate::answering::{RequestHandler, RequestHandlers};
@@ -131,6 +131,16 @@ pub struct ClientOptions {
     /// The caller's trace context, passed on every open and send (the
     /// official SDKs' `onGetTraceContext`).
     pub trace_context: Option<TraceContextProvider>,
+    /// How sessions default what the application leaves unset:
+    /// [`ClientMode::CopilotCli`] (the CLI's defaults) or
+    /// [`ClientMode::Empty`] (optional features off; a started CLI needs
+    /// [`base_directory`](Self::base_directory), every session
+    /// [`available_tools`](crate::SessionConfig::available_tools); the
+    /// core's `EMPTY_MODE_DEFAULTS`).
+    pub mode: ClientMode,
+    /// The started CLI's state folder (its `COPILOT_HOME`); `None`: the
+    /// CLI's own (`~/.copilot`).
+    pub base_directory: Option<PathBuf>,
 }
 
 impl ClientOptions {
@@ -193,6 +203,8 @@ impl std::fmt::Debug for ClientOptions {
             .field("request_handlers", &self.request_handlers)
             .field("telemetry", &self.telemetry)
             .field("trace_context", &self.trace_context.as_ref().map(|_| "<provider>"))
+            .field("mode", &self.mode)
+            .field("base_directory", &self.base_directory)
             .finish()
     }
 }
@@ -211,6 +223,7 @@ impl ClientOptions {
                 "authToken" => self.auth_token.is_some(),
                 "logLevel" => self.log_level != copilot_core::DEFAULT_LOG_LEVEL,
                 "telemetry" => self.telemetry.is_some(),
+                "baseDirectory" => self.base_directory.is_some(),
                 other => unreachable!("the core's spawn-only option {other} has no field here"),
             };
             if given {
@@ -218,6 +231,23 @@ impl ClientOptions {
             }
         }
         Ok(())
+    }
+
+    /// The variables the mode gives a started CLI, after the user's
+    /// environment (the core's `BASE_DIRECTORY_ENV`, `EMPTY_MODE_ENV`);
+    /// an empty-mode client without a state folder of its own is refused.
+    pub(crate) fn mode_env(&self) -> crate::Result<Vec<(OsString, OsString)>> {
+        let mut env = Vec::new();
+        if let Some(dir) = &self.base_directory {
+            env.push((copilot_core::BASE_DIRECTORY_ENV.into(), dir.into()));
+        }
+        if self.mode == ClientMode::Empty {
+            if self.base_directory.is_none() {
+                return Err(crate::Error::Config(copilot_core::EMPTY_MODE_NEEDS_BASE_DIRECTORY.into()));
+            }
+            env.extend(copilot_core::EMPTY_MODE_ENV.iter().map(|(k, v)| ((*k).into(), (*v).into())));
+        }
+        Ok(env)
     }
 
     pub(crate) fn deadlines(&self) -> Deadlines {
@@ -254,6 +284,8 @@ impl Default for ClientOptions {
             request_handlers: RequestHandlers::default(),
             telemetry: None,
             trace_context: None,
+            mode: ClientMode::default(),
+            base_directory: None,
         }
     }
 }

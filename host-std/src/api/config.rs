@@ -10,8 +10,12 @@
 //! handler answers what they ask for.
 //!
 //! Options of surfaces this client does not serve (canvases, extensions,
-//! a client-provided session filesystem) are left out, as are options the
-//! SDKs apply through other calls after the create.
+//! a client-provided session filesystem) are left out. The options the CLI
+//! takes only once a session is open (`skip_custom_instructions`,
+//! `coauthor_enabled`, `manage_schedule_enabled`, and
+//! `custom_agents_local_only` again) go in `session.options.update` after
+//! the open, and the client's mode ([`ClientMode`](crate::ClientMode))
+//! fills in what a session leaves unset (the core's rules).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -22,8 +26,8 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::config_parts::{
-    CustomAgentConfig, DefaultAgentConfig, InfiniteSessionConfig, McpServerConfig, ProviderConfig, ReasoningEffort,
-    SystemMessage, REDACTED,
+    CustomAgentConfig, DefaultAgentConfig, InfiniteSessionConfig, LargeToolOutputConfig, McpServerConfig,
+    ProviderConfig, ReasoningEffort, SystemMessage, REDACTED,
 };
 use super::replies::raw_json;
 use crate::answering::{
@@ -126,8 +130,8 @@ pub struct SessionConfig {
     pub infinite_sessions: Option<InfiniteSessionConfig>,
     /// Memory settings, as the CLI's schema describes them.
     pub memory: Option<Value>,
-    /// Large tool outputs written to files, as the CLI's schema describes it.
-    pub large_output: Option<Value>,
+    /// Large tool outputs written to files.
+    pub large_output: Option<LargeToolOutputConfig>,
     /// Limits of the session's accounting window (experimental).
     pub session_limits: Option<Value>,
     /// The CLI's session telemetry.
@@ -160,6 +164,15 @@ pub struct SessionConfig {
     pub enable_skills: Option<bool>,
     /// `off`, `export` or `on`.
     pub remote_session: Option<String>,
+    /// Skip custom instructions (`AGENTS.md`, `.github/copilot-instructions.md`,
+    /// ...); sent once the session is open, in `session.options.update`,
+    /// as the next two. Empty mode: `true` unless set.
+    pub skip_custom_instructions: Option<bool>,
+    /// A `Co-authored-by` trailer in the agent's commits. Empty mode:
+    /// `false` unless set.
+    pub coauthor_enabled: Option<bool>,
+    /// The `manage_schedule` tool. Empty mode: `false` unless set.
+    pub manage_schedule_enabled: Option<bool>,
     /// A cloud session in place of a local one (create), as the CLI's
     /// schema describes it.
     pub cloud: Option<Value>,
@@ -235,6 +248,9 @@ impl Default for SessionConfig {
             enable_session_store: None,
             enable_skills: None,
             remote_session: None,
+            skip_custom_instructions: None,
+            coauthor_enabled: None,
+            manage_schedule_enabled: None,
             cloud: None,
             suppress_resume_event: false,
             continue_pending_work: false,
@@ -314,6 +330,9 @@ impl SessionConfig {
         enable_session_store,
         enable_skills,
         remote_session,
+        skip_custom_instructions,
+        coauthor_enabled,
+        manage_schedule_enabled,
         cloud,
         suppress_resume_event,
         continue_pending_work,
@@ -525,7 +544,7 @@ mod tests {
     /// open alike.
     #[test]
     fn the_typed_defaults_are_the_engines() {
-        let params = SessionConfig::default().to_params(None, false).unwrap();
+        let params = SessionConfig::default().to_params(None, false, copilot_core::ClientMode::CopilotCli).unwrap();
         let mut compared = 0;
         for (key, announce) in OPEN_ANNOUNCEMENTS {
             match announce {
@@ -541,6 +560,10 @@ mod tests {
         assert!(compared >= 2);
         let with_permission = SessionConfig::default()
             .on_permission(|_: &crate::PermissionRequest| crate::PermissionDecision::ApproveOnce);
-        assert_eq!(with_permission.to_params(Some("s"), true).unwrap()["requestPermission"], true);
+        assert_eq!(
+            with_permission.to_params(Some("s"), true, copilot_core::ClientMode::CopilotCli).unwrap()
+                ["requestPermission"],
+            true
+        );
     }
 }

@@ -490,3 +490,31 @@ impl InfiniteSessionConfig {
         v
     }
 }
+
+/// Large tool outputs written to a file, the model given a reference to it
+/// in place of the whole output (on by default in the CLI).
+#[derive(Debug, Clone, Default)]
+pub struct LargeToolOutputConfig {
+    /// On or off; `None`: the CLI's default (on).
+    pub enabled: Option<bool>,
+    /// The size in bytes over which an output goes to a file; `None`: the
+    /// CLI's default (50 KB).
+    pub max_size_bytes: Option<u64>,
+    /// Where the files go (`outputDir` on the wire: the core's
+    /// `LARGE_OUTPUT_RENAMES`); `None`: the system's temporary folder.
+    pub output_directory: Option<PathBuf>,
+}
+
+impl LargeToolOutputConfig {
+    pub(super) fn to_json(&self) -> Value {
+        let wire = |name: &'static str| {
+            copilot_core::LARGE_OUTPUT_RENAMES.iter().find(|(n, _)| *n == name).map_or(name, |(_, w)| w)
+        };
+        let mut v = json!({});
+        put(&mut v, wire("enabled"), &self.enabled);
+        put(&mut v, wire("maxSizeBytes"), &self.max_size_bytes);
+        let dir = self.output_directory.as_ref().map(|d| d.to_string_lossy().into_owned());
+        put(&mut v, wire("outputDirectory"), &dir);
+        v
+    }
+}

@@ -4,15 +4,18 @@
 
 use std::path::PathBuf;
 
-use copilot_core::OptionScope;
+use copilot_core::{ClientMode, OptionScope};
 use serde_json::{json, Map, Value};
 
 use super::config::SessionConfig;
-use super::config_parts::{mcp_servers_json, CustomAgentConfig, InfiniteSessionConfig, ProviderConfig, SystemMessage};
+use super::config_mode::{system_message_for_mode, with_mode_default};
+use super::config_parts::{
+    mcp_servers_json, CustomAgentConfig, InfiniteSessionConfig, LargeToolOutputConfig, ProviderConfig, SystemMessage,
+};
 use crate::answering::Tool;
 
 impl SessionConfig {
-    pub(crate) fn to_params(&self, id: Option<&str>, resuming: bool) -> crate::Result<Value> {
+    pub(crate) fn to_params(&self, id: Option<&str>, resuming: bool, mode: ClientMode) -> crate::Result<Value> {
         let mut p = Map::new();
         let mut set = |key: &str, v: Value| {
             p.insert(key.to_owned(), v);
@@ -51,7 +54,7 @@ impl SessionConfig {
             ),
             ("configDirectory", self.config_directory.as_ref().map(path)),
             ("enableConfigDiscovery", flag(&self.enable_config_discovery)),
-            ("systemMessage", self.system_message.as_ref().map(SystemMessage::to_json)),
+            ("systemMessage", system_message_for_mode(mode, self.system_message.as_ref().map(SystemMessage::to_json))),
             ("availableTools", self.available_tools.as_ref().map(|t| json!(t))),
             ("excludedTools", list(&self.excluded_tools)),
             ("toolSearch", self.tool_search.clone()),
@@ -82,7 +85,7 @@ impl SessionConfig {
             ),
             ("infiniteSessions", self.infinite_sessions.as_ref().map(InfiniteSessionConfig::to_json)),
             ("memory", self.memory.clone()),
-            ("largeOutput", self.large_output.clone()),
+            ("largeOutput", self.large_output.as_ref().map(LargeToolOutputConfig::to_json)),
             ("sessionLimits", self.session_limits.clone()),
             ("enableSessionTelemetry", flag(&self.enable_session_telemetry)),
             ("enableCitations", flag(&self.enable_citations)),
@@ -99,12 +102,16 @@ impl SessionConfig {
             ("enableSessionStore", flag(&self.enable_session_store)),
             ("enableSkills", flag(&self.enable_skills)),
             ("remoteSession", text(&self.remote_session)),
+            ("skipCustomInstructions", flag(&self.skip_custom_instructions)),
+            ("coauthorEnabled", flag(&self.coauthor_enabled)),
+            ("manageScheduleEnabled", flag(&self.manage_schedule_enabled)),
             ("cloud", self.cloud.clone()),
             ("suppressResumeEvent", Some(self.suppress_resume_event.into())),
             ("continuePendingWork", Some(self.continue_pending_work.into())),
         ];
         // Each option goes under the core's wire name, to the request the
-        // core says takes it (`check` has refused one set for the other).
+        // core says takes it (`check` has refused one set for the other),
+        // the mode's default where the user set none.
         for (name, value) in options {
             let Some(option) = copilot_core::open_option(name) else {
                 return Err(crate::Error::Config(format!("{name} is not a session option of the core")));
@@ -114,6 +121,7 @@ impl SessionConfig {
                 OptionScope::CreateOnly => !resuming,
                 OptionScope::ResumeOnly => resuming,
             };
+            let value = with_mode_default(mode, name, value);
             let value = value.filter(|v| !option.only_when_true || *v == Value::Bool(true));
             if let (true, Some(wire), Some(v)) = (scoped, option.wire, value) {
                 p.insert(wire.to_owned(), v);
@@ -167,11 +175,11 @@ mod tests {
             suppress_resume_event: true,
             ..SessionConfig::default()
         };
-        let params = config.to_params(Some("s"), true).expect("params");
+        let params = config.to_params(Some("s"), true, ClientMode::CopilotCli).expect("params");
         for key in ["isExperimentalMode", "configDir", "requestMcpApps", "disableResume", "streaming"] {
             assert!(params.get(key).is_some(), "{key} in {params}");
         }
-        let created = SessionConfig::default().to_params(Some("s"), false).expect("params");
+        let created = SessionConfig::default().to_params(Some("s"), false, ClientMode::CopilotCli).expect("params");
         assert!(created.get("requestMcpApps").is_none() && created.get("disableResume").is_none(), "{created}");
     }
 }

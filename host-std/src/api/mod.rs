@@ -7,6 +7,7 @@
 mod client;
 pub(crate) mod client_options;
 pub(crate) mod config;
+mod config_mode;
 mod config_parts;
 mod config_wire;
 pub(crate) mod ops;
@@ -24,8 +25,8 @@ pub use client_options::{
 };
 pub use config::SessionConfig;
 pub use config_parts::{
-    CustomAgentConfig, DefaultAgentConfig, InfiniteSessionConfig, McpServerConfig, ProviderConfig, ProviderType,
-    ReasoningEffort, SectionAction, SectionOverride, SystemMessage,
+    CustomAgentConfig, DefaultAgentConfig, InfiniteSessionConfig, LargeToolOutputConfig, McpServerConfig,
+    ProviderConfig, ProviderType, ReasoningEffort, SectionAction, SectionOverride, SystemMessage,
 };
 pub use replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
 pub use session::{MessageOptions, Session, SessionCalls};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use copilot_core::{read_handshake_answer, HandshakeError, HandshakeRequest, HandshakeStep};
-use copilot_core::{HANDSHAKE_CONNECT, HANDSHAKE_PING};
+use copilot_core::{ClientMode, HANDSHAKE_CONNECT, HANDSHAKE_PING, OPTIONS_UPDATE_METHOD};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -66,6 +66,8 @@ pub(crate) struct ClientOps<'a> {
     pub(crate) timeout: Option<Duration>,
     /// The caller's trace context, for opens (and the sessions' sends).
     pub(crate) trace: Option<&'a TraceContextProvider>,
+    /// How sessions default what the application leaves unset.
+    pub(crate) mode: ClientMode,
 }
 
 impl ClientOps<'_> {
@@ -111,6 +113,7 @@ impl ClientOps<'_> {
     pub(crate) async fn open(&self, config: SessionConfig, resume: Option<String>) -> Result<Session> {
         let method = if resume.is_some() { "session.resume" } else { "session.create" };
         config.check(resume.is_some())?;
+        config.check_tools(self.mode)?;
         let conn = self.conn;
         let resuming = resume.is_some();
         let id = match (resume, config.server_assigned_id) {
@@ -118,7 +121,7 @@ impl ClientOps<'_> {
             (None, true) => None,
             (None, false) => Some(config.session_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string())),
         };
-        let params = with_trace_context(self.trace, config.to_params(id.as_deref(), resuming)?);
+        let params = with_trace_context(self.trace, config.to_params(id.as_deref(), resuming, self.mode)?);
         let inner = SessionInner::new(id.as_deref(), config.answerer(), conn);
         let handle = conn.reserve(id.as_deref(), resuming, inner.clone())?;
         let target = inner.clone();
@@ -146,8 +149,22 @@ impl ClientOps<'_> {
         for (method, params) in &follow_ups {
             self.body(method, params).await?;
         }
+        // The options the CLI takes only once the session is open (the
+        // mode's defaults among them). A session left with the CLI's
+        // defaults is closed, and the open fails with the patch's error.
+        let mut follow_ups = follow_ups;
+        if let Some(params) = config.options_update(session.id(), self.mode)? {
+            if let Err(e) = self.body(OPTIONS_UPDATE_METHOD, &params).await {
+                let _ = session.ops(None).destroy_within(self.conn.deadlines.grace).await;
+                return Err(e);
+            }
+            // Sent again after a recovery's resume, with the others.
+            let raw = serde_json::value::to_raw_value(&params)
+                .map_err(|e| Error::Protocol(format!("cannot serialize params: {e}")))?;
+            follow_ups.push((OPTIONS_UPDATE_METHOD, raw));
+        }
         // How to open it again should the connection be recovered.
-        let params = with_trace_context(self.trace, config.to_params(Some(session.id()), true)?);
+        let params = with_trace_context(self.trace, config.to_params(Some(session.id()), true, self.mode)?);
         conn.remember_reopen(handle, Reopen { params, follow_ups });
         Ok(session)
     }

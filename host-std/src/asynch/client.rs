@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::task::Context;
 use std::time::{Duration, Instant};
 
-use copilot_core::{EngineStats, Stats};
+use copilot_core::{ClientMode, EngineStats, Stats};
 use serde_json::Value;
 
 use super::session::Session;
@@ -74,6 +74,12 @@ impl Client {
     /// What the handshake learned.
     pub fn server_info(&self) -> &ServerInfo {
         self.blocking().server_info()
+    }
+
+    /// How this client's sessions default what the application leaves
+    /// unset ([`crate::Client::mode`]).
+    pub fn mode(&self) -> ClientMode {
+        self.blocking().mode()
     }
 
     /// The router's counters ([`crate::Client::stats`]).
@@ -239,7 +245,8 @@ pub struct Calls<'a> {
 
 impl Calls<'_> {
     fn ops(&self) -> ClientOps<'_> {
-        ClientOps { conn: self.client.conn(), timeout: self.timeout, trace: self.client.blocking().trace() }
+        let blocking = self.client.blocking();
+        ClientOps { conn: self.client.conn(), timeout: self.timeout, trace: blocking.trace(), mode: blocking.mode() }
     }
 
     /// `ping`.

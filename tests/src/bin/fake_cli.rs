@@ -28,7 +28,8 @@
 //! request, a request nobody serves, an unknown request, then waits of the
 //! same kinds with unreadable data) and ends the turn when all are answered. `--record FILE` writes the body of
 //! every frame the client sent to FILE as it came, one line each, and its
-//! own arguments to FILE.argv as a JSON array.
+//! own arguments to FILE.argv as a JSON array, and the variables of
+//! [`RECORDED_ENV`] it was given to FILE.env as a JSON object.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -37,6 +38,9 @@ use copilot_tests::fake_server::{run_stdio, run_tcp_announcing, FakeServerConfig
 
 /// Flags of the real CLI that take a value, skipped with it.
 const CLI_FLAGS_WITH_VALUE: [&str; 4] = ["--log-level", "--auth-token-env", "--model", "--config-dir"];
+
+/// The variables `--record` writes down: those a client's mode sets.
+const RECORDED_ENV: [&str; 2] = ["COPILOT_HOME", "COPILOT_DISABLE_KEYTAR"];
 
 enum Mode {
     Stdio,
@@ -68,6 +72,7 @@ fn parse(args: &[String]) -> Result<(Mode, FakeServerConfig), String> {
             "--reply" => config.reply_text = Some(value()?.clone()),
             "--record" => config.record_to = Some(value()?.into()),
             "--legacy-connect" => config.legacy_connect = true,
+            "--fail-options-update" => config.fail_options_update = true,
             "--protocol-version" => {
                 config.protocol_version = u32::try_from(number(value()?)?).map_err(|e| e.to_string())?
             }
@@ -96,6 +101,14 @@ fn main() -> ExitCode {
         argv.push(".argv");
         if let Err(e) = std::fs::write(&argv, serde_json::to_vec(&args).unwrap_or_default()) {
             eprintln!("fake_cli: write {}: {e}", argv.to_string_lossy());
+            return ExitCode::FAILURE;
+        }
+        let env: serde_json::Map<String, serde_json::Value> =
+            RECORDED_ENV.iter().filter_map(|n| Some(((*n).to_owned(), std::env::var(n).ok()?.into()))).collect();
+        let mut file = record.clone().into_os_string();
+        file.push(".env");
+        if let Err(e) = std::fs::write(&file, serde_json::to_vec(&env).unwrap_or_default()) {
+            eprintln!("fake_cli: write {}: {e}", file.to_string_lossy());
             return ExitCode::FAILURE;
         }
     }

@@ -24,8 +24,9 @@ import {
   RpcError,
   errorText,
 } from "./errors.js";
-import { checkConfig, checkConnectOptions, handlerKindsOf, sessionParams, sortedMembers } from "./config.js";
+import { checkConfig, checkConnectOptions, factoryOptions, handlerKindsOf, sessionParams, sortedMembers } from "./config.js";
 import { checkHooks, checkRequestHandlers } from "./hooks.js";
+import { checkTools, configForMode, patchOptions } from "./modes.js";
 import { loadWasm } from "./wasm.js";
 import { streamTransport } from "./transport.js";
 import { Driver, engine } from "./driver.js";
@@ -59,6 +60,8 @@ export class CopilotClient {
   #requestHandlers;
   #traceContext;
   #rpc;
+  /** How sessions default what the application leaves unset (modes.js). */
+  #mode;
 
   /** @internal Use the static factories. */
   constructor(
@@ -73,6 +76,7 @@ export class CopilotClient {
       handlerTimeoutMs,
       requestHandlers,
       onGetTraceContext,
+      mode,
     } = {},
   ) {
     this.#driver = new Driver(transport, {
@@ -89,6 +93,7 @@ export class CopilotClient {
     this.#shutdownGraceMs = shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
     this.#requestHandlers = { ...requestHandlers };
     this.#traceContext = onGetTraceContext;
+    this.#mode = mode ?? POLICY.modes.names[0];
     this.#driver.start((reason) => this.#onTransportEnd(reason));
   }
 
@@ -104,6 +109,11 @@ export class CopilotClient {
       (exit) => this.#shutDown(exit ?? reason),
       () => this.#shutDown(reason),
     );
+  }
+
+  /** The client's mode: "copilot-cli" or "empty". */
+  get mode() {
+    return this.#mode;
   }
 
   /** The default timeout of every call, in milliseconds. */
@@ -125,20 +135,10 @@ export class CopilotClient {
    */
   static async fromStreams(readable, writable, options = {}) {
     checkConnectOptions(options, POLICY.launch);
+    const common = factoryOptions(options, POLICY.modes);
     await loadWasm();
     const transport = streamTransport(readable, writable, { label: options.label ?? "stream" });
-    const { logger, token, connectionToken, startupTimeoutMs, maxFrameBytes, requestTimeoutMs, shutdownGraceMs } = options;
-    return this._handshaken(transport, {
-      logger,
-      token: token ?? connectionToken,
-      startupTimeoutMs,
-      maxFrameBytes,
-      requestTimeoutMs,
-      shutdownGraceMs,
-      handlerTimeoutMs: options.handlerTimeoutMs,
-      requestHandlers: options.requestHandlers,
-      onGetTraceContext: options.onGetTraceContext,
-    });
+    return this._handshaken(transport, { ...common, token: options.token ?? options.connectionToken });
   }
 
   /**
@@ -149,21 +149,11 @@ export class CopilotClient {
    */
   static async connectWebSocket(url, options = {}) {
     checkConnectOptions(options, POLICY.launch);
+    const common = factoryOptions(options, POLICY.modes);
     await loadWasm();
     const { webSocketTransport } = await import("./websocket.js");
     const transport = await webSocketTransport(url, options, POLICY.bridgeTokenProtocolPrefix);
-    const { logger, connectionToken, startupTimeoutMs, maxFrameBytes, requestTimeoutMs, shutdownGraceMs } = options;
-    return this._handshaken(transport, {
-      logger,
-      token: connectionToken,
-      startupTimeoutMs,
-      maxFrameBytes,
-      requestTimeoutMs,
-      shutdownGraceMs,
-      handlerTimeoutMs: options.handlerTimeoutMs,
-      requestHandlers: options.requestHandlers,
-      onGetTraceContext: options.onGetTraceContext,
-    });
+    return this._handshaken(transport, { ...common, token: options.connectionToken });
   }
 
   /** @internal Builds a client on `transport` and runs the handshake. */
@@ -333,6 +323,7 @@ export class CopilotClient {
     checkConfig(config, resumeId != null);
     checkHooks(config.hooks, (message) => new ConfigError(message));
     checkRequestHandlers(config.requestHandlers, (message) => new ConfigError(message));
+    checkTools(config, this.#mode, POLICY.options, POLICY.modes);
     if (this.#driver.closed) throw this.#driver.disconnected();
     const serverAssigned = Boolean(config.serverAssignedId) && resumeId == null;
     const id = serverAssigned ? null : (resumeId ?? config.sessionId ?? crypto.randomUUID());
@@ -340,7 +331,8 @@ export class CopilotClient {
     // The engine adds which waits the session answers, and the defaults.
     let params;
     try {
-      const options = JSON.stringify(sessionParams(config, id, resumeId != null, POLICY.options, POLICY.config));
+      const moded = configForMode(config, this.#mode, POLICY.modes, POLICY.config);
+      const options = JSON.stringify(sessionParams(moded, id, resumeId != null, POLICY.options, POLICY.config));
       // Members in the order the Rust host sends them: the same bytes.
       const opened = JSON.parse(engine(() => CoreEngine.openParams(options, kinds.join(","))));
       params = sortedMembers({ ...opened, ...(await this._traceContext()) });
@@ -401,6 +393,8 @@ export class CopilotClient {
         throw e;
       }
     }
+    // The options the CLI takes only once the session is open (modes.js).
+    await patchOptions(session, config, this.#mode, POLICY.modes, (method, params) => this._request(method, params));
     session._opened(result);
     return session;
   }

@@ -6,6 +6,7 @@
 // on its own by the tests that compare the two languages.
 
 import { ConfigError } from "./errors.js";
+import { clientMode } from "./modes.js";
 
 /** Options of both `session.create` and `session.resume`. */
 export const SESSION_OPTIONS = Object.freeze([
@@ -63,6 +64,10 @@ export const SESSION_OPTIONS = Object.freeze([
   "enableSessionStore",
   "enableSkills",
   "remoteSession",
+  // Sent once the session is open, in session.options.update (modes.js).
+  "skipCustomInstructions",
+  "coauthorEnabled",
+  "manageScheduleEnabled",
 ]);
 
 /** Options only `createSession` takes. */
@@ -236,8 +241,21 @@ function wireProvider(p, d) {
   return wire;
 }
 
+function wireLargeOutput(config, d) {
+  const wire = { ...config };
+  for (const [name, wireName] of d.largeOutputRenames) {
+    if (name in wire) {
+      const value = wire[name];
+      delete wire[name];
+      if (value !== undefined) wire[wireName] = value;
+    }
+  }
+  return wire;
+}
+
 /** How a value is written where it is not sent as given (the wire names are the core's). */
 const WIRE_VALUE = {
+  largeOutput: wireLargeOutput,
   configDirectory: String,
   workingDirectory: String,
   systemMessage: wireSystemMessage,
@@ -323,4 +341,19 @@ export function checkConnectOptions(options, { spawnOnlyOptions, spawnOnlyRefusa
   for (const name of spawnOnlyOptions) {
     if (options?.[name] !== undefined) throw new ConfigError(`${spawnOnlyRefusal}${name}`);
   }
+}
+
+/**
+ * The options every client factory hands the client as given, the mode
+ * checked (`m`: the core's `POLICY.modes`): deadlines, bounds, handlers,
+ * the logger, the trace context.
+ */
+export function factoryOptions(o, m) {
+  const { logger, startupTimeoutMs, maxFrameBytes, requestTimeoutMs, shutdownGraceMs, handlerTimeoutMs } = o;
+  const { requestHandlers, onGetTraceContext } = o;
+  const mode = clientMode(o, m);
+  return {
+    ...{ logger, startupTimeoutMs, maxFrameBytes, requestTimeoutMs, shutdownGraceMs, handlerTimeoutMs },
+    ...{ requestHandlers, onGetTraceContext, mode },
+  };
 }

@@ -11,7 +11,8 @@ import { fileURLToPath } from "node:url";
 import { initSync } from "../dist/copilot_wasm.js";
 import { CopilotClient as BaseClient } from "./client.js";
 import { DEFAULT_STARTUP_MS, POLICY } from "./constants.js";
-import { checkConnectOptions } from "./config.js";
+import { checkConnectOptions, factoryOptions } from "./config.js";
+import { modeEnv } from "./modes.js";
 import { CopilotError, DisconnectedError, TimeoutError } from "./errors.js";
 import { streamTransport } from "./transport.js";
 import { setWasmLoader } from "./wasm.js";
@@ -331,22 +332,19 @@ export class CopilotClient extends BaseClient {
       connectionToken,
       logLevel = LAUNCH.logLevel,
       startupTimeoutMs = DEFAULT_STARTUP_MS,
-      logger,
-      maxFrameBytes,
-      requestTimeoutMs,
-      shutdownGraceMs,
-      handlerTimeoutMs,
-      requestHandlers,
       telemetry,
-      onGetTraceContext,
     } = options;
     if (transport !== "stdio" && transport !== "tcp") {
       throw new CopilotError(`transport is "stdio" or "tcp", not ${JSON.stringify(transport)}`);
     }
+    const common = factoryOptions(options, POLICY.modes);
+    // The mode's variables (a state folder of the application's own; in
+    // empty mode, required, and no keychain), over the user's environment.
+    const modeVariables = modeEnv(options, common.mode, POLICY.modes);
     const program = resolveCli(cliPath);
     // The core's launch table (`POLICY.launch`, see wasm/src/policy.rs).
     const argv = [...LAUNCH.args, logLevel];
-    const childEnv = { ...process.env, ...env };
+    const childEnv = { ...process.env, ...env, ...modeVariables };
     // The CLI's own trace export, over the user's environment (the
     // secrets come after it): the core's variables.
     if (telemetry) {
@@ -406,19 +404,7 @@ export class CopilotClient extends BaseClient {
       throw e;
     }
     try {
-      return await this._handshaken(transportImpl, {
-        logger,
-        process: proc,
-        address,
-        token,
-        startupTimeoutMs,
-        maxFrameBytes,
-        requestTimeoutMs,
-        shutdownGraceMs,
-        handlerTimeoutMs,
-        requestHandlers,
-        onGetTraceContext,
-      });
+      return await this._handshaken(transportImpl, { ...common, startupTimeoutMs, process: proc, address, token });
     } catch (e) {
       if (e instanceof DisconnectedError) {
         const exited = await proc.exitedError();
@@ -433,34 +419,11 @@ export class CopilotClient extends BaseClient {
   /** Connects to a CLI already serving TCP (`copilot --headless --port N`). */
   static async connect(options = {}) {
     checkConnectOptions(options, POLICY.launch);
-    const {
-      host = "127.0.0.1",
-      port,
-      token,
-      logger,
-      startupTimeoutMs = DEFAULT_STARTUP_MS,
-      maxFrameBytes,
-      requestTimeoutMs,
-      shutdownGraceMs,
-      handlerTimeoutMs,
-      requestHandlers,
-      onGetTraceContext,
-    } = options;
+    const common = factoryOptions(options, POLICY.modes);
+    const { host = "127.0.0.1", port, token, startupTimeoutMs = DEFAULT_STARTUP_MS } = options;
     if (!Number.isInteger(port)) throw new CopilotError("connect needs a port");
     const socket = await tcpSocket(host, port, startupTimeoutMs);
     const transport = streamTransport(socket, socket, { label: `tcp ${host}:${port}`, destroy: () => socket.destroy() });
-    return this._handshaken(transport, {
-      logger,
-      token,
-      startupTimeoutMs,
-      maxFrameBytes,
-      requestTimeoutMs,
-      shutdownGraceMs,
-      handlerTimeoutMs,
-      requestHandlers,
-      onGetTraceContext,
-      address: { host, port },
-    });
+    return this._handshaken(transport, { ...common, startupTimeoutMs, token, address: { host, port } });
   }
 }
-

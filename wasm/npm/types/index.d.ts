@@ -578,6 +578,28 @@ export interface ClientRequestOptions {
    * the OpenTelemetry SDK in use).
    */
   onGetTraceContext?: TraceContextProvider;
+  /**
+   * How sessions default what the application leaves unset: "copilot-cli"
+   * (default; the CLI's own defaults) or "empty" (optional features off: a
+   * started CLI needs `baseDirectory`, every session `availableTools`;
+   * unset options take the empty-mode defaults, the system prompt loses
+   * its `environment_context` section, and each session is patched with
+   * `session.options.update` once open).
+   */
+  mode?: ClientMode;
+}
+
+/** How a client defaults what the application leaves unset. */
+export type ClientMode = "copilot-cli" | "empty";
+
+/** Large tool outputs written to a file, the model given a reference to it. */
+export interface LargeToolOutputConfig {
+  /** On or off (the CLI's default: on). */
+  enabled?: boolean;
+  /** The size in bytes over which an output goes to a file (the CLI's default: 50 KB). */
+  maxSizeBytes?: number;
+  /** Where the files go (`outputDir` on the wire; the CLI's default: the system's temporary folder). */
+  outputDirectory?: string;
 }
 
 /** A W3C trace context. */
@@ -744,7 +766,7 @@ export interface SessionConfigBase {
   instructionDirectories?: string[];
   infiniteSessions?: InfiniteSessionConfig;
   memory?: Record<string, unknown>;
-  largeOutput?: Record<string, unknown>;
+  largeOutput?: LargeToolOutputConfig;
   sessionLimits?: Record<string, unknown>;
   enableSessionTelemetry?: boolean;
   enableCitations?: boolean;
@@ -762,6 +784,12 @@ export interface SessionConfigBase {
   enableSessionStore?: boolean;
   enableSkills?: boolean;
   remoteSession?: "off" | "export" | "on";
+  /** Skip custom instructions (`AGENTS.md`, ...); sent once open, in `session.options.update`. Empty mode: true unless set. */
+  skipCustomInstructions?: boolean;
+  /** A `Co-authored-by` trailer in the agent's commits (sent once open). Empty mode: false unless set. */
+  coauthorEnabled?: boolean;
+  /** The `manage_schedule` tool (sent once open). Empty mode: false unless set. */
+  manageScheduleEnabled?: boolean;
   /** Answers permission prompts (and asks the CLI for them: `requestPermission: true`). Without it every prompt is answered `user-not-available`. */
   onPermission?: PermissionHandler;
   /** Tools offered to the model, run here. */
@@ -1260,6 +1288,8 @@ export declare class CopilotClient {
    * failure, or this client stopping it.
    */
   closedPromise(): Promise<string>;
+  /** The client's mode (see `ClientRequestOptions.mode`). */
+  readonly mode: ClientMode;
   /** The default timeout of every call, in milliseconds. */
   readonly requestTimeoutMs: number;
   /** How long `destroy()` and `stop()` wait for the CLI, in milliseconds. */

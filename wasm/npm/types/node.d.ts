@@ -79,6 +79,8 @@ export interface StartOptions extends TimeoutOptions, ClientRequestOptions {
   maxFrameBytes?: number;
   /** The CLI's own OpenTelemetry export (off when not set). */
   telemetry?: TelemetryConfig;
+  /** The started CLI's state folder (its `COPILOT_HOME`); required in `mode: "empty"`. */
+  baseDirectory?: string;
 }
 
 /** Options of `CopilotClient.connect`. */

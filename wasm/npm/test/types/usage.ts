@@ -79,7 +79,16 @@ export async function connecting(): Promise<CopilotClient[]> {
   await CopilotClient.connect({ host: "127.0.0.1" });
   // @ts-expect-error: the transport is stdio or tcp
   await CopilotClient.start({ transport: "pipe" });
-  return [started, byTcp, byWebSocket, byStreams];
+  // An empty-mode client with a state folder of its own; its sessions name their tools.
+  const empty = await CopilotClient.start({ mode: "empty", baseDirectory: "/srv/tenant-1" });
+  await empty.createSession({
+    availableTools: ["custom:*"],
+    coauthorEnabled: false,
+    largeOutput: { enabled: true, maxSizeBytes: 10_000, outputDirectory: "/srv/tenant-1/large" },
+  });
+  // @ts-expect-error: the mode is copilot-cli or empty
+  await CopilotClient.start({ mode: "minimal" });
+  return [started, byTcp, byWebSocket, byStreams, empty];
 }
 
 // A session config with a typed value for each kind of option.
