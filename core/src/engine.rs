@@ -1451,8 +1451,8 @@ impl<
 
     /// The connection is lost and another will follow (a restarted CLI, a
     /// reconnected server): hands every request's waiter to `failed` (its
-    /// caller's answer is gone with the connection), drops the frames
-    /// queued for it, and forgets what the next connection cannot settle:
+    /// caller's answer is gone with the connection), and forgets what the
+    /// next connection cannot settle:
     /// the waits of server requests (their ids die with the connection)
     /// and the record of answers the CLI did not acknowledge (they may be
     /// lost: the lists read after the reconnect name them again, and they
@@ -1461,9 +1461,10 @@ impl<
     /// their answers go to the next connection. Sessions stay in the table,
     /// to be resumed; then call [`reconcile`](Self::reconcile) (a resume
     /// opened through [`reserve_resume`](Self::reserve_resume) does it by
-    /// itself). Returns how many obligations were forgotten.
+    /// itself). The frames still queued (the host has not taken them:
+    /// answers given while it held them) stay queued, for the next
+    /// connection. Returns how many obligations were forgotten.
     pub fn connection_lost(&mut self, mut failed: impl FnMut(RequestId, W)) -> usize {
-        self.core.tx.taken(usize::MAX);
         for (id, waiter) in self.core.router.pending().drain() {
             failed(id, waiter);
         }

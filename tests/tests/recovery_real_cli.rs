@@ -48,9 +48,15 @@ fn recovery_steps(client: &Client) -> mpsc::Receiver<RecoveryEvent> {
 
 #[test]
 fn a_cli_killed_mid_turn_is_started_again_the_pending_call_answered_once_and_send_and_wait_returns() {
+    for transport in [Transport::Stdio, Transport::Tcp { port: 0 }] {
+        killed_mid_turn(transport);
+    }
+}
+
+fn killed_mid_turn(transport: Transport) {
     let dir = TempDir::new("copilot-recovery");
     let model = ScriptedModel::start().expect("start the scripted model");
-    let client = Client::start(scripted_options(Transport::Stdio, dir.path(), &model)).expect("start the CLI");
+    let client = Client::start(scripted_options(transport, dir.path(), &model)).expect("start the CLI");
     let steps = recovery_steps(&client);
     let first_pid = client.cli_pid().expect("a pid");
 
@@ -123,7 +129,7 @@ fn a_cli_killed_mid_turn_is_started_again_the_pending_call_answered_once_and_sen
     assert_eq!(last.tool_results(), ["Sunny, 22 C in Paris"]);
     let stats = client.engine_stats();
     eprintln!(
-        "recovery: loss to sessions resumed {:?} (client's figure {:?}), to the turn's end {:?}; \
+        "recovery over {transport:?}: loss to sessions resumed {:?} (client's figure {:?}), to the turn's end {:?}; \
          lists sent {}, waits taken on from lists {}, duplicates {}, answers {} (accepted {})",
         restarted_at - lost_at,
         recovered.1,

@@ -135,7 +135,8 @@ impl Client {
             Ok(info) => {
                 client.server = info;
                 *client.process.lock().unwrap_or_else(|p| p.into_inner()) = Some(process);
-                if options.auto_restart && matches!(options.transport, Transport::Stdio) {
+                if options.auto_restart {
+                    let tcp = matches!(options.transport, Transport::Tcp { .. });
                     client.conn.set_restart(Arc::new(Respawn {
                         program: program.clone(),
                         args: launch.args.clone(),
@@ -144,6 +145,7 @@ impl Client {
                         connection_token,
                         startup_timeout: options.startup_timeout,
                         process: Arc::clone(&client.process),
+                        socket: tcp.then(|| Arc::clone(&client.socket)),
                     }));
                 }
                 Ok(client)

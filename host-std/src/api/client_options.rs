@@ -108,7 +108,7 @@ pub struct ClientOptions {
     /// (a wait whose event was lost); again after each such silent
     /// interval. `None`: only after a resume.
     pub stall_interval: Option<Duration>,
-    /// When the CLI this client started over stdio exits, or the
+    /// When the CLI this client started (over stdio or TCP) exits, or the
     /// connection to a server ([`Client::connect`](crate::Client::connect))
     /// drops, while the client did not end it: start the CLI again, or
     /// connect again (after each wait of the core's `RECOVERY_BACKOFF_MS`,
@@ -119,8 +119,7 @@ pub struct ClientOptions {
     /// [`Client::on_recovery`](crate::Client::on_recovery). On by default
     /// for both: a server's sessions outlive a dropped connection, and a
     /// server that is gone costs the attempts' few seconds before the
-    /// client ends with the cause. A CLI started over TCP does not recover
-    /// yet.
+    /// client ends with the cause.
     pub auto_restart: bool,
     /// Handlers of client-wide requests: those that carry no session id
     /// (`host.*`, `uiThread.run`, `installations.confirm`, ...). Set them

@@ -1,9 +1,11 @@
 //! Recovery of a lost connection, as the layer above knows how to make
-//! one: the CLI started again as it was first, over stdio ([`Respawn`]),
-//! or a server connected to again ([`Reconnect`]); the driver then resumes
+//! one: the CLI started again as it was first, over stdio or TCP
+//! ([`Respawn`]), or a server connected to again ([`Reconnect`]); the
+//! driver then resumes
 //! the sessions on it (see `driver/recover.rs`).
 
 use std::ffi::OsString;
+use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -26,6 +28,9 @@ pub(super) struct Respawn {
     pub(super) startup_timeout: Duration,
     /// The client's process slot: the new process replaces the old one.
     pub(super) process: Arc<Mutex<Option<CliProcess>>>,
+    /// For a CLI serving TCP: the client's TCP stream, replaced by the
+    /// new one; `None` over stdio.
+    pub(super) socket: Option<Arc<Mutex<Option<TcpStream>>>>,
 }
 
 impl Restart for Respawn {
@@ -34,6 +39,31 @@ impl Restart for Respawn {
             Launch { program: &self.program, args: self.args.clone(), env: &self.env, cwd: self.cwd.as_deref() };
         let (mut process, stdin, stdout) = CliProcess::spawn(&launch)?;
         let probe = process.cause_probe();
+        let (reader, writer): (Box<dyn Read + Send>, Box<dyn Write + Send>) = match &self.socket {
+            None => (Box::new(stdout), Box::new(stdin)),
+            Some(socket) => {
+                let stream = match process.read_port(stdout, self.startup_timeout) {
+                    Ok(port) => TcpStream::connect(("127.0.0.1", port)),
+                    Err(e) => {
+                        process.kill();
+                        return Err(e);
+                    }
+                };
+                let stream = match stream {
+                    Ok(s) => s,
+                    Err(e) => {
+                        process.kill();
+                        return Err(e.into());
+                    }
+                };
+                process.keep_stdin(stdin);
+                let halves = tcp_halves(&stream)?;
+                if let Some(old) = socket.lock().unwrap_or_else(|p| p.into_inner()).replace(stream) {
+                    let _ = old.shutdown(Shutdown::Both);
+                }
+                halves
+            }
+        };
         let mut slot = self.process.lock().unwrap_or_else(|p| p.into_inner());
         // A stop that began meanwhile took the old one: this one must not outlive it.
         if conn.is_stopping() {
@@ -44,7 +74,7 @@ impl Restart for Respawn {
         if let Some(mut old) = slot.replace(process) {
             old.kill();
         }
-        Ok(NewTransport { reader: Box::new(stdout), writer: Box::new(stdin), probe: Some(probe) })
+        Ok(NewTransport { reader, writer, probe: Some(probe) })
     }
 
     fn reopen(&self, conn: &Arc<Connection>) -> Result<usize> {

@@ -206,7 +206,14 @@ impl Connection {
         let reason = format!("{cause} (the connection is being recovered)");
         self.outbox().fail(&reason);
         let mut failed = Vec::new();
-        let forgotten = lock(&self.engine).connection_lost(|_, w| failed.push(w));
+        let forgotten = {
+            let mut engine = lock(&self.engine);
+            // Under the engine's lock: an answer given from now on is
+            // held for the next connection, one given before went to this
+            // one and is forgotten with it, unless acknowledged.
+            self.recovering.store(true, Ordering::SeqCst);
+            engine.connection_lost(|_, w| failed.push(w))
+        };
         if forgotten > 0 {
             log::warn!("{}: {forgotten} requests of the CLI died with the connection", self.label);
         }
@@ -227,9 +234,8 @@ impl Connection {
     /// or the client is stopping.
     pub(super) fn recover(self: &Arc<Self>, cause: CloseCause, restart: Arc<dyn Restart>) -> Result<(), CloseCause> {
         let lost = Instant::now();
-        self.recovering.store(true, Ordering::SeqCst);
-        self.tell(RecoveryEvent::ConnectionLost { cause: cause.clone() });
         self.lose_transport(&cause);
+        self.tell(RecoveryEvent::ConnectionLost { cause: cause.clone() });
         let mut last = cause.clone();
         for (at, &delay) in RECOVERY_BACKOFF_MS.iter().enumerate() {
             let attempt = at + 1;
