@@ -649,6 +649,30 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
         ])
     }
 
+    /// Sends an error response whose `data` names a machine `code` (both
+    /// texts JSON strings): `{code, message, data: {code, message}}`.
+    fn send_coded_error(&mut self, id: [&[u8]; 3], code: i64, machine: &[u8], message: &[u8]) -> Result<(), NoRoom> {
+        let mut digits = [0; 20];
+        let n = itoa(code.unsigned_abs(), &mut digits);
+        let sign: &[u8] = if code < 0 { b"-" } else { b"" };
+        self.tx.emit(&[
+            b"{\"jsonrpc\":\"2.0\",\"id\":",
+            id[0],
+            id[1],
+            id[2],
+            b",\"error\":{\"code\":",
+            sign,
+            n,
+            b",\"message\":",
+            message,
+            b",\"data\":{\"code\":",
+            machine,
+            b",\"message\":",
+            message,
+            b"}}}",
+        ])
+    }
+
     /// Sends `row`'s refusal for the wait `(session_id, request_id)`.
     fn send_refusal(&mut self, row: &AnswerRow, session_id: &[u8], request_id: [&[u8]; 3]) -> Result<(), NoRoom> {
         match (row.via, row.refusal) {
@@ -1205,11 +1229,42 @@ impl<
     /// tool failed, in its own words, and logs the text. Any other row gets
     /// its refusal. Counted as refused for [`Cause::HandlerFailed`].
     pub fn fail(&mut self, id: ObligationId, detail: &str) -> Result<(), AnswerError> {
+        self.fail_coded(id, "", detail)
+    }
+
+    /// [`fail`](Self::fail), with the machine-readable `code` the handler
+    /// named (a canvas handler's error code; empty: none). A row whose
+    /// failure is a coded JSON-RPC error
+    /// ([`failure_error`](crate::AnswerRow::failure_error)) answers
+    /// `{code, message: detail, data: {code: <code or the row's>,
+    /// message: detail}}`; other rows ignore `code`.
+    pub fn fail_coded(&mut self, id: ObligationId, code: &str, detail: &str) -> Result<(), AnswerError> {
         let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
-        let Some(member) = ANSWERS[usize::from(open.row)].failure() else {
+        let row = &ANSWERS[usize::from(open.row)];
+        let mut buf = [0; MAX_FAILURE_DETAIL];
+        if let Some((rpc_code, default)) = row.failure_error() {
+            let mut code_buf = [0; MAX_FAILURE_DETAIL];
+            let code = failure_text(if code.is_empty() { default } else { code }, &mut code_buf);
+            let message = failure_text(detail, &mut buf);
+            let sent = self.core.send_coded_error([&open.request_id, b"", b""], rpc_code, code, message);
+            match sent {
+                Ok(()) => {}
+                Err(NoRoom) if X::GROWS_WITHOUT_BOUND => {}
+                Err(NoRoom) if !self.core.tx.queued().is_empty() => {
+                    self.core.obligations.restore(id, open);
+                    return Err(AnswerError::Full);
+                }
+                Err(_) => {
+                    self.refuse_instead(id, open, Cause::HandlerFailed)?;
+                    return Err(AnswerError::TooLarge);
+                }
+            }
+            self.core.count(Cause::HandlerFailed);
+            return Ok(());
+        }
+        let Some(member) = row.failure() else {
             return self.refuse_instead(id, open, Cause::HandlerFailed);
         };
-        let mut buf = [0; MAX_FAILURE_DETAIL];
         self.send_valid(id, open, failure_text(detail, &mut buf), false, b"", Some(member))?;
         self.core.count(Cause::HandlerFailed);
         Ok(())

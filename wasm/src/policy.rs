@@ -119,6 +119,17 @@
 //!   message's `mode` is `systemMessageDefaultMode` unless given, and a
 //!   section the client rewrites has the action `sectionTransformAction`
 //!   (`copilot_core::mcp_server_type` and the constants beside it).
+//! - `canvas` `{requests, actionMember, handlerError, actionNoHandler,
+//!   unknownPrefix, opened, closed}`: each canvas request method `[call,
+//!   nothing]` (`open`, `close` or `action` of the canvas its `canvasId`
+//!   names; `nothing`: the result when the handler gives none, or a close
+//!   has no handler); an action is found by the params' `actionMember`; a
+//!   failed handler settles as failed with its error's code (else
+//!   `handlerError`); an action without a handler fails with
+//!   `actionNoHandler` `[code, message]`, an unknown canvas with
+//!   `unknownPrefix` and the id in double quotes; the events `opened`
+//!   and `closed` keep the open instances (`copilot_core::CANVAS_REQUESTS`
+//!   and the constants beside it).
 //! - `bridgeTokenProtocolPrefix`: the WebSocket subprotocol that carries
 //!   the bridge's token is this prefix and the token
 //!   (`copilot_core::BRIDGE_TOKEN_PROTOCOL_PREFIX`).
@@ -401,6 +412,28 @@ mod tests {
         assert_eq!(o["wire"], Value::Object(wire));
         let flags: Vec<&str> = OPEN_OPTIONS.iter().filter(|x| x.only_when_true).map(|x| x.name).collect();
         assert_eq!(o["onlyWhenTrue"], json!(flags));
+    }
+
+    #[test]
+    fn the_canvas_rule_is_the_cores() {
+        use copilot_core::CanvasCall;
+        let c = &policy()["canvas"];
+        let mut requests = serde_json::Map::new();
+        for r in copilot_core::CANVAS_REQUESTS {
+            let call = match r.call {
+                CanvasCall::Open => "open",
+                CanvasCall::Close => "close",
+                CanvasCall::Action => "action",
+            };
+            requests.insert(r.method.into(), json!([call, serde_json::from_str::<Value>(r.nothing).unwrap()]));
+        }
+        assert_eq!(c["requests"], Value::Object(requests));
+        assert_eq!(c["actionMember"], copilot_core::CANVAS_ACTION_MEMBER);
+        assert_eq!(c["handlerError"], copilot_core::CANVAS_HANDLER_ERROR);
+        assert_eq!(c["actionNoHandler"], json!(copilot_core::CANVAS_ACTION_NO_HANDLER));
+        assert_eq!(c["unknownPrefix"], copilot_core::CANVAS_UNKNOWN_PREFIX);
+        assert_eq!(c["opened"], copilot_core::CANVAS_OPENED_EVENT);
+        assert_eq!(c["closed"], copilot_core::CANVAS_CLOSED_EVENT);
     }
 
     /// `ANSWER_SHAPES` as the policy writes it.
