@@ -9,9 +9,9 @@
 //! if it is also available), and the `request*` flags, `true` exactly when a
 //! handler answers what they ask for.
 //!
-//! Options of surfaces this client does not serve (canvases, extensions,
-//! a client-provided session filesystem) are left out, as are options the
-//! SDKs apply through other calls after the create.
+//! Options of surfaces this client does not serve (a client-provided
+//! session filesystem) are left out, as are options the SDKs apply
+//! through other calls after the create.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -22,12 +22,12 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::config_parts::{
-    CustomAgentConfig, DefaultAgentConfig, InfiniteSessionConfig, McpServerConfig, ProviderConfig, ReasoningEffort,
-    SystemMessage, REDACTED,
+    CanvasProviderIdentity, CustomAgentConfig, DefaultAgentConfig, ExtensionInfo, InfiniteSessionConfig,
+    McpServerConfig, ProviderConfig, ReasoningEffort, SystemMessage, REDACTED,
 };
 use super::replies::raw_json;
 use crate::answering::{
-    run, Command, ElicitationHandler, ExitPlanModeHandler, McpOAuthHandler, PermissionHandler, RequestHandler,
+    run, Canvas, Command, ElicitationHandler, ExitPlanModeHandler, McpOAuthHandler, PermissionHandler, RequestHandler,
     SessionHandlers, SessionHooks, Tool, UserInputHandler,
 };
 use crate::delivery::Answerer;
@@ -160,6 +160,25 @@ pub struct SessionConfig {
     pub enable_skills: Option<bool>,
     /// `off`, `export` or `on`.
     pub remote_session: Option<String>,
+    /// Canvases this session declares and serves (experimental): each
+    /// declared on the open, and its handlers answer the CLI's requests
+    /// for it.
+    pub canvases: Vec<Canvas>,
+    /// Offer the agent the canvas tools (`open_canvas`, ...) on this
+    /// connection (experimental): the client renders canvases.
+    pub request_canvas_renderer: Option<bool>,
+    /// Wire extension management tools onto the session for this
+    /// connection (experimental).
+    pub request_extensions: Option<bool>,
+    /// A `copilot-sdk/` folder given to extension processes in place of
+    /// the CLI's own (experimental).
+    pub extension_sdk_path: Option<PathBuf>,
+    /// A stable extension identity for this connection's canvases
+    /// (experimental): their provider id is `source:name`.
+    pub extension_info: Option<ExtensionInfo>,
+    /// A stable provider identity for this connection's canvases
+    /// (experimental), used as their provider id as given.
+    pub canvas_provider: Option<CanvasProviderIdentity>,
     /// A cloud session in place of a local one (create), as the CLI's
     /// schema describes it.
     pub cloud: Option<Value>,
@@ -235,6 +254,12 @@ impl Default for SessionConfig {
             enable_session_store: None,
             enable_skills: None,
             remote_session: None,
+            canvases: Vec::new(),
+            request_canvas_renderer: None,
+            request_extensions: None,
+            extension_sdk_path: None,
+            extension_info: None,
+            canvas_provider: None,
             cloud: None,
             suppress_resume_event: false,
             continue_pending_work: false,
@@ -314,6 +339,12 @@ impl SessionConfig {
         enable_session_store,
         enable_skills,
         remote_session,
+        canvases,
+        request_canvas_renderer,
+        request_extensions,
+        extension_sdk_path,
+        extension_info,
+        canvas_provider,
         cloud,
         suppress_resume_event,
         continue_pending_work,
@@ -410,6 +441,12 @@ impl SessionConfig {
         self.on_request(M::NAME, crate::answering::typed::<M>(handler))
     }
 
+    /// Declares and serves `canvas` (experimental).
+    pub fn canvas(mut self, canvas: Canvas) -> Self {
+        self.canvases.push(canvas);
+        self
+    }
+
     /// Adds MCP server `name`.
     pub fn mcp_server(mut self, name: impl Into<String>, server: McpServerConfig) -> Self {
         self.mcp_servers.insert(name.into(), server);
@@ -451,6 +488,10 @@ impl SessionConfig {
         if let Some(t) = self.handlers.tools.iter().find(|t| !names.insert(t.name.as_str())) {
             return Err(Error::Config(format!("two tools are named {}", t.name)));
         }
+        let mut ids = std::collections::HashSet::new();
+        if let Some(c) = self.canvases.iter().find(|c| !ids.insert(c.id.as_str())) {
+            return Err(Error::Config(format!("two canvases have the id {}", c.id)));
+        }
         Ok(())
     }
 
@@ -460,6 +501,7 @@ impl SessionConfig {
         let mut h = self.handlers.clone();
         h.transforms = self.system_message.as_ref().map(SystemMessage::transforms).unwrap_or_default();
         h.provider_token = self.provider.as_ref().and_then(|p| p.bearer_token_provider.clone());
+        h.canvases = self.canvases.clone();
         h
     }
 
@@ -510,6 +552,7 @@ impl fmt::Debug for SessionConfig {
             .field("infinite_sessions", &self.infinite_sessions)
             .field("github_token", &self.github_token.as_ref().map(|_| REDACTED))
             .field("managed_settings", &set(&self.managed_settings))
+            .field("canvases", &self.canvases)
             .field("handlers", &self.handlers)
             .finish_non_exhaustive()
     }

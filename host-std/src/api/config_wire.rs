@@ -8,8 +8,10 @@ use copilot_core::OptionScope;
 use serde_json::{json, Map, Value};
 
 use super::config::SessionConfig;
-use super::config_parts::{mcp_servers_json, CustomAgentConfig, InfiniteSessionConfig, ProviderConfig, SystemMessage};
-use crate::answering::Tool;
+use super::config_parts::{
+    mcp_servers_json, CanvasProviderIdentity, CustomAgentConfig, InfiniteSessionConfig, ProviderConfig, SystemMessage,
+};
+use crate::answering::{Canvas, Tool};
 
 impl SessionConfig {
     pub(crate) fn to_params(&self, id: Option<&str>, resuming: bool) -> crate::Result<Value> {
@@ -99,6 +101,12 @@ impl SessionConfig {
             ("enableSessionStore", flag(&self.enable_session_store)),
             ("enableSkills", flag(&self.enable_skills)),
             ("remoteSession", text(&self.remote_session)),
+            ("canvases", (!self.canvases.is_empty()).then(|| self.canvases.iter().map(Canvas::declaration).collect())),
+            ("requestCanvasRenderer", flag(&self.request_canvas_renderer)),
+            ("requestExtensions", flag(&self.request_extensions)),
+            ("extensionSdkPath", self.extension_sdk_path.as_ref().map(path)),
+            ("extensionInfo", self.extension_info.as_ref().map(|e| json!({ "source": e.source, "name": e.name }))),
+            ("canvasProvider", self.canvas_provider.as_ref().map(CanvasProviderIdentity::to_json)),
             ("cloud", self.cloud.clone()),
             ("suppressResumeEvent", Some(self.suppress_resume_event.into())),
             ("continuePendingWork", Some(self.continue_pending_work.into())),

@@ -23,8 +23,8 @@ pub use client_options::{
 };
 pub use config::SessionConfig;
 pub use config_parts::{
-    CustomAgentConfig, DefaultAgentConfig, InfiniteSessionConfig, McpServerConfig, ProviderConfig, ProviderType,
-    ReasoningEffort, SectionAction, SectionOverride, SystemMessage,
+    CanvasProviderIdentity, CustomAgentConfig, DefaultAgentConfig, ExtensionInfo, InfiniteSessionConfig,
+    McpServerConfig, ProviderConfig, ProviderType, ReasoningEffort, SectionAction, SectionOverride, SystemMessage,
 };
 pub use replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
 pub use session::{MessageOptions, Session, SessionCalls};
