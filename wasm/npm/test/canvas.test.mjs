@@ -1,0 +1,122 @@
+// Canvases against the real Copilot CLI 1.0.102 on the scripted model, as
+// tests/tests/canvas.rs checks the Rust crate: with requestCanvasRenderer
+// the agent's open_canvas and invoke_canvas_action reach this client as
+// canvas.open and canvas.action.invoke, a client's session.canvas.close
+// as canvas.close; each is answered once by the canvas's handlers, and the
+// agent reads the answer: the open's result, the action's result, the
+// error of an action without a handler, a throw's text, a CanvasError's.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { CanvasError, approveAll, createCanvas } from "../src/node.js";
+import { MODEL, startRealCli } from "./helpers.mjs";
+
+const open = (canvasId, instanceId, input) => ({
+  toolCalls: [{ name: "open_canvas", arguments: { canvasId, instanceId, input } }],
+});
+const invoke = (instanceId, actionName, input) => ({
+  toolCalls: [{ name: "invoke_canvas_action", arguments: { instanceId, actionName, input } }],
+});
+
+test("the real CLI's canvas requests are answered once by the canvas handlers", { timeout: 120_000 }, async () => {
+  const { model, client, workDir, stop } = await startRealCli("copilot-wasm-canvas");
+  try {
+    const calls = [];
+    const record = (what, ctx) => calls.push([what, ctx.canvasId, ctx.instanceId, ctx.input]);
+    const counter = createCanvas({
+      id: "counter",
+      displayName: "Counter",
+      description: "Counts things.",
+      inputSchema: { type: "object", properties: { start: { type: "number" } } },
+      open: (ctx) => {
+        record("open", ctx);
+        return { url: `https://example.test/${ctx.canvasId}/${ctx.instanceId}`, title: "Count" };
+      },
+      onClose: (ctx) => record("close", ctx),
+      actions: [
+        {
+          name: "increment",
+          description: "Add to the count",
+          handler: async (ctx) => {
+            record("increment", ctx);
+            return { count: 5 };
+          },
+        },
+        {
+          name: "explode",
+          handler: (ctx) => {
+            record("explode", ctx);
+            throw new Error("the counter exploded");
+          },
+        },
+        { name: "missing" },
+      ],
+    });
+    const broken = createCanvas({
+      id: "broken",
+      displayName: "Broken",
+      description: "Never opens.",
+      open: () => {
+        throw new CanvasError("broken_canvas", "this canvas is broken");
+      },
+    });
+    const session = await client.createSession({
+      model: MODEL,
+      workingDirectory: workDir("canvas"),
+      // The CLI asks before each canvas tool runs.
+      onPermission: approveAll,
+      requestCanvasRenderer: true,
+      canvasProvider: { id: "app:test:1", name: "Test app" },
+      canvases: [counter, broken],
+    });
+    assert.equal(session.capabilities.ui?.canvases, true);
+
+    // The declarations arrived, under the provider id given.
+    const { canvases: listed } = await session.call("session.canvas.list");
+    assert.deepEqual(
+      listed.map((c) => [c.extensionId, c.canvasId]),
+      [
+        ["app:test:1", "counter"],
+        ["app:test:1", "broken"],
+      ],
+    );
+    assert.deepEqual(listed[0].actions[0], { name: "increment", description: "Add to the count" });
+
+    await model.script(session.id, [
+      open("counter", "c1", { start: 3 }),
+      invoke("c1", "increment", { by: 2 }),
+      invoke("c1", "missing", {}),
+      invoke("c1", "explode", {}),
+      open("broken", "b1", {}),
+      { text: "done" },
+    ]);
+    assert.equal((await session.sendAndWait("Count with a canvas.", { timeoutMs: 90_000 }))?.content, "done");
+
+    const requests = (await model.requests()).filter((r) => r.sessionId === session.id);
+    const results = requests.at(-1).toolResults;
+    assert.equal(results.length, 5, JSON.stringify(results));
+    const opened = JSON.parse(results[0]);
+    assert.equal(opened.url, "https://example.test/counter/c1");
+    assert.equal(opened.title, "Count");
+    assert.deepEqual(JSON.parse(results[1]), { result: { count: 5 } });
+    assert.ok(results[2].endsWith("No handler implemented for this canvas action"), results[2]);
+    assert.ok(results[3].endsWith("the counter exploded"), results[3]);
+    assert.ok(results[4].endsWith("this canvas is broken"), results[4]);
+
+    // The panel closed by the client: the CLI tells its canvas.
+    assert.equal(await session.call("session.canvas.close", { instanceId: "c1" }), null);
+    assert.deepEqual((await session.call("session.canvas.listOpen")).openCanvases, []);
+
+    const c1 = (what, input) => [what, "counter", "c1", input];
+    assert.deepEqual(calls, [
+      c1("open", { start: 3 }),
+      c1("increment", { by: 2 }),
+      c1("explode", {}),
+      c1("close", undefined),
+    ]);
+    await session.destroy();
+  } finally {
+    await stop();
+  }
+});
