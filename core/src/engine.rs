@@ -632,29 +632,32 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
     }
 
     fn send_error(&mut self, id: [&[u8]; 3], code: i64, message: &str) -> Result<(), NoRoom> {
-        let mut digits = [0; 20];
-        let n = itoa(code.unsigned_abs(), &mut digits);
-        let sign: &[u8] = if code < 0 { b"-" } else { b"" };
-        self.tx.emit(&[
-            b"{\"jsonrpc\":\"2.0\",\"id\":",
-            id[0],
-            id[1],
-            id[2],
-            b",\"error\":{\"code\":",
-            sign,
-            n,
-            b",\"message\":\"",
-            message.as_bytes(),
-            b"\"}}",
-        ])
+        self.send_error_parts(id, code, [b"\"", message.as_bytes(), b"\""], None)
     }
 
     /// Sends an error response whose `data` names a machine `code` (both
     /// texts JSON strings): `{code, message, data: {code, message}}`.
     fn send_coded_error(&mut self, id: [&[u8]; 3], code: i64, machine: &[u8], message: &[u8]) -> Result<(), NoRoom> {
+        self.send_error_parts(id, code, [message, b"", b""], Some(machine))
+    }
+
+    /// An error response: `message` is the JSON string in parts; with a
+    /// `machine` code (a JSON string), `data` is `{code, message}`.
+    fn send_error_parts(
+        &mut self,
+        id: [&[u8]; 3],
+        code: i64,
+        message: [&[u8]; 3],
+        machine: Option<&[u8]>,
+    ) -> Result<(), NoRoom> {
         let mut digits = [0; 20];
         let n = itoa(code.unsigned_abs(), &mut digits);
         let sign: &[u8] = if code < 0 { b"-" } else { b"" };
+        let (data, m): ([&[u8]; 3], [&[u8]; 3]) = match machine {
+            Some(c) => ([b",\"data\":{\"code\":", c, b",\"message\":"], message),
+            None => ([b"", b"", b""], [b"", b"", b""]),
+        };
+        let close: &[u8] = if machine.is_some() { b"}}}" } else { b"}}" };
         self.tx.emit(&[
             b"{\"jsonrpc\":\"2.0\",\"id\":",
             id[0],
@@ -664,12 +667,16 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
             sign,
             n,
             b",\"message\":",
-            message,
-            b",\"data\":{\"code\":",
-            machine,
-            b",\"message\":",
-            message,
-            b"}}}",
+            message[0],
+            message[1],
+            message[2],
+            data[0],
+            data[1],
+            data[2],
+            m[0],
+            m[1],
+            m[2],
+            close,
         ])
     }
 
