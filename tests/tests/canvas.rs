@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use copilot_host::{
-    approve_all, Canvas, CanvasAction, CanvasContext, CanvasError, CanvasProviderIdentity, Client, EventKind, Transport,
+    approve_all, Canvas, CanvasAction, CanvasContext, CanvasError, CanvasProviderIdentity, Client, EventKind,
+    ExtensionInfo, Transport,
 };
 use copilot_testkit::scripted_model::{Reply, ScriptedModel};
 use copilot_tests::real_cli::{scripted_options, scripted_session, TempDir};
@@ -137,5 +138,36 @@ fn canvas_requests_of_the_real_cli_are_answered_once_by_the_canvas_handlers() {
         ]
     );
     session.destroy().unwrap();
+    client.stop().unwrap();
+}
+
+/// The extension options reach the CLI: with `request_extensions` the
+/// session has the `extensions` capability and the agent is offered the
+/// extension tools; `extension_info` and `extension_sdk_path` (a folder
+/// that does not exist: the CLI falls back to its own SDK) are taken. A
+/// session without them has neither.
+#[test]
+fn the_extension_options_reach_the_real_cli() {
+    let dir = TempDir::new("copilot-extensions");
+    let model = ScriptedModel::start().expect("start the scripted model");
+    let client = Client::start(scripted_options(Transport::Stdio, dir.path(), &model)).expect("start the CLI");
+    let mut with = scripted_session(dir.path(), "with");
+    with.request_extensions = Some(true);
+    with.extension_info = Some(ExtensionInfo { source: "github-app".into(), name: "test".into() });
+    with.extension_sdk_path = Some(dir.path().join("no-such-sdk"));
+    let without = scripted_session(dir.path(), "without");
+    // The one without first: the CLI offers the extension tools to every
+    // later session of a connection that asked for them once.
+    for (config, on) in [(without, false), (with, true)] {
+        let session = client.create_session(config).expect("create");
+        assert_eq!(session.capabilities().extensions, on);
+        assert!(!session.capabilities().ui.canvases, "no canvas renderer asked for");
+        model.script(session.id(), vec![Reply::text("ok")]);
+        session.send_and_wait("Hello", TURN).expect("the turn");
+        let tools = model.requests_for(session.id()).last().expect("the model was called").tool_names();
+        assert_eq!(tools.iter().any(|t| t == "extensions_manage"), on, "{tools:?}");
+        assert!(!tools.iter().any(|t| t == "open_canvas"), "{tools:?}");
+        session.destroy().unwrap();
+    }
     client.stop().unwrap();
 }

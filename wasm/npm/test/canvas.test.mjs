@@ -120,3 +120,40 @@ test("the real CLI's canvas requests are answered once by the canvas handlers", 
     await stop();
   }
 });
+
+// As tests/tests/canvas.rs: requestExtensions gives the session the
+// `extensions` capability and the agent the extension tools; extensionInfo
+// and extensionSdkPath (a folder that does not exist) are taken.
+test("the extension options reach the real CLI", { timeout: 120_000 }, async () => {
+  const { model, client, dir, workDir, stop } = await startRealCli("copilot-wasm-extensions");
+  try {
+    const configs = [
+      // The one without first: the CLI offers the extension tools to every
+      // later session of a connection that asked for them once.
+      [{ workingDirectory: workDir("without") }, false],
+      [
+        {
+          workingDirectory: workDir("with"),
+          requestExtensions: true,
+          extensionInfo: { source: "github-app", name: "test" },
+          extensionSdkPath: `${dir}/no-such-sdk`,
+        },
+        true,
+      ],
+    ];
+    for (const [config, on] of configs) {
+      const session = await client.createSession({ model: MODEL, ...config });
+      assert.equal(session.capabilities.extensions, on);
+      assert.equal(session.capabilities.ui?.canvases, false, "no canvas renderer asked for");
+      await model.script(session.id, [{ text: "ok" }]);
+      await session.sendAndWait("Hello", { timeoutMs: 60_000 });
+      const requests = (await model.requests()).filter((r) => r.sessionId === session.id);
+      const tools = requests.at(-1).toolNames;
+      assert.equal(tools.includes("extensions_manage"), on, JSON.stringify(tools));
+      assert.ok(!tools.includes("open_canvas"));
+      await session.destroy();
+    }
+  } finally {
+    await stop();
+  }
+});
