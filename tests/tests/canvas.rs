@@ -59,6 +59,10 @@ fn canvases(calls: &Calls) -> Vec<Canvas> {
     vec![counter, broken]
 }
 
+fn config_provider() -> Option<CanvasProviderIdentity> {
+    Some(CanvasProviderIdentity { id: "app:test:1".into(), name: Some("Test app".into()) })
+}
+
 fn open(canvas: &str, instance: &str, input: Value) -> Reply {
     Reply::tool_call("open_canvas", json!({"canvasId": canvas, "instanceId": instance, "input": input}))
 }
@@ -76,7 +80,7 @@ fn canvas_requests_of_the_real_cli_are_answered_once_by_the_canvas_handlers() {
     // The CLI asks before each canvas tool runs.
     let mut config = scripted_session(dir.path(), "canvas").on_permission_shared(approve_all());
     config.request_canvas_renderer = Some(true);
-    config.canvas_provider = Some(CanvasProviderIdentity { id: "app:test:1".into(), name: Some("Test app".into()) });
+    config.canvas_provider = config_provider();
     for c in canvases(&calls) {
         config = config.canvas(c);
     }
@@ -119,11 +123,31 @@ fn canvas_requests_of_the_real_cli_are_answered_once_by_the_canvas_handlers() {
     assert!(results[3].contains("the counter exploded"), "a panic's text: {}", results[3]);
     assert!(results[4].ends_with("this canvas is broken"), "a handler's error: {}", results[4]);
 
-    // The panel closed by the client: the CLI tells its canvas.
+    // The instances open, kept from the CLI's events: c1 (b1 never opened).
+    let open = session.open_canvases();
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!((&open[0]["instanceId"], &open[0]["url"]), (&json!("c1"), &json!("https://example.test/counter/c1")));
+    // A resume's answer lists them: the session resumed (on this client:
+    // the new handle takes the session over) starts with c1 open (the CLI
+    // opens it again with its provider, the same provider id).
+    let mut again = scripted_session(dir.path(), "canvas").on_permission_shared(approve_all());
+    again.request_canvas_renderer = Some(true);
+    // The same provider id: the instance stays this provider's.
+    again.canvas_provider = config_provider();
+    for c in canvases(&calls) {
+        again = again.canvas(c);
+    }
+    let session = client.resume_session(session.id(), again).expect("resume");
+    assert_eq!(session.open_canvases(), open, "as the resume's answer lists them");
+
+    // The panel closed by the client: the CLI tells its canvas, and says so.
+    let events = session.events();
     let closed = session.call_raw("session.canvas.close", json!({"instanceId": "c1"})).expect("close");
     assert_eq!(closed, Value::Null);
     let open_now = session.call_raw("session.canvas.listOpen", json!({})).expect("listOpen");
     assert_eq!(open_now["openCanvases"], json!([]), "c1 closed, b1 never opened");
+    while events.next_timeout(TURN).expect("an event").expect("open").event_type() != "session.canvas.closed" {}
+    assert_eq!(session.open_canvases(), Vec::<Value>::new(), "closed before the event was delivered");
 
     // Each request reached its handler once, with what the agent asked.
     let calls = calls.lock().unwrap().clone();
@@ -134,6 +158,8 @@ fn canvas_requests_of_the_real_cli_are_answered_once_by_the_canvas_handlers() {
             c1("open", Some(json!({"start": 3}))),
             c1("increment", Some(json!({"by": 2}))),
             c1("explode", Some(json!({}))),
+            // The resume under the same provider id restores the instance.
+            c1("open", Some(json!({"start": 3}))),
             c1("close", None),
         ]
     );

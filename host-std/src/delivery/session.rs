@@ -156,6 +156,8 @@ pub(crate) struct SessionInner {
     workers: Arc<Pool>,
     /// As the CLI last said (the reader keeps them, in frame order).
     capabilities: Mutex<copilot_core::Capabilities>,
+    /// The canvas instances open, as the CLI last said (kept by the reader).
+    open_canvases: Mutex<Vec<(String, serde_json::Value)>>,
 }
 
 impl SessionSink for SessionInner {
@@ -215,6 +217,29 @@ impl SessionSink for SessionInner {
     fn change_capabilities(&self, change: &mut dyn FnMut(&mut copilot_core::Capabilities)) {
         change(&mut lock(&self.capabilities));
     }
+
+    fn change_open_canvases(&self, change: copilot_core::CanvasChange<'_>, first: bool) {
+        let mut open = lock(&self.open_canvases);
+        if first {
+            open.clear();
+        }
+        let decoded = |id: copilot_core::JsonStr<'_>| id.chars().collect::<String>();
+        match change {
+            copilot_core::CanvasChange::Opened { instance_id, instance } => {
+                let (id, Ok(instance)) = (decoded(instance_id), serde_json::from_slice(instance.as_bytes())) else {
+                    return;
+                };
+                match open.iter_mut().find(|(i, _)| *i == id) {
+                    Some(slot) => slot.1 = instance,
+                    None => open.push((id, instance)),
+                }
+            }
+            copilot_core::CanvasChange::Closed { instance_id } => {
+                let id = decoded(instance_id);
+                open.retain(|(i, _)| *i != id);
+            }
+        }
+    }
 }
 
 impl SessionInner {
@@ -230,6 +255,7 @@ impl SessionInner {
             dispatchers: Arc::clone(&conn.dispatchers),
             workers: Arc::clone(&conn.workers),
             capabilities: Mutex::default(),
+            open_canvases: Mutex::default(),
         });
         if let Some(id) = id {
             inner.named(id);
@@ -240,6 +266,11 @@ impl SessionInner {
     /// The session's capabilities, as the CLI last said.
     pub(crate) fn capabilities(&self) -> copilot_core::Capabilities {
         *lock(&self.capabilities)
+    }
+
+    /// The canvas instances open, as the CLI last said.
+    pub(crate) fn open_canvases(&self) -> Vec<serde_json::Value> {
+        lock(&self.open_canvases).iter().map(|(_, v)| v.clone()).collect()
     }
 
     /// The session id, once known.
