@@ -66,3 +66,39 @@ export async function decideCanvas(canvases, method, data, sessionId) {
     return failed(e);
   }
 }
+
+/**
+ * A session's open canvas instances, as the CLI last said (the core's
+ * rule, `POLICY.canvas`): the open's answer lists them, an `opened` event
+ * replaces or adds one (by `instanceId`), a `closed` event removes one;
+ * an instance or event without the members the rule names is skipped.
+ */
+export class OpenCanvases {
+  #list = [];
+
+  /** The open's answer (`session.create`/`resume` result) lists them. */
+  opened(result) {
+    const listed = result?.[POLICY.canvas.openAnswer];
+    this.#list = Array.isArray(listed) ? listed.filter(isInstance) : [];
+  }
+
+  /** Applies an event if it is an open or a close. */
+  event(event) {
+    const { opened, closed, openMembers } = POLICY.canvas;
+    if (event?.type === opened && isInstance(event.data)) {
+      const at = this.#list.findIndex((i) => i[openMembers[0]] === event.data[openMembers[0]]);
+      if (at >= 0) this.#list[at] = event.data;
+      else this.#list.push(event.data);
+    } else if (event?.type === closed && isNamed(event.data, openMembers[0])) {
+      this.#list = this.#list.filter((i) => i[openMembers[0]] !== event.data[openMembers[0]]);
+    }
+  }
+
+  /** A copy of the instances, oldest first. */
+  get value() {
+    return structuredClone(this.#list);
+  }
+}
+
+const isNamed = (v, name) => typeof v?.[name] === "string" && v[name].length > 0;
+const isInstance = (v) => POLICY.canvas.openMembers.every((m) => isNamed(v, m));

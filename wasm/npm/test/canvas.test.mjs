@@ -104,18 +104,46 @@ test("the real CLI's canvas requests are answered once by the canvas handlers", 
     assert.ok(results[3].endsWith("the counter exploded"), results[3]);
     assert.ok(results[4].endsWith("this canvas is broken"), results[4]);
 
-    // The panel closed by the client: the CLI tells its canvas.
-    assert.equal(await session.call("session.canvas.close", { instanceId: "c1" }), null);
-    assert.deepEqual((await session.call("session.canvas.listOpen")).openCanvases, []);
+    // The instances open, kept from the CLI's events: c1 (b1 never opened).
+    const openNow = session.openCanvases;
+    assert.deepEqual(
+      openNow.map((i) => [i.instanceId, i.url]),
+      [["c1", "https://example.test/counter/c1"]],
+    );
+    // A resume's answer lists them: the session resumed (on this client:
+    // the new handle takes it over) starts with c1 open (the CLI opens it
+    // again with its provider, the same provider id).
+    const resumed = await client.resumeSession(session.id, {
+      model: MODEL,
+      workingDirectory: workDir("canvas"),
+      onPermission: approveAll,
+      requestCanvasRenderer: true,
+      canvasProvider: { id: "app:test:1", name: "Test app" },
+      canvases: [counter, broken],
+    });
+    assert.deepEqual(resumed.openCanvases, openNow);
+
+    // The panel closed by the client: the CLI tells its canvas, and says so.
+    const closedEvent = new Promise((resolve) => {
+      const off = resumed.on("session.canvas.closed", () => {
+        off();
+        resolve(resumed.openCanvases);
+      });
+    });
+    assert.equal(await resumed.call("session.canvas.close", { instanceId: "c1" }), null);
+    assert.deepEqual((await resumed.call("session.canvas.listOpen")).openCanvases, []);
+    assert.deepEqual(await closedEvent, [], "closed before the event was delivered");
 
     const c1 = (what, input) => [what, "counter", "c1", input];
     assert.deepEqual(calls, [
       c1("open", { start: 3 }),
       c1("increment", { by: 2 }),
       c1("explode", {}),
+      // The resume under the same provider id restores the instance.
+      c1("open", { start: 3 }),
       c1("close", undefined),
     ]);
-    await session.destroy();
+    await resumed.destroy();
   } finally {
     await stop();
   }

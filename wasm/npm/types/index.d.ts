@@ -1296,6 +1296,12 @@ export declare class Session implements AsyncIterable<TypedSessionEvent> {
   readonly active: boolean;
   /** What the CLI says the session can do, as it last said. */
   readonly capabilities: SessionCapabilities;
+  /**
+   * The canvas instances open in this session (experimental), as the CLI
+   * last said, oldest first: set by a resume's answer, kept current by
+   * `session.canvas.opened` / `closed` (changed before the event is delivered).
+   */
+  readonly openCanvases: OpenCanvasInstance[];
   /** The session's UI calls (confirm, select, input, elicitation). */
   readonly ui: SessionUi;
 
@@ -1425,3 +1431,15 @@ export declare class CanvasError extends Error {
 
 /** Checks a canvas (a ConfigError if it cannot work) and returns it (experimental). */
 export declare function createCanvas(options: Canvas): Canvas;
+
+/** A canvas instance open in a session, as the CLI describes it (experimental). */
+export interface OpenCanvasInstance {
+  instanceId: string;
+  extensionId: string;
+  canvasId: string;
+  title?: string;
+  status?: string;
+  url?: string;
+  input?: unknown;
+  [member: string]: unknown;
+}
