@@ -13,6 +13,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use copilot_host::asynch;
 use copilot_host::{
     approve_all, Canvas, CanvasAction, CanvasContext, CanvasError, CanvasProviderIdentity, Client, EventKind,
     ExtensionInfo, Transport,
@@ -196,4 +197,54 @@ fn the_extension_options_reach_the_real_cli() {
         session.destroy().unwrap();
     }
     client.stop().unwrap();
+}
+
+/// Async canvas handlers (`asynch::canvas`, `asynch::canvas_action`), each
+/// awaiting work spawned on the caller's runtime, answer the real CLI's
+/// requests through the async client.
+#[test]
+fn async_canvas_handlers_answer_the_real_cli() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+    rt.block_on(async {
+        let dir = TempDir::new("copilot-canvas-async");
+        let model = ScriptedModel::start().expect("start the scripted model");
+        let client = asynch::Client::start(scripted_options(Transport::Stdio, dir.path(), &model)).await.unwrap();
+        let handle = tokio::runtime::Handle::current();
+        let later = move |v: Value| {
+            let handle = handle.clone();
+            async move {
+                let v = handle
+                    .spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        v
+                    })
+                    .await
+                    .unwrap();
+                Ok(v)
+            }
+        };
+        let (open_later, action_later) = (later.clone(), later);
+        let counter = asynch::canvas("counter", "Counter", "Counts.", move |ctx: CanvasContext| {
+            open_later(json!({ "title": format!("Count {}", ctx.instance_id) }))
+        })
+        .action(asynch::canvas_action("increment", move |ctx: CanvasContext| {
+            action_later(json!({ "got": ctx.input }))
+        }));
+        let mut config = scripted_session(dir.path(), "async").on_permission_shared(approve_all()).canvas(counter);
+        config.request_canvas_renderer = Some(true);
+        let session = client.create_session(config).await.expect("create");
+        model.script(
+            session.id(),
+            vec![open("counter", "c1", json!({})), invoke("c1", "increment", json!({"by": 1})), Reply::text("done")],
+        );
+        session.send_and_wait("Count.", TURN).await.expect("the turn");
+        let results = model.requests_for(session.id()).last().expect("the model was called").tool_results();
+        let opened: Value = serde_json::from_str(&results[0]).expect("the open's result");
+        assert_eq!(opened["title"], "Count c1");
+        let action: Value = serde_json::from_str(&results[1]).expect("the action's result");
+        assert_eq!(action, json!({"result": {"got": {"by": 1}}}));
+        assert_eq!(session.open_canvases().len(), 1);
+        session.destroy().await.unwrap();
+        client.stop().await.unwrap();
+    });
 }
