@@ -174,7 +174,10 @@ pub struct SessionConfig {
     /// the CLI's own (experimental).
     pub extension_sdk_path: Option<PathBuf>,
     /// A stable extension identity for this connection's canvases
-    /// (experimental): their provider id is `source:name`.
+    /// (experimental), sent as the official SDKs send it (which say the
+    /// CLI names their provider `source:name`; the CLI 1.0.102 still lists
+    /// a session's canvases under the connection's id with only this set:
+    /// [`canvas_provider`](Self::canvas_provider) names them).
     pub extension_info: Option<ExtensionInfo>,
     /// A stable provider identity for this connection's canvases
     /// (experimental), used as their provider id as given.

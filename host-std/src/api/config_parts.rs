@@ -494,8 +494,9 @@ impl InfiniteSessionConfig {
 // ---------------------------------------------------------------------------
 // Canvas providers (experimental).
 
-/// A stable extension identity for the canvases of a connection: the CLI
-/// names their provider `source:name` rather than by the connection.
+/// A stable extension identity for the canvases of a connection
+/// (`{source, name}` on the wire; see
+/// [`SessionConfig::extension_info`](crate::SessionConfig::extension_info)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExtensionInfo {
     /// The namespace, such as `github-app`.

@@ -770,7 +770,7 @@ export interface SessionConfigBase {
   requestExtensions?: boolean;
   /** A `copilot-sdk/` folder given to extension processes in place of the CLI's own (experimental). */
   extensionSdkPath?: string;
-  /** A stable extension identity for this connection's canvases: their provider id is `source:name` (experimental). */
+  /** A stable extension identity for this connection's canvases, as the official SDK sends it (experimental). */
   extensionInfo?: ExtensionInfo;
   /** A stable provider identity for this connection's canvases, used as their provider id (experimental). */
   canvasProvider?: CanvasProviderIdentity;
