@@ -22,6 +22,7 @@ use copilot_core::{turn_step, TurnStep, TURN_REPLY_UNLESS};
 
 use super::event_channel::EventTx;
 use super::inbox::{Batch, Inbox, InboxTx};
+use super::open_canvases::OpenCanvases;
 use crate::driver::{Connection, Job, SessionSink};
 use crate::error::{Error, Result};
 use crate::events::{EventKind, SessionEvent};
@@ -157,7 +158,7 @@ pub(crate) struct SessionInner {
     /// As the CLI last said (the reader keeps them, in frame order).
     capabilities: Mutex<copilot_core::Capabilities>,
     /// The canvas instances open, as the CLI last said (kept by the reader).
-    open_canvases: Mutex<Vec<(String, serde_json::Value)>>,
+    open_canvases: Mutex<OpenCanvases>,
 }
 
 impl SessionSink for SessionInner {
@@ -219,26 +220,7 @@ impl SessionSink for SessionInner {
     }
 
     fn change_open_canvases(&self, change: copilot_core::CanvasChange<'_>, first: bool) {
-        let mut open = lock(&self.open_canvases);
-        if first {
-            open.clear();
-        }
-        let decoded = |id: copilot_core::JsonStr<'_>| id.chars().collect::<String>();
-        match change {
-            copilot_core::CanvasChange::Opened { instance_id, instance } => {
-                let (id, Ok(instance)) = (decoded(instance_id), serde_json::from_slice(instance.as_bytes())) else {
-                    return;
-                };
-                match open.iter_mut().find(|(i, _)| *i == id) {
-                    Some(slot) => slot.1 = instance,
-                    None => open.push((id, instance)),
-                }
-            }
-            copilot_core::CanvasChange::Closed { instance_id } => {
-                let id = decoded(instance_id);
-                open.retain(|(i, _)| *i != id);
-            }
-        }
+        lock(&self.open_canvases).change(change, first);
     }
 }
 
@@ -270,7 +252,7 @@ impl SessionInner {
 
     /// The canvas instances open, as the CLI last said.
     pub(crate) fn open_canvases(&self) -> Vec<serde_json::Value> {
-        lock(&self.open_canvases).iter().map(|(_, v)| v.clone()).collect()
+        lock(&self.open_canvases).list()
     }
 
     /// The session id, once known.

@@ -61,7 +61,7 @@ test("the real CLI's canvas requests are answered once by the canvas handlers", 
         throw new CanvasError("broken_canvas", "this canvas is broken");
       },
     });
-    const session = await client.createSession({
+    const config = () => ({
       model: MODEL,
       workingDirectory: workDir("canvas"),
       // The CLI asks before each canvas tool runs.
@@ -70,6 +70,7 @@ test("the real CLI's canvas requests are answered once by the canvas handlers", 
       canvasProvider: { id: "app:test:1", name: "Test app" },
       canvases: [counter, broken],
     });
+    const session = await client.createSession(config());
     assert.equal(session.capabilities.ui?.canvases, true);
 
     // The declarations arrived, under the provider id given.
@@ -113,14 +114,7 @@ test("the real CLI's canvas requests are answered once by the canvas handlers", 
     // A resume's answer lists them: the session resumed (on this client:
     // the new handle takes it over) starts with c1 open (the CLI opens it
     // again with its provider, the same provider id).
-    const resumed = await client.resumeSession(session.id, {
-      model: MODEL,
-      workingDirectory: workDir("canvas"),
-      onPermission: approveAll,
-      requestCanvasRenderer: true,
-      canvasProvider: { id: "app:test:1", name: "Test app" },
-      canvases: [counter, broken],
-    });
+    const resumed = await client.resumeSession(session.id, config());
     assert.deepEqual(resumed.openCanvases, openNow);
 
     // The panel closed by the client: the CLI tells its canvas, and says so.
