@@ -149,6 +149,7 @@ impl HandlerKind {
                 | HandlerKind::SystemMessageTransform
                 | HandlerKind::ProviderToken
                 | HandlerKind::Hooks
+                | HandlerKind::Canvas
         )
     }
 }
@@ -170,6 +171,7 @@ pub static HANDLER_READS: &[(HandlerKind, &str, Kind)] = &[
     (HandlerKind::SystemMessageTransform, "sections", Kind::Object),
     (HandlerKind::ProviderToken, "providerName", Kind::String),
     (HandlerKind::Hooks, "hookType", Kind::String),
+    (HandlerKind::Canvas, "canvasId", Kind::String),
 ];
 
 impl HandlerKind {
@@ -206,6 +208,7 @@ pub static TYPED_HANDLER_KINDS: &[HandlerKind] = &[
     HandlerKind::SystemMessageTransform,
     HandlerKind::ProviderToken,
     HandlerKind::Hooks,
+    HandlerKind::Canvas,
 ];
 
 /// The handler kinds answered by a user's generic request handler, by name
@@ -221,7 +224,6 @@ pub static GENERIC_HANDLER_KINDS: &[HandlerKind] = &[
     HandlerKind::SkillProvider,
     HandlerKind::Workflow,
     HandlerKind::Tasks,
-    HandlerKind::Canvas,
     HandlerKind::Host,
     HandlerKind::ExtensionLaunch,
     HandlerKind::LlmInference,
@@ -325,6 +327,21 @@ impl AnswerRow {
     pub const fn failure(&self) -> Option<&'static str> {
         match (self.handler, self.via) {
             (HandlerKind::Tool, AnswerVia::Rpc { .. }) => Some("error"),
+            _ => None,
+        }
+    }
+
+    /// For a row whose failed handler is answered by a JSON-RPC error
+    /// carrying a machine-readable code (the canvas requests, as the
+    /// official SDKs answer them): the error's `code`, and the machine
+    /// code (`data.code`) when the handler names none. The error's
+    /// `message` and `data.message` are the handler's text. `None`: see
+    /// [`failure`](Self::failure).
+    pub const fn failure_error(&self) -> Option<(i64, &'static str)> {
+        match (self.handler, self.via) {
+            (HandlerKind::Canvas, AnswerVia::Response { member: None }) => {
+                Some((INTERNAL_ERROR, crate::canvas::CANVAS_HANDLER_ERROR))
+            }
             _ => None,
         }
     }

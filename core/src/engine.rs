@@ -637,9 +637,32 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
     }
 
     fn send_error(&mut self, id: [&[u8]; 3], code: i64, message: &str) -> Result<(), NoRoom> {
+        self.send_error_parts(id, code, [b"\"", message.as_bytes(), b"\""], None)
+    }
+
+    /// Sends an error response whose `data` names a machine `code` (both
+    /// texts JSON strings): `{code, message, data: {code, message}}`.
+    fn send_coded_error(&mut self, id: [&[u8]; 3], code: i64, machine: &[u8], message: &[u8]) -> Result<(), NoRoom> {
+        self.send_error_parts(id, code, [message, b"", b""], Some(machine))
+    }
+
+    /// An error response: `message` is the JSON string in parts; with a
+    /// `machine` code (a JSON string), `data` is `{code, message}`.
+    fn send_error_parts(
+        &mut self,
+        id: [&[u8]; 3],
+        code: i64,
+        message: [&[u8]; 3],
+        machine: Option<&[u8]>,
+    ) -> Result<(), NoRoom> {
         let mut digits = [0; 20];
         let n = itoa(code.unsigned_abs(), &mut digits);
         let sign: &[u8] = if code < 0 { b"-" } else { b"" };
+        let (data, m): ([&[u8]; 3], [&[u8]; 3]) = match machine {
+            Some(c) => ([b",\"data\":{\"code\":", c, b",\"message\":"], message),
+            None => ([b"", b"", b""], [b"", b"", b""]),
+        };
+        let close: &[u8] = if machine.is_some() { b"}}}" } else { b"}}" };
         self.tx.emit(&[
             b"{\"jsonrpc\":\"2.0\",\"id\":",
             id[0],
@@ -648,9 +671,17 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
             b",\"error\":{\"code\":",
             sign,
             n,
-            b",\"message\":\"",
-            message.as_bytes(),
-            b"\"}}",
+            b",\"message\":",
+            message[0],
+            message[1],
+            message[2],
+            data[0],
+            data[1],
+            data[2],
+            m[0],
+            m[1],
+            m[2],
+            close,
         ])
     }
 
@@ -1236,11 +1267,42 @@ impl<
     /// tool failed, in its own words, and logs the text. Any other row gets
     /// its refusal. Counted as refused for [`Cause::HandlerFailed`].
     pub fn fail(&mut self, id: ObligationId, detail: &str) -> Result<(), AnswerError> {
+        self.fail_coded(id, "", detail)
+    }
+
+    /// [`fail`](Self::fail), with the machine-readable `code` the handler
+    /// named (a canvas handler's error code; empty: none). A row whose
+    /// failure is a coded JSON-RPC error
+    /// ([`failure_error`](crate::AnswerRow::failure_error)) answers
+    /// `{code, message: detail, data: {code: <code or the row's>,
+    /// message: detail}}`; other rows ignore `code`.
+    pub fn fail_coded(&mut self, id: ObligationId, code: &str, detail: &str) -> Result<(), AnswerError> {
         let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
-        let Some(member) = ANSWERS[usize::from(open.row)].failure() else {
+        let row = &ANSWERS[usize::from(open.row)];
+        let mut buf = [0; MAX_FAILURE_DETAIL];
+        if let Some((rpc_code, default)) = row.failure_error() {
+            let mut code_buf = [0; MAX_FAILURE_DETAIL];
+            let code = failure_text(if code.is_empty() { default } else { code }, &mut code_buf);
+            let message = failure_text(detail, &mut buf);
+            let sent = self.core.send_coded_error([&open.request_id, b"", b""], rpc_code, code, message);
+            match sent {
+                Ok(()) => {}
+                Err(NoRoom) if X::GROWS_WITHOUT_BOUND => {}
+                Err(NoRoom) if !self.core.tx.queued().is_empty() => {
+                    self.core.obligations.restore(id, open);
+                    return Err(AnswerError::Full);
+                }
+                Err(_) => {
+                    self.refuse_instead(id, open, Cause::HandlerFailed)?;
+                    return Err(AnswerError::TooLarge);
+                }
+            }
+            self.core.count(Cause::HandlerFailed);
+            return Ok(());
+        }
+        let Some(member) = row.failure() else {
             return self.refuse_instead(id, open, Cause::HandlerFailed);
         };
-        let mut buf = [0; MAX_FAILURE_DETAIL];
         self.send_valid(id, open, failure_text(detail, &mut buf), false, b"", Some(member))?;
         self.core.count(Cause::HandlerFailed);
         Ok(())

@@ -77,6 +77,7 @@
 extern crate alloc;
 
 mod answers;
+mod canvas;
 mod capabilities;
 mod elicitation;
 mod encode;
@@ -108,6 +109,11 @@ mod wire_defaults;
 pub use answers::{
     generic_request_names, row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, Trigger,
     Unhandled, ANSWERS, GENERIC_HANDLER_KINDS, HANDLER_READS, NOT_OBLIGATIONS, TYPED_HANDLER_KINDS,
+};
+pub use canvas::{
+    canvas_request, open_answer_canvases, read_canvas_change, CanvasCall, CanvasChange, CanvasRequest,
+    CANVAS_ACTION_MEMBER, CANVAS_ACTION_NO_HANDLER, CANVAS_CLOSED_EVENT, CANVAS_HANDLER_ERROR, CANVAS_OPENED_EVENT,
+    CANVAS_REQUESTS, CANVAS_UNKNOWN_PREFIX, OPEN_ANSWER_CANVASES, OPEN_CANVAS_MEMBERS,
 };
 pub use capabilities::{
     check_ui_call, read_ui_answer, ui_call, write_ui_form, Capabilities, Capability, MissingCapability, NoFormField,

@@ -97,6 +97,14 @@ pub static OPEN_OPTIONS: &[OpenOption] = &[
     opt("skipCustomInstructions", None, Scope::Both, false),
     opt("coauthorEnabled", None, Scope::Both, false),
     opt("manageScheduleEnabled", None, Scope::Both, false),
+    // Canvases and extensions (experimental). `canvases` are the
+    // declarations (the handlers stay with the client).
+    opt("canvases", Some("canvases"), Scope::Both, false),
+    opt("requestCanvasRenderer", Some("requestCanvasRenderer"), Scope::Both, false),
+    opt("requestExtensions", Some("requestExtensions"), Scope::Both, false),
+    opt("extensionSdkPath", Some("extensionSdkPath"), Scope::Both, false),
+    opt("extensionInfo", Some("extensionInfo"), Scope::Both, false),
+    opt("canvasProvider", Some("canvasProvider"), Scope::Both, false),
     opt("sessionId", Some("sessionId"), Scope::CreateOnly, false),
     opt("serverAssignedId", None, Scope::CreateOnly, false),
     opt("cloud", Some("cloud"), Scope::CreateOnly, false),

@@ -361,9 +361,10 @@ const FAILURE: &str = "boom: \"quoted\"\n";
 /// row whose failure has a member of its own (the text goes there, in
 /// place of the answer), else the refusal.
 fn failure(row: &AnswerRow) -> Option<Value> {
-    match row.failure() {
-        Some(_) => None,
-        None => refusal(row),
+    match (row.failure(), row.failure_error()) {
+        (Some(_), _) => None,
+        (None, Some((code, _))) => Some(json!({ "code": code })),
+        (None, None) => refusal(row),
     }
 }
 
@@ -406,6 +407,11 @@ fn every_kind_every_path_exactly_one_answer() {
             assert_eq!(payload(row, &answers[0]), expected, "{row:?} {scenario:?}");
             if let (Scenario::HandlerFails, Some(member)) = (scenario, row.failure()) {
                 assert_eq!(answers[0]["params"][member], FAILURE, "{row:?}: the text goes under {member}");
+            }
+            if let (Scenario::HandlerFails, Some((_, machine))) = (scenario, row.failure_error()) {
+                let data = json!({ "code": machine, "message": FAILURE });
+                assert_eq!(answers[0]["error"]["message"], FAILURE, "{row:?}: the text is the error's message");
+                assert_eq!(answers[0]["error"]["data"], data, "{row:?}: and its data, with the machine code");
             }
             if let AnswerVia::Rpc { .. } = row.via {
                 assert_eq!(stats.acks_accepted, stats.answers_sent, "{row:?} {scenario:?}");
@@ -921,6 +927,38 @@ fn a_failed_tool_sends_its_text_as_error_in_place_of_a_result() {
     let (mut e, id) = one_obligation(PERMISSION);
     e.fail(id, "boom").unwrap();
     assert!(String::from_utf8(sent(&mut e)).unwrap().contains(r#""result":{"kind":"user-not-available"}}"#));
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_failed_canvas_handler_is_a_coded_error_and_a_request_without_canvas_id_is_refused() {
+    let invoke = r#"{"jsonrpc":"2.0","id":9,"method":"canvas.action.invoke","params":{"sessionId":"s1","extensionId":"e","canvasId":"c","instanceId":"i","actionName":"a"}}"#;
+    let error = |code: &str, message: &str| {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":9,"error":{{"code":-32603,"message":{message},"data":{{"code":{code},"message":{message}}}}}}}"#
+        );
+        format!("Content-Length: {}\r\n\r\n{body}", body.len())
+    };
+    // The code the handler names, both texts escaped.
+    let (mut e, id) = one_obligation(invoke);
+    e.fail_coded(id, "my_\"code\"", "bad \"input\"").unwrap();
+    assert_eq!(String::from_utf8(sent(&mut e)).unwrap(), error(r#""my_\"code\"""#, r#""bad \"input\"""#));
+    assert_eq!(e.fail_coded(id, "x", "again"), Err(AnswerError::Stale), "answered once");
+    assert_eq!(e.stats(0).refused(Cause::HandlerFailed), 1);
+    // None named (a handler that threw or panicked): the core's.
+    let (mut e, id) = one_obligation(invoke);
+    e.fail(id, "boom").unwrap();
+    assert_eq!(String::from_utf8(sent(&mut e)).unwrap(), error(r#""canvas_handler_error""#, r#""boom""#));
+    // No handler (a session without canvases): not served, as before.
+    let (mut e, id) = one_obligation(invoke);
+    e.refuse(id, Cause::NoHandler).unwrap();
+    assert!(String::from_utf8(sent(&mut e)).unwrap().contains(r#""error":{"code":-32601,"#));
+    // A request without the canvas id is no obligation: refused at once.
+    let (mut e, _) = one_obligation(invoke);
+    let body = r#"{"jsonrpc":"2.0","id":10,"method":"canvas.open","params":{"sessionId":"s1","instanceId":"i"}}"#;
+    let out = e.route(body.as_bytes(), 0);
+    assert!(out.obligation.is_none() && out.refused == Some(Cause::Unreadable), "{:?}", out.refused);
+    assert!(String::from_utf8(sent(&mut e)).unwrap().contains(r#""id":10,"error":{"code":-32601,"#));
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]

@@ -79,8 +79,8 @@ mod ui;
 
 pub use client::{Calls, Client};
 pub use handlers::{
-    command, elicitation_handler, exit_plan_mode_handler, mcp_oauth_handler, permission_handler, tool,
-    user_input_handler, AsyncHandler,
+    canvas, canvas_action, command, elicitation_handler, exit_plan_mode_handler, mcp_oauth_handler, permission_handler,
+    tool, user_input_handler, AsyncHandler,
 };
 pub use session::{Session, SessionCalls};
 pub use streams::{EventStream, LifecycleStream};

@@ -102,14 +102,16 @@ pub use answering::{
     SessionHooks, SessionStartInput, SessionStartOutput, UserPromptSubmittedInput, UserPromptSubmittedOutput,
     UserPromptTransformedInput, UserPromptTransformedOutput,
 };
+pub use answering::{Canvas, CanvasAction, CanvasContext, CanvasError, CanvasResult};
 pub use api::{
     AuthStatus, Calls, Client, ClientOptions, Pong, ServerInfo, SessionMetadata, Status, Transport,
     DEFAULT_HANDLER_THREADS, DEFAULT_HANDLER_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SHUTDOWN_GRACE,
     PROTOCOL_VERSION,
 };
 pub use api::{
-    CustomAgentConfig, DefaultAgentConfig, InfiniteSessionConfig, LargeToolOutputConfig, McpServerConfig,
-    ProviderConfig, ProviderType, ReasoningEffort, SectionAction, SectionOverride, SessionConfig, SystemMessage,
+    CanvasProviderIdentity, CustomAgentConfig, DefaultAgentConfig, ExtensionInfo, InfiniteSessionConfig,
+    LargeToolOutputConfig, McpServerConfig, ProviderConfig, ProviderType, ReasoningEffort, SectionAction,
+    SectionOverride, SessionConfig, SystemMessage,
 };
 pub use api::{MessageOptions, Session, SessionCalls, TelemetryConfig, TraceContext, TraceContextProvider};
 pub use api::{SessionCapabilities, SessionUi, UiCapabilities, UiInputOptions};

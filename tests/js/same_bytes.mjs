@@ -10,7 +10,7 @@
 // whose handler throws, an MCP OAuth handler that gives a token, an
 // elicitation handler that accepts without content, user input and
 // exit-plan-mode handlers, a section transform, a BYOK provider with a
-// token callback, a local and a remote MCP server (no `type`: the core's
+// token callback, three canvases, a local and a remote MCP server (no `type`: the core's
 // inference) and a pre-tool-use hook that denies, runs the
 // turn `obligations:failing_tool` (the fake raises one wait of each kind
 // and ends the turn when all are answered), then stops. The mode scenarios
@@ -18,7 +18,7 @@
 // Rust half's `run_rust_modes` opens, with the state folder
 // `SAME_BYTES_HOME`, print the open's error (if any) and stop.
 
-import { CopilotClient, approveAll } from "../../wasm/npm/src/node.js";
+import { CanvasError, CopilotClient, approveAll } from "../../wasm/npm/src/node.js";
 
 const [fakeCli, scenario, transport, ...args] = process.argv.slice(2);
 const empty = scenario.startsWith("empty-mode");
@@ -49,6 +49,36 @@ async function obligations() {
         parameters: { type: "object" },
         handler: () => {
           throw new Error("the tool broke");
+        },
+      },
+    ],
+    // Results with their members in name order, as the Rust host writes a
+    // serde_json value: a user's value, not a rule of the core.
+    canvases: [
+      {
+        id: "counter",
+        displayName: "Counter",
+        description: "Counts.",
+        open: () => ({ title: "Count", url: "https://example.test/c1" }),
+        onClose: () => {},
+        actions: [
+          { name: "increment", handler: () => ({ count: 5 }) },
+          {
+            name: "explode",
+            handler: () => {
+              throw new CanvasError("counter_broke", 'the counter "broke"');
+            },
+          },
+          { name: "missing" },
+        ],
+      },
+      { id: "quiet", displayName: "Quiet", description: "Says nothing.", open: () => {} },
+      {
+        id: "broken",
+        displayName: "Broken",
+        description: "Never opens.",
+        open: () => {
+          throw new Error("this canvas is broken");
         },
       },
     ],

@@ -1093,6 +1093,19 @@ impl Handler {
                 json!({"sessionId": sid, "sections": {"tone": {"content": "Be brief."}, "identity": {"content": "I am."}}}),
             ),
             ("token-1", "providerToken.getToken", json!({"sessionId": sid, "providerName": "default"})),
+            // Canvases: an open, an open that gives nothing, an action, a
+            // close, a handler's error with its code and without, an action
+            // without a handler, a canvas not declared.
+            ("canvas-open", "canvas.open", canvas(sid, "counter", None, json!({"start": 3}))),
+            ("canvas-open-quiet", "canvas.open", canvas(sid, "quiet", None, Value::Null)),
+            ("canvas-action", "canvas.action.invoke", canvas(sid, "counter", Some("increment"), json!({"by": 2}))),
+            ("canvas-close", "canvas.close", canvas(sid, "counter", None, Value::Null)),
+            ("canvas-close-quiet", "canvas.close", canvas(sid, "quiet", None, Value::Null)),
+            ("canvas-coded", "canvas.action.invoke", canvas(sid, "counter", Some("explode"), Value::Null)),
+            ("canvas-failed", "canvas.open", canvas(sid, "broken", None, Value::Null)),
+            ("canvas-no-action", "canvas.action.invoke", canvas(sid, "counter", Some("missing"), Value::Null)),
+            ("canvas-unknown", "canvas.open", canvas(sid, "nope", None, Value::Null)),
+            ("bad-canvas", "canvas.open", json!({"sessionId": sid, "instanceId": "c1"})),
             // Waits with unreadable data: a member the handler reads is
             // missing (the core refuses them), or another member is missing
             // or of another kind (the handler is asked all the same).
@@ -1168,6 +1181,20 @@ impl Handler {
         }
         Ok(())
     }
+}
+
+/// The params of a canvas request of instance `c1` of `canvas_id`, with
+/// `action_name` and `input` if given.
+fn canvas(sid: &str, canvas_id: &str, action_name: Option<&str>, input: Value) -> Value {
+    let mut p = json!({"sessionId": sid, "extensionId": "connection:1", "canvasId": canvas_id, "instanceId": "c1",
+        "session": {"workingDirectory": "/tmp"}});
+    if let Some(name) = action_name {
+        p["actionName"] = name.into();
+    }
+    if !input.is_null() {
+        p["input"] = input;
+    }
+    p
 }
 
 #[cfg(test)]

@@ -9,18 +9,19 @@ use std::time::{Duration, Instant};
 
 use copilot_host::events::{CommandExecuteData, ElicitationRequestedData, McpOauthRequiredData};
 use copilot_host::{
-    generic_request_names, Client, ClientOptions, Command, ElicitationResponse, ExitPlanModeRequest,
-    ExitPlanModeResponse, IncomingRequest, OAuthToken, PermissionDecision, PermissionRequest, PreToolUseOutput,
-    SessionConfig, SessionHooks, Tool, ToolInvocation, ToolResult, UserInputRequest, UserInputResponse,
+    generic_request_names, Canvas, CanvasAction, CanvasContext, Client, ClientOptions, Command, ElicitationResponse,
+    ExitPlanModeRequest, ExitPlanModeResponse, IncomingRequest, OAuthToken, PermissionDecision, PermissionRequest,
+    PreToolUseOutput, SessionConfig, SessionHooks, Tool, ToolInvocation, ToolResult, UserInputRequest,
+    UserInputResponse,
 };
 use serde_json::{json, Value};
 
 /// The handler kinds this host has typed handlers for.
-const TYPED_KINDS: [&str; 8] =
-    ["permission", "tool", "elicitation", "mcpOAuth", "command", "userInput", "exitPlanMode", "hooks"];
+const TYPED_KINDS: [&str; 9] =
+    ["permission", "tool", "elicitation", "mcpOAuth", "command", "userInput", "exitPlanMode", "hooks", "canvas"];
 
 /// The kinds answered by a generic handler (`on_request`).
-const GENERIC_KINDS: [&str; 16] = [
+const GENERIC_KINDS: [&str; 15] = [
     "mcpHeadersRefresh",
     "autoModeSwitch",
     "sampling",
@@ -31,7 +32,6 @@ const GENERIC_KINDS: [&str; 16] = [
     "skillProvider",
     "workflow",
     "tasks",
-    "canvas",
     "host",
     "extensionLaunch",
     "llmInference",
@@ -59,6 +59,11 @@ fn handler_answer(row: &Row) -> Value {
         "userInput" => json!({"answer": "a", "wasFreeform": false}),
         "exitPlanMode" => json!({"approved": true}),
         "hooks" => json!({"permissionDecision": "allow"}),
+        "canvas" => match row.name.as_str() {
+            "canvas.open" => json!({"url": "https://example.test/i-1"}),
+            "canvas.close" => Value::Null,
+            _ => json!({"acted": {"x": 1}}),
+        },
         other => panic!("no handler for {other}"),
     }
 }
@@ -139,6 +144,13 @@ fn handlers(mode: Mode, gate: &Arc<Gate>) -> SessionConfig {
     let g = Arc::clone(gate);
     config = config
         .hooks(SessionHooks::new().on_pre_tool_use(move |_, _| act(mode, &g, || Some(PreToolUseOutput::allow()))));
+    let (g, close, action) = (Arc::clone(gate), Arc::clone(gate), Arc::clone(gate));
+    let canvas = Canvas::new("conformance", "Conformance", "a canvas", move |_: &CanvasContext| {
+        act(mode, &g, || Ok(json!({"url": "https://example.test/i-1"})))
+    })
+    .on_close(move |_: &CanvasContext| act(mode, &close, || Ok(())))
+    .action(CanvasAction::new("act", move |c: &CanvasContext| act(mode, &action, || Ok(json!({"acted": c.input})))));
+    config = config.canvas(canvas);
     for name in generic_request_names() {
         let g = Arc::clone(gate);
         config =
@@ -287,8 +299,13 @@ fn every_obligation_kind_is_answered_once_whatever_goes_wrong() {
         // A tool that panics is a tool that failed: its text goes as the
         // call's `error` (no result), as the official SDKs send it; the CLI
         // tells the model only that the tool failed.
+        // A canvas handler that panics: the coded error, as the official
+        // SDKs answer a handler that throws.
+        let panicked = "the handler panicked: a handler that fails";
         let panics = match kind {
-            "tool" => json!({"failure": "the handler panicked: a handler that fails"}),
+            "tool" => json!({"failure": panicked}),
+            "canvas" => json!({"error": {"code": -32603, "message": panicked,
+                "data": {"code": "canvas_handler_error", "message": panicked}}}),
             _ => json!("refusal"),
         };
         trigger(&client, panicking.id(), row, "handlerPanics", panics);

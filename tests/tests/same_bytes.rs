@@ -11,7 +11,7 @@
 //! The scenario: start; open a session with a permission handler that
 //! approves, a tool whose handler fails, an MCP OAuth handler that gives a
 //! token, an elicitation handler that accepts without content, a user
-//! input handler, an exit-plan-mode handler, a system message section
+//! input handler, an exit-plan-mode handler, three canvases, a system message section
 //! transform, a BYOK provider with a token callback (its default type),
 //! a local and a remote MCP server (their types inferred in JS) and a
 //! pre-tool-use hook that denies; run the turn `obligations:failing_tool`,
@@ -19,7 +19,9 @@
 //! the tool, an MCP OAuth request, a user input request, an exit-plan-mode
 //! request, a transform of two sections, a provider token request, a
 //! `preToolUse` hook call, a `sessionEnd` hook call (no hook set), a
-//! `sessionFs.readFile` request (no handler) and an unknown request, then
+//! `sessionFs.readFile` request (no handler), an unknown request and the
+//! canvas requests (opens, an action, closes, failures with a code and
+//! without, an action without a handler, a canvas not declared), then
 //! the same kinds of waits with unreadable data (a member the handler reads
 //! missing or of another kind: refused by the core's `HandlerKind::reads`;
 //! any other member missing or of another kind: the handler is asked), and
@@ -47,10 +49,10 @@ use std::time::Duration;
 
 use copilot_host::events::{ElicitationRequestedData, McpOauthRequiredData};
 use copilot_host::{
-    approve_all, Client, ClientMode, ClientOptions, ElicitationResponse, ExitPlanModeRequest, ExitPlanModeResponse,
-    LargeToolOutputConfig, McpServerConfig, OAuthToken, PreToolUseOutput, ProviderConfig, ProviderTokenRequest,
-    ProviderType, SectionAction, SessionConfig, SessionHooks, SystemMessage, Tool, ToolInvocation, Transport,
-    UserInputRequest, UserInputResponse,
+    approve_all, Canvas, CanvasAction, CanvasContext, CanvasError, Client, ClientMode, ClientOptions,
+    ElicitationResponse, ExitPlanModeRequest, ExitPlanModeResponse, LargeToolOutputConfig, McpServerConfig, OAuthToken,
+    PreToolUseOutput, ProviderConfig, ProviderTokenRequest, ProviderType, SectionAction, SessionConfig, SessionHooks,
+    SystemMessage, Tool, ToolInvocation, Transport, UserInputRequest, UserInputResponse,
 };
 use copilot_tests::real_cli::TempDir;
 use serde_json::{json, Value};
@@ -78,6 +80,16 @@ const SERVER_REQUESTS: &[(&str, &str)] = &[
     ("bad-token", "the refusal of a provider token request without a provider name (HandlerKind::reads)"),
     ("bad-hook", "the refusal of a hook call without a hook type (HandlerKind::reads)"),
     ("bad-hook-input", "the answer to a hook call whose input members are of another kind"),
+    ("canvas-open", "the answer to a canvas open (the handler's result)"),
+    ("canvas-open-quiet", "the answer to a canvas open whose handler gives nothing (CANVAS_REQUESTS)"),
+    ("canvas-action", "the answer to a canvas action (the handler's result)"),
+    ("canvas-close", "the answer to a canvas close (after on_close)"),
+    ("canvas-close-quiet", "the answer to a canvas close without on_close"),
+    ("canvas-coded", "the error of a canvas action whose handler fails with a code (Engine::fail_coded)"),
+    ("canvas-failed", "the error of a canvas open whose handler fails without a code (CANVAS_HANDLER_ERROR)"),
+    ("canvas-no-action", "the error of a canvas action without a handler (CANVAS_ACTION_NO_HANDLER)"),
+    ("canvas-unknown", "the error of a request for a canvas not declared (CANVAS_UNKNOWN_PREFIX)"),
+    ("bad-canvas", "the refusal of a canvas request without a canvas id (HandlerKind::reads)"),
 ];
 const EVENT_WAITS: &[(&str, &str)] = &[
     ("perm-1", "the answer to a permission request (approved)"),
@@ -204,6 +216,21 @@ fn run_rust(record: &Path) {
         .mcp_server("local", McpServerConfig::local("mcp-server", ["--x"]))
         .mcp_server("remote", McpServerConfig::http("https://mcp.example/"))
         .tool(failing)
+        .canvas(
+            Canvas::new("counter", "Counter", "Counts.", |_: &CanvasContext| {
+                Ok(json!({"title": "Count", "url": "https://example.test/c1"}))
+            })
+            .on_close(|_: &CanvasContext| Ok(()))
+            .action(CanvasAction::new("increment", |_: &CanvasContext| Ok(json!({"count": 5}))))
+            .action(CanvasAction::new("explode", |_: &CanvasContext| {
+                Err(CanvasError::new("counter_broke", "the counter \"broke\""))
+            }))
+            .action(CanvasAction::without_handler("missing")),
+        )
+        .canvas(Canvas::new("quiet", "Quiet", "Says nothing.", |_: &CanvasContext| Ok(Value::Null)))
+        .canvas(Canvas::new("broken", "Broken", "Never opens.", |_: &CanvasContext| {
+            Err(CanvasError::failed("this canvas is broken"))
+        }))
         .hooks(SessionHooks::new().on_pre_tool_use(|_, _| Some(PreToolUseOutput::deny("not in this test"))));
     let config = SessionConfig {
         system_message: Some(SystemMessage::customize().transform("tone", |text: &str| text.to_uppercase())),

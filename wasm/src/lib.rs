@@ -190,7 +190,9 @@ impl CoreEngine {
     ///   nothing is sent (see `Engine::decline`);
     /// - `3` ([`SETTLE_FAIL`]): the handler failed with the text `text`: the
     ///   wait's failure answer goes (a tool's generic failure with the text
-    ///   as its `error`, else the refusal; see `Engine::fail`).
+    ///   as its `error`; a canvas request's coded error, with `siblings` as
+    ///   its code, empty for the core's; else the refusal; see
+    ///   `Engine::fail_coded`).
     ///
     /// Throws if the wait was already answered (nothing is sent then), if
     /// the answer is not JSON, or the wait cannot be declined (the refusal
@@ -201,9 +203,8 @@ impl CoreEngine {
             SETTLE_ANSWER => self.try_answer(obligation, text, siblings),
             SETTLE_REFUSE => self.try_refuse(obligation, text),
             SETTLE_DECLINE => self.try_decline(obligation),
-            SETTLE_FAIL => {
-                obligation_id(obligation).and_then(|id| self.engine.fail(id, text).map_err(|e| e.message().to_owned()))
-            }
+            SETTLE_FAIL => obligation_id(obligation)
+                .and_then(|id| self.engine.fail_coded(id, siblings, text).map_err(|e| e.message().to_owned())),
             _ => Err("unknown settle mode".to_owned()),
         };
         settled.map_err(|e| JsError::new(&e))

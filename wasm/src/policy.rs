@@ -121,6 +121,21 @@
 //!   (`copilot_core::mcp_server_type` and the constants beside it);
 //!   `largeOutputRenames`: see policy_modes.rs.
 //! - `modes`: the client's mode (see policy_modes.rs).
+//! - `canvas` `{requests, actionMember, handlerError, actionNoHandler,
+//!   unknownPrefix, opened, closed}`: each canvas request method `[call,
+//!   nothing]` (`open`, `close` or `action` of the canvas its `canvasId`
+//!   names; `nothing`: the result when the handler gives none, or a close
+//!   has no handler); an action is found by the params' `actionMember`; a
+//!   failed handler settles as failed with its error's code (else
+//!   `handlerError`); an action without a handler fails with
+//!   `actionNoHandler` `[code, message]`, an unknown canvas with
+//!   `unknownPrefix` and the id in double quotes. A session's open
+//!   instances are the open's answer's `openAnswer` list; an event `opened`
+//!   replaces or adds its `data` (by the first of `openMembers`), `closed`
+//!   removes the one its `data` names; an instance or data without each
+//!   of `openMembers` as a non-empty string is skipped
+//!   (`copilot_core::CANVAS_REQUESTS`, `read_canvas_change`,
+//!   `open_answer_canvases` and the constants beside them).
 //! - `bridgeTokenProtocolPrefix`: the WebSocket subprotocol that carries
 //!   the bridge's token is this prefix and the token
 //!   (`copilot_core::BRIDGE_TOKEN_PROTOCOL_PREFIX`).
@@ -403,6 +418,91 @@ mod tests {
         assert_eq!(o["wire"], Value::Object(wire));
         let flags: Vec<&str> = OPEN_OPTIONS.iter().filter(|x| x.only_when_true).map(|x| x.name).collect();
         assert_eq!(o["onlyWhenTrue"], json!(flags));
+    }
+
+    #[test]
+    fn the_canvas_rule_is_the_cores() {
+        use copilot_core::CanvasCall;
+        let c = &policy()["canvas"];
+        let mut requests = serde_json::Map::new();
+        for r in copilot_core::CANVAS_REQUESTS {
+            let call = match r.call {
+                CanvasCall::Open => "open",
+                CanvasCall::Close => "close",
+                CanvasCall::Action => "action",
+            };
+            requests.insert(r.method.into(), json!([call, serde_json::from_str::<Value>(r.nothing).unwrap()]));
+        }
+        assert_eq!(c["requests"], Value::Object(requests));
+        assert_eq!(c["actionMember"], copilot_core::CANVAS_ACTION_MEMBER);
+        assert_eq!(c["handlerError"], copilot_core::CANVAS_HANDLER_ERROR);
+        assert_eq!(c["actionNoHandler"], json!(copilot_core::CANVAS_ACTION_NO_HANDLER));
+        assert_eq!(c["unknownPrefix"], copilot_core::CANVAS_UNKNOWN_PREFIX);
+        assert_eq!(c["opened"], copilot_core::CANVAS_OPENED_EVENT);
+        assert_eq!(c["closed"], copilot_core::CANVAS_CLOSED_EVENT);
+        assert_eq!(c["openMembers"], json!(copilot_core::OPEN_CANVAS_MEMBERS));
+        assert_eq!(c["openAnswer"], copilot_core::OPEN_ANSWER_CANVASES);
+    }
+
+    /// The open instances after `answer` and `events`, by the policy's rule
+    /// as the JS client applies it, and by the core's functions.
+    fn open_canvases(answer: &Value, events: &[Value]) -> (Vec<Value>, Vec<Value>) {
+        let c = &policy()["canvas"];
+        let members: Vec<&str> = c["openMembers"].as_array().unwrap().iter().map(|m| m.as_str().unwrap()).collect();
+        let named = |v: &Value, m: &str| v[m].as_str().is_some_and(|s| !s.is_empty());
+        let instance = |v: &Value| members.iter().all(|m| named(v, m));
+        let key = members[0];
+        let listed = answer[c["openAnswer"].as_str().unwrap()].as_array().cloned().unwrap_or_default();
+        let mut js: Vec<Value> = listed.into_iter().filter(|i| instance(i)).collect();
+        for e in events {
+            if e["type"] == c["opened"] && instance(&e["data"]) {
+                match js.iter_mut().find(|i| i[key] == e["data"][key]) {
+                    Some(i) => *i = e["data"].clone(),
+                    None => js.push(e["data"].clone()),
+                }
+            } else if e["type"] == c["closed"] && named(&e["data"], key) {
+                js.retain(|i| i[key] != e["data"][key]);
+            }
+        }
+        let mut core: Vec<Value> = Vec::new();
+        let answer = answer.to_string();
+        let events: Vec<String> = events.iter().map(Value::to_string).collect();
+        let changes = copilot_core::open_answer_canvases(answer.as_bytes()).chain(events.iter().filter_map(|e| {
+            let v = copilot_core::Value::parse(e.as_bytes()).unwrap();
+            copilot_core::read_canvas_change(v.get("type")?.as_str()?, v.get("data"))
+        }));
+        for change in changes {
+            match change {
+                copilot_core::CanvasChange::Opened { instance_id, instance } => {
+                    let v: Value = serde_json::from_str(instance.raw()).unwrap();
+                    match core.iter_mut().find(|i| i[key] == instance_id.raw()) {
+                        Some(i) => *i = v,
+                        None => core.push(v),
+                    }
+                }
+                copilot_core::CanvasChange::Closed { instance_id } => core.retain(|i| i[key] != instance_id.raw()),
+            }
+        }
+        (js, core)
+    }
+
+    #[test]
+    fn the_policys_open_canvas_rule_keeps_what_the_core_keeps() {
+        let i = |id: &str, title: &str| json!({"instanceId": id, "extensionId": "e", "canvasId": "c", "title": title});
+        let answer = json!({"openCanvases": [i("a", "1"), {"instanceId": "x"}, i("b", "1")]});
+        let ev = |ty: &str, data: Value| json!({"type": ty, "data": data});
+        let events = [
+            ev("session.canvas.opened", i("c", "1")),
+            ev("session.canvas.opened", i("a", "2")),
+            ev("session.canvas.opened", json!({"instanceId": "d", "canvasId": "c"})),
+            ev("session.canvas.closed", json!({"instanceId": "b"})),
+            ev("session.canvas.closed", json!({"instanceId": ""})),
+            ev("session.canvas.recorded", i("e", "1")),
+        ];
+        let (js, core) = open_canvases(&answer, &events);
+        assert_eq!(js, core);
+        assert_eq!(js, [i("a", "2"), i("c", "1")]);
+        assert_eq!(open_canvases(&json!({}), &[]), (vec![], vec![]));
     }
 
     /// `ANSWER_SHAPES` as the policy writes it.

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use copilot_core::HandlerKind;
 use serde_json::{json, Value};
 
+use super::canvas::Canvas;
 use super::hooks::SessionHooks;
 use super::outcome::{answer, Outcome};
 use super::permission::PermissionHandler;
@@ -430,6 +431,9 @@ pub struct SessionHandlers {
     pub(crate) provider_token: Option<Arc<dyn ProviderTokenHandler>>,
     /// Hooks of the agent loop. Setting one also asks the CLI to call them.
     pub hooks: SessionHooks,
+    /// Canvases the session declares and serves (from
+    /// [`SessionConfig::canvases`](crate::SessionConfig::canvases)).
+    pub(crate) canvases: Vec<Canvas>,
     /// Handlers of the other requests and awaited events, by name.
     pub requests: RequestHandlers,
 }
@@ -449,6 +453,7 @@ impl SessionHandlers {
             HandlerKind::SystemMessageTransform => !self.transforms.is_empty(),
             HandlerKind::ProviderToken => self.provider_token.is_some(),
             HandlerKind::Hooks => !self.hooks.is_empty(),
+            HandlerKind::Canvas => !self.canvases.is_empty(),
             _ => false,
         }
     }
@@ -467,6 +472,7 @@ impl fmt::Debug for SessionHandlers {
             .field("transforms", &self.transforms.keys().collect::<Vec<_>>())
             .field("provider_token", &self.provider_token.is_some())
             .field("hooks", &self.hooks)
+            .field("canvases", &self.canvases)
             .field("requests", &self.requests)
             .finish()
     }

@@ -4,6 +4,7 @@
 //! outcome (`run.rs`). It gets its waits from the driver as
 //! [`Job`](crate::driver::Job)s and knows nothing of delivery.
 
+mod canvas;
 mod handlers;
 mod hook_call;
 mod hooks;
@@ -13,6 +14,7 @@ mod permission;
 mod requests;
 mod run;
 
+pub use canvas::{Canvas, CanvasAction, CanvasContext, CanvasError, CanvasResult};
 pub use handlers::{
     Command, ElicitationHandler, ElicitationResponse, ExitPlanModeHandler, ExitPlanModeRequest, ExitPlanModeResponse,
     McpOAuthHandler, OAuthToken, ProviderTokenHandler, ProviderTokenRequest, SectionTransform, SessionHandlers, Tool,

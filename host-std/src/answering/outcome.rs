@@ -19,6 +19,9 @@ pub(super) enum Outcome {
     /// The handler failed with this text: the engine's failure answer goes
     /// (the refusal, or for a tool the call's `error`, with the text).
     Fail(String),
+    /// The handler failed with this machine code and text (a canvas
+    /// handler's error): the engine's failure answer goes, with the code.
+    FailCoded(String, String),
 }
 
 /// `value`'s JSON text.

@@ -85,6 +85,10 @@ fn send(reply: &Replier, name: &str, outcome: Outcome) {
             log::error!("the {name} handler failed ({detail}); the agent is told only that it failed");
             reply.fail(&detail)
         }
+        Outcome::FailCoded(code, detail) => {
+            log::warn!("the {name} handler failed ({code}: {detail})");
+            reply.fail_coded(&code, &detail)
+        }
     }
 }
 
@@ -206,6 +210,8 @@ fn decide(kind: HandlerKind, name: &'static str, data: &[u8], handlers: &Session
             let given = h.token(&request).map(|token| json!({ "token": token }));
             answer(kind.name(), given.as_ref())
         }
+        HandlerKind::Canvas if handlers.canvases.is_empty() => Refuse(Cause::NoHandler),
+        HandlerKind::Canvas => super::canvas::answer(&handlers.canvases, name, data),
         HandlerKind::Hooks => match invoke(&handlers.hooks, data, session_id) {
             HookAnswer::Answer(v) => Answer(json(&v)),
             HookAnswer::NoHook => Refuse(Cause::NoHandler),
@@ -297,6 +303,7 @@ mod tests {
         h.transforms.insert("identity".into(), Arc::new(|s: &str| s.to_owned()));
         h.provider_token = Some(Arc::new(|_: &ProviderTokenRequest| None));
         h.hooks = SessionHooks::new().on_hook(HookType::PreToolUse, |_, _| None);
+        h.canvases = vec![crate::Canvas::new("c", "C", "", |_: &crate::CanvasContext| Ok(Value::Null))];
         for name in generic_request_names() {
             h.requests.insert(name, Arc::new(|_: &IncomingRequest| Ok(json!({}))));
         }

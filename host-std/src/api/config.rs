@@ -9,13 +9,13 @@
 //! if it is also available), and the `request*` flags, `true` exactly when a
 //! handler answers what they ask for.
 //!
-//! Options of surfaces this client does not serve (canvases, extensions,
-//! a client-provided session filesystem) are left out. The options the CLI
-//! takes only once a session is open (`skip_custom_instructions`,
-//! `coauthor_enabled`, `manage_schedule_enabled`, and
-//! `custom_agents_local_only` again) go in `session.options.update` after
-//! the open, and the client's mode ([`ClientMode`](crate::ClientMode))
-//! fills in what a session leaves unset (the core's rules).
+//! Options of surfaces this client does not serve (a client-provided
+//! session filesystem) are left out. The options the CLI takes only once
+//! a session is open (`skip_custom_instructions`, `coauthor_enabled`,
+//! `manage_schedule_enabled`, and `custom_agents_local_only` again) go in
+//! `session.options.update` after the open, and the client's mode
+//! ([`ClientMode`](crate::ClientMode)) fills in what a session leaves unset
+//! (the core's rules).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -26,12 +26,12 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::config_parts::{
-    CustomAgentConfig, DefaultAgentConfig, InfiniteSessionConfig, LargeToolOutputConfig, McpServerConfig,
-    ProviderConfig, ReasoningEffort, SystemMessage, REDACTED,
+    CanvasProviderIdentity, CustomAgentConfig, DefaultAgentConfig, ExtensionInfo, InfiniteSessionConfig,
+    LargeToolOutputConfig, McpServerConfig, ProviderConfig, ReasoningEffort, SystemMessage, REDACTED,
 };
 use super::replies::raw_json;
 use crate::answering::{
-    run, Command, ElicitationHandler, ExitPlanModeHandler, McpOAuthHandler, PermissionHandler, RequestHandler,
+    run, Canvas, Command, ElicitationHandler, ExitPlanModeHandler, McpOAuthHandler, PermissionHandler, RequestHandler,
     SessionHandlers, SessionHooks, Tool, UserInputHandler,
 };
 use crate::delivery::Answerer;
@@ -173,6 +173,28 @@ pub struct SessionConfig {
     pub coauthor_enabled: Option<bool>,
     /// The `manage_schedule` tool. Empty mode: `false` unless set.
     pub manage_schedule_enabled: Option<bool>,
+    /// Canvases this session declares and serves (experimental): each
+    /// declared on the open, and its handlers answer the CLI's requests
+    /// for it.
+    pub canvases: Vec<Canvas>,
+    /// Offer the agent the canvas tools (`open_canvas`, ...) on this
+    /// connection (experimental): the client renders canvases.
+    pub request_canvas_renderer: Option<bool>,
+    /// Wire extension management tools onto the session for this
+    /// connection (experimental).
+    pub request_extensions: Option<bool>,
+    /// A `copilot-sdk/` folder given to extension processes in place of
+    /// the CLI's own (experimental).
+    pub extension_sdk_path: Option<PathBuf>,
+    /// A stable extension identity for this connection's canvases
+    /// (experimental), sent as the official SDKs send it (which say the
+    /// CLI names their provider `source:name`; the CLI 1.0.102 still lists
+    /// a session's canvases under the connection's id with only this set:
+    /// [`canvas_provider`](Self::canvas_provider) names them).
+    pub extension_info: Option<ExtensionInfo>,
+    /// A stable provider identity for this connection's canvases
+    /// (experimental), used as their provider id as given.
+    pub canvas_provider: Option<CanvasProviderIdentity>,
     /// A cloud session in place of a local one (create), as the CLI's
     /// schema describes it.
     pub cloud: Option<Value>,
@@ -251,6 +273,12 @@ impl Default for SessionConfig {
             skip_custom_instructions: None,
             coauthor_enabled: None,
             manage_schedule_enabled: None,
+            canvases: Vec::new(),
+            request_canvas_renderer: None,
+            request_extensions: None,
+            extension_sdk_path: None,
+            extension_info: None,
+            canvas_provider: None,
             cloud: None,
             suppress_resume_event: false,
             continue_pending_work: false,
@@ -333,6 +361,12 @@ impl SessionConfig {
         skip_custom_instructions,
         coauthor_enabled,
         manage_schedule_enabled,
+        canvases,
+        request_canvas_renderer,
+        request_extensions,
+        extension_sdk_path,
+        extension_info,
+        canvas_provider,
         cloud,
         suppress_resume_event,
         continue_pending_work,
@@ -429,6 +463,12 @@ impl SessionConfig {
         self.on_request(M::NAME, crate::answering::typed::<M>(handler))
     }
 
+    /// Declares and serves `canvas` (experimental).
+    pub fn canvas(mut self, canvas: Canvas) -> Self {
+        self.canvases.push(canvas);
+        self
+    }
+
     /// Adds MCP server `name`.
     pub fn mcp_server(mut self, name: impl Into<String>, server: McpServerConfig) -> Self {
         self.mcp_servers.insert(name.into(), server);
@@ -470,6 +510,10 @@ impl SessionConfig {
         if let Some(t) = self.handlers.tools.iter().find(|t| !names.insert(t.name.as_str())) {
             return Err(Error::Config(format!("two tools are named {}", t.name)));
         }
+        let mut ids = std::collections::HashSet::new();
+        if let Some(c) = self.canvases.iter().find(|c| !ids.insert(c.id.as_str())) {
+            return Err(Error::Config(format!("two canvases have the id {}", c.id)));
+        }
         Ok(())
     }
 
@@ -479,6 +523,7 @@ impl SessionConfig {
         let mut h = self.handlers.clone();
         h.transforms = self.system_message.as_ref().map(SystemMessage::transforms).unwrap_or_default();
         h.provider_token = self.provider.as_ref().and_then(|p| p.bearer_token_provider.clone());
+        h.canvases = self.canvases.clone();
         h
     }
 
@@ -529,6 +574,7 @@ impl fmt::Debug for SessionConfig {
             .field("infinite_sessions", &self.infinite_sessions)
             .field("github_token", &self.github_token.as_ref().map(|_| REDACTED))
             .field("managed_settings", &set(&self.managed_settings))
+            .field("canvases", &self.canvases)
             .field("handlers", &self.handlers)
             .finish_non_exhaustive()
     }

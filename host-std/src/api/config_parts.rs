@@ -518,3 +518,38 @@ impl LargeToolOutputConfig {
         v
     }
 }
+
+// ---------------------------------------------------------------------------
+// Canvas providers (experimental).
+
+/// A stable extension identity for the canvases of a connection
+/// (`{source, name}` on the wire; see
+/// [`SessionConfig::extension_info`](crate::SessionConfig::extension_info)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtensionInfo {
+    /// The namespace, such as `github-app`.
+    pub source: String,
+    /// The provider's name within it.
+    pub name: String,
+}
+
+/// A stable identity of a host that supplies canvases: the CLI uses `id`
+/// as their provider id as given (so they survive a reconnect or a CLI
+/// restart); an id starting `connection:` is ignored by the CLI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CanvasProviderIdentity {
+    /// The provider id, such as `app:builtin:window-1`.
+    pub id: String,
+    /// A name to show for it.
+    pub name: Option<String>,
+}
+
+impl CanvasProviderIdentity {
+    pub(super) fn to_json(&self) -> Value {
+        let mut v = json!({ "id": self.id });
+        if let Some(name) = &self.name {
+            v["name"] = name.clone().into();
+        }
+        v
+    }
+}

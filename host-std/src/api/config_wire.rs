@@ -10,9 +10,10 @@ use serde_json::{json, Map, Value};
 use super::config::SessionConfig;
 use super::config_mode::{system_message_for_mode, with_mode_default};
 use super::config_parts::{
-    mcp_servers_json, CustomAgentConfig, InfiniteSessionConfig, LargeToolOutputConfig, ProviderConfig, SystemMessage,
+    mcp_servers_json, CanvasProviderIdentity, CustomAgentConfig, InfiniteSessionConfig, LargeToolOutputConfig,
+    ProviderConfig, SystemMessage,
 };
-use crate::answering::Tool;
+use crate::answering::{Canvas, Tool};
 
 impl SessionConfig {
     pub(crate) fn to_params(&self, id: Option<&str>, resuming: bool, mode: ClientMode) -> crate::Result<Value> {
@@ -105,6 +106,12 @@ impl SessionConfig {
             ("skipCustomInstructions", flag(&self.skip_custom_instructions)),
             ("coauthorEnabled", flag(&self.coauthor_enabled)),
             ("manageScheduleEnabled", flag(&self.manage_schedule_enabled)),
+            ("canvases", (!self.canvases.is_empty()).then(|| self.canvases.iter().map(Canvas::declaration).collect())),
+            ("requestCanvasRenderer", flag(&self.request_canvas_renderer)),
+            ("requestExtensions", flag(&self.request_extensions)),
+            ("extensionSdkPath", self.extension_sdk_path.as_ref().map(path)),
+            ("extensionInfo", self.extension_info.as_ref().map(|e| json!({ "source": e.source, "name": e.name }))),
+            ("canvasProvider", self.canvas_provider.as_ref().map(CanvasProviderIdentity::to_json)),
             ("cloud", self.cloud.clone()),
             ("suppressResumeEvent", Some(self.suppress_resume_event.into())),
             ("continuePendingWork", Some(self.continue_pending_work.into())),

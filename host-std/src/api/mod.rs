@@ -25,8 +25,9 @@ pub use client_options::{
 };
 pub use config::SessionConfig;
 pub use config_parts::{
-    CustomAgentConfig, DefaultAgentConfig, InfiniteSessionConfig, LargeToolOutputConfig, McpServerConfig,
-    ProviderConfig, ProviderType, ReasoningEffort, SectionAction, SectionOverride, SystemMessage,
+    CanvasProviderIdentity, CustomAgentConfig, DefaultAgentConfig, ExtensionInfo, InfiniteSessionConfig,
+    LargeToolOutputConfig, McpServerConfig, ProviderConfig, ProviderType, ReasoningEffort, SectionAction,
+    SectionOverride, SystemMessage,
 };
 pub use replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
 pub use session::{MessageOptions, Session, SessionCalls};

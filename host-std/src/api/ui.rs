@@ -23,6 +23,16 @@ impl Session {
         self.inner.capabilities().into()
     }
 
+    /// The canvas instances open in this session (experimental), as the
+    /// CLI last said, oldest first: each as the CLI describes it
+    /// (`instanceId`, `extensionId`, `canvasId`, `title`, `url`, `input`,
+    /// ...). Set by a resume's answer, kept current by
+    /// `session.canvas.opened` and `session.canvas.closed` (read before the
+    /// event is delivered), as the official SDKs keep them.
+    pub fn open_canvases(&self) -> Vec<Value> {
+        self.inner.open_canvases()
+    }
+
     /// The session's UI calls (confirm, select, input, elicitation), which
     /// need [`capabilities`](Self::capabilities)`().ui.elicitation`.
     pub fn ui(&self) -> SessionUi<'_> {

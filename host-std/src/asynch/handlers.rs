@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::answering::{
-    Command, ElicitationHandler, ElicitationResponse, ExitPlanModeHandler, ExitPlanModeRequest, ExitPlanModeResponse,
-    McpOAuthHandler, OAuthToken, PermissionDecision, PermissionHandler, PermissionRequest, Tool, ToolInvocation,
-    ToolResult, UserInputHandler, UserInputRequest, UserInputResponse,
+    Canvas, CanvasAction, CanvasContext, CanvasError, CanvasResult, Command, ElicitationHandler, ElicitationResponse,
+    ExitPlanModeHandler, ExitPlanModeRequest, ExitPlanModeResponse, McpOAuthHandler, OAuthToken, PermissionDecision,
+    PermissionHandler, PermissionRequest, Tool, ToolInvocation, ToolResult, UserInputHandler, UserInputRequest,
+    UserInputResponse,
 };
 use crate::driver::Answering;
 use crate::events::{CommandExecuteData, ElicitationRequestedData, McpOauthRequiredData};
@@ -160,4 +161,35 @@ where
     Command::new(name, description, move |data: &CommandExecuteData| {
         handler.run(data, || Err("the command ran past the handler deadline".into()))
     })
+}
+
+/// A canvas whose instances an async `open` opens (as [`Canvas::new`]);
+/// add actions made by [`canvas_action`], and an `on_close` (a blocking
+/// closure: it is told, its answer is `null`). The future runs on the
+/// handler pool under the engine's handler deadline.
+pub fn canvas<F, Fut>(
+    id: impl Into<String>,
+    display_name: impl Into<String>,
+    description: impl Into<String>,
+    open: F,
+) -> Canvas
+where
+    F: Fn(CanvasContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = CanvasResult>,
+{
+    Canvas::new(id, display_name, description, move |ctx: &CanvasContext| drive_canvas(open(ctx.clone())))
+}
+
+/// A canvas action an async `handler` runs (as [`CanvasAction::new`]); the
+/// future runs on the handler pool under the engine's handler deadline.
+pub fn canvas_action<F, Fut>(name: impl Into<String>, handler: F) -> CanvasAction
+where
+    F: Fn(CanvasContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = CanvasResult>,
+{
+    CanvasAction::new(name, move |ctx: &CanvasContext| drive_canvas(handler(ctx.clone())))
+}
+
+fn drive_canvas(future: impl Future<Output = CanvasResult>) -> CanvasResult {
+    drive(future, || Err(CanvasError::failed("the canvas handler ran past the handler deadline")))
 }

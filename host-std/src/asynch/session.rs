@@ -43,6 +43,12 @@ impl Session {
         self.inner.capabilities()
     }
 
+    /// The canvas instances open in this session
+    /// ([`crate::Session::open_canvases`]).
+    pub fn open_canvases(&self) -> Vec<serde_json::Value> {
+        self.inner.open_canvases()
+    }
+
     /// The session's UI calls (confirm, select, input, elicitation), which
     /// need [`capabilities`](Self::capabilities)`().ui.elicitation`.
     pub fn ui(&self) -> SessionUi<'_> {

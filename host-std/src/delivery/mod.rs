@@ -8,6 +8,7 @@
 mod event_channel;
 mod inbox;
 mod lifecycle;
+mod open_canvases;
 mod queue;
 mod session;
 

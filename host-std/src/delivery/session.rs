@@ -22,6 +22,7 @@ use copilot_core::{turn_step, TurnStep, TURN_REPLY_UNLESS};
 
 use super::event_channel::EventTx;
 use super::inbox::{Batch, Inbox, InboxTx};
+use super::open_canvases::OpenCanvases;
 use super::queue::Queue;
 use crate::driver::{Connection, Job, SessionSink};
 use crate::error::{Error, Result};
@@ -121,6 +122,8 @@ pub(crate) struct SessionInner {
     workers: Arc<Pool>,
     /// As the CLI last said (the reader keeps them, in frame order).
     capabilities: Mutex<copilot_core::Capabilities>,
+    /// The canvas instances open, as the CLI last said (kept by the reader).
+    open_canvases: Mutex<OpenCanvases>,
 }
 
 impl SessionSink for SessionInner {
@@ -199,6 +202,10 @@ impl SessionSink for SessionInner {
     fn change_capabilities(&self, change: &mut dyn FnMut(&mut copilot_core::Capabilities)) {
         change(&mut lock(&self.capabilities));
     }
+
+    fn change_open_canvases(&self, change: copilot_core::CanvasChange<'_>, first: bool) {
+        lock(&self.open_canvases).change(change, first);
+    }
 }
 
 impl SessionInner {
@@ -214,6 +221,7 @@ impl SessionInner {
             dispatchers: Arc::clone(&conn.dispatchers),
             workers: Arc::clone(&conn.workers),
             capabilities: Mutex::default(),
+            open_canvases: Mutex::default(),
         });
         if let Some(id) = id {
             inner.named(id);
@@ -224,6 +232,11 @@ impl SessionInner {
     /// The session's capabilities, as the CLI last said.
     pub(crate) fn capabilities(&self) -> copilot_core::Capabilities {
         *lock(&self.capabilities)
+    }
+
+    /// The canvas instances open, as the CLI last said.
+    pub(crate) fn open_canvases(&self) -> Vec<serde_json::Value> {
+        lock(&self.open_canvases).list()
     }
 
     /// The session id, once known.

@@ -35,8 +35,14 @@ impl Replier {
     /// The handler failed with the text `detail`: the engine's failure
     /// answer goes (a tool's `{requestId, error}`, else the refusal).
     pub(crate) fn fail(&self, detail: &str) {
+        self.fail_coded("", detail);
+    }
+
+    /// [`fail`](Self::fail) with the machine code the handler named (a
+    /// canvas handler's error; empty: the core's).
+    pub(crate) fn fail_coded(&self, code: &str, detail: &str) {
         self.conn.with_engine(|e, _| {
-            let _ = e.fail(self.id, detail);
+            let _ = e.fail_coded(self.id, code, detail);
         });
     }
 

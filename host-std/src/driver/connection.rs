@@ -80,6 +80,11 @@ pub(crate) trait SessionSink: Send + Sync {
     /// each `capabilities.changed` moves them), in the order the frames
     /// came and before the event is delivered. Sinks that keep none ignore it.
     fn change_capabilities(&self, _change: &mut dyn FnMut(&mut copilot_core::Capabilities)) {}
+    /// Changes the session's open canvas instances (the open's answer
+    /// starts them, `first` set; each opened or closed instance moves
+    /// them), in frame order, before the event is delivered. Sinks that
+    /// keep none ignore it.
+    fn change_open_canvases(&self, _change: copilot_core::CanvasChange<'_>, _first: bool) {}
 }
 
 /// A session as the engine keeps it.

@@ -145,6 +145,10 @@ impl Connection {
         let reply_value = match (opened, outcome) {
             (Ok(()), Ok(body)) => {
                 target.change_capabilities(&mut |c| *c = copilot_core::Capabilities::from_open_answer(&body));
+                let mut first = true;
+                for change in copilot_core::open_answer_canvases(&body) {
+                    target.change_open_canvases(change, std::mem::take(&mut first));
+                }
                 if target.id().is_none() {
                     if let Some(name) = &name {
                         target.named(name);
@@ -187,6 +191,9 @@ impl Connection {
                     target.change_capabilities(&mut |c| {
                         c.apply_event(bytes);
                     });
+                }
+                if let Some(change) = copilot_core::read_canvas_change(event.event_type, event.data) {
+                    target.change_open_canvases(change, false);
                 }
                 target.push_event(bytes);
                 if touched.last().is_none_or(|t| !Arc::ptr_eq(t, &target)) {

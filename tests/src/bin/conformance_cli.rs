@@ -25,7 +25,9 @@
 //!   `{"answer": <payload>}` (the handler's answer: the value under the
 //!   answering RPC's key, `null` for the key left out, or the response's
 //!   `result`), `{"failure": <text>}` (the answering RPC with the text
-//!   under the row's failure member and no answer: a failed tool) or
+//!   under the row's failure member and no answer: a failed tool),
+//!   `{"error": <error>}` (a JSON-RPC error with each member given as
+//!   given: a failed canvas handler's coded error) or
 //!   `"nothing"` (no answer at all: a wait left to another client). `path` shapes the data: `drifted` sends only the
 //!   `requestId` (and the session id) where the handler's types want more;
 //!   `unreadable` makes every string of the data (but `sessionId`) a lone
@@ -162,6 +164,11 @@ fn default_data(row: usize, session_id: &str) -> Value {
                 "autoModeSwitch.request" => json!({"errorCode": "rate_limited"}),
                 "systemMessage.transform" => json!({"sections": {}}),
                 "hooks.invoke" => json!({"hookType": "preToolUse", "input": {}}),
+                "canvas.open" | "canvas.close" => {
+                    json!({"extensionId": "connection:1", "canvasId": "conformance", "instanceId": "i-1"})
+                }
+                "canvas.action.invoke" => json!({"extensionId": "connection:1", "canvasId": "conformance",
+                    "instanceId": "i-1", "actionName": "act", "input": {"x": 1}}),
                 _ => json!({}),
             };
             p["sessionId"] = session_id.into();
@@ -235,9 +242,12 @@ impl State {
             return self.out.error(id, -32602, "conformance.trigger needs row, path (one of the paths) and expect");
         };
         let failure = expect.get("failure").is_some() && ANSWERS[row].failure().is_some();
-        let valid_expect = expect == "refusal" || expect == "nothing" || expect.get("answer").is_some() || failure;
+        let coded = expect.get("error").is_some() && ANSWERS[row].failure_error().is_some();
+        let valid_expect =
+            expect == "refusal" || expect == "nothing" || expect.get("answer").is_some() || failure || coded;
         if !valid_expect {
-            let message = "expect is \"refusal\", \"nothing\", {\"answer\": payload} or {\"failure\": text}";
+            let message =
+                "expect is \"refusal\", \"nothing\", {\"answer\": payload}, {\"failure\": text} or {\"error\": error}";
             return self.out.error(id, -32602, message);
         }
         let cell = format!("c-{}", self.cells.len());
@@ -386,6 +396,12 @@ fn mismatch(row: &AnswerRow, expect: &Value, got: &Value) -> Option<String> {
         let (got_text, got_key) = (got["params"].get(member), got["params"].get(key));
         return (got_text != Some(text) || got_key.is_some())
             .then(|| format!("expected {member}: {text} and no {key}, got {got}"));
+    }
+    if let Some(error) = expect.get("error").and_then(Value::as_object) {
+        // A failed handler's coded error: each member given (code,
+        // message, data) as given.
+        let same = error.iter().all(|(k, v)| got["error"].get(k) == Some(v));
+        return (!same || got.get("result").is_some()).then(|| format!("expected the error {error:?}, got {got}"));
     }
     match row.via {
         AnswerVia::Rpc { key, .. } => {

@@ -11,6 +11,7 @@ import { errorText } from "./errors.js";
 import { sectionTransforms } from "./config.js";
 import { decideHook, decideRequest, isGenericKind } from "./hooks.js";
 import { shapeAnswer } from "./shapes.js";
+import { decideCanvas } from "./canvas.js";
 
 // How `CoreEngine.settle` settles a wait (wasm/src/lib.rs names the same).
 const SETTLE_ANSWER = 0;
@@ -95,7 +96,8 @@ export async function discharge(driver, logger, obligation, decide) {
       const siblings = outcome.siblings === undefined ? "" : JSON.stringify(outcome.siblings);
       driver.settle(obligation, SETTLE_ANSWER, JSON.stringify(outcome.answer) ?? "null", siblings);
     } else if (outcome && "fail" in outcome) {
-      driver.settle(obligation, SETTLE_FAIL, outcome.fail, "");
+      // A canvas handler's error names its code (empty: the core's).
+      driver.settle(obligation, SETTLE_FAIL, outcome.fail, outcome.code ?? "");
     } else if (outcome?.decline) {
       // Left to another client of the session: nothing is sent.
       driver.settle(obligation, SETTLE_DECLINE, "", "");
@@ -119,12 +121,14 @@ export class SessionHandlers {
   #tools;
   #transforms;
   #commands;
+  #canvases;
 
   constructor(config) {
     this.#config = config;
     this.#tools = new Map((config.tools ?? []).map((t) => [t.name, t]));
     this.#transforms = sectionTransforms(config);
     this.#commands = new Map((config.commands ?? []).map((c) => [c.name, c]));
+    this.#canvases = new Map((config.canvases ?? []).map((c) => [c.id, c]));
   }
 
   /**
@@ -250,6 +254,9 @@ export class SessionHandlers {
       }
       case "hooks":
         return decideHook(c.hooks, data, sessionId);
+      case "canvas":
+        if (this.#canvases.size === 0) return NO_HANDLER;
+        return decideCanvas(this.#canvases, name, data, sessionId);
       default:
         if (isGenericKind(kind)) return decideRequest(c.requestHandlers, name, data, sessionId);
         return NO_HANDLER;

@@ -68,6 +68,12 @@ export const SESSION_OPTIONS = Object.freeze([
   "skipCustomInstructions",
   "coauthorEnabled",
   "manageScheduleEnabled",
+  "canvases",
+  "requestCanvasRenderer",
+  "requestExtensions",
+  "extensionSdkPath",
+  "extensionInfo",
+  "canvasProvider",
 ]);
 
 /** Options only `createSession` takes. */
@@ -78,8 +84,9 @@ export const RESUME_ONLY_OPTIONS = Object.freeze(["suppressResumeEvent", "contin
 
 /**
  * The handler keys, each with the kind of wait it answers (the core's
- * handler kind names). `systemMessage` and `provider` are options that also
- * carry handlers: section transforms and the bearer-token callback.
+ * handler kind names). `systemMessage`, `provider` and `canvases` are
+ * options that also carry handlers: section transforms, the bearer-token
+ * callback and the canvases' handlers.
  */
 export const HANDLER_OPTIONS = Object.freeze({
   onPermission: "permission",
@@ -92,6 +99,7 @@ export const HANDLER_OPTIONS = Object.freeze({
   systemMessage: "systemMessageTransform",
   provider: "providerToken",
   hooks: "hooks",
+  canvases: "canvas",
 });
 
 /**
@@ -109,7 +117,6 @@ export const GENERIC_HANDLER_KINDS = Object.freeze([
   "skillProvider",
   "workflow",
   "tasks",
-  "canvas",
   "host",
   "extensionLaunch",
   "llmInference",
@@ -153,7 +160,8 @@ export function checkConfig(config, resuming = false) {
   for (const h of CALLBACKS) {
     if (config[h] !== undefined && typeof config[h] !== "function") throw new ConfigError(`${h} must be a function`);
   }
-  const { tools = [], commands = [], systemMessage, provider } = config;
+  const { tools = [], commands = [], systemMessage, provider, canvases } = config;
+  if (canvases !== undefined) checkCanvases(canvases);
   if (!Array.isArray(tools)) throw new ConfigError("tools must be an array");
   const names = new Set();
   for (const t of tools) {
@@ -185,6 +193,54 @@ export function checkConfig(config, resuming = false) {
   if (provider?.bearerTokenProvider !== undefined && typeof provider.bearerTokenProvider !== "function") {
     throw new ConfigError("provider.bearerTokenProvider must be a function");
   }
+}
+
+/** Throws a ConfigError for a canvas that cannot work. */
+export function checkCanvas(c) {
+  if (!c || typeof c.id !== "string" || !c.id) throw new ConfigError("every canvas needs an id");
+  if (typeof c.open !== "function") throw new ConfigError(`the canvas ${c.id} needs an open function`);
+  if (c.onClose !== undefined && typeof c.onClose !== "function") {
+    throw new ConfigError(`the onClose of canvas ${c.id} must be a function`);
+  }
+  if (c.actions !== undefined && !Array.isArray(c.actions)) {
+    throw new ConfigError(`the actions of canvas ${c.id} are an array`);
+  }
+  for (const a of c.actions ?? []) {
+    if (!a || typeof a.name !== "string" || !a.name) {
+      throw new ConfigError(`every action of canvas ${c.id} needs a name`);
+    }
+    if (a.handler !== undefined && typeof a.handler !== "function") {
+      throw new ConfigError(`the action ${a.name} of canvas ${c.id}: its handler must be a function`);
+    }
+  }
+}
+
+/** Throws a ConfigError for canvases that cannot work (ids unique). */
+export function checkCanvases(canvases) {
+  if (!Array.isArray(canvases)) throw new ConfigError("canvases must be an array");
+  const ids = new Set();
+  for (const c of canvases) {
+    checkCanvas(c);
+    if (ids.has(c.id)) throw new ConfigError(`two canvases have the id ${c.id}`);
+    ids.add(c.id);
+  }
+}
+
+/** What is declared on the open: each canvas without its handlers. */
+export function canvasDeclarations(canvases) {
+  return canvases.map((c) => {
+    const d = { id: c.id, displayName: c.displayName, description: c.description };
+    if (c.inputSchema !== undefined) d.inputSchema = c.inputSchema;
+    if (c.actions?.length) {
+      d.actions = c.actions.map(({ name, description, inputSchema }) => {
+        const w = { name };
+        if (description !== undefined) w.description = description;
+        if (inputSchema !== undefined) w.inputSchema = inputSchema;
+        return w;
+      });
+    }
+    return d;
+  });
 }
 
 /** The section transforms of a config's system message, by section id. */
@@ -261,6 +317,9 @@ const WIRE_VALUE = {
   systemMessage: wireSystemMessage,
   provider: wireProvider,
   mcpServers: wireMcpServers,
+  extensionSdkPath: String,
+  // The declarations; an empty list is left out, as the Rust host leaves it.
+  canvases: (v) => (v.length ? canvasDeclarations(v) : undefined),
   customAgents: (v, d) => v.map((a) => (a.mcpServers ? { ...a, mcpServers: wireMcpServers(a.mcpServers, d) } : a)),
 };
 
@@ -271,6 +330,7 @@ const HANDLER_SET = {
   systemMessage: (v) => Object.values(v?.sections ?? {}).some((s) => typeof s?.action === "function"),
   provider: (v) => typeof v?.bearerTokenProvider === "function",
   hooks: (v) => Boolean(v) && Object.values(v).some((f) => typeof f === "function"),
+  canvases: (v) => Array.isArray(v) && v.length > 0,
 };
 
 /** The handler kinds (the engine's names) a config sets a handler for. */

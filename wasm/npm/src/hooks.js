@@ -7,7 +7,7 @@
 // (no output) goes.
 //
 // Generic handlers answer the waits that have no typed handler (the session
-// filesystem, sampling, queued commands, canvases, ...) by name: the server
+// filesystem, sampling, queued commands, ...) by name: the server
 // request's method or the awaited event's type, as the engine's answer table
 // lists them. The handler gets the params (or the event's `data`) and
 // returns what goes back; a throw is a failed handler.

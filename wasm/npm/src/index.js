@@ -22,6 +22,7 @@ export {
 export { CopilotClient } from "./client.js";
 export { Session } from "./session.js";
 export { approveAll, withDecisionContext } from "./answering.js";
+export { CanvasError, createCanvas } from "./canvas.js";
 export { loadWasm } from "./wasm.js";
 export {
   SESSION_OPTIONS,

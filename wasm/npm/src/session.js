@@ -10,6 +10,7 @@ import { ConfigError, DisconnectedError, SessionError, TimeoutError, errorText }
 import { SessionHandlers } from "./answering.js";
 import { rpcCalls, SESSION_METHODS } from "./generated/rpc.js";
 import { Capabilities, sessionUi } from "./ui.js";
+import { OpenCanvases } from "./canvas.js";
 
 const noop = () => {};
 
@@ -112,6 +113,7 @@ export class Session {
   #result;
   #rpc;
   #capabilities = new Capabilities();
+  #openCanvases = new OpenCanvases();
   #ui;
 
   /** @internal */
@@ -148,6 +150,17 @@ export class Session {
   }
 
   /**
+   * The canvas instances open in this session (experimental), as the CLI
+   * last said, oldest first (`{instanceId, extensionId, canvasId, title?,
+   * url?, input?, ...}`): set by a resume's answer, kept current by
+   * `session.canvas.opened` / `closed` (changed before the event is
+   * delivered), as the official SDKs keep them.
+   */
+  get openCanvases() {
+    return this.#openCanvases.value;
+  }
+
+  /**
    * The session's UI calls (`confirm`, `select`, `input`, `elicitation`),
    * answered by a client of the session with an elicitation handler. Each
    * rejects with a CapabilityError before anything is sent while
@@ -177,6 +190,7 @@ export class Session {
   /** @internal The open's answer, as it is routed: its capabilities. */
   _answered(result) {
     this.#capabilities.opened(result);
+    this.#openCanvases.opened(result);
   }
 
   /** @internal */
@@ -360,6 +374,7 @@ export class Session {
   /** @internal Called as an event is routed: queue it, deliver soon. `bytes`: its size. */
   _push(event, bytes = 0) {
     this.#capabilities.event(event);
+    this.#openCanvases.event(event);
     this.#queue.push(event);
     this.#queueBytes.push(bytes);
     this.#schedule();

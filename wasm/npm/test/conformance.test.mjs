@@ -31,6 +31,7 @@ const JS_KINDS = new Set([
   "exitPlanMode",
   "command",
   "hooks",
+  "canvas",
   ...GENERIC_KINDS,
 ]);
 
@@ -46,8 +47,25 @@ const ANSWERS = {
   hooks: { permissionDecision: "allow" },
 };
 
+/** What the canvas below answers, by request. */
+const CANVAS_ANSWERS = {
+  "canvas.open": { url: "https://example.test/i-1" },
+  "canvas.close": null,
+  "canvas.action.invoke": { acted: { x: 1 } },
+};
+
+/** A failed canvas handler's coded error, as the official SDKs send it. */
+const canvasError = (message, code = "canvas_handler_error") => ({
+  error: { code: -32603, message, data: { code, message } },
+});
+
 /** What the handler of `row` answers. */
-const answerOf = (row) => (GENERIC_KINDS.has(row.handler) ? { answeredBy: row.name } : ANSWERS[row.handler]);
+const answerOf = (row) =>
+  GENERIC_KINDS.has(row.handler)
+    ? { answeredBy: row.name }
+    : row.handler === "canvas"
+      ? CANVAS_ANSWERS[row.name]
+      : ANSWERS[row.handler];
 
 /**
  * A session config with every handler kind; `act(kind)` is what each does:
@@ -63,6 +81,16 @@ function handlers(act) {
     tools: [{ name: "conformance_tool", handler: () => act("tool", "ran") }],
     commands: [{ name: "conformance", handler: () => act("command", undefined) }],
     hooks: { onPreToolUse: () => act("hooks", { permissionDecision: "allow" }) },
+    canvases: [
+      {
+        id: "conformance",
+        displayName: "Conformance",
+        description: "a canvas",
+        open: () => act("canvas", CANVAS_ANSWERS["canvas.open"]),
+        onClose: () => act("canvas", undefined),
+        actions: [{ name: "act", handler: (ctx) => act("canvas", { acted: ctx.input }) }],
+      },
+    ],
     requestHandlers: Object.fromEntries(
       genericRequestNames().map((name) => [name, (_, invocation) => act(name, { answeredBy: invocation.name })]),
     ),
@@ -111,11 +139,15 @@ function expected(row, path) {
       // name asked for: no handler (for a tool, left to another client;
       // for a command, refused). Nor does a hook: its type is no hook type.
       if (row.handler === "tool") return noHandler;
+      // Nor is there a canvas of that id: the official SDKs' error (its
+      // text, with the lone surrogate, cannot travel to the fake as JSON).
+      if (row.handler === "canvas") return { error: { code: -32603 } };
       return ["command", "hooks"].includes(row.handler) ? "refusal" : { answer: answerOf(row) };
     case "handlerPanics":
       // A tool that throws failed: its error goes as the call's `error`,
       // no result, as the official SDK sends it (the CLI tells the model
       // only that the tool failed).
+      if (row.handler === "canvas") return canvasError("boom");
       return row.handler === "tool" ? { failure: "boom" } : "refusal";
     case "drifted":
       // Every field of an exit-plan-mode request has a default; the generic

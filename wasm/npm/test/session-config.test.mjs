@@ -214,6 +214,7 @@ test("the handler kinds offered are the kinds a handler is called for", async ()
     systemMessage: { mode: "customize", sections: { identity: { action: (t) => t } } },
     provider: { baseUrl: "http://x", bearerTokenProvider: () => "t" },
     hooks: { onPreToolUse: () => undefined },
+    canvases: [{ id: "cv", displayName: "C", description: "", open: () => ({}) }],
   };
   // The generic kinds are answered by name: a handler for every name.
   await loadWasm();
@@ -234,10 +235,11 @@ test("the handler kinds offered are the kinds a handler is called for", async ()
     sections: {},
     providerName: "default",
     hookType: "preToolUse",
+    canvasId: "cv",
   };
   for (const kind of kinds) {
     // A kind with a handler asks it; the others are refused for want of one.
-    const name = GENERIC_HANDLER_KINDS.includes(kind) ? names[0] : undefined;
+    const name = GENERIC_HANDLER_KINDS.includes(kind) ? names[0] : kind === "canvas" ? "canvas.open" : undefined;
     const r = await session._decide(kind, data, "s", name).catch(() => ({ threw: true }));
     assert.equal(r.refuse === "noHandler", !offered.has(kind), kind);
   }

@@ -790,6 +790,18 @@ export interface SessionConfigBase {
   coauthorEnabled?: boolean;
   /** The `manage_schedule` tool (sent once open). Empty mode: false unless set. */
   manageScheduleEnabled?: boolean;
+  /** Canvases this session declares and serves (experimental; see `createCanvas`). */
+  canvases?: Canvas[];
+  /** Offer the agent the canvas tools (`open_canvas`, ...): this client renders canvases (experimental). */
+  requestCanvasRenderer?: boolean;
+  /** Wire extension management tools onto the session for this connection (experimental). */
+  requestExtensions?: boolean;
+  /** A `copilot-sdk/` folder given to extension processes in place of the CLI's own (experimental). */
+  extensionSdkPath?: string;
+  /** A stable extension identity for this connection's canvases, as the official SDK sends it (experimental). */
+  extensionInfo?: ExtensionInfo;
+  /** A stable provider identity for this connection's canvases, used as their provider id (experimental). */
+  canvasProvider?: CanvasProviderIdentity;
   /** Answers permission prompts (and asks the CLI for them: `requestPermission: true`). Without it every prompt is answered `user-not-available`. */
   onPermission?: PermissionHandler;
   /** Tools offered to the model, run here. */
@@ -1314,6 +1326,12 @@ export declare class Session implements AsyncIterable<TypedSessionEvent> {
   readonly active: boolean;
   /** What the CLI says the session can do, as it last said. */
   readonly capabilities: SessionCapabilities;
+  /**
+   * The canvas instances open in this session (experimental), as the CLI
+   * last said, oldest first: set by a resume's answer, kept current by
+   * `session.canvas.opened` / `closed` (changed before the event is delivered).
+   */
+  readonly openCanvases: OpenCanvasInstance[];
   /** The session's UI calls (confirm, select, input, elicitation). */
   readonly ui: SessionUi;
 
@@ -1384,3 +1402,74 @@ export type WasmSource = ArrayBuffer | ArrayBufferView | URL | string | object |
  * way (before anything else uses it). Calling it is optional.
  */
 export declare function loadWasm(input?: WasmSource): Promise<void>;
+
+/** A stable extension identity for session participants that provide canvases (experimental). */
+export interface ExtensionInfo {
+  /** The namespace, such as `github-app`. */
+  source: string;
+  /** The provider's name within it. */
+  name: string;
+}
+
+/** A stable identity of a host that supplies canvases (experimental); an id starting `connection:` is ignored by the CLI. */
+export interface CanvasProviderIdentity {
+  id: string;
+  name?: string;
+}
+
+/** A canvas request of the CLI, as a canvas's handlers get it (experimental). */
+export interface CanvasContext {
+  sessionId: string;
+  extensionId: string;
+  canvasId: string;
+  instanceId: string;
+  /** `canvas.action.invoke` only. */
+  actionName?: string;
+  input?: unknown;
+  host?: Record<string, unknown>;
+  session?: Record<string, unknown>;
+}
+
+/** An action the agent may invoke on a canvas (experimental). Without a handler it answers `CanvasError.noHandler()`. */
+export interface CanvasAction {
+  name: string;
+  description?: string;
+  inputSchema?: Record<string, unknown>;
+  handler?: (ctx: CanvasContext) => unknown | Promise<unknown>;
+}
+
+/** A canvas a session declares and serves (experimental). */
+export interface Canvas {
+  id: string;
+  displayName: string;
+  description: string;
+  inputSchema?: Record<string, unknown>;
+  actions?: CanvasAction[];
+  /** Opens (or focuses) an instance: `{url?, title?, status?}`; nothing answers `{}`. */
+  open: (ctx: CanvasContext) => unknown | Promise<unknown>;
+  /** Told when an instance closes. */
+  onClose?: (ctx: CanvasContext) => void | Promise<void>;
+}
+
+/** A canvas handler's failure: its `code` and message go to the CLI as the error's `data` (experimental). */
+export declare class CanvasError extends Error {
+  constructor(code: string, message: string);
+  readonly code: string;
+  /** The error of an action without a handler (`canvas_action_no_handler`). */
+  static noHandler(): CanvasError;
+}
+
+/** Checks a canvas (a ConfigError if it cannot work) and returns it (experimental). */
+export declare function createCanvas(options: Canvas): Canvas;
+
+/** A canvas instance open in a session, as the CLI describes it (experimental). */
+export interface OpenCanvasInstance {
+  instanceId: string;
+  extensionId: string;
+  canvasId: string;
+  title?: string;
+  status?: string;
+  url?: string;
+  input?: unknown;
+  [member: string]: unknown;
+}

@@ -29,6 +29,8 @@ export {
   ConfigError,
   CapabilityError,
   Session,
+  CanvasError,
+  createCanvas,
   approveAll,
   withDecisionContext,
   genericRequestNames,

@@ -10,6 +10,8 @@ import {
   SessionError,
   RpcError,
   approveAll,
+  CanvasError,
+  createCanvas,
   withDecisionContext,
   genericRequestNames,
   loadWasm,
@@ -278,4 +280,36 @@ export async function failures(): Promise<void> {
   } catch (e) {
     if (e instanceof CliExitedError) console.error(e.exitCode, e.signal, e.stderr);
   }
+}
+
+// Canvases and the extension options.
+async function canvases(client: CopilotClient) {
+  const counter = createCanvas({
+    id: "counter",
+    displayName: "Counter",
+    description: "Counts.",
+    open: (ctx) => ({ url: `https://example.test/${ctx.instanceId}` }),
+    onClose: () => {},
+    actions: [
+      { name: "increment", handler: (ctx) => ({ input: ctx.input }) },
+      {
+        name: "reset",
+        handler: () => {
+          throw new CanvasError("no_reset", "cannot reset");
+        },
+      },
+    ],
+  });
+  const session = await client.createSession({
+    canvases: [counter],
+    requestCanvasRenderer: true,
+    requestExtensions: true,
+    extensionSdkPath: "/opt/sdk",
+    extensionInfo: { source: "github-app", name: "app" },
+    canvasProvider: { id: "app:builtin:1" },
+  });
+  const ids: string[] = session.openCanvases.map((i) => i.instanceId);
+  // @ts-expect-error: a canvas needs its open handler
+  createCanvas({ id: "x", displayName: "X", description: "" });
+  return ids;
 }
