@@ -274,6 +274,21 @@ fn run_tool(tool: &Tool, session_id: &str, data: &ExternalToolRequestedData) -> 
     };
     // A tool that panics fails as a tool that returns an error does (the
     // panic is caught around the whole decision).
+    #[cfg(feature = "tracing")]
+    let _span = {
+        let span = tracing::info_span!(
+            "copilot.tool",
+            session_id = %call.session_id,
+            tool_name = %call.tool_name,
+            tool_call_id = %call.tool_call_id,
+            traceparent = call.traceparent.as_deref(),
+        );
+        // The tool's span joins the trace of the CLI's span for the call
+        // (its parent is set before it starts).
+        #[cfg(feature = "opentelemetry")]
+        crate::api::telemetry::join_remote_parent(&span, call.traceparent.as_deref(), call.tracestate.as_deref());
+        span.entered()
+    };
     (tool.handler)(&call)
 }
 

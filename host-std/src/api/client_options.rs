@@ -150,6 +150,15 @@ impl ClientOptions {
         self
     }
 
+    /// Takes the caller's trace context at each open and send from the
+    /// current `tracing` span (feature `opentelemetry`:
+    /// [`TraceContext::from_current_span`]); within a `send_and_wait` that
+    /// is its `copilot.turn` span (feature `tracing`).
+    #[cfg(feature = "opentelemetry")]
+    pub fn trace_context_from_current_span(self) -> Self {
+        self.trace_context_provider(TraceContext::from_current_span)
+    }
+
     /// Answers the client-wide request `method` with `handler` (see
     /// [`RequestHandlers`]); a request that names a session goes to that
     /// session's handlers instead

@@ -282,6 +282,20 @@ impl SessionOps<'_> {
         message: MessageOptions,
         timeout: Duration,
     ) -> Result<Option<Arc<SessionEvent>>> {
+        // The turn in a span of its own (feature `tracing`): the trace
+        // context its send carries is this span's.
+        #[cfg(feature = "tracing")]
+        {
+            use tracing::Instrument;
+            let span = tracing::info_span!("copilot.turn", session_id = %self.session.id);
+            self.turn(message, timeout).instrument(span).await
+        }
+        #[cfg(not(feature = "tracing"))]
+        self.turn(message, timeout).await
+    }
+
+    /// [`send_and_wait`](Self::send_and_wait)'s turn.
+    async fn turn(&self, message: MessageOptions, timeout: Duration) -> Result<Option<Arc<SessionEvent>>> {
         let started = Instant::now();
         let deadline = started + timeout;
         let inner = &self.session.inner;
