@@ -106,6 +106,9 @@ pub struct CoreEngine {
     /// The requests encoded here and the engine's frames pulled before
     /// each, in order.
     outbox: Vec<u8>,
+    /// Set while a lost connection is recovered ([`recovering`](Self::recovering)):
+    /// the engine's frames stay in the engine.
+    held: bool,
 }
 
 #[wasm_bindgen]
@@ -132,6 +135,7 @@ impl CoreEngine {
             engine: Box::new(Engine::new(park, GrowingBuffer::new(0), config)),
             handles: Vec::new(),
             outbox: Vec::new(),
+            held: false,
         }
     }
 
@@ -170,6 +174,31 @@ impl CoreEngine {
             out.output(&Output::plain(Route::FrameError(e)));
         }
         out.finish()
+    }
+
+    /// Recovery of a lost connection (`copilot_core::RECOVERY_BACKOFF_MS`).
+    /// `lost` true: the connection is lost and another will follow (a
+    /// restarted CLI); the engine forgets what the next one cannot settle
+    /// (`Engine::connection_lost`: the requests in flight, whose callers
+    /// JavaScript fails from its own list, the waits of server requests,
+    /// the answers the CLI did not acknowledge) and the frames meant for
+    /// the old one; the waits of events stay open. From then on the
+    /// engine's frames (answers given meanwhile) are held, while the
+    /// requests encoded here go out: resume each session with
+    /// [`reserve`](Self::reserve) (`resume`, its own id and tag) and
+    /// [`complete_open`](Self::complete_open), which asks the CLI what is
+    /// pending. `lost` false: every session is resumed; the frames held
+    /// go out with the next [`take_outgoing`](Self::take_outgoing).
+    /// Returns how many waits were forgotten.
+    pub fn recovering(&mut self, lost: bool) -> u32 {
+        self.held = lost;
+        if !lost {
+            return 0;
+        }
+        // A frame cut short belongs to the old stream.
+        let _ = self.decoder.finish();
+        self.outbox.clear();
+        self.engine.connection_lost(|_, ()| {}) as u32
     }
 
     /// The bytes the engine decided to send since the last call: write
@@ -495,6 +524,9 @@ impl CoreEngine {
 
     /// Pulls the frames the engine decided to send into the outbox.
     fn pull(&mut self) {
+        if self.held {
+            return;
+        }
         self.outbox.extend_from_slice(self.engine.transmit());
         self.engine.transmitted(usize::MAX);
     }

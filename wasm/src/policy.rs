@@ -165,6 +165,13 @@
 //!   `accept` and that is neither absent nor null (with `onlyTrue`: only a
 //!   `true`), else none (`copilot_core::Capabilities`,
 //!   `copilot_core::UI_CALLS`, `write_ui_form`, `read_ui_answer`).
+//! - `recovery` `{backoffMs, resumeFlag}`: a lost connection is tried
+//!   again after each wait of `backoffMs` in turn, then given up; the
+//!   resume of each open session after it sets `resumeFlag` `true`
+//!   (`copilot_core::RECOVERY_BACKOFF_MS`, `RECOVERY_RESUME_FLAG`; held to
+//!   them in `policy/recovery.rs`).
+
+mod recovery;
 
 mod tests {
     /// The file `scripts/build-wasm` ships.

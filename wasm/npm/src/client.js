@@ -3,7 +3,8 @@
 // feeds every incoming byte to the engine, which routes it and decides what
 // must be answered and how. Here: the factories and the handshake, the
 // client-wide calls, opening sessions (reserved in the engine first),
-// delivering routes to sessions and listeners, and stopping.
+// delivering routes to sessions and listeners, and stopping (its steps in
+// stop.js); a lost connection is recovered by recovery.js.
 //
 // Nothing here imports Node modules; the Node entry point (node.js) adds
 // spawning the CLI and TCP on top.
@@ -14,13 +15,11 @@ import {
   DEFAULT_SHUTDOWN_GRACE_MS,
   DEFAULT_STARTUP_MS,
   POLICY,
-  PROTOCOL_VERSION,
 } from "./constants.js";
 import {
   ConfigError,
   CopilotError,
   DisconnectedError,
-  ProtocolVersionError,
   RpcError,
   errorText,
 } from "./errors.js";
@@ -31,6 +30,8 @@ import { loadWasm } from "./wasm.js";
 import { streamTransport } from "./transport.js";
 import { Driver, engine } from "./driver.js";
 import { answerWait } from "./answering.js";
+import { Recovery } from "./recovery.js";
+import { runStop } from "./stop.js";
 import { Session } from "./session.js";
 import { traceContext } from "./telemetry.js";
 import { rpcCalls, SERVER_METHODS } from "./generated/rpc.js";
@@ -62,6 +63,9 @@ export class CopilotClient {
   #rpc;
   /** How sessions default what the application leaves unset (modes.js). */
   #mode;
+  #recovery;
+  /** Session -> `{ config, kinds }` it was opened with, to resume it after a recovery. */
+  #reopens = new WeakMap();
 
   /** @internal Use the static factories. */
   constructor(
@@ -77,6 +81,10 @@ export class CopilotClient {
       requestHandlers,
       onGetTraceContext,
       mode,
+      restart,
+      token,
+      connectionToken,
+      startupTimeoutMs = DEFAULT_STARTUP_MS,
     } = {},
   ) {
     this.#driver = new Driver(transport, {
@@ -94,26 +102,63 @@ export class CopilotClient {
     this.#requestHandlers = { ...requestHandlers };
     this.#traceContext = onGetTraceContext;
     this.#mode = mode ?? POLICY.modes.names[0];
-    this.#driver.start((reason) => this.#onTransportEnd(reason));
+    const driver = this.#driver;
+    const onEnd = (reason) => this.#onTransportEnd(reason);
+    this.#recovery = new Recovery({
+      driver,
+      logger: this.#logger,
+      timeoutMs: this.#requestTimeoutMs,
+      restart,
+      stopping: () => this.#stopping !== undefined || driver.closed,
+      // The CLI that exited may have left what it started: its group goes.
+      setProcess: (p) => (this.#process !== p && this.#process?.kill(), (this.#process = p)),
+      onEnd,
+      handshake: () => this.#handshake(token ?? connectionToken, startupTimeoutMs),
+      sessions: () =>
+        [...this.#sessions.values()].flatMap((s) => (this.#reopens.has(s) ? [{ session: s, ...this.#reopens.get(s) }] : [])),
+      end: (tag, reason) => this._releaseSession(tag, reason),
+      shutDown: (reason) => this.#shutDown(reason),
+    });
+    driver.start(onEnd);
   }
 
-  /** The stream ended: a CLI this client started is asked why (its exit). */
+  /**
+   * The stream ended: a CLI this client started is asked why (its exit);
+   * unless the client is stopping, a recovery starts it again (Node's
+   * `autoRestart`), else the connection ends.
+   */
   #onTransportEnd(reason) {
     if (this.#driver.closed) return;
+    // An attempt's CLI went too: the recovery sees its calls fail.
+    if (this.#recovery.running) return this.#driver.lose(reason);
     const process = this.#process;
     if (!process || this.#stopping) {
       this.#shutDown(this.#stopping ? "the client was stopped" : reason);
       return;
     }
+    const lost = (cause) =>
+      this.#recovery.enabled && !this.#stopping ? this.#recovery.run(cause) : this.#shutDown(cause);
     process.describeExit().then(
-      (exit) => this.#shutDown(exit ?? reason),
-      () => this.#shutDown(reason),
+      (exit) => lost(exit ?? reason),
+      () => lost(reason),
     );
   }
 
   /** The client's mode: "copilot-cli" or "empty". */
   get mode() {
     return this.#mode;
+  }
+
+  /**
+   * Calls `listener` with each step of the recoveries to come (Node's
+   * `autoRestart`): `{type: "connectionLost", cause}`, `{type:
+   * "restarting", attempt, afterMs}`, `{type: "attemptFailed", attempt,
+   * error}`, `{type: "sessionResumed", sessionId}`, `{type: "recovered",
+   * sessions, tookMs}`, `{type: "gaveUp", cause}`. Returns a function that
+   * removes it.
+   */
+  onRecovery(listener) {
+    return this.#recovery.on(listener);
   }
 
   /** The default timeout of every call, in milliseconds. */
@@ -183,23 +228,9 @@ export class CopilotClient {
     throw new CopilotError("CopilotClient.connect needs Node.js; in a browser use CopilotClient.fromStreams");
   }
 
-  /** The core's handshake (`POLICY.handshake`): `connect`, or `ping` where it is unknown. */
+  /** The core's handshake (`Driver.handshake`). */
   async #handshake(token, timeoutMs) {
-    const handshake = POLICY.handshake;
-    const params = structuredClone(handshake.params);
-    if (token != null) params[handshake.tokenParam] = token;
-    let version, serverVersion;
-    try {
-      const r = await this._request(handshake.connect, params, { timeoutMs });
-      version = r?.protocolVersion;
-      serverVersion = r?.version;
-    } catch (e) {
-      if (!(e instanceof RpcError && e.code === handshake.pingOn)) throw e;
-      const pong = await this._request(handshake.ping, {}, { timeoutMs });
-      version = pong?.protocolVersion;
-    }
-    if (version !== PROTOCOL_VERSION) throw new ProtocolVersionError(version, PROTOCOL_VERSION);
-    this.#serverInfo = { protocolVersion: version, version: serverVersion };
+    this.#serverInfo = await this.#driver.handshake(token, timeoutMs);
   }
 
   /** What the handshake learned: `{ protocolVersion, version }`. */
@@ -212,7 +243,7 @@ export class CopilotClient {
     return this.#address ? { ...this.#address } : undefined;
   }
 
-  /** The process id of a CLI this client started. */
+  /** The process id of a CLI this client started (the one running now, after a recovery). */
   get pid() {
     return this.#process?.pid;
   }
@@ -396,6 +427,12 @@ export class CopilotClient {
     // The options the CLI takes only once the session is open (modes.js).
     await patchOptions(session, config, this.#mode, POLICY.modes, (method, params) => this._request(method, params));
     session._opened(result);
+    // A recovery resumes it with the mode's config, and patches it again.
+    this.#reopens.set(session, {
+      config: configForMode(config, this.#mode, POLICY.modes, POLICY.config),
+      kinds,
+      patch: () => patchOptions(session, config, this.#mode, POLICY.modes, (method, params) => this._request(method, params)),
+    });
     return session;
   }
 
@@ -421,59 +458,16 @@ export class CopilotClient {
     return this.#stopping;
   }
 
-  /**
-   * The core's stop (`POLICY.stop`): its steps in order, each waiting at
-   * most for what is left of the one grace; `spawnedOnly` steps only for a
-   * CLI this client started, and only an `errorFails` step's error fails
-   * the stop.
-   */
   async #stop(graceMs) {
-    const deadline = Date.now() + graceMs;
-    const left = () => Math.max(0, deadline - Date.now());
-    let firstError;
-    for (const step of POLICY.stop) {
-      if (step.spawnedOnly && !this.#process) continue;
-      let error;
-      switch (step.step) {
-        case "destroySessions": {
-          const destroys = [];
-          for (const session of [...this.#sessions.values()]) {
-            if (session.active && !this.#driver.closed) destroys.push(session.destroy({ timeoutMs: left() }));
-            else this._releaseSession(session._tag, "client stopped");
-          }
-          for (const result of await Promise.allSettled(destroys)) {
-            if (result.status === "rejected") error ??= result.reason;
-          }
-          break;
-        }
-        case "shutdownRuntime":
-          if (!this.#driver.closed) {
-            try {
-              await this._request(step.method, {}, { timeoutMs: left() });
-            } catch (e) {
-              error = e;
-            }
-          }
-          break;
-        case "closeWriter":
-          this.#driver.closeWriter();
-          break;
-        case "awaitExitOrKill":
-          if (!(await this.#process.waitForExit(left()))) {
-            this.#logger.warn?.(`the Copilot CLI did not exit within ${graceMs} ms; killing its process group`);
-            this.#process.kill();
-          }
-          break;
-        case "release":
-          this.#driver.stopReading();
-          this.#shutDown("the client was stopped");
-          break;
-        default:
-          this.#logger.warn?.(`stop: step ${step.step} is not known to this client; skipped`);
-      }
-      if (error && step.errorFails) firstError ??= error;
-    }
-    if (firstError) throw firstError;
+    await runStop(graceMs, {
+      process: () => this.#process,
+      sessions: () => [...this.#sessions.values()],
+      driver: this.#driver,
+      logger: this.#logger,
+      release: (tag, reason) => this._releaseSession(tag, reason),
+      request: (method, params, options) => this._request(method, params, options),
+      shutDown: (reason) => this.#shutDown(reason),
+    });
   }
 
   /** Stops at once: kills a CLI this client started and closes the connection. */
@@ -582,6 +576,7 @@ export class CopilotClient {
 
   /** Ends the connection: every waiting call rejects, every session ends. */
   #shutDown(reason) {
+    this.#recovery.stop();
     if (!this.#driver.shutDown(reason)) return;
     const closeReason = this.#driver.closeReason;
     const sessions = [...this.#sessions.values()];

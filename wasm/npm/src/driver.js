@@ -6,8 +6,8 @@
 // the driver's owner (the client). It knows no sessions and no user code.
 
 import { CoreEngine } from "../dist/copilot_wasm.js";
-import { DEFAULT_HANDLER_TIMEOUT_MS, POLICY } from "./constants.js";
-import { CopilotError, DisconnectedError, RpcError, TimeoutError, errorText } from "./errors.js";
+import { DEFAULT_HANDLER_TIMEOUT_MS, POLICY, PROTOCOL_VERSION } from "./constants.js";
+import { CopilotError, DisconnectedError, ProtocolVersionError, RpcError, TimeoutError, errorText } from "./errors.js";
 
 /** The engine's clock, in milliseconds. */
 const now = () => performance.now();
@@ -28,6 +28,8 @@ export class Driver {
   #timerAt;
   #closed = false;
   #closeReason = null;
+  /** While a lost connection is recovered and no new stream is in: why it was lost. */
+  #lost = null;
 
   /**
    * `handlerTimeoutMs`: the engine's handler deadline (an infinite one
@@ -48,7 +50,65 @@ export class Driver {
 
   /** Starts reading; `onEnd(reason)` is called once when the stream ends. */
   start(onEnd) {
-    this.#transport.start((bytes) => this.#onData(bytes), onEnd);
+    const transport = this.#transport;
+    // What a stream replaced by a recovery says is the old connection's.
+    const current = () => this.#transport === transport;
+    transport.start(
+      (bytes) => current() && this.#onData(bytes),
+      (reason) => current() && onEnd(reason),
+    );
+  }
+
+  /**
+   * The stream ended and another will follow: the engine forgets what the
+   * next cannot settle and holds its frames (`CoreEngine.recovering`),
+   * every call in flight fails with `reason`, and so does every call until
+   * `attach` gives a new stream.
+   */
+  lose(reason) {
+    if (this.#closed) return;
+    const forgotten = this.#core.recovering(true);
+    if (forgotten > 0) this.#logger.warn?.(`${forgotten} requests of the CLI died with the connection`);
+    this.#lost = `${reason} (the connection is being recovered)`;
+    const error = new DisconnectedError(this.#lost);
+    const pending = [...this.#pending.values()];
+    this.#pending.clear();
+    for (const entry of pending) entry.reject(error);
+  }
+
+  /** Reads and writes `transport` from now on (a recovery's); `onEnd` as `start`'s. */
+  attach(transport, onEnd) {
+    this.#transport = transport;
+    this.#lost = null;
+    this.start(onEnd);
+  }
+
+  /** Every session is resumed: the engine's frames held since `lose` go out. */
+  recovered() {
+    this.#core.recovering(false);
+    this.flush();
+  }
+
+  /**
+   * The core's handshake (`POLICY.handshake`): `connect`, or `ping` where
+   * it is unknown. Resolves with `{ protocolVersion, version }`.
+   */
+  async handshake(token, timeoutMs) {
+    const handshake = POLICY.handshake;
+    const params = structuredClone(handshake.params);
+    if (token != null) params[handshake.tokenParam] = token;
+    let version, serverVersion;
+    try {
+      const r = await this.request(handshake.connect, params, timeoutMs);
+      version = r?.protocolVersion;
+      serverVersion = r?.version;
+    } catch (e) {
+      if (!(e instanceof RpcError && e.code === handshake.pingOn)) throw e;
+      const pong = await this.request(handshake.ping, {}, timeoutMs);
+      version = pong?.protocolVersion;
+    }
+    if (version !== PROTOCOL_VERSION) throw new ProtocolVersionError(version, PROTOCOL_VERSION);
+    return { protocolVersion: version, version: serverVersion };
   }
 
   /** Whether the connection has ended. */
@@ -83,6 +143,7 @@ export class Driver {
    */
   request(method, params, timeoutMs, onResponse) {
     if (this.#closed) return Promise.reject(this.disconnected());
+    if (this.#lost !== null) return Promise.reject(new DisconnectedError(this.#lost));
     let id;
     try {
       // The deadline is the engine's: the timer below wakes it. The
@@ -132,7 +193,7 @@ export class Driver {
 
   /** Closes the writing side of the stream. */
   closeWriter() {
-    this.#transport.closeWriter();
+    if (this.#lost === null) this.#transport.closeWriter();
   }
 
   /** Stops reading (and destroys what the client made). */
@@ -143,7 +204,8 @@ export class Driver {
   /** Writes what the engine decided to send, then re-arms the timer. */
   flush() {
     if (this.#closed) return;
-    const out = this.#core.take_outgoing();
+    // Between two streams, the engine keeps its frames.
+    const out = this.#lost === null ? this.#core.take_outgoing() : [];
     if (out.length > 0) this.#transport.write(out);
     this.#arm();
   }

@@ -312,6 +312,53 @@ function tcpSocket(host, port, timeoutMs) {
 }
 
 /**
+ * Starts the CLI of `launch` (`{ program, argv, cwd, env }`) in its own
+ * process group and opens its stream: `{ proc, transport, address? }`.
+ */
+async function startCli({ program, argv, cwd, env }, transport, startupTimeoutMs) {
+  const child = spawn(program, argv, {
+    cwd,
+    env,
+    stdio: ["pipe", "pipe", "pipe"],
+    // Its own process group, so that stopping it stops what it started.
+    detached: LAUNCH.ownProcessGroup && process.platform !== "win32",
+    windowsHide: true,
+  });
+  const proc = new CliProcess(child);
+  const spawned = await Promise.race([
+    new Promise((resolve) => child.once("spawn", () => resolve(true))),
+    proc.exit.then(() => false),
+  ]);
+  if (!spawned) throw (await proc.exitedError()) ?? new CopilotError(`cannot start ${program}`);
+  try {
+    if (transport === "stdio") return { proc, transport: streamTransport(child.stdout, child.stdin, { label: "stdio" }) };
+    const port = await readPort(proc, startupTimeoutMs);
+    const socket = await tcpSocket("127.0.0.1", port, startupTimeoutMs);
+    const label = `tcp 127.0.0.1:${port}`;
+    const address = { host: "127.0.0.1", port };
+    return { proc, address, transport: streamTransport(socket, socket, { label, destroy: () => socket.destroy() }) };
+  } catch (e) {
+    proc.kill();
+    throw e;
+  }
+}
+
+/**
+ * Runs `open` (the handshake and what follows) on the CLI `proc` just
+ * started; if it fails, the CLI is killed, and a connection that ended
+ * says why the CLI exited.
+ */
+async function reopened(proc, open) {
+  try {
+    return await open();
+  } catch (e) {
+    const exited = e instanceof DisconnectedError ? await proc.exitedError() : undefined;
+    proc.kill();
+    throw exited ?? e;
+  }
+}
+
+/**
  * A connection to one Copilot CLI (Node): `start` spawns it, `connect`
  * reaches one serving TCP, `fromStreams` runs over any duplex.
  */
@@ -333,6 +380,7 @@ export class CopilotClient extends BaseClient {
       logLevel = LAUNCH.logLevel,
       startupTimeoutMs = DEFAULT_STARTUP_MS,
       telemetry,
+      autoRestart = true,
     } = options;
     if (transport !== "stdio" && transport !== "tcp") {
       throw new CopilotError(`transport is "stdio" or "tcp", not ${JSON.stringify(transport)}`);
@@ -373,47 +421,20 @@ export class CopilotClient extends BaseClient {
     argv.push(...args.map(String));
 
     installExitHook();
-    const child = spawn(program, argv, {
-      cwd,
-      env: childEnv,
-      stdio: ["pipe", "pipe", "pipe"],
-      // Its own process group, so that stopping it stops what it started.
-      detached: LAUNCH.ownProcessGroup && process.platform !== "win32",
-      windowsHide: true,
-    });
-    const proc = new CliProcess(child);
-    const spawned = await Promise.race([
-      new Promise((resolve) => child.once("spawn", () => resolve(true))),
-      proc.exit.then(() => false),
-    ]);
-    if (!spawned) throw (await proc.exitedError()) ?? new CopilotError(`cannot start ${program}`);
-
-    let transportImpl;
-    let address;
-    try {
-      if (transport === "stdio") {
-        transportImpl = streamTransport(child.stdout, child.stdin, { label: "stdio" });
-      } else {
-        const port = await readPort(proc, startupTimeoutMs);
-        const socket = await tcpSocket("127.0.0.1", port, startupTimeoutMs);
-        address = { host: "127.0.0.1", port };
-        transportImpl = streamTransport(socket, socket, { label: `tcp 127.0.0.1:${port}`, destroy: () => socket.destroy() });
-      }
-    } catch (e) {
-      proc.kill();
-      throw e;
-    }
-    try {
-      return await this._handshaken(transportImpl, { ...common, startupTimeoutMs, process: proc, address, token });
-    } catch (e) {
-      if (e instanceof DisconnectedError) {
-        const exited = await proc.exitedError();
-        proc.kill();
-        throw exited ?? e;
-      }
-      proc.kill();
-      throw e;
-    }
+    const launch = { program, argv, cwd, env: childEnv };
+    const { proc, transport: transportImpl, address } = await startCli(launch, transport, startupTimeoutMs);
+    // A CLI over stdio that exits while the client did not end it is
+    // started again the same way, and its sessions resumed (recovery.js).
+    const restart =
+      autoRestart && transport === "stdio"
+        ? async (reopen) => {
+            const next = await startCli(launch, transport, startupTimeoutMs);
+            return reopened(next.proc, () => reopen(next.transport, next.proc));
+          }
+        : undefined;
+    return reopened(proc, () =>
+      this._handshaken(transportImpl, { ...common, startupTimeoutMs, process: proc, address, token, restart }),
+    );
   }
 
   /** Connects to a CLI already serving TCP (`copilot --headless --port N`). */

@@ -74,7 +74,8 @@ test("a CLI without connect is reached through ping; another protocol version is
 });
 
 test("a CLI that disappears rejects every pending call and ends every stream", async () => {
-  const client = await CopilotClient.start({ cliPath: fakeCli() });
+  // A client that does not recover (that one: recovery.test.mjs).
+  const client = await CopilotClient.start({ cliPath: fakeCli(), autoRestart: false });
   const session = await client.createSession({ model: "m" });
   const events = session.events();
   await collectUntil(events, (e) => e.type === "session.start");

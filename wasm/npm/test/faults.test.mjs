@@ -122,7 +122,9 @@ for (const transport of ["stdio", "tcp"]) {
   }, async () => {
     const model = await startScriptedModel();
     const { dir, cleanup } = tempDir("copilot-wasm-killed");
+    // A client that does not recover (that one: recovery.test.mjs).
     const client = await CopilotClient.start({
+      autoRestart: false,
       cliPath: realCli(),
       transport,
       env: { ...isolatedEnv(dir, model.url), ...model.env },

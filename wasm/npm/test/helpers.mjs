@@ -8,7 +8,7 @@
 // names the repository (default: two folders above the package).
 
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -176,6 +176,25 @@ export async function eventually(check, what, ms = 5000) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 10));
   }
+}
+
+/**
+ * Waits until the real CLI under `dir` (its home at `dir/home`) has written
+ * the event of external tool call `toolCallId` to session `sessionId`'s
+ * journal: a CLI killed before that marks the call interrupted on resume,
+ * and lists nothing.
+ */
+export function callInJournal(dir, sessionId, toolCallId, ms) {
+  const journal = join(dir, "home", "session-state", sessionId, "events.jsonl");
+  return eventually(
+    () =>
+      existsSync(journal) &&
+      readFileSync(journal, "utf8")
+        .split("\n")
+        .some((line) => line.includes('"external_tool.requested"') && line.includes(toolCallId)),
+    "the call in the journal",
+    ms,
+  );
 }
 
 /** Takes events off an async iterator until `stop(event)` is true (included). */

@@ -1207,6 +1207,21 @@ export interface SessionMetadata {
 // ---------------------------------------------------------------------------
 // Client and session
 
+/**
+ * One step of a recovery of the connection (Node's `autoRestart`):
+ * the connection lost and why (the calls in flight failed with it), each
+ * attempt to start the CLI again and each failure, each session resumed,
+ * then recovered (`tookMs`: from the loss to every session resumed) or
+ * given up (the connection ends with `cause`, every call and stream too).
+ */
+export type RecoveryEvent =
+  | { type: "connectionLost"; cause: string }
+  | { type: "restarting"; attempt: number; afterMs: number }
+  | { type: "attemptFailed"; attempt: number; error: string }
+  | { type: "sessionResumed"; sessionId: string }
+  | { type: "recovered"; sessions: number; tookMs: number }
+  | { type: "gaveUp"; cause: string };
+
 /** A connection to one Copilot CLI. */
 export declare class CopilotClient {
   protected constructor();
@@ -1237,7 +1252,7 @@ export declare class CopilotClient {
   readonly serverInfo: { protocolVersion: number; version?: string };
   /** For a TCP connection: where the CLI is. */
   readonly address: { host: string; port: number } | undefined;
-  /** The process id of a CLI this client started. */
+  /** The process id of a CLI this client started (the one running now, after a recovery). */
   readonly pid: number | undefined;
   /** Whether the connection has ended. */
   readonly closed: boolean;
@@ -1248,6 +1263,11 @@ export declare class CopilotClient {
   on(kind: "notification", handler: (notification: Notification) => void): () => void;
   /** The end of the connection, with its reason. Returns an unsubscribe function. */
   on(kind: "disconnect", handler: (reason: string) => void): () => void;
+  /**
+   * Each step of the recoveries to come (Node's `autoRestart`). Returns a
+   * function that removes the listener.
+   */
+  onRecovery(listener: (event: RecoveryEvent) => void): () => void;
 
   /** `ping`. */
   ping(message?: string): Promise<{ message?: string; timestamp?: number; protocolVersion?: number }>;

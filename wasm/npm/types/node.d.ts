@@ -83,6 +83,16 @@ export interface StartOptions extends TimeoutOptions, ClientRequestOptions {
   telemetry?: TelemetryConfig;
   /** The started CLI's state folder (its `COPILOT_HOME`); required in `mode: "empty"`. */
   baseDirectory?: string;
+  /**
+   * When the CLI started over stdio exits while the client did not end it:
+   * start it again (after each wait of the core's backoff, 250 ms, 1 s and
+   * 4 s, then give up), resume every open session with its handlers and
+   * `continuePendingWork`, and answer the waits the CLI lists, once. Calls
+   * in flight at the loss fail; a `sendAndWait` goes on to the turn's end.
+   * Each step is told to `onRecovery`. Default true; a CLI started over
+   * TCP is not started again.
+   */
+  autoRestart?: boolean;
 }
 
 /** Options of `CopilotClient.connect`. */

@@ -29,7 +29,7 @@ import {
 
 // The README's quickstart, with its tool's arguments typed.
 export async function quickstart(prompt: string): Promise<string | undefined> {
-  const client = await CopilotClient.start({ transport: "stdio", logLevel: "error", requestTimeoutMs: 30_000 });
+  const client = await CopilotClient.start({ transport: "stdio", logLevel: "error", requestTimeoutMs: 30_000, autoRestart: true });
   try {
     const weather: Tool<{ city: string }> = {
       name: "get_weather",
@@ -262,6 +262,12 @@ export async function calls(client: CopilotClient): Promise<void> {
   });
   client.on("notification", (n) => console.log(n.method, n.sessionId));
   client.on("disconnect", (reason) => console.log(reason));
+  const unsubscribe = client.onRecovery((step) => {
+    if (step.type === "restarting") console.log(step.attempt, step.afterMs);
+    else if (step.type === "recovered") console.log(step.sessions, step.tookMs);
+    else if (step.type === "connectionLost" || step.type === "gaveUp") console.log(step.cause);
+  });
+  unsubscribe();
   // @ts-expect-error: no such client notification kind
   client.on("event", () => undefined);
 
