@@ -379,7 +379,8 @@ impl<const N: usize> Obligations<N> {
     }
 
     pub(crate) fn next_deadline(&self) -> Option<u64> {
-        self.slots.iter().filter_map(|s| s.open.as_ref()).map(|o| o.deadline).filter(|d| *d != NEVER).min()
+        let next = self.slots.iter().filter_map(|s| s.open.as_ref()).fold(NEVER, |next, o| next.min(o.deadline));
+        (next != NEVER).then_some(next)
     }
 
     /// When the oldest obligation still the host's was opened.
