@@ -1388,10 +1388,13 @@ impl<
 
     /// When [`handle_timeout`](Self::handle_timeout) next has work (ms), if ever.
     pub fn poll_timeout(&self) -> Option<u64> {
-        let a = self.core.obligations.next_deadline();
-        let b = self.core.router.pending().next_deadline();
-        let c = (self.core.next_stall != NEVER).then_some(self.core.next_stall);
-        [a, b, c].into_iter().flatten().min()
+        // NEVER is u64::MAX: the earliest of the three, none if all are
+        // NEVER (plain `min`s: an iterator over the three options is
+        // 260 bytes more of the WebAssembly module, 136 gzipped).
+        let a = self.core.obligations.next_deadline().unwrap_or(NEVER);
+        let b = self.core.router.pending().next_deadline().unwrap_or(NEVER);
+        let next = a.min(b).min(self.core.next_stall);
+        (next != NEVER).then_some(next)
     }
 
     /// Reserves session `id` before its create request is sent.

@@ -379,12 +379,14 @@ impl<const N: usize> Obligations<N> {
     }
 
     pub(crate) fn next_deadline(&self) -> Option<u64> {
-        self.slots.iter().filter_map(|s| s.open.as_ref()).map(|o| o.deadline).filter(|d| *d != NEVER).min()
+        let next = self.slots.iter().filter_map(|s| s.open.as_ref()).fold(NEVER, |next, o| next.min(o.deadline));
+        (next != NEVER).then_some(next)
     }
 
     /// When the oldest obligation still the host's was opened.
     pub(crate) fn oldest(&self) -> Option<u64> {
-        self.slots.iter().filter_map(|s| s.open.as_ref()).filter(|o| !o.left).map(|o| o.opened).min()
+        let open = self.slots.iter().filter_map(|s| s.open.as_ref()).filter(|o| !o.left);
+        open.fold(None, |oldest: Option<u64>, o| Some(oldest.map_or(o.opened, |t| t.min(o.opened))))
     }
 
     /// Obligations still the host's to settle (the left ones aside).

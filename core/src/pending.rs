@@ -101,7 +101,8 @@ impl<W, const N: usize> PendingTable<W, N> {
 
     /// The earliest deadline of a request in flight.
     pub fn next_deadline(&self) -> Option<u64> {
-        self.inner.with(|t| t.slots.iter().flatten().map(|(_, d, _)| *d).filter(|d| *d != NEVER).min())
+        let next = self.inner.with(|t| t.slots.iter().flatten().fold(NEVER, |next, (_, d, _)| next.min(*d)));
+        (next != NEVER).then_some(next)
     }
 
     /// Takes the waiter of every request whose deadline is at or before

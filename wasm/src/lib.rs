@@ -109,6 +109,11 @@ pub struct CoreEngine {
     /// Set while a lost connection is recovered ([`recovering`](Self::recovering)):
     /// the engine's frames stay in the engine.
     held: bool,
+    /// Why the last call that can fail failed, until [`failure`](Self::failure)
+    /// takes it: the JS client throws it. A failure kept here rather than
+    /// thrown through `JsError` leaves wasm-bindgen's table of JS values
+    /// out of the module (about 1 KB).
+    failure: String,
 }
 
 #[wasm_bindgen]
@@ -136,6 +141,7 @@ impl CoreEngine {
             handles: Vec::new(),
             outbox: Vec::new(),
             held: false,
+            failure: String::new(),
         }
     }
 
@@ -223,11 +229,12 @@ impl CoreEngine {
     ///   its code, empty for the core's; else the refusal; see
     ///   `Engine::fail_coded`).
     ///
-    /// Throws if the wait was already answered (nothing is sent then), if
-    /// the answer is not JSON, or the wait cannot be declined (the refusal
-    /// is sent instead then), or the cause is unknown. One method for all:
-    /// each export costs the module its own glue.
-    pub fn settle(&mut self, obligation: &str, how: u8, text: &str, siblings: &str) -> Result<(), JsError> {
+    /// Fails (see [`failure`](Self::failure)) if the wait was already
+    /// answered (nothing is sent then), if the answer is not JSON, or the
+    /// wait cannot be declined (the refusal is sent instead then), or the
+    /// cause is unknown. One method for all: each export costs the module
+    /// its own glue.
+    pub fn settle(&mut self, obligation: &str, how: u8, text: &str, siblings: &str) {
         let settled = match how {
             SETTLE_ANSWER => self.try_answer(obligation, text, siblings),
             SETTLE_REFUSE => self.try_refuse(obligation, text),
@@ -236,7 +243,16 @@ impl CoreEngine {
                 .and_then(|id| self.engine.fail_coded(id, siblings, text).map_err(|e| e.message().to_owned())),
             _ => Err("unknown settle mode".to_owned()),
         };
-        settled.map_err(|e| JsError::new(&e))
+        self.fail(settled);
+    }
+
+    /// Why the last call that can fail (`settle`, `encode_request`,
+    /// `reserve`, `complete_open`, `close_session`, `openParams`) failed,
+    /// once; empty if it did not. A call that failed returned nothing of
+    /// use (`0`, `undefined`, `""`): the JS client throws this text (with
+    /// the core's message texts put back) after each such call.
+    pub fn failure(&mut self) -> String {
+        core::mem::take(&mut self.failure)
     }
 
     /// Acts on the deadlines due at `now`: refusals are queued; the
@@ -257,21 +273,27 @@ impl CoreEngine {
     /// returns the id (the response will carry it); `params` is JSON text
     /// or empty for none. Its deadline is `now + timeout_ms` (none if
     /// `timeout_ms` is infinite), or the engine's request timeout when
-    /// `timeout_ms` is not given.
-    pub fn encode_request(
+    /// `timeout_ms` is not given. Fails (returning 0) if `params` is not
+    /// JSON or too many requests are in flight.
+    pub fn encode_request(&mut self, method: &str, params: &str, now: f64, timeout_ms: Option<f64>) -> f64 {
+        let encoded = self.try_encode_request(method, params, now, timeout_ms);
+        self.fail(encoded)
+    }
+
+    fn try_encode_request(
         &mut self,
         method: &str,
         params: &str,
         now: f64,
         timeout_ms: Option<f64>,
-    ) -> Result<f64, JsError> {
+    ) -> Result<f64, String> {
         let params = parse_params(params)?;
         let inserted = match timeout_ms {
             None => self.engine.insert_request((), ms(now)),
             Some(t) if !t.is_finite() => self.engine.router().pending().insert_with_deadline((), None),
             Some(t) => self.engine.router().pending().insert_with_deadline((), Some(ms(now).saturating_add(ms(t)))),
         };
-        let id = inserted.map_err(|_| JsError::new("too many requests in flight"))?;
+        let id = inserted.map_err(|_| "too many requests in flight".to_owned())?;
         match encode(&Outgoing::Request { id, method, params: params.as_ref().map(|p| p as &dyn Payload) }) {
             Ok(mut frame) => {
                 // The engine's frames decided before it go first.
@@ -290,14 +312,20 @@ impl CoreEngine {
     /// sent: for session `id`, or, with no `id`, for a create whose id the
     /// server assigns. On a `resume` of an id open on this client, the new
     /// tag takes it over: the old tag is returned (end its streams: the
-    /// session was resumed elsewhere).
-    pub fn reserve(&mut self, id: Option<String>, tag: u32, resume: bool) -> Result<Option<u32>, JsError> {
+    /// session was resumed elsewhere). Fails (returning `undefined`) when
+    /// the engine refuses the slot.
+    pub fn reserve(&mut self, id: Option<String>, tag: u32, resume: bool) -> Option<u32> {
+        let reserved = self.try_reserve(id, tag, resume);
+        self.fail(reserved)
+    }
+
+    fn try_reserve(&mut self, id: Option<String>, tag: u32, resume: bool) -> Result<Option<u32>, String> {
         let reserved = match id {
             None => self.engine.reserve_unassigned(tag).map(|handle| (handle, None)),
             Some(id) if resume => self.engine.reserve_resume(&id, tag),
             Some(id) => self.engine.reserve(&id, tag).map(|handle| (handle, None)),
         };
-        let (handle, old) = reserved.map_err(|e| JsError::new(e.kind.message()))?;
+        let (handle, old) = reserved.map_err(|e| e.kind.message().to_owned())?;
         if let Some((_, old_tag)) = old {
             self.take_handle(old_tag);
         }
@@ -309,14 +337,18 @@ impl CoreEngine {
     /// is the response's `result` JSON text, or, if `ok` is false, the
     /// error's message. Returns `{"opened":bool,"error"?:string,"routes":[...]}`:
     /// on failure (including an unreadable answer) the slot is released;
-    /// `routes` are the parked frames now routed.
-    pub fn complete_open(&mut self, tag: u32, ok: bool, result: &str, now: f64) -> Result<String, JsError> {
-        self.try_complete_open(tag, ok, result, now).map_err(|e| JsError::new(&e))
+    /// `routes` are the parked frames now routed. Fails (returning `""`)
+    /// if no session is reserved under `tag`.
+    pub fn complete_open(&mut self, tag: u32, ok: bool, result: &str, now: f64) -> String {
+        let opened = self.try_complete_open(tag, ok, result, now);
+        self.fail(opened)
     }
 
-    /// Marks the session closing (its destroy is in flight).
-    pub fn close_session(&mut self, tag: u32) -> Result<(), JsError> {
-        self.try_close_session(tag).map_err(|e| JsError::new(&e))
+    /// Marks the session closing (its destroy is in flight). Fails if no
+    /// session is reserved under `tag`.
+    pub fn close_session(&mut self, tag: u32) {
+        let closed = self.try_close_session(tag);
+        self.fail(closed)
     }
 
     /// Releases the session (dropped or destroyed): its open waits are
@@ -333,15 +365,18 @@ impl CoreEngine {
     /// JSON object, the user's options under their wire names) and what
     /// the engine announces for the members they leave out (see
     /// `copilot_core::write_open_params`); `handlers` names the handler
-    /// kinds set, comma-separated.
+    /// kinds set, comma-separated. Fails (returning `""`) if `options` is
+    /// not a JSON object.
     #[wasm_bindgen(js_name = openParams)]
-    pub fn open_params(options: &str, handlers: &str) -> Result<String, JsError> {
+    pub fn open_params(&mut self, options: &str, handlers: &str) -> String {
         let mut out = Vec::with_capacity(options.len() + 320);
-        copilot_core::write_open_params(options.as_bytes(), |kind| names(handlers, kind), &mut |b: &[u8]| {
-            out.extend_from_slice(b)
-        })
-        .map_err(|e| JsError::new(e.message()))?;
-        Ok(into_string(out))
+        let written =
+            copilot_core::write_open_params(options.as_bytes(), |kind| names(handlers, kind), &mut |b: &[u8]| {
+                out.extend_from_slice(b)
+            })
+            .map(|()| into_string(out))
+            .map_err(|e| e.message().to_owned());
+        self.fail(written)
     }
 
     /// The engine's counters at `now`, as numbers: those of [`STATS`] in
@@ -491,6 +526,15 @@ impl CoreEngine {
         Ok(into_string(text))
     }
 
+    /// What a call returns: its value, or, if it failed, nothing of use
+    /// (the default), its failure kept for [`failure`](Self::failure).
+    fn fail<T: Default>(&mut self, result: Result<T, String>) -> T {
+        result.unwrap_or_else(|e| {
+            self.failure = e;
+            T::default()
+        })
+    }
+
     fn handle(&self, tag: u32) -> Result<SessionHandle, String> {
         match self.handles.iter().find(|(t, _)| *t == tag) {
             Some((_, handle)) => Ok(*handle),
@@ -556,7 +600,7 @@ fn obligation_id(text: &str) -> Result<ObligationId, String> {
     text.parse::<u64>().map(ObligationId::from_bits).map_err(|_| "not an obligation id".to_owned())
 }
 
-fn parse_params(params: &str) -> Result<Option<Value<'_>>, JsError> {
+fn parse_params(params: &str) -> Result<Option<Value<'_>>, String> {
     // JavaScript passes "" for none (and `JSON.stringify` text otherwise).
     if params.is_empty() {
         return Ok(None);
@@ -564,7 +608,7 @@ fn parse_params(params: &str) -> Result<Option<Value<'_>>, JsError> {
     let v = Value::parse(params.as_bytes()).map_err(|e| {
         let mut message = "params are not JSON: ".to_owned();
         e.write_message(&mut |part| message.push_str(part));
-        JsError::new(&message)
+        message
     })?;
     Ok(Some(v))
 }
@@ -623,8 +667,8 @@ fn push_number(out: &mut Vec<u8>, mut n: u64) {
     out.extend_from_slice(&digits[i..]);
 }
 
-fn encode(message: &Outgoing<'_>) -> Result<Vec<u8>, JsError> {
-    message.to_vec(512).map_err(|e| JsError::new(e.message()))
+fn encode(message: &Outgoing<'_>) -> Result<Vec<u8>, String> {
+    message.to_vec(512).map_err(|e| e.message().to_owned())
 }
 
 /// Writes a batch of routed messages as one JSON array.
@@ -903,7 +947,9 @@ mod tests {
 
     #[test]
     fn open_params_announce_the_handlers_named_and_keep_the_options() {
-        let params = parse(&CoreEngine::open_params(r#"{"model":"m","streaming":true}"#, "permission,hooks").unwrap());
+        let params = parse(
+            &CoreEngine::new(None, None, None).open_params(r#"{"model":"m","streaming":true}"#, "permission,hooks"),
+        );
         assert_eq!(params["model"], "m");
         assert_eq!(params["streaming"], true);
         assert_eq!((params["requestPermission"].clone(), params["hooks"].clone()), (true.into(), true.into()));
@@ -914,7 +960,7 @@ mod tests {
     #[test]
     fn event_items_carry_their_size() {
         let mut c = CoreEngine::new(None, None, None);
-        c.reserve(Some("s".into()), 1, false).unwrap();
+        c.reserve(Some("s".into()), 1, false);
         let event = r#"{"type":"session.info","data":{}}"#;
         let body =
             format!(r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"s","event":{event}}}}}"#);
@@ -943,14 +989,14 @@ mod tests {
         let body = event(0).len() - b"Content-Length: 118\r\n\r\n".len();
         // Room for two parked frames (each is its body and a 4-byte length).
         let mut c = CoreEngine::new(None, None, Some(2 * (body as u32 + 4)));
-        c.reserve(None, 3, false).unwrap();
+        c.reserve(None, 3, false);
         let input: Vec<u8> = (0..3).flat_map(event).collect();
         c.feed(&input, 0.0);
         let stats = named(c.stats(0.0));
         assert_eq!((stats["parkedFrames"].clone(), stats["parkDropped"].clone()), (2.into(), 1.into()));
         // The default bound is the core's: a burst of 10,000 events parks whole.
         let mut c = CoreEngine::new(None, None, None);
-        c.reserve(None, 3, false).unwrap();
+        c.reserve(None, 3, false);
         let input: Vec<u8> = (0..limits::MAX_PARKED_FRAMES).flat_map(event).collect();
         c.feed(&input, 0.0);
         let stats = named(c.stats(0.0));
@@ -960,8 +1006,8 @@ mod tests {
     #[test]
     fn events_and_responses_come_back_as_one_json_batch() {
         let mut c = CoreEngine::new(None, None, None);
-        c.reserve(Some("s\"1".into()), 7, false).unwrap();
-        let req = c.encode_request("session.send", r#"{"sessionId":"s\"1","prompt":"hi"}"#, 0.0, None).unwrap();
+        c.reserve(Some("s\"1".into()), 7, false);
+        let req = c.encode_request("session.send", r#"{"sessionId":"s\"1","prompt":"hi"}"#, 0.0, None);
         assert_eq!(req, 1.0);
         let request =
             frame(r#"{"jsonrpc":"2.0","id":1,"method":"session.send","params":{"sessionId":"s\"1","prompt":"hi"}}"#);
@@ -1023,9 +1069,9 @@ mod tests {
     #[test]
     fn requests_take_their_own_deadline_or_the_default() {
         let mut c = CoreEngine::new(None, None, None);
-        let a = c.encode_request("ping", "{}", 10.0, Some(50.0)).unwrap();
-        let b = c.encode_request("ping", "{}", 10.0, None).unwrap();
-        let _never = c.encode_request("ping", "{}", 10.0, Some(f64::INFINITY)).unwrap();
+        let a = c.encode_request("ping", "{}", 10.0, Some(50.0));
+        let b = c.encode_request("ping", "{}", 10.0, None);
+        let _never = c.encode_request("ping", "{}", 10.0, Some(f64::INFINITY));
         assert_eq!(c.poll_timeout(), Some(60.0));
         assert_eq!(c.handle_timeout(59.0), Vec::<f64>::new());
         assert_eq!(c.handle_timeout(60.0), vec![a]);
@@ -1037,7 +1083,7 @@ mod tests {
     #[test]
     fn parked_frames_are_released_in_order_when_the_session_is_named() {
         let mut c = CoreEngine::new(None, None, None);
-        c.reserve(None, 3, false).unwrap();
+        c.reserve(None, 3, false);
         let mut input = Vec::new();
         for n in 0..3 {
             input.extend(frame(&format!(r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"new","event":{{"type":"session.info","id":"e{n}","data":{{}}}}}}}}"#)));
@@ -1059,7 +1105,7 @@ mod tests {
     #[test]
     fn engine_items_carry_the_obligation_and_answers_go_to_the_outbox() {
         let mut e = CoreEngine::new(None, Some(1000.0), None);
-        e.reserve(Some("s1".into()), 4, false).unwrap();
+        e.reserve(Some("s1".into()), 4, false);
         let opened = parse(&e.try_complete_open(4, true, "{}", 0.0).unwrap());
         assert_eq!(opened["opened"], true);
         let batch = parse(&e.feed(
@@ -1074,7 +1120,7 @@ mod tests {
         e.try_answer(&ob, r#"{"kind":"approved"}"#, "").unwrap();
         // A request encoded after the answer goes after it: the engine's
         // frames are pulled into the outbox before each request.
-        assert_eq!(e.encode_request("ping", "", 10.0, None).unwrap(), 1.0);
+        assert_eq!(e.encode_request("ping", "", 10.0, None), 1.0);
         let body = r#"{"jsonrpc":"2.0","id":"answer-1","method":"session.permissions.handlePendingPermissionRequest","params":{"sessionId":"s1","requestId":"r1","result":{"kind":"approved"}}}"#;
         let mut answer_then_request = frame(body);
         answer_then_request.extend(frame(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#));
@@ -1091,7 +1137,7 @@ mod tests {
     #[test]
     fn engine_refuses_at_deadlines_and_for_gone_sessions() {
         let mut e = CoreEngine::new(None, Some(100.0), None);
-        e.reserve(Some("s1".into()), 1, false).unwrap();
+        e.reserve(Some("s1".into()), 1, false);
         let batch = parse(&e.feed(
             &frame(
                 r#"{"jsonrpc":"2.0","id":7,"method":"userInput.request","params":{"sessionId":"s1","question":"?"}}"#,
@@ -1124,7 +1170,7 @@ mod tests {
     #[test]
     fn engine_sessions_open_park_and_take_over() {
         let mut e = CoreEngine::new(None, None, None);
-        e.reserve(None, 3, false).unwrap();
+        e.reserve(None, 3, false);
         let parked = parse(&e.feed(
             &frame(r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"new","event":{"type":"command.queued","data":{"requestId":"c1","command":"/x"}}}}"#),
             0.0,
@@ -1135,7 +1181,7 @@ mod tests {
         assert_eq!(opened["routes"][0]["session"], 3);
         assert_eq!(opened["routes"][0]["handler"], "queuedCommand");
         // Resuming the open id under another tag takes it over.
-        assert_eq!(e.reserve(Some("new".into()), 9, true).unwrap(), Some(3));
+        assert_eq!(e.reserve(Some("new".into()), 9, true), Some(3));
         // The resume's answer is unreadable: the slot is released, and the
         // wait it held is refused.
         let failed = parse(&e.try_complete_open(9, true, "not json", 2.0).unwrap());
@@ -1148,7 +1194,7 @@ mod tests {
     #[test]
     fn a_resume_asks_what_is_pending_and_listed_waits_come_as_listed_events() {
         let mut e = CoreEngine::new(None, None, None);
-        e.reserve(Some("s-1".into()), 4, true).unwrap();
+        e.reserve(Some("s-1".into()), 4, true);
         assert!(e.take_outgoing().is_empty());
         let opened = parse(&e.try_complete_open(4, true, "{}", 0.0).unwrap());
         assert_eq!(opened["opened"], true);
@@ -1175,7 +1221,7 @@ mod tests {
         assert_eq!(item["event"]["data"]["requestId"], "r1");
         assert_eq!(item["event"]["data"]["sessionId"], "s-1");
         let obligation = item["obligation"].as_str().unwrap();
-        e.settle(obligation, SETTLE_ANSWER, r#"{"textResultForLlm":"x"}"#, "").unwrap();
+        e.settle(obligation, SETTLE_ANSWER, r#"{"textResultForLlm":"x"}"#, "");
         let sent = String::from_utf8(e.take_outgoing()).unwrap();
         assert!(
             sent.contains(
@@ -1184,5 +1230,32 @@ mod tests {
             "{sent}"
         );
         assert_eq!(named(e.stats(1.0))["listed"], 1);
+    }
+
+    #[test]
+    fn a_failed_call_returns_nothing_of_use_and_leaves_its_failure_once() {
+        let mut e = CoreEngine::new(None, None, None);
+        assert_eq!(e.reserve(Some("s1".into()), 1, false), None);
+        assert_eq!(e.failure(), "", "reserved");
+        e.reserve(Some("s1".into()), 2, false);
+        let taken = e.failure();
+        assert!(!taken.is_empty(), "the id is taken");
+        assert_eq!(e.failure(), "", "taken once");
+        assert_eq!(e.encode_request("ping", "{", 0.0, None), 0.0);
+        assert!(e.failure().starts_with("params are not JSON: "));
+        assert!(e.take_outgoing().is_empty(), "nothing sent");
+        assert_eq!(e.encode_request("ping", "{}", 0.0, None), 1.0);
+        assert_eq!(e.failure(), "");
+        assert_eq!(e.complete_open(5, true, "{}", 0.0), "");
+        assert_eq!(e.failure(), "no session reserved under tag 5");
+        e.close_session(6);
+        assert_eq!(e.failure(), "no session reserved under tag 6");
+        e.settle("x", SETTLE_ANSWER, "{}", "");
+        assert_eq!(e.failure(), "not an obligation id");
+        e.settle("1", 9, "", "");
+        assert_eq!(e.failure(), "unknown settle mode");
+        assert_eq!(e.open_params("[]", ""), "");
+        assert!(!e.failure().is_empty(), "options that are no object");
+        assert_eq!(e.failure(), "");
     }
 }

@@ -9,7 +9,6 @@
 // Nothing here imports Node modules; the Node entry point (node.js) adds
 // spawning the CLI and TCP on top.
 
-import { CoreEngine } from "../dist/copilot_wasm.js";
 import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   DEFAULT_SHUTDOWN_GRACE_MS,
@@ -28,7 +27,7 @@ import { checkHooks, checkRequestHandlers } from "./hooks.js";
 import { checkTools, configForMode, patchOptions } from "./modes.js";
 import { loadWasm } from "./wasm.js";
 import { streamTransport } from "./transport.js";
-import { Driver, engine } from "./driver.js";
+import { Driver } from "./driver.js";
 import { answerWait } from "./answering.js";
 import { Recovery } from "./recovery.js";
 import { runStop } from "./stop.js";
@@ -365,7 +364,7 @@ export class CopilotClient {
       const moded = configForMode(config, this.#mode, POLICY.modes, POLICY.config);
       const options = JSON.stringify(sessionParams(moded, id, resumeId != null, POLICY.options, POLICY.config));
       // Members in the order the Rust host sends them: the same bytes.
-      const opened = JSON.parse(engine(() => CoreEngine.openParams(options, kinds.join(","))));
+      const opened = JSON.parse(this.#driver.openParams(options, kinds.join(",")));
       params = sortedMembers({ ...opened, ...(await this._traceContext()) });
     } catch (e) {
       throw new ConfigError(`cannot open session ${id ?? "(server-assigned)"}: ${errorText(e)}`);

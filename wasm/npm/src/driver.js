@@ -150,7 +150,7 @@ export class Driver {
       // request goes to the outbox, sent by flush.
       const deadline = Number.isFinite(timeoutMs) ? Math.max(0, timeoutMs) : Infinity;
       const text = params === undefined ? "" : JSON.stringify(params);
-      id = engine(() => this.#core.encode_request(method, text, now(), deadline));
+      id = this.#call((core) => core.encode_request(method, text, now(), deadline));
     } catch (e) {
       return Promise.reject(new CopilotError(`cannot send ${method}: ${errorText(e)}`, { cause: e }));
     }
@@ -162,7 +162,7 @@ export class Driver {
 
   /** Reserves a session's slot before its open is sent (`CoreEngine.reserve`). */
   reserve(id, tag, resuming) {
-    return engine(() => this.#core.reserve(id, tag, resuming));
+    return this.#call((core) => core.reserve(id, tag, resuming));
   }
 
   /**
@@ -170,14 +170,14 @@ export class Driver {
    * releases it) and gives back `{ opened, error?, routes }`.
    */
   completeOpen(tag, ok, payload) {
-    const opened = JSON.parse(engine(() => this.#core.complete_open(tag, ok, payload, now())));
+    const opened = JSON.parse(this.#call((core) => core.complete_open(tag, ok, payload, now())));
     if (opened.error !== undefined) opened.error = coreText(opened.error);
     return opened;
   }
 
   /** Marks a session closing (its destroy is in flight); throws if released. */
   closeSession(tag) {
-    engine(() => this.#core.close_session(tag));
+    this.#call((core) => core.close_session(tag));
   }
 
   /** Frees a session's slot: its open waits are refused, frames parked for nobody come back. */
@@ -188,7 +188,24 @@ export class Driver {
 
   /** Settles an obligation (`CoreEngine.settle`); throws if it cannot. */
   settle(obligation, how, value, siblings) {
-    engine(() => this.#core.settle(obligation, how, value, siblings));
+    this.#call((core) => core.settle(obligation, how, value, siblings));
+  }
+
+  /** The params of a session's open (`CoreEngine.openParams`); throws if `options` is no object. */
+  openParams(options, kinds) {
+    return this.#call((core) => core.openParams(options, kinds));
+  }
+
+  /**
+   * Calls the engine: a call that can fail returns nothing of use if it
+   * did, and leaves its failure (`CoreEngine.failure`), thrown here with
+   * the core's message texts.
+   */
+  #call(call) {
+    const out = call(this.#core);
+    const failure = this.#core.failure();
+    if (failure) throw new Error(coreText(failure));
+    return out;
   }
 
   /** Closes the writing side of the stream. */
@@ -341,12 +358,3 @@ export function coreText(text) {
   return text.replace(/\u0003(\d+)\u0004/g, (token, n) => POLICY.messages[n] ?? token);
 }
 
-/** Calls the engine; what it throws carries the core's message texts. */
-export function engine(call) {
-  try {
-    return call();
-  } catch (e) {
-    if (e instanceof Error) e.message = coreText(e.message);
-    throw e;
-  }
-}

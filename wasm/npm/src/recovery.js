@@ -10,11 +10,9 @@
 // to the `onRecovery` listeners and the log; when every attempt failed,
 // the connection ends with the cause.
 
-import { CoreEngine } from "../dist/copilot_wasm.js";
 import { POLICY } from "./constants.js";
 import { sessionParams, sortedMembers } from "./config.js";
 import { CopilotError, errorText } from "./errors.js";
-import { engine } from "./driver.js";
 
 const { backoffMs: BACKOFF_MS, resumeFlag: RESUME_FLAG } = POLICY.recovery;
 
@@ -136,7 +134,7 @@ export class Recovery {
     const { driver, timeoutMs } = this.#host;
     const tag = session._tag;
     const options = sessionParams(config, session.id, true, POLICY.options, POLICY.config);
-    const params = JSON.parse(engine(() => CoreEngine.openParams(JSON.stringify(options), kinds.join(","))));
+    const params = JSON.parse(driver.openParams(JSON.stringify(options), kinds.join(",")));
     params[RESUME_FLAG] = true;
     driver.reserve(session.id, tag, true);
     let refused;
