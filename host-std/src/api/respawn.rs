@@ -33,8 +33,8 @@ pub(super) struct Respawn {
     pub(super) socket: Option<Arc<Mutex<Option<TcpStream>>>>,
 }
 
-impl Restart for Respawn {
-    fn transport(&self, conn: &Connection) -> Result<NewTransport> {
+impl Restart<Connection> for Respawn {
+    fn transport(&self, stopping: &dyn Fn() -> bool) -> Result<NewTransport> {
         let launch =
             Launch { program: &self.program, args: self.args.clone(), env: &self.env, cwd: self.cwd.as_deref() };
         let (mut process, stdin, stdout) = CliProcess::spawn(&launch)?;
@@ -66,7 +66,7 @@ impl Restart for Respawn {
         };
         let mut slot = self.process.lock().unwrap_or_else(|p| p.into_inner());
         // A stop that began meanwhile took the old one: this one must not outlive it.
-        if conn.is_stopping() {
+        if stopping() {
             process.kill();
             return Err(Error::Disconnected("the client is stopping".into()));
         }
@@ -92,12 +92,12 @@ pub(super) struct Reconnect {
     pub(super) socket: Arc<Mutex<Option<TcpStream>>>,
 }
 
-impl Restart for Reconnect {
-    fn transport(&self, conn: &Connection) -> Result<NewTransport> {
+impl Restart<Connection> for Reconnect {
+    fn transport(&self, stopping: &dyn Fn() -> bool) -> Result<NewTransport> {
         let stream = TcpStream::connect_timeout(&self.addr, self.startup_timeout)?;
         let (reader, writer) = tcp_halves(&stream)?;
         let mut slot = self.socket.lock().unwrap_or_else(|p| p.into_inner());
-        if conn.is_stopping() {
+        if stopping() {
             let _ = stream.shutdown(Shutdown::Both);
             return Err(Error::Disconnected("the client is stopping".into()));
         }

@@ -122,26 +122,6 @@ impl TraceContext {
     }
 }
 
-/// Makes `span`'s OpenTelemetry parent the remote span `traceparent` names
-/// (with `tracestate`), if it names one (feature `opentelemetry`).
-#[cfg(feature = "opentelemetry")]
-pub(crate) fn join_remote_parent(span: &tracing::Span, traceparent: Option<&str>, tracestate: Option<&str>) {
-    use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
-    use tracing_opentelemetry::OpenTelemetrySpanExt;
-    let Some(parts) = traceparent.map(|t| t.split('-').collect::<Vec<_>>()) else { return };
-    let [_, trace, parent, flags] = parts[..] else { return };
-    let (Ok(trace), Ok(parent), Ok(flags)) =
-        (TraceId::from_hex(trace), SpanId::from_hex(parent), u8::from_str_radix(flags, 16))
-    else {
-        return;
-    };
-    let state = tracestate.and_then(|s| s.parse::<TraceState>().ok()).unwrap_or_default();
-    let remote = SpanContext::new(trace, parent, TraceFlags::new(flags), true, state);
-    if remote.is_valid() {
-        let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(remote));
-    }
-}
-
 /// Adds the provider's context to `params` (an object), under the core's
 /// names ([`TRACE_CONTEXT_MEMBERS`](copilot_core::TRACE_CONTEXT_MEMBERS)).
 pub(crate) fn with_trace_context(provider: Option<&TraceContextProvider>, mut params: Value) -> Value {

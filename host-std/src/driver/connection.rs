@@ -227,16 +227,16 @@ pub(crate) struct Connection {
     pub(super) recovering: AtomicBool,
     /// Starts the CLI again (or reconnects) when the connection is lost;
     /// `None`: a lost connection ends the client.
-    pub(super) restart: Mutex<Option<Arc<dyn super::recover::Restart>>>,
+    pub(super) restart: Mutex<Option<Arc<dyn super::restart::Restart<Connection>>>>,
     /// Receivers of the recovery's steps.
-    pub(super) recovery_sinks: Mutex<Vec<super::recover::RecoverySink>>,
+    pub(super) recovery_sinks: Mutex<Vec<super::restart::RecoverySink>>,
     /// Which transport is in use: 0 the first, then one more for each a
     /// recovery started. A reader of an older one ends without a word.
     pub(super) transport: std::sync::atomic::AtomicU64,
     /// The reader a recovery started, for the client to join.
     pub(super) reader_thread: Mutex<Option<thread::JoinHandle<()>>>,
     /// How each open session is opened again after a recovery.
-    pub(super) reopens: Mutex<Vec<(SessionHandle, super::recover::Reopen)>>,
+    pub(super) reopens: Mutex<Vec<(SessionHandle, super::restart::Reopen)>>,
     pub(super) close_cause: Mutex<Option<CloseCause>>,
     /// Woken when the connection ends.
     closed_wakers: Mutex<Vec<Waker>>,

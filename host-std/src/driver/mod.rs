@@ -16,14 +16,15 @@ mod gap;
 mod outbox;
 mod reader;
 mod recover;
+mod restart;
 mod timer;
 
 pub(crate) use answer::Answering;
 pub(crate) use calls::Call;
 pub(crate) use completion::Completion;
 pub(crate) use connection::{ClientWide, Connection, Deadlines, Job, LifecycleSink, Replier, SessionSink, Waiter};
-pub use recover::RecoveryEvent;
-pub(crate) use recover::{NewTransport, Reopen, Restart};
+pub use restart::RecoveryEvent;
+pub(crate) use restart::{NewTransport, Reopen, Restart};
 
 #[cfg(test)]
 mod tests;

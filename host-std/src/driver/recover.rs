@@ -7,7 +7,6 @@
 //! given during the gap, the lists of pending waits) go out once the
 //! sessions are resumed. Each step is told to the recovery's receivers.
 
-use std::io::{Read, Write};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
@@ -17,92 +16,13 @@ use copilot_core::{SessionHandle, RECOVERY_BACKOFF_MS, RECOVERY_RESUME_FLAG};
 
 use super::connection::{lock, Connection, Target, Waiter};
 use super::outbox::Outbox;
+use super::restart::{NewTransport, RecoveryEvent, RecoverySink, Reopen, Restart};
 use crate::error::{Error, Result};
-use crate::transport::{CauseProbe, CloseCause};
-
-/// A new transport to the CLI: what the driver reads and writes, and how
-/// it learns why it ended.
-pub(crate) struct NewTransport {
-    pub(crate) reader: Box<dyn Read + Send>,
-    pub(crate) writer: Box<dyn Write + Send>,
-    pub(crate) probe: Option<CauseProbe>,
-}
-
-/// How the layer above recovers a connection: it knows how the CLI was
-/// started and which sessions are open with which options.
-pub(crate) trait Restart: Send + Sync {
-    /// Starts the CLI again (or connects again): the new transport.
-    fn transport(&self, conn: &Connection) -> Result<NewTransport>;
-    /// On the new transport (the driver reads it): the handshake, then the
-    /// resume of every session still open; the number resumed.
-    fn reopen(&self, conn: &Arc<Connection>) -> Result<usize>;
-}
-
-/// One step of a recovery, as [`Client::on_recovery`](crate::Client::on_recovery)
-/// hands it over (and the log tells it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RecoveryEvent {
-    /// The connection was lost while the client did not end it; recovery
-    /// starts. The calls in flight failed with the cause.
-    ConnectionLost {
-        /// Why it was lost.
-        cause: CloseCause,
-    },
-    /// Attempt `attempt` (from 1) to start the CLI again, after `after`.
-    Restarting {
-        /// Which attempt.
-        attempt: usize,
-        /// The wait before it.
-        after: Duration,
-    },
-    /// An attempt failed.
-    AttemptFailed {
-        /// Which attempt.
-        attempt: usize,
-        /// Why.
-        error: String,
-    },
-    /// A session was resumed on the new connection (the waits the CLI
-    /// lists for it are asked for).
-    SessionResumed {
-        /// Its id.
-        session_id: String,
-        /// Events the connection lost that its log had, delivered before
-        /// the live stream went on.
-        gap_events: usize,
-    },
-    /// The connection is back: every open session was resumed, and the
-    /// waits the CLI lists are being answered.
-    Recovered {
-        /// Sessions resumed.
-        sessions: usize,
-        /// From the loss to the sessions resumed.
-        took: Duration,
-    },
-    /// Every attempt failed: the connection ends with this cause, and every
-    /// call and stream with it.
-    GaveUp {
-        /// The last failure.
-        cause: CloseCause,
-    },
-}
-
-/// How a session is opened again on a new connection: its resume's
-/// params (the options it was opened with) and the requests that follow
-/// an open, as the layer above wrote them.
-#[derive(Clone)]
-pub(crate) struct Reopen {
-    pub(crate) params: serde_json::Value,
-    pub(crate) follow_ups: Vec<(&'static str, Box<serde_json::value::RawValue>)>,
-}
-
-/// A receiver of the recovery's steps.
-pub(crate) type RecoverySink = Box<dyn Fn(&RecoveryEvent) + Send + Sync>;
+use crate::transport::CloseCause;
 
 impl Connection {
     /// From now on, a lost connection is recovered through `restart`.
-    pub(crate) fn set_restart(&self, restart: Arc<dyn Restart>) {
+    pub(crate) fn set_restart(&self, restart: Arc<dyn Restart<Connection>>) {
         *lock(&self.restart) = Some(restart);
     }
 
@@ -232,7 +152,11 @@ impl Connection {
     /// end): `Ok` once the sessions are resumed on a new transport, whose
     /// reader then runs; the cause to end with when every attempt failed
     /// or the client is stopping.
-    pub(super) fn recover(self: &Arc<Self>, cause: CloseCause, restart: Arc<dyn Restart>) -> Result<(), CloseCause> {
+    pub(super) fn recover(
+        self: &Arc<Self>,
+        cause: CloseCause,
+        restart: Arc<dyn Restart<Connection>>,
+    ) -> Result<(), CloseCause> {
         let lost = Instant::now();
         self.lose_transport(&cause);
         self.tell(RecoveryEvent::ConnectionLost { cause: cause.clone() });
@@ -273,8 +197,8 @@ impl Connection {
 
     /// One attempt: a new transport, its reader, then the handshake and
     /// the resumes.
-    fn attempt(self: &Arc<Self>, restart: &dyn Restart) -> Result<usize> {
-        let NewTransport { reader, writer, probe } = restart.transport(self)?;
+    fn attempt(self: &Arc<Self>, restart: &dyn Restart<Connection>) -> Result<usize> {
+        let NewTransport { reader, writer, probe } = restart.transport(&|| self.is_stopping())?;
         let transport = self.transport.fetch_add(1, Ordering::SeqCst) + 1;
         self.set_outbox(Outbox::start(&self.label, writer)?);
         *lock(&self.probe) = probe;
