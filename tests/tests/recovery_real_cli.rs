@@ -147,6 +147,19 @@ fn killed_mid_turn(transport: Transport) {
     model.script(&id, vec![Reply::text("Still here.")]);
     let again = session.send_and_wait("Still there?", WAIT).expect("a turn after recovery");
     assert_eq!(text(again).as_deref(), Some("Still here."));
+    // And recovers again when the new CLI dies too (its supervisor is the
+    // reader the first recovery started).
+    kill_group(client.cli_pid().expect("a pid"));
+    loop {
+        match steps.recv_timeout(WAIT).expect("a step of the second recovery") {
+            RecoveryEvent::Recovered { sessions, .. } => break assert_eq!(sessions, 1),
+            RecoveryEvent::GaveUp { cause } => panic!("the second recovery gave up: {cause}"),
+            _ => {}
+        }
+    }
+    model.script(&id, vec![Reply::text("Back again.")]);
+    let third = session.send_and_wait("And now?", WAIT).expect("a turn after the second recovery");
+    assert_eq!(text(third).as_deref(), Some("Back again."));
     drop(session);
     client.stop().expect("stop");
 }

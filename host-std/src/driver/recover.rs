@@ -207,9 +207,13 @@ impl Connection {
             .name(format!("copilot-reader ({})", self.label))
             .spawn(move || pump.pump(reader, transport))
             .map_err(Error::Io)?;
-        // An earlier attempt's reader has ended (its transport failed).
+        // An earlier attempt's reader has ended (its transport failed or
+        // was replaced); the one an earlier recovery started may be this
+        // thread, the supervisor, which ends once this recovery has.
         if let Some(old) = lock(&self.reader_thread).replace(reader) {
-            let _ = old.join();
+            if old.thread().id() != thread::current().id() {
+                let _ = old.join();
+            }
         }
         restart.reopen(self)
     }
