@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { CanvasError, approveAll, createCanvas } from "../src/node.js";
+import { CanvasError, approveAll, createCanvas } from "copilot-wasm";
 import { MODEL, startRealCli } from "./helpers.mjs";
 
 const open = (canvasId, instanceId, input) => ({
