@@ -161,8 +161,9 @@ pub use open::{
     OPEN_FOLLOW_UPS,
 };
 pub use options::{
-    open_option, OpenOption, OptionScope, BARE_TOOL_WILDCARD, BARE_TOOL_WILDCARD_REFUSAL, OPEN_OPTIONS,
-    TOOL_FILTER_OPTIONS,
+    open_option, tool_filter_name_ok, OpenOption, OptionScope, BARE_TOOL_WILDCARD, BARE_TOOL_WILDCARD_REFUSAL,
+    BUILTIN_TOOLS_ISOLATED, OPEN_OPTIONS, TOOL_FILTER_OPTIONS, TOOL_NAME_CHARS, TOOL_NAME_REFUSAL, TOOL_SOURCES,
+    TOOL_SOURCE_WILDCARD,
 };
 pub use pending::{Drain as PendingDrain, PendingFull, PendingTable, RequestId};
 pub use recovery::{RECOVERY_BACKOFF_MS, RECOVERY_RESUME_FLAG};

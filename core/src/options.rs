@@ -92,6 +92,7 @@ pub static OPEN_OPTIONS: &[OpenOption] = &[
     opt("enableSessionStore", Some("enableSessionStore"), Scope::Both, false),
     opt("enableSkills", Some("enableSkills"), Scope::Both, false),
     opt("remoteSession", Some("remoteSession"), Scope::Both, false),
+    opt("expAssignments", Some("expAssignments"), Scope::Both, false),
     // Sent once the session is open, in `session.options.update` (the
     // core's `OPTIONS_UPDATE`), not in the open request.
     opt("skipCustomInstructions", None, Scope::Both, false),
@@ -110,6 +111,9 @@ pub static OPEN_OPTIONS: &[OpenOption] = &[
     opt("cloud", Some("cloud"), Scope::CreateOnly, false),
     opt("suppressResumeEvent", Some("disableResume"), Scope::ResumeOnly, true),
     opt("continuePendingWork", Some("continuePendingWork"), Scope::ResumeOnly, true),
+    // The canvases open in the client, handed back on resume (the CLI
+    // 1.0.102's schema does not name it; the official SDKs send it).
+    opt("openCanvases", Some("openCanvases"), Scope::ResumeOnly, false),
 ];
 
 /// The session options that filter the tools offered: lists of tool names
@@ -125,6 +129,47 @@ pub const BARE_TOOL_WILDCARD: &str = "*";
 /// name.
 pub const BARE_TOOL_WILDCARD_REFUSAL: &str =
     " has a bare \"*\", which matches no tool: use \"builtin:*\", \"mcp:*\" or \"custom:*\"";
+
+/// The sources a [tool filter](TOOL_FILTER_OPTIONS) entry names, as
+/// `<source>:<name>` (the official SDKs' `ToolSet` builder: built-in tools,
+/// MCP servers' tools, the client's own tools). The CLI classifies each
+/// tool by where it was registered, not by its name.
+pub static TOOL_SOURCES: &[&str] = &["builtin", "mcp", "custom"];
+
+/// The name that matches every tool of a [source](TOOL_SOURCES).
+pub const TOOL_SOURCE_WILDCARD: &str = "*";
+
+/// The characters of a tool's name (a regular expression's character
+/// class): what the CLI accepts when a tool is registered.
+pub const TOOL_NAME_CHARS: &str = "a-zA-Z0-9_-";
+
+/// Why a name is refused in a [source](TOOL_SOURCES)'s entry, after
+/// `invalid <source> tool name "<name>"`.
+pub const TOOL_NAME_REFUSAL: &str = ": a tool name is ASCII letters, digits, '_' and '-' (or the wildcard '*')";
+
+/// Whether `name` may follow a [source](TOOL_SOURCES) in a filter entry:
+/// the [wildcard](TOOL_SOURCE_WILDCARD) or a name of [`TOOL_NAME_CHARS`].
+pub fn tool_filter_name_ok(name: &str) -> bool {
+    name == TOOL_SOURCE_WILDCARD
+        || (!name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+}
+
+/// The built-in tools that act only within their session: no files of the
+/// host outside it, no other session's state, no host environment, no
+/// network. The official SDKs offer them to an empty-mode session (a
+/// server shared by many users) as `BUILTIN_TOOLS_ISOLATED`.
+pub static BUILTIN_TOOLS_ISOLATED: &[&str] = &[
+    "ask_user",
+    "task_complete",
+    "exit_plan_mode",
+    "task",
+    "read_agent",
+    "write_agent",
+    "list_agents",
+    "send_inbox",
+    "context_board",
+    "skill",
+];
 
 /// The option named `name`, if there is one.
 pub fn open_option(name: &str) -> Option<&'static OpenOption> {
@@ -159,5 +204,33 @@ mod tests {
             let twice = |p: &OpenOption| p.name == o.name || (o.wire.is_some() && p.wire == o.wire);
             assert!(!OPEN_OPTIONS[..i].iter().any(twice), "{} twice", o.name);
         }
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn a_tool_name_is_the_characters_of_its_class_or_the_wildcard() {
+        // TOOL_NAME_CHARS read as a character class, against the check.
+        let class = TOOL_NAME_CHARS.as_bytes();
+        let mut in_class = [false; 128];
+        let mut i = 0;
+        while i < class.len() {
+            if i + 2 < class.len() && class[i + 1] == b'-' {
+                (class[i]..=class[i + 2]).for_each(|b| in_class[b as usize] = true);
+                i += 3;
+            } else {
+                in_class[class[i] as usize] = true;
+                i += 1;
+            }
+        }
+        for b in 0u8..128 {
+            let one = [b];
+            let name = core::str::from_utf8(&one).unwrap();
+            assert_eq!(tool_filter_name_ok(name), in_class[b as usize] || name == "*", "{b}");
+        }
+        assert!(tool_filter_name_ok("github-list_issues"));
+        for bad in ["", "a b", "a:b", "**", "é"] {
+            assert!(!tool_filter_name_ok(bad), "{bad:?}");
+        }
+        assert!(BUILTIN_TOOLS_ISOLATED.iter().all(|t| tool_filter_name_ok(t) && *t != "*"));
     }
 }

@@ -115,6 +115,7 @@ pub use api::{
 };
 pub use api::{MessageOptions, Session, SessionCalls, TelemetryConfig, TraceContext, TraceContextProvider};
 pub use api::{SessionCapabilities, SessionUi, UiCapabilities, UiInputOptions};
+pub use api::{ToolSet, BUILTIN_TOOLS_ISOLATED};
 pub use copilot_core as core;
 pub use copilot_core::ClientMode;
 pub use delivery::{EventStream, SessionStats, Subscription, MAX_KEPT_BYTES, MAX_KEPT_EVENTS};

@@ -15,6 +15,9 @@
 //!   `session.options.update` after the open), and a turn with a call of
 //!   the session's own tool completes; the same options set by the user
 //!   win (the prompt has each of them);
+//! - a `ToolSet` of the isolated built-in tools and the session's own tool
+//!   offers the model exactly those the CLI has of them (no `bash`, no
+//!   file tools); the same set with `excluded_tools` takes one away;
 //! - `largeOutput`: a tool result over `maxSizeBytes` is written to a file
 //!   in `outputDirectory` (`outputDir` on the wire), and the model is given
 //!   a reference to it.
@@ -23,7 +26,7 @@ use std::time::Duration;
 
 use copilot_host::{
     Client, ClientMode, ClientOptions, Error, EventKind, LargeToolOutputConfig, SectionAction, SessionConfig,
-    SystemMessage, Tool, ToolInvocation, Transport,
+    SystemMessage, Tool, ToolInvocation, ToolSet, Transport, BUILTIN_TOOLS_ISOLATED,
 };
 use copilot_testkit::scripted_model::{Reply, ScriptedModel};
 use copilot_tests::fake_server::{FakeServer, FakeServerConfig};
@@ -134,6 +137,38 @@ fn an_empty_mode_session_runs_a_turn_with_the_defaults_and_the_users_values_win(
     assert!(prompt.contains("MARKER-AGENTS-7"), "custom instructions are loaded");
     assert!(prompt.contains("Co-authored-by"), "the commit trailer is on");
     session.destroy().unwrap();
+    client.stop().unwrap();
+}
+
+#[test]
+fn a_tool_set_offers_the_model_the_isolated_built_ins_and_the_sessions_own_tool() {
+    let dir = TempDir::new("copilot-tool-set");
+    let model = ScriptedModel::start().expect("start the scripted model");
+    let client = empty_client(dir.path(), &model);
+    let isolated = ToolSet::new().add_builtin_many(BUILTIN_TOOLS_ISOLATED).unwrap();
+    let mut offered = Vec::new();
+    for excluded in [None, Some("task")] {
+        let config = SessionConfig {
+            available_tools: Some(isolated.clone().add_custom("get_weather").unwrap().into()),
+            excluded_tools: excluded.map(|t| ToolSet::new().add_builtin(t).unwrap().into()).unwrap_or_default(),
+            ..scripted_session(dir.path(), "tool-set").tool(weather())
+        };
+        let session = client.create_session(config).expect("the CLI accepts the tool set");
+        model.script(session.id(), vec![Reply::text("Hello.")]);
+        session.send_and_wait("Hi", TURN).expect("the turn");
+        let mut tools = model.requests_for(session.id())[0].tool_names();
+        tools.sort();
+        eprintln!("tools offered with {excluded:?} excluded: {tools:?}");
+        assert!(tools.iter().any(|t| t == "get_weather"), "the session's own tool: {tools:?}");
+        assert!(tools.iter().all(|t| t == "get_weather" || BUILTIN_TOOLS_ISOLATED.contains(&t.as_str())), "{tools:?}");
+        assert!(tools.len() > 1, "some isolated built-in tools are offered: {tools:?}");
+        session.destroy().unwrap();
+        offered.push(tools);
+    }
+    assert!(offered[0].iter().any(|t| t == "task"), "{:?}", offered[0]);
+    let mut without = offered[0].clone();
+    without.retain(|t| t != "task");
+    assert_eq!(offered[1], without, "builtin:task excluded");
     client.stop().unwrap();
 }
 

@@ -37,6 +37,13 @@
 //!   `toolFilters` lists `bareToolWildcard` is refused (in any mode),
 //!   before anything is sent, with the option's name and the refusal
 //!   (`copilot_core::TOOL_FILTER_OPTIONS`, `BARE_TOOL_WILDCARD`).
+//! - `options.toolSources`, `toolSourceWildcard`, `toolNameChars`,
+//!   `toolNameRefusal`, `builtinToolsIsolated`: the `ToolSet` builder's
+//!   entries are `<source>:<name>`, the name the wildcard or of the
+//!   characters `toolNameChars` (a character class), else refused with
+//!   `invalid <source> tool name "<name>"` and the refusal
+//!   (`copilot_core::TOOL_SOURCES`, `tool_filter_name_ok`,
+//!   `BUILTIN_TOOLS_ISOLATED`).
 
 use copilot_core::{ClientMode, SystemMessageStep};
 use serde_json::{json, Value};
@@ -48,6 +55,11 @@ fn modes() -> Value {
     assert_eq!(o["toolFilters"], json!(copilot_core::TOOL_FILTER_OPTIONS));
     assert_eq!(o["bareToolWildcard"], copilot_core::BARE_TOOL_WILDCARD);
     assert_eq!(o["bareToolWildcardRefusal"], copilot_core::BARE_TOOL_WILDCARD_REFUSAL);
+    assert_eq!(o["toolSources"], json!(copilot_core::TOOL_SOURCES));
+    assert_eq!(o["toolSourceWildcard"], copilot_core::TOOL_SOURCE_WILDCARD);
+    assert_eq!(o["toolNameChars"], copilot_core::TOOL_NAME_CHARS);
+    assert_eq!(o["toolNameRefusal"], copilot_core::TOOL_NAME_REFUSAL);
+    assert_eq!(o["builtinToolsIsolated"], json!(copilot_core::BUILTIN_TOOLS_ISOLATED));
     policy["modes"].clone()
 }
 

@@ -207,6 +207,13 @@ pub struct SessionConfig {
     /// config's handlers. Default `false`: the CLI lists none, and marks
     /// them interrupted at the next send.
     pub continue_pending_work: bool,
+    /// On resume, the canvases open in this client (their instances as the
+    /// CLI lists them), handed back as the official SDKs do; the CLI
+    /// 1.0.102's schema does not name it.
+    pub open_canvases: Vec<Value>,
+    /// Experiment assignments of the integrator's own (the CLI's feature
+    /// flags), as the CLI's schema describes them.
+    pub exp_assignments: Option<Value>,
     /// What the session answers the agent's requests with.
     pub handlers: SessionHandlers,
 }
@@ -282,101 +289,14 @@ impl Default for SessionConfig {
             cloud: None,
             suppress_resume_event: false,
             continue_pending_work: false,
+            open_canvases: Vec::new(),
+            exp_assignments: None,
             handlers: SessionHandlers::default(),
         }
     }
 }
 
-/// Lists the fields of [`SessionConfig`] by destructuring it without `..`:
-/// a field added to the struct and not here fails to compile.
-macro_rules! option_names {
-    ($($field:ident),* $(,)?) => {
-        /// The name of every option (every field but `handlers`), as written
-        /// here; the JavaScript package names each the same in camelCase.
-        pub fn option_names() -> Vec<&'static str> {
-            let SessionConfig { $($field: _,)* handlers: _ } = SessionConfig::default();
-            vec![$(stringify!($field)),*]
-        }
-    };
-}
-
 impl SessionConfig {
-    option_names!(
-        session_id,
-        server_assigned_id,
-        client_name,
-        model,
-        reasoning_effort,
-        reasoning_summary,
-        context_tier,
-        model_capabilities,
-        enable_experimental_mode,
-        working_directory,
-        additional_directories,
-        config_directory,
-        enable_config_discovery,
-        streaming,
-        include_sub_agent_streaming_events,
-        system_message,
-        available_tools,
-        excluded_tools,
-        tool_search,
-        excluded_builtin_agents,
-        provider,
-        capi,
-        providers,
-        models,
-        mcp_servers,
-        mcp_oauth_token_storage,
-        disabled_mcp_servers,
-        enable_mcp_apps,
-        github_mcp_tool_config,
-        custom_agents,
-        custom_agents_local_only,
-        default_agent,
-        agent,
-        skill_directories,
-        disabled_skills,
-        plugin_directories,
-        instruction_directories,
-        infinite_sessions,
-        memory,
-        large_output,
-        session_limits,
-        enable_session_telemetry,
-        enable_citations,
-        enable_file_change_tracking,
-        github_token,
-        enable_managed_settings,
-        managed_settings,
-        skip_embedding_retrieval,
-        embedding_cache_storage,
-        organization_custom_instructions,
-        enable_on_demand_instruction_discovery,
-        enable_file_hooks,
-        enable_host_git_operations,
-        enable_session_store,
-        enable_skills,
-        remote_session,
-        skip_custom_instructions,
-        coauthor_enabled,
-        manage_schedule_enabled,
-        canvases,
-        request_canvas_renderer,
-        request_extensions,
-        extension_sdk_path,
-        extension_info,
-        canvas_provider,
-        cloud,
-        suppress_resume_event,
-        continue_pending_work,
-    );
-
-    /// Options only `session.create` takes.
-    pub const CREATE_ONLY: &'static [&'static str] = &["session_id", "server_assigned_id", "cloud"];
-    /// Options only `session.resume` takes.
-    pub const RESUME_ONLY: &'static [&'static str] = &["suppress_resume_event", "continue_pending_work"];
-
     /// A config for `model`.
     pub fn with_model(model: impl Into<String>) -> Self {
         SessionConfig { model: Some(model.into()), ..Self::default() }
@@ -495,6 +415,7 @@ impl SessionConfig {
         let resume_only_set = |n: &str| match n {
             "suppress_resume_event" => self.suppress_resume_event,
             "continue_pending_work" => self.continue_pending_work,
+            "open_canvases" => !self.open_canvases.is_empty(),
             _ => false,
         };
         let wrong = if resuming {

@@ -103,6 +103,7 @@ impl SessionConfig {
             ("enableSessionStore", flag(&self.enable_session_store)),
             ("enableSkills", flag(&self.enable_skills)),
             ("remoteSession", text(&self.remote_session)),
+            ("expAssignments", self.exp_assignments.clone()),
             ("skipCustomInstructions", flag(&self.skip_custom_instructions)),
             ("coauthorEnabled", flag(&self.coauthor_enabled)),
             ("manageScheduleEnabled", flag(&self.manage_schedule_enabled)),
@@ -115,6 +116,7 @@ impl SessionConfig {
             ("cloud", self.cloud.clone()),
             ("suppressResumeEvent", Some(self.suppress_resume_event.into())),
             ("continuePendingWork", Some(self.continue_pending_work.into())),
+            ("openCanvases", (!self.open_canvases.is_empty()).then(|| json!(self.open_canvases))),
         ];
         // Each option goes under the core's wire name, to the request the
         // core says takes it (`check` has refused one set for the other),

@@ -8,6 +8,7 @@ mod client;
 pub(crate) mod client_options;
 pub(crate) mod config;
 mod config_mode;
+mod config_names;
 mod config_parts;
 mod config_wire;
 pub(crate) mod ops;
@@ -16,6 +17,7 @@ mod respawn;
 pub(crate) mod session;
 mod stop;
 pub(crate) mod telemetry;
+mod tool_set;
 pub(crate) mod ui;
 
 pub use client::{Calls, Client};
@@ -32,4 +34,5 @@ pub use config_parts::{
 pub use replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
 pub use session::{MessageOptions, Session, SessionCalls};
 pub use telemetry::{TelemetryConfig, TraceContext, TraceContextProvider};
+pub use tool_set::{ToolSet, BUILTIN_TOOLS_ISOLATED};
 pub use ui::{SessionCapabilities, SessionUi, UiCapabilities, UiInputOptions};

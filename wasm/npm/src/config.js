@@ -64,6 +64,7 @@ export const SESSION_OPTIONS = Object.freeze([
   "enableSessionStore",
   "enableSkills",
   "remoteSession",
+  "expAssignments",
   // Sent once the session is open, in session.options.update (modes.js).
   "skipCustomInstructions",
   "coauthorEnabled",
@@ -80,7 +81,7 @@ export const SESSION_OPTIONS = Object.freeze([
 export const CREATE_ONLY_OPTIONS = Object.freeze(["sessionId", "serverAssignedId", "cloud"]);
 
 /** Options only `resumeSession` takes. */
-export const RESUME_ONLY_OPTIONS = Object.freeze(["suppressResumeEvent", "continuePendingWork"]);
+export const RESUME_ONLY_OPTIONS = Object.freeze(["suppressResumeEvent", "continuePendingWork", "openCanvases"]);
 
 /**
  * The handler keys, each with the kind of wait it answers (the core's

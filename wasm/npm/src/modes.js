@@ -31,14 +31,19 @@ export function modeEnv({ baseDirectory }, mode, m) {
 
 /**
  * Throws a ConfigError, before anything is sent, for a tool filter that
- * matches no tool (a bare wildcard; `o` is the core's `POLICY.options`)
- * and for a session the mode cannot open (an empty-mode session must name
- * its tools).
+ * is not a list of names (or a ToolSet), one that matches no tool (a bare
+ * wildcard; `o` is the core's `POLICY.options`), and for a session the
+ * mode cannot open (an empty-mode session must name its tools).
  */
 export function checkTools(config, mode, o, m) {
   for (const option of o.toolFilters) {
-    const filter = config[option];
-    if (Array.isArray(filter) && filter.includes(o.bareToolWildcard)) {
+    let filter = config[option];
+    if (filter === undefined || filter === null) continue;
+    if (typeof filter.toJSON === "function") filter = filter.toJSON();
+    if (!Array.isArray(filter) || !filter.every((t) => typeof t === "string")) {
+      throw new ConfigError(`${option} is a list of tool names or a ToolSet`);
+    }
+    if (filter.includes(o.bareToolWildcard)) {
       throw new ConfigError(`${option}${o.bareToolWildcardRefusal}`);
     }
   }

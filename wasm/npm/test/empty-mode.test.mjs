@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { test } from "node:test";
 
-import { ConfigError, CopilotClient } from "copilot-wasm";
+import { BuiltInTools, ConfigError, CopilotClient, ToolSet } from "copilot-wasm";
 
 import { MODEL, Peer, startRealCli } from "./helpers.mjs";
 
@@ -161,5 +161,50 @@ test("an empty-mode client of a running CLI needs no state folder", async () => 
     assert.equal(peer.received[2].params.sessionId, session.id);
   } finally {
     client.forceStop();
+  }
+});
+
+test("a ToolSet offers the model the isolated built-ins and the session's own tool; bad names are refused", { timeout: 180_000 }, async () => {
+  assert.deepEqual(new ToolSet().addBuiltIn(["bash", "view"]).addMcp("*").addCustom("get_weather").toArray(), [
+    "builtin:bash",
+    "builtin:view",
+    "mcp:*",
+    "custom:get_weather",
+  ]);
+  for (const bad of ["", "a b", "mcp:x", "**", 7]) {
+    assert.throws(
+      () => new ToolSet().addCustom(bad),
+      (e) => e instanceof ConfigError && e.message === `invalid custom tool name ${JSON.stringify(bad)}${policy.options.toolNameRefusal}`,
+    );
+  }
+  const { model, client, workDir, stop } = await startEmpty("copilot-wasm-tool-set");
+  try {
+    // Not a list: the CLI would offer every tool (bash too); refused before anything is sent.
+    await assert.rejects(
+      client.createSession({ model: MODEL, workingDirectory: workDir("not-a-list"), availableTools: { custom: "*" } }),
+      (e) => e instanceof ConfigError && e.message === "availableTools is a list of tool names or a ToolSet",
+    );
+    const offered = [];
+    for (const excluded of [undefined, "task"]) {
+      const session = await client.createSession({
+        model: MODEL,
+        workingDirectory: workDir(`tool-set-${offered.length}`),
+        tools: [weather],
+        availableTools: new ToolSet().addBuiltIn(BuiltInTools.Isolated).addCustom("get_weather"),
+        ...(excluded ? { excludedTools: new ToolSet().addBuiltIn(excluded) } : {}),
+      });
+      await model.script(session.id, [{ text: "Hello." }]);
+      await session.sendAndWait("Hi", { timeoutMs: 90_000 });
+      const tools = (await requestsOf(model, session))[0].toolNames.toSorted();
+      assert.ok(tools.includes("get_weather"), `the session's own tool: ${tools}`);
+      assert.ok(tools.every((t) => t === "get_weather" || BuiltInTools.Isolated.includes(t)), `${tools}`);
+      assert.ok(tools.length > 1, `some isolated built-in tools are offered: ${tools}`);
+      await session.destroy();
+      offered.push(tools);
+    }
+    assert.ok(offered[0].includes("task"), `${offered[0]}`);
+    assert.deepEqual(offered[1], offered[0].filter((t) => t !== "task"), "builtin:task excluded");
+  } finally {
+    await stop();
   }
 });

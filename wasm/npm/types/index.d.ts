@@ -738,10 +738,10 @@ export interface SessionConfigBase {
   /** Deliver sub-agents' streaming deltas too. Default true. */
   includeSubAgentStreamingEvents?: boolean;
   systemMessage?: SystemMessageConfig;
-  /** The only tools offered (`builtin:*`, `mcp:<name>`, `custom:*`, bare names). */
-  availableTools?: string[];
+  /** The only tools offered (`builtin:*`, `mcp:<name>`, `custom:*`, bare names; or a `ToolSet`). */
+  availableTools?: string[] | ToolSet;
   /** Tools never offered, even if available. */
-  excludedTools?: string[];
+  excludedTools?: string[] | ToolSet;
   toolSearch?: Record<string, unknown>;
   excludedBuiltinAgents?: string[];
   provider?: ProviderConfig;
@@ -784,6 +784,8 @@ export interface SessionConfigBase {
   enableSessionStore?: boolean;
   enableSkills?: boolean;
   remoteSession?: "off" | "export" | "on";
+  /** Experiment assignments of the integrator's own (the CLI's feature flags), as the CLI's schema describes them. */
+  expAssignments?: Record<string, unknown>;
   /** Skip custom instructions (`AGENTS.md`, ...); sent once open, in `session.options.update`. Empty mode: true unless set. */
   skipCustomInstructions?: boolean;
   /** A `Co-authored-by` trailer in the agent's commits (sent once open). Empty mode: false unless set. */
@@ -844,6 +846,8 @@ export interface ResumeSessionConfig extends SessionConfigBase {
    * next send.
    */
   continuePendingWork?: boolean;
+  /** The canvases open in this client, handed back as the official SDKs do (the CLI 1.0.102's schema does not name it). */
+  openCanvases?: OpenCanvasInstance[];
 }
 
 /** The option keys of both methods (camelCase of the Rust crate's names). */
@@ -1481,6 +1485,27 @@ export declare class CanvasError extends Error {
 
 /** Checks a canvas (a ConfigError if it cannot work) and returns it (experimental). */
 export declare function createCanvas(options: Canvas): Canvas;
+
+/**
+ * A tool filter (`availableTools` or `excludedTools`) built from
+ * source-qualified entries (`builtin:<name>`, `mcp:<name>`, `custom:<name>`,
+ * each name a tool's or `*`); a name no tool can have throws a ConfigError.
+ */
+export declare class ToolSet {
+  addBuiltIn(name: string): ToolSet;
+  addBuiltIn(names: readonly string[]): ToolSet;
+  addMcp(toolName: string): ToolSet;
+  addCustom(name: string): ToolSet;
+  /** A copy of the entries, in the order they were added. */
+  toArray(): string[];
+  toJSON(): string[];
+}
+
+/** Curated sets of built-in tools for `ToolSet.addBuiltIn`. */
+export declare const BuiltInTools: {
+  /** The built-in tools that act only within their session: safe for an empty-mode server shared by many users. */
+  readonly Isolated: readonly string[];
+};
 
 /** A canvas instance open in a session, as the CLI describes it (experimental). */
 export interface OpenCanvasInstance {

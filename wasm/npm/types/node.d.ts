@@ -31,6 +31,8 @@ export {
   Session,
   CanvasError,
   createCanvas,
+  ToolSet,
+  BuiltInTools,
   approveAll,
   withDecisionContext,
   genericRequestNames,

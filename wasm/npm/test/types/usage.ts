@@ -16,6 +16,8 @@ import {
   genericRequestNames,
   loadWasm,
   PROTOCOL_VERSION,
+  ToolSet,
+  BuiltInTools,
   type PermissionHandler,
   type SessionConfig,
   type ResumeSessionConfig,
@@ -119,7 +121,7 @@ export function fullConfig(): SessionConfig {
       },
     },
     availableTools: ["builtin:*", "custom:*"],
-    excludedTools: ["bash"],
+    excludedTools: new ToolSet().addBuiltIn(BuiltInTools.Isolated).addMcp("*").addCustom("get_weather"),
     provider: {
       type: "openai",
       baseUrl: "https://models.example/v1",
@@ -319,3 +321,6 @@ async function canvases(client: CopilotClient) {
   createCanvas({ id: "x", displayName: "X", description: "" });
   return ids;
 }
+
+// @ts-expect-error: a ToolSet's entries are added by source, not given as a list.
+new ToolSet(["custom:*"]);
