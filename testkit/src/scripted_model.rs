@@ -453,6 +453,12 @@ impl Request {
     }
 }
 
+/// The MCP servers it serves (the built-in GitHub one, and one behind
+/// OAuth).
+#[path = "scripted_mcp.rs"]
+mod mcp;
+pub use mcp::{MCP_OAUTH_PATH, MCP_OAUTH_TOKEN, MCP_OAUTH_TOOL};
+
 /// What to send back.
 enum Answer {
     /// A JSON body with `Content-Length`.
@@ -464,6 +470,8 @@ enum Answer {
     EventStream(Vec<String>),
     /// `403` to an outbound attempt.
     Refused,
+    /// `401` with this `WWW-Authenticate` challenge.
+    Unauthorized(String),
 }
 
 fn header(name: &str, value: &str) -> tiny_http::Header {
@@ -485,6 +493,10 @@ fn respond(shared: &Shared, incoming: tiny_http::Request, answer: Answer) {
         Answer::Refused => {
             let body = json!({ "message": "scripted model server: outbound network disabled" });
             incoming.respond(json(403, &body))
+        }
+        Answer::Unauthorized(challenge) => {
+            let body = json!({ "error": "invalid_token" });
+            incoming.respond(json(401, &body).with_header(header("WWW-Authenticate", &challenge)))
         }
         Answer::EventStream(events) => {
             let stream = tiny_http::Response::new(
@@ -521,8 +533,8 @@ fn answer(shared: &Shared, request: &Request) -> Answer {
     if path.starts_with(CONTROL_PREFIX) {
         return control(shared, request);
     }
-    if path == "/mcp/readonly" || path == "/mcp" {
-        return mcp(shared, request);
+    if let Some(answer) = mcp::route(shared, request) {
+        return answer;
     }
     lock(&shared.book).other_requests.push(request.line());
     log::debug!("scripted model server {}: {}", shared.url, request.line());
@@ -681,48 +693,6 @@ fn user_document(url: &str) -> Value {
         "analytics_tracking_id": "scripted-tracking-id",
         "endpoints": { "api": url, "telemetry": format!("{url}/telemetry") }
     })
-}
-
-/// The built-in GitHub MCP server (streamable HTTP), with no tools: enough
-/// for the CLI to count it as connected.
-fn mcp(shared: &Shared, request: &Request) -> Answer {
-    let message: Option<Value> = serde_json::from_slice(&request.body).ok();
-    let method = message.as_ref().and_then(|m| m.get("method")).and_then(Value::as_str);
-    let line = match method {
-        Some(m) => format!("{} ({m})", request.line()),
-        None => request.line(),
-    };
-    lock(&shared.book).other_requests.push(line);
-    if request.method != "POST" {
-        // GET would open a server-to-client event stream; DELETE would end
-        // an MCP session. Neither is needed.
-        return Answer::Json(405, json!({ "message": "scripted model server: POST only" }));
-    }
-    let Some(message) = &message else {
-        return Answer::Json(
-            400,
-            json!({ "jsonrpc": "2.0", "id": null, "error": { "code": -32700, "message": "Parse error" } }),
-        );
-    };
-    // Notifications (no id) and responses (no method) get no answer.
-    let (Some(id), Some(method)) = (message.get("id"), method) else { return Answer::Accepted };
-    let result = match method {
-        "initialize" => json!({
-            "protocolVersion": message["params"]["protocolVersion"].as_str().unwrap_or("2025-06-18"),
-            "capabilities": { "tools": {} },
-            "serverInfo": { "name": "scripted-github-mcp", "version": "0.1.0" }
-        }),
-        "tools/list" => json!({ "tools": [] }),
-        "ping" => json!({}),
-        // Including `server/discover`, which the CLI tries first.
-        _ => {
-            return Answer::Json(
-                200,
-                json!({ "jsonrpc": "2.0", "id": id, "error": { "code": -32601, "message": "Method not found" } }),
-            )
-        }
-    };
-    Answer::Json(200, json!({ "jsonrpc": "2.0", "id": id, "result": result }))
 }
 
 /// `POST /chat/completions`: records the request and answers with the

@@ -5,11 +5,13 @@
 //! JSON on stdout:
 //!
 //! ```text
-//! {"url": "http://127.0.0.1:PORT", "model": "claude-sonnet-4.5", "env": {"COPILOT_API_URL": "...", ...}}
+//! {"url": "http://127.0.0.1:PORT", "model": "claude-sonnet-4.5", "env": {"COPILOT_API_URL": "...", ...}, "mcpOAuth": {...}}
 //! ```
 //!
 //! `env` is what to add to the CLI's environment ([`ScriptedModel::env`]);
-//! `model` is the one model to pass in `session.create`. Script a session
+//! `model` is the one model to pass in `session.create`; `mcpOAuth`
+//! `{path, token, tool}` is its MCP server behind OAuth (the testkit's
+//! `MCP_OAUTH_PATH`, `MCP_OAUTH_TOKEN`, `MCP_OAUTH_TOOL`). Script a session
 //! with `POST {url}/_scripted/script` and read what the model was sent with
 //! `GET {url}/_scripted/requests` (see the module documentation of
 //! `copilot_testkit::scripted_model`). It serves until its stdin closes.
@@ -17,7 +19,7 @@
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
-use copilot_testkit::scripted_model::ScriptedModel;
+use copilot_testkit::scripted_model::{ScriptedModel, MCP_OAUTH_PATH, MCP_OAUTH_TOKEN, MCP_OAUTH_TOOL};
 use serde_json::{json, Map, Value};
 
 fn main() -> ExitCode {
@@ -33,7 +35,8 @@ fn main() -> ExitCode {
         .into_iter()
         .map(|(k, v)| (k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned().into()))
         .collect();
-    let line = json!({ "url": model.url(), "model": ScriptedModel::MODEL, "env": env });
+    let mcp_oauth = json!({ "path": MCP_OAUTH_PATH, "token": MCP_OAUTH_TOKEN, "tool": MCP_OAUTH_TOOL });
+    let line = json!({ "url": model.url(), "model": ScriptedModel::MODEL, "env": env, "mcpOAuth": mcp_oauth });
     let mut stdout = std::io::stdout();
     if writeln!(stdout, "{line}").and_then(|()| stdout.flush()).is_err() {
         return ExitCode::FAILURE;
