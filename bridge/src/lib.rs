@@ -8,6 +8,16 @@
 //! closes), or to a TCP connection to a CLI server (`cli_addr`). The bridge
 //! does not frame, parse or route: the page's WebAssembly core does.
 //!
+//! A page whose socket drops opens it again with the same token (the npm
+//! package's `autoReconnect`) and gets a new CLI, which resumes the page's
+//! sessions by id from what the CLI persisted: offline, every CLI of a
+//! bridge runs on the bridge's one state folder, kept while it runs (else
+//! the user's own folders). No CLI outlives its socket: the bridge cannot
+//! tell which of the bytes it wrote reached the page, so a CLI kept for a
+//! reattach could go on in the middle of a frame, and it would hold a
+//! process for a page that may never come back; the resumed CLI lists the
+//! waits still pending, which the page's engine answers once.
+//!
 //! Since whatever opens the socket drives an agent that runs shell commands,
 //! only the page the bridge was started for gets in:
 //! - it binds loopback unless told otherwise (`allow_remote`);
@@ -158,6 +168,8 @@ struct Shared {
     hosts: Option<Vec<String>>,
     serve: Option<PathBuf>,
     offline: Option<Arc<dyn ModelStandIn>>,
+    /// Offline: the CLIs' state folder, one for all of them.
+    state: Option<socket::StateDir>,
     cli_addr: Option<String>,
     cli_path: Option<PathBuf>,
     max_message_bytes: usize,
@@ -216,6 +228,7 @@ impl Bridge {
             hosts: loopback.then_some(own_hosts),
             serve: config.serve.clone(),
             offline: config.offline.clone(),
+            state: config.offline.as_ref().map(|_| socket::StateDir::new(addr.port())).transpose()?,
             cli_addr: config.cli_addr.clone(),
             cli_path: config.cli_path.clone(),
             max_message_bytes: config.max_message_bytes,
