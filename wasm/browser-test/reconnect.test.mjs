@@ -6,14 +6,17 @@
 // gives it a new CLI on the same state folder, the session is resumed, the
 // call answered once, and the `sendAndWait` in flight returns the turn's
 // message. With the bridge gone, the reconnection gives up after the core's
-// attempts and the turn ends with the cause.
+// attempts and the turn ends with the cause. Through `--cli`, the new socket
+// reaches the same CLI server, whose session waited meanwhile.
 //
-// Needs what bridge.test.mjs needs: cargo build -p copilot-tests --bin copilot-bridge-offline
+// Needs what bridge.test.mjs needs: cargo build -p copilot-bridge --bin
+// copilot-bridge && cargo build -p copilot-tests --bin copilot-bridge-offline --bin scripted_model
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { once } from "node:events";
 import { createServer, connect } from "node:net";
 import { tmpdir } from "node:os";
 import { createInterface } from "node:readline";
@@ -25,6 +28,8 @@ import { chromium } from "playwright-core";
 const here = fileURLToPath(new URL(".", import.meta.url));
 const root = join(here, "..", "..");
 const chromiumPath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const bridgeBin = process.env.COPILOT_BRIDGE ?? join(root, "target", "debug", "copilot-bridge");
+const scriptedBin = join(root, "target", "debug", "scripted_model");
 const offlineBin = process.env.COPILOT_BRIDGE_OFFLINE ?? join(root, "target", "debug", "copilot-bridge-offline");
 const cliPath = process.env.COPILOT_CLI_PATH ?? join(root, "node_modules", "@github", "copilot-linux-x64", "copilot");
 const policy = (await import(pathToFileURL(join(root, "wasm", "npm", "dist", "policy.js")).href)).default;
@@ -53,9 +58,14 @@ after(async () => {
   if (Object.keys(figures).length) console.log(`reconnect figures: ${JSON.stringify(figures)}`);
 });
 
-/** The offline bridge serving the npm package; resolves with `{ child, url, token, stderr }`. */
-async function startBridge() {
-  const child = spawn(offlineBin, ["--listen", "127.0.0.1:0", "--serve", "--offline"], {
+/**
+ * The offline bridge serving the npm package (or, with `cli`, the published
+ * one piping to the CLI server at `cli`); resolves with `{ child, url,
+ * token, stderr, exited }`.
+ */
+async function startBridge(cli) {
+  const args = ["--listen", "127.0.0.1:0", "--serve", ...(cli ? ["--cli", cli] : ["--offline"])];
+  const child = spawn(cli ? bridgeBin : offlineBin, args, {
     cwd: root,
     env: { ...process.env, COPILOT_CLI_PATH: cliPath },
     stdio: ["ignore", "pipe", "pipe"],
@@ -182,22 +192,32 @@ async function openClient(bridge, proxyUrl) {
   return { page, errors, sessionId };
 }
 
-/** Scripts the session's replies through the bridge, then starts the turn in the page. */
-async function startTurn(page, token, replies) {
+/**
+ * Scripts the session's replies (through the bridge, or at the scripted
+ * model's `modelUrl`), then starts the turn in the page.
+ */
+async function startTurn(page, token, replies, modelUrl) {
+  if (modelUrl) {
+    const sessionId = await page.evaluate(() => window.__session.id);
+    const r = await fetch(`${modelUrl}/_scripted/script`, { method: "POST", body: JSON.stringify({ sessionId, replies }) });
+    assert.ok(r.ok, `the model refused the script: ${r.status}`);
+  }
   await page.evaluate(
-    async ([token, replies]) => {
-      const r = await fetch("/offline/script", {
-        method: "POST",
-        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-        body: JSON.stringify({ sessionId: window.__session.id, replies }),
-      });
+    async ([token, replies, scripted]) => {
+      const r = scripted
+        ? { ok: true }
+        : await fetch("/offline/script", {
+            method: "POST",
+            headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+            body: JSON.stringify({ sessionId: window.__session.id, replies }),
+          });
       if (!r.ok) throw new Error(`the bridge refused the script: ${r.status}`);
       window.__turn = window.__session.sendAndWait("Weather in Paris?", { timeoutMs: 300_000 }).then(
         (m) => (window.__turnEnd = { content: m?.content, at: performance.now() }),
         (e) => (window.__turnEnd = { error: String(e?.message ?? e), name: e?.name, at: performance.now() }),
       );
     },
-    [token, replies],
+    [token, replies, Boolean(modelUrl)],
   );
 }
 
@@ -226,6 +246,13 @@ async function callInJournal(bridge, sessionId, toolCallId) {
   }
 }
 
+/** Resolves when the page has told the loss (or, failing, ended the turn). */
+async function lossSeen(page) {
+  await page.waitForFunction(() => window.__steps.some((s) => s.type === "connectionLost") || window.__turnEnd, null, { timeout: WAIT });
+  const { steps, turnEnd } = await page.evaluate(() => ({ steps: window.__steps, turnEnd: window.__turnEnd }));
+  assert.equal(steps[0]?.type, "connectionLost", JSON.stringify({ steps, turnEnd }));
+}
+
 /** Each CLI the bridge started, in order, by pid (logged before its socket sees an answer). */
 function started(bridge) {
   return bridge.stderr.flatMap((l) => {
@@ -251,7 +278,7 @@ test("a WebSocket cut mid-turn is reopened with the same token, the session resu
     assert.equal(proxy.connections(), 1);
 
     proxy.cut();
-    await page.waitForFunction(() => window.__steps.some((s) => s.type === "connectionLost"), null, { timeout: WAIT });
+    await lossSeen(page);
     // The handler answers while the socket is down: the answer waits for
     // the resumed session.
     await page.evaluate(() => window.__release());
@@ -341,5 +368,68 @@ test("with the bridge gone, the reconnection gives up after the core's attempts 
   } finally {
     await page.close();
     await proxy.close();
+  }
+});
+
+test("through --cli, a cut socket reconnects to the same CLI server, and the session resumes there", { timeout: 300_000 }, async () => {
+  assert.ok(existsSync(bridgeBin) && existsSync(scriptedBin), "cargo build -p copilot-bridge --bin copilot-bridge && cargo build -p copilot-tests --bin scripted_model");
+  const model = spawn(scriptedBin, [], { stdio: ["pipe", "pipe", "inherit"] });
+  const [line] = await once(createInterface({ input: model.stdout }), "line");
+  const scripted = JSON.parse(line);
+  const dir = mkdtempSync(join(tmpdir(), "copilot-reconnect-cli-"));
+  const folders = Object.fromEntries(
+    ["COPILOT_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "COPILOT_CACHE_HOME", "GH_CONFIG_DIR"].map((k) => {
+      mkdirSync(join(dir, k));
+      return [k, join(dir, k)];
+    }),
+  );
+  const cli = spawn(cliPath, ["--headless", "--no-auto-update", "--no-auto-login", "--log-level", "error", "--auth-token-env", "COPILOT_SDK_AUTH_TOKEN", "--port", "0"], {
+    cwd: dir,
+    env: { ...process.env, ...folders, ...scripted.env, COPILOT_SDK_AUTH_TOKEN: "offline" },
+    stdio: ["pipe", "pipe", "inherit"],
+    detached: true,
+  });
+  let bridge, proxy, page;
+  try {
+    const port = await new Promise((resolve) => {
+      createInterface({ input: cli.stdout }).on("line", (l) => {
+        const m = /listening on port (\d+)/.exec(l);
+        if (m) resolve(Number(m[1]));
+      });
+    });
+    bridge = await startBridge(`127.0.0.1:${port}`);
+    proxy = await startProxy(new URL(bridge.url).host);
+    let sessionId;
+    ({ page, sessionId } = await openClient(bridge, proxy.url));
+    await startTurn(page, bridge.token, [
+      { toolCalls: [{ name: "get_weather", arguments: { city: "Paris" } }] },
+      { text: "It is sunny in Paris." },
+    ], scripted.url);
+    await page.waitForFunction(() => window.__calls.length === 1, null, { timeout: WAIT });
+    proxy.cut();
+    await lossSeen(page);
+    await page.evaluate(() => window.__release());
+    await page.waitForFunction(() => window.__turnEnd, null, { timeout: WAIT });
+    const { steps, turnEnd, calls } = await page.evaluate(() => ({ steps: window.__steps, turnEnd: window.__turnEnd, calls: window.__calls }));
+    assert.equal(turnEnd.content, "It is sunny in Paris.", JSON.stringify({ turnEnd, steps }));
+    assert.equal(calls.length, 1, "the handler ran once");
+    assert.deepEqual(steps.map((s) => s.type), ["connectionLost", "restarting", "sessionResumed", "recovered"], JSON.stringify(steps));
+    const check = await page.evaluate(async (sessionId) => {
+      const client = window.__client;
+      const pending = await client.call("session.tools.listPendingRequests", { sessionId });
+      return { pending, stats: client.stats() };
+    }, sessionId);
+    assert.deepEqual(check.pending, { items: [] });
+    assert.equal(check.stats.acksRefused, 0, JSON.stringify(check.stats));
+    figures.cliServerDropToResumedMs = Math.round(steps[2].at - steps[0].at);
+    figures.cliServerDropToTurnCompletedMs = Math.round(turnEnd.at - steps[0].at);
+    await page.evaluate(() => window.__client.stop());
+  } finally {
+    await page?.close();
+    await proxy?.close();
+    bridge?.child.kill("SIGTERM");
+    process.kill(-cli.pid, "SIGKILL");
+    model.stdin.end();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
