@@ -185,6 +185,8 @@ async function openClient(bridge, proxyUrl) {
       });
       window.__client = client;
       window.__session = session;
+      window.__durable = [];
+      session.on((e) => e.ephemeral || window.__durable.push(e.id));
       return session.id;
     },
     [proxyUrl, bridge.token],
@@ -307,8 +309,13 @@ test("a WebSocket cut mid-turn is reopened with the same token, the session resu
       const client = window.__client;
       const pending = await client.call("session.tools.listPendingRequests", { sessionId });
       const log = await client.call("session.eventLog.read", { sessionId, includeEphemeral: false });
-      return { pending, stats: client.stats(), events: log.events.map((e) => ({ type: e.type, data: e.data })) };
+      return { pending, stats: client.stats(), events: log.events.map((e) => ({ id: e.id, type: e.type })), more: log.hasMore, durable: window.__durable };
     }, sessionId);
+    // Every durable event of the session, from before the cut and after the
+    // resume, reached the page once, in order (nothing was in flight at the
+    // cut: the CLI was waiting for the call's answer).
+    assert.equal(check.more, false);
+    assert.deepEqual(check.durable, check.events.map((e) => e.id), JSON.stringify(check.events.map((e) => e.type)));
     assert.deepEqual(check.pending, { items: [] });
     assert.equal(check.stats.acksRefused, 0, JSON.stringify(check.stats));
     const completed = check.events.filter((e) => e.type === "external_tool.completed");
