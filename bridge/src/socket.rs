@@ -72,7 +72,8 @@ pub(crate) fn websocket(
         )
         .as_bytes(),
     )?;
-    stream.set_read_timeout(None)?;
+    // Silence is answered with a ping (`pipe`).
+    stream.set_read_timeout(Some(shared.keepalive))?;
     stream.set_nodelay(true)?;
     let number = shared.connection_number.fetch_add(1, Ordering::SeqCst) + 1;
     log::info!("connection {number} from {peer} accepted");
@@ -156,8 +157,14 @@ fn pipe(stream: TcpStream, shared: &Shared, number: usize, rest: Vec<u8>) -> io:
     )));
     let mut upstream: Option<Upstream> = None;
     let mut pump: Option<JoinHandle<()>> = None;
+    // A ping sent, and nothing read since.
+    let mut pinged = false;
     loop {
-        let bytes = match inbound.read() {
+        let read = inbound.read();
+        if read.is_ok() {
+            pinged = false;
+        }
+        let bytes = match read {
             Ok(Message::Binary(b)) => b.to_vec(),
             Ok(Message::Text(t)) => t.as_bytes().to_vec(),
             Ok(Message::Close(_)) => {
@@ -171,6 +178,21 @@ fn pipe(stream: TcpStream, shared: &Shared, number: usize, rest: Vec<u8>) -> io:
                 let _ = lock(&outbound).flush();
                 drain(&stream, shared.max_message_bytes);
                 break;
+            }
+            Err(tungstenite::Error::Io(e))
+                if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
+            {
+                if pinged {
+                    log::info!("connection {number}: no answer to a ping: dropped");
+                    break;
+                }
+                // Silent for a while: the peer must answer this.
+                let mut ws = lock(&outbound);
+                if ws.send(Message::Ping(Default::default())).is_err() {
+                    break;
+                }
+                pinged = true;
+                continue;
             }
             Err(e) => {
                 log::debug!("connection {number}: {e}");

@@ -4,18 +4,23 @@
 //! socket: every CLI of a bridge runs on the bridge's one folder, kept while
 //! the bridge runs, and no CLI outlives its socket.
 //!
+//! A socket that goes silent is pinged, and dropped with its CLI when it
+//! does not answer, so that no CLI of a peer gone without a word runs on
+//! (beside the one a reconnected page gets for the same sessions).
+//!
 //! The CLI here is a stand-in script that tells its pid, its state folder
-//! and its working folder, then reads until its input ends (the real CLI
+//! and its working folder, then waits (with its output open) to be killed (the real CLI
 //! resuming through the bridge is wasm/browser-test/reconnect.test.mjs).
 
 #![cfg(unix)]
 
 use std::ffi::OsString;
-use std::io;
+use std::io::{self, Read};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use copilot_bridge::{Bridge, BridgeConfig, ModelStandIn};
 use tungstenite::client::IntoClientRequest;
@@ -37,7 +42,7 @@ impl ModelStandIn for NoModel {
 /// Writes the stand-in CLI into `dir`.
 fn stand_in_cli(dir: &Path) -> PathBuf {
     let path = dir.join("cli.sh");
-    std::fs::write(&path, "#!/bin/sh\nprintf '%s %s %s\\n' \"$$\" \"$COPILOT_HOME\" \"$(pwd)\"\nexec cat >/dev/null\n")
+    std::fs::write(&path, "#!/bin/sh\nprintf '%s %s %s\\n' \"$$\" \"$COPILOT_HOME\" \"$(pwd)\"\nexec sleep 100000\n")
         .unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path
@@ -70,7 +75,7 @@ fn open(bridge: &Bridge) -> (WebSocket<TcpStream>, (u32, String, String)) {
 
 fn gone(pid: u32) {
     while Path::new(&format!("/proc/{pid}")).exists() {
-        std::thread::sleep(std::time::Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -117,5 +122,63 @@ fn a_reconnected_socket_gets_a_new_cli_on_the_same_state_folder() {
     for home in [home1, home3] {
         let _ = std::fs::remove_dir_all(Path::new(&home).parent().unwrap());
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A bridge that pings a socket silent for 50 ms, and its stand-in CLI's folder.
+fn keepalive_bridge(name: &str) -> (Bridge, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("copilot-bridge-{name}-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bridge = Bridge::start(BridgeConfig {
+        cli_path: Some(stand_in_cli(&dir)),
+        offline: Some(Arc::new(NoModel)),
+        keepalive: Duration::from_millis(50),
+        ..BridgeConfig::default()
+    })
+    .unwrap();
+    (bridge, dir)
+}
+
+#[test]
+fn a_socket_that_answers_pings_keeps_its_cli() {
+    let (bridge, dir) = keepalive_bridge("answers");
+    let (mut ws, (pid, home, _)) = open(&bridge);
+    // Reading answers each ping (tungstenite queues the pong and sends it
+    // with the next read).
+    let mut pings = 0;
+    while pings < 3 {
+        if let Message::Ping(_) = ws.read().unwrap() {
+            pings += 1;
+        }
+    }
+    assert!(Path::new(&format!("/proc/{pid}")).exists(), "the CLI of a socket that answers runs on");
+    drop(ws);
+    gone(pid);
+    let _ = std::fs::remove_dir_all(Path::new(&home).parent().unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_socket_that_goes_silent_is_dropped_with_its_cli() {
+    let (bridge, dir) = keepalive_bridge("silent");
+    let (ws, (pid, home, _)) = open(&bridge);
+    // From here on, nothing is answered: the raw bytes are read, and the
+    // first ping (an unmasked ping frame, empty: 0x89 0x00) must be
+    // followed by the end of the connection, not by another ping.
+    let mut stream = ws.into_inner();
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 256];
+    loop {
+        let n = stream.read(&mut buf).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        bytes.extend_from_slice(&buf[..n]);
+        let pings = bytes.windows(2).filter(|w| w == &[0x89, 0x00]).count();
+        assert!(pings < 2, "a second ping to a socket that never answered the first: {bytes:02x?}");
+    }
+    assert!(bytes.starts_with(&[0x89, 0x00]), "pinged before it was dropped: {bytes:02x?}");
+    gone(pid);
+    let _ = std::fs::remove_dir_all(Path::new(&home).parent().unwrap());
     let _ = std::fs::remove_dir_all(&dir);
 }
