@@ -378,6 +378,35 @@ test("with the bridge gone, the reconnection gives up after the core's attempts 
   }
 });
 
+test("with autoReconnect: false, a cut socket ends the client with the cause", { timeout: 300_000 }, async () => {
+  const bridge = await startBridge();
+  const proxy = await startProxy(new URL(bridge.url).host);
+  const page = await browser.newPage();
+  try {
+    await page.goto(`${bridge.url}bridge.json`);
+    await page.evaluate(
+      async ([url, token]) => {
+        const { CopilotClient } = await import("/src/index.js");
+        const client = await CopilotClient.connectWebSocket(url, { token, autoReconnect: false });
+        // The end, or a first step of a recovery (which must not come).
+        window.__outcome = new Promise((resolve) => {
+          client.closedPromise().then((reason) => resolve({ reason }));
+          client.onRecovery((step) => resolve({ step }));
+        });
+      },
+      [proxy.url, bridge.token],
+    );
+    proxy.cut();
+    const outcome = await page.evaluate(() => window.__outcome);
+    assert.match(outcome.reason ?? "", /the WebSocket closed \(code 1006/, JSON.stringify(outcome));
+  } finally {
+    await page.close();
+    await proxy.close();
+    bridge.child.kill("SIGTERM");
+    await bridge.exited;
+  }
+});
+
 test("through --cli, a cut socket reconnects to the same CLI server, and the session resumes there", { timeout: 300_000 }, async () => {
   assert.ok(existsSync(bridgeBin) && existsSync(scriptedBin), "cargo build -p copilot-bridge --bin copilot-bridge && cargo build -p copilot-tests --bin scripted_model");
   const model = spawn(scriptedBin, [], { stdio: ["pipe", "pipe", "inherit"] });
