@@ -299,6 +299,8 @@ test("a WebSocket cut mid-turn is reopened with the same token, the session resu
     // The reconnection went through the proxy again, with the same token,
     // and the bridge gave it a new CLI (the first was killed with its socket).
     assert.equal(proxy.connections(), 1);
+    // (Its log line is read from another pipe than the page's answers.)
+    while (started(bridge).length < 2) await new Promise((r) => setTimeout(r, 5));
     const clis = started(bridge);
     assert.equal(clis.length, 2, `a second CLI: ${clis}`);
     await gone(clis[0]);
