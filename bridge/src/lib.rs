@@ -8,6 +8,18 @@
 //! closes), or to a TCP connection to a CLI server (`cli_addr`). The bridge
 //! does not frame, parse or route: the page's WebAssembly core does.
 //!
+//! A page whose socket drops opens it again with the same token (the npm
+//! package's `autoReconnect`) and gets a new CLI, which resumes the page's
+//! sessions by id from what the CLI persisted: offline, every CLI of a
+//! bridge runs on the bridge's one state folder, kept while it runs (else
+//! the user's own folders). No CLI outlives its socket: the bridge cannot
+//! tell which of the bytes it wrote reached the page, so a CLI kept for a
+//! reattach could go on in the middle of a frame, and it would hold a
+//! process for a page that may never come back; the resumed CLI lists the
+//! waits still pending, which the page's engine answers once. A socket
+//! silent for [`BridgeConfig::keepalive`] is pinged, and dropped with its
+//! CLI when it does not answer within as long again.
+//!
 //! Since whatever opens the socket drives an agent that runs shell commands,
 //! only the page the bridge was started for gets in:
 //! - it binds loopback unless told otherwise (`allow_remote`);
@@ -55,6 +67,9 @@ pub const SOCKET_PATH: &str = "/ws";
 const MAX_SCRIPT: usize = 64 << 10;
 /// Plain HTTP exchanges handled at once (beyond them: dropped at once).
 const MAX_HTTP_THREADS: usize = 64;
+/// How long a socket may be silent before it is pinged, and then how long
+/// it has to answer.
+const KEEPALIVE: Duration = Duration::from_secs(20);
 /// How long a client may take to send its request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -98,6 +113,12 @@ pub struct BridgeConfig {
     pub max_message_bytes: usize,
     /// WebSocket connections open at once, at most.
     pub max_connections: usize,
+    /// After this long with nothing from a socket, the bridge pings it;
+    /// after as long again without an answer, it drops the socket (and its
+    /// CLI): a peer gone without a word (a network that went away) costs no
+    /// process for longer, and a page that reconnects finds no other CLI on
+    /// its sessions.
+    pub keepalive: Duration,
 }
 
 impl std::fmt::Debug for BridgeConfig {
@@ -114,6 +135,7 @@ impl std::fmt::Debug for BridgeConfig {
             .field("cli_path", &self.cli_path)
             .field("max_message_bytes", &self.max_message_bytes)
             .field("max_connections", &self.max_connections)
+            .field("keepalive", &self.keepalive)
             .finish()
     }
 }
@@ -131,6 +153,7 @@ impl Default for BridgeConfig {
             cli_path: None,
             max_message_bytes: 4 << 20,
             max_connections: 8,
+            keepalive: KEEPALIVE,
         }
     }
 }
@@ -158,10 +181,13 @@ struct Shared {
     hosts: Option<Vec<String>>,
     serve: Option<PathBuf>,
     offline: Option<Arc<dyn ModelStandIn>>,
+    /// Offline: the CLIs' state folder, one for all of them.
+    state: Option<socket::StateDir>,
     cli_addr: Option<String>,
     cli_path: Option<PathBuf>,
     max_message_bytes: usize,
     max_connections: usize,
+    keepalive: Duration,
     sockets: AtomicUsize,
     http_threads: AtomicUsize,
     connection_number: AtomicUsize,
@@ -216,10 +242,12 @@ impl Bridge {
             hosts: loopback.then_some(own_hosts),
             serve: config.serve.clone(),
             offline: config.offline.clone(),
+            state: config.offline.as_ref().map(|_| socket::StateDir::new(addr.port())).transpose()?,
             cli_addr: config.cli_addr.clone(),
             cli_path: config.cli_path.clone(),
             max_message_bytes: config.max_message_bytes,
             max_connections: config.max_connections.max(1),
+            keepalive: config.keepalive.max(Duration::from_millis(1)),
             sockets: AtomicUsize::new(0),
             http_threads: AtomicUsize::new(0),
             connection_number: AtomicUsize::new(0),

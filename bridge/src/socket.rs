@@ -72,7 +72,8 @@ pub(crate) fn websocket(
         )
         .as_bytes(),
     )?;
-    stream.set_read_timeout(None)?;
+    // Silence is answered with a ping (`pipe`).
+    stream.set_read_timeout(Some(shared.keepalive))?;
     stream.set_nodelay(true)?;
     let number = shared.connection_number.fetch_add(1, Ordering::SeqCst) + 1;
     log::info!("connection {number} from {peer} accepted");
@@ -107,7 +108,7 @@ impl Write for Side {
 
 /// Where a connection's bytes go.
 enum Upstream {
-    Spawned { process: CliProcess, stdin: ChildStdin, _state: Option<StateDir> },
+    Spawned { process: CliProcess, stdin: ChildStdin },
     Tcp(TcpStream),
 }
 
@@ -121,7 +122,7 @@ impl Upstream {
 
     fn end(self, number: usize) {
         match self {
-            Upstream::Spawned { mut process, stdin, _state } => {
+            Upstream::Spawned { mut process, stdin } => {
                 drop(stdin);
                 let pid = process.id();
                 process.kill();
@@ -156,8 +157,14 @@ fn pipe(stream: TcpStream, shared: &Shared, number: usize, rest: Vec<u8>) -> io:
     )));
     let mut upstream: Option<Upstream> = None;
     let mut pump: Option<JoinHandle<()>> = None;
+    // A ping sent, and nothing read since.
+    let mut pinged = false;
     loop {
-        let bytes = match inbound.read() {
+        let read = inbound.read();
+        if read.is_ok() {
+            pinged = false;
+        }
+        let bytes = match read {
             Ok(Message::Binary(b)) => b.to_vec(),
             Ok(Message::Text(t)) => t.as_bytes().to_vec(),
             Ok(Message::Close(_)) => {
@@ -171,6 +178,21 @@ fn pipe(stream: TcpStream, shared: &Shared, number: usize, rest: Vec<u8>) -> io:
                 let _ = lock(&outbound).flush();
                 drain(&stream, shared.max_message_bytes);
                 break;
+            }
+            Err(tungstenite::Error::Io(e))
+                if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
+            {
+                if pinged {
+                    log::info!("connection {number}: no answer to a ping: dropped");
+                    break;
+                }
+                // Silent for a while: the peer must answer this.
+                let mut ws = lock(&outbound);
+                if ws.send(Message::Ping(Default::default())).is_err() {
+                    break;
+                }
+                pinged = true;
+                continue;
             }
             Err(e) => {
                 log::debug!("connection {number}: {e}");
@@ -281,35 +303,39 @@ fn open_upstream(shared: &Shared, number: usize) -> io::Result<(Upstream, Box<dy
         }
     });
     let mut env: Vec<(OsString, OsString)> = Vec::new();
-    let mut state = None;
-    if let Some(offline) = &shared.offline {
-        let dir = StateDir::new(number)?;
-        env = dir.cli_env()?;
+    let mut cwd = None;
+    if let (Some(offline), Some(state)) = (&shared.offline, &shared.state) {
+        env = state.cli_env()?;
         // After the folders: for a repeated name, the last entry wins.
         env.extend(offline.cli_env());
         args.push("--no-auto-login".into());
-        state = Some(dir);
+        cwd = Some(state.0.join("work"));
     }
-    let cwd = state.as_ref().map(|s| s.0.join("work"));
     let launch = Launch { program: &program, args, env: &env, cwd: cwd.as_deref() };
     let (process, stdin, stdout) = CliProcess::spawn(&launch).map_err(|e| io::Error::other(e.to_string()))?;
     log::info!("connection {number}: started {} (pid {})", program.display(), process.id());
-    Ok((Upstream::Spawned { process, stdin, _state: state }, Box::new(stdout)))
+    Ok((Upstream::Spawned { process, stdin }, Box::new(stdout)))
 }
 
-/// A connection's private CLI state folder, removed when it ends.
-struct StateDir(PathBuf);
+/// The private CLI state folder of an offline bridge, shared by every CLI
+/// it spawns and kept while the bridge runs: a CLI started for a page that
+/// reconnects after a dropped socket sees the sessions of the CLI that was
+/// killed with the socket, and resumes them by id (as CLIs share a user's
+/// own folders without `--offline`). Removed with the bridge.
+pub(crate) struct StateDir(PathBuf);
 
 impl StateDir {
-    fn new(number: usize) -> io::Result<StateDir> {
-        let dir = std::env::temp_dir().join(format!("copilot-bridge-{}-{number}", std::process::id()));
+    /// `copilot-bridge-<PID>-<PORT>` in the temporary folder: one per
+    /// bridge of the process.
+    pub(crate) fn new(port: u16) -> io::Result<StateDir> {
+        let dir = std::env::temp_dir().join(format!("copilot-bridge-{}-{port}", std::process::id()));
         std::fs::create_dir_all(dir.join("work"))?;
         Ok(StateDir(dir))
     }
 
     /// The environment of an offline CLI before the stand-in's own: its
     /// state and config in this folder (none of the user's, and nothing
-    /// kept), and a placeholder token in place of a login.
+    /// kept after the bridge), and a placeholder token in place of a login.
     fn cli_env(&self) -> io::Result<Vec<(OsString, OsString)>> {
         let mut env = Vec::new();
         for (name, folder) in [

@@ -48,8 +48,14 @@ function startBridge(args) {
   child.once("exit", () => spawned.delete(child));
   const stderr = [];
   createInterface({ input: child.stderr }).on("line", (l) => stderr.push(l));
-  // "close": after the process exited AND its stdout and stderr were read.
-  const exited = new Promise((resolve) => child.once("close", (code) => resolve(code)));
+  // "close": after the process exited AND its stdout and stderr were read;
+  // then the offline state folder it leaves, killed, goes.
+  const exited = new Promise((resolve) => child.once("close", (code) => resolve(code))).then((code) => {
+    for (const d of readdirSync(tmpdir())) {
+      if (d.startsWith(`copilot-bridge-${child.pid}-`)) rmSync(join(tmpdir(), d), { recursive: true, force: true });
+    }
+    return code;
+  });
   const lines = createInterface({ input: child.stdout });
   const ready = new Promise((resolve, reject) => {
     const seen = {};
@@ -146,7 +152,8 @@ before(async () => {
 
 after(async () => {
   await browser?.close();
-  for (const child of spawned) child.kill("SIGTERM");
+  const exits = [...spawned].map((child) => (child.kill("SIGTERM"), once(child, "close")));
+  await Promise.all(exits);
   if (Object.keys(figures).length) console.log(`bridge figures: ${JSON.stringify(figures)}`);
 });
 

@@ -113,6 +113,11 @@ async function main() {
     "ready",
   );
   client.on("disconnect", (reason) => setStatus(`disconnected: ${reason}`, "error"));
+  // A dropped socket is opened again and the session resumed (autoReconnect).
+  client.onRecovery((step) => {
+    if (step.type === "connectionLost") status.textContent = "connection lost: reconnecting…";
+    else if (step.type === "recovered") status.textContent = `reconnected in ${Math.round(step.tookMs)} ms`;
+  });
 
   const bubbles = new Map();
   const tools = new Map();

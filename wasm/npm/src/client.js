@@ -124,19 +124,19 @@ export class CopilotClient {
   /**
    * The stream ended: a CLI this client started is asked why (its exit);
    * unless the client is stopping, a recovery starts it again (Node's
-   * `autoRestart`), else the connection ends.
+   * `autoRestart`) or opens a dropped WebSocket again (`autoReconnect`),
+   * else the connection ends.
    */
   #onTransportEnd(reason) {
     if (this.#driver.closed) return;
     // An attempt's CLI went too: the recovery sees its calls fail.
     if (this.#recovery.running) return this.#driver.lose(reason);
     const process = this.#process;
-    if (!process || this.#stopping) {
-      this.#shutDown(this.#stopping ? "the client was stopped" : reason);
-      return;
-    }
+    if (this.#stopping) return this.#shutDown("the client was stopped");
     const lost = (cause) =>
       this.#recovery.enabled && !this.#stopping ? this.#recovery.run(cause) : this.#shutDown(cause);
+    // No process to ask (a WebSocket, a stream): a WebSocket reconnects.
+    if (!process) return lost(reason);
     process.describeExit().then(
       (exit) => lost(exit ?? reason),
       () => lost(reason),
@@ -150,7 +150,7 @@ export class CopilotClient {
 
   /**
    * Calls `listener` with each step of the recoveries to come (Node's
-   * `autoRestart`): `{type: "connectionLost", cause}`, `{type:
+   * `autoRestart`, a WebSocket's `autoReconnect`): `{type: "connectionLost", cause}`, `{type:
    * "restarting", attempt, afterMs}`, `{type: "attemptFailed", attempt,
    * error}`, `{type: "sessionResumed", sessionId}`, `{type: "recovered",
    * sessions, tookMs}`, `{type: "gaveUp", cause}`. Returns a function that
@@ -189,15 +189,20 @@ export class CopilotClient {
    * Connects through a WebSocket to a copilot-bridge (`ws://HOST:PORT/ws`),
    * presenting `token` as the subprotocol `copilot.token.<TOKEN>`. Same
    * client as `fromStreams`; stop() closes the socket (and the bridge ends
-   * its CLI). See websocket.js.
+   * its CLI). A socket that drops while the client did not end it is opened
+   * again and the sessions resumed (`autoReconnect`, default true; the
+   * steps go to `onRecovery`). See websocket.js.
    */
   static async connectWebSocket(url, options = {}) {
     checkConnectOptions(options, POLICY.launch);
     const common = factoryOptions(options, POLICY.modes);
     await loadWasm();
-    const { webSocketTransport } = await import("./websocket.js");
-    const transport = await webSocketTransport(url, options, POLICY.bridgeTokenProtocolPrefix);
-    return this._handshaken(transport, { ...common, token: options.connectionToken });
+    const { webSocketTransport, webSocketReconnect } = await import("./websocket.js");
+    const prefix = POLICY.bridgeTokenProtocolPrefix;
+    const transport = await webSocketTransport(url, options, prefix);
+    // A dropped socket is opened again and the sessions resumed (recovery.js).
+    const restart = options.autoReconnect === false ? undefined : webSocketReconnect(url, options, prefix);
+    return this._handshaken(transport, { ...common, token: options.connectionToken, restart });
   }
 
   /** @internal Builds a client on `transport` and runs the handshake. */

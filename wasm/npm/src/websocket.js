@@ -65,6 +65,26 @@ export function webSocketTransport(
   });
 }
 
+/**
+ * The recovery's "reconnect" for a WebSocket (recovery.js, `restart`): a
+ * socket that dropped while the client did not end it is opened again to
+ * the same `url` with the same token, and `reopen(transport)` runs the
+ * handshake and the resumes on it. The bridge gives the new socket a new
+ * CLI, which resumes the sessions by id from their persisted state. A
+ * socket whose reopening failed is closed before the next attempt.
+ */
+export function webSocketReconnect(url, options, prefix) {
+  return async (reopen) => {
+    const transport = await webSocketTransport(url, options, prefix);
+    try {
+      return await reopen(transport, undefined);
+    } catch (e) {
+      transport.stopReading();
+      throw e;
+    }
+  };
+}
+
 /** `{ start, write, closeWriter, stopReading }` over an open WebSocket. */
 function transportOf(ws, label) {
   let ended = false;

@@ -936,6 +936,14 @@ export interface WebSocketOptions extends TimeoutOptions, ClientRequestOptions {
   logger?: Logger;
   /** The largest frame accepted (default 16 MiB; larger ones are reported and skipped). */
   maxFrameBytes?: number;
+  /**
+   * A socket that drops while the client did not end it is opened again
+   * (same address, same token) after the core's backoff, and every open
+   * session resumed with `continuePendingWork`; the waits the CLI lists
+   * are answered once, and a `sendAndWait` goes on to the turn's end.
+   * Each step is told to `onRecovery`. Default true.
+   */
+  autoReconnect?: boolean;
 }
 
 /** Options of `CopilotClient.fromStreams`. */
@@ -1268,7 +1276,7 @@ export declare class CopilotClient {
   /** The end of the connection, with its reason. Returns an unsubscribe function. */
   on(kind: "disconnect", handler: (reason: string) => void): () => void;
   /**
-   * Each step of the recoveries to come (Node's `autoRestart`). Returns a
+   * Each step of the recoveries to come (Node's `autoRestart`, a WebSocket's `autoReconnect`). Returns a
    * function that removes the listener.
    */
   onRecovery(listener: (event: RecoveryEvent) => void): () => void;
