@@ -298,6 +298,45 @@ fn dropping_a_subscription_unsubscribes_and_a_panicking_handler_does_not_stop_de
     assert_eq!(counted.load(Ordering::SeqCst), after_one, "no delivery after the subscription is dropped");
 }
 
+/// A callback, two blocking streams and `send_and_wait` on one session:
+/// each takes every event of a flood once and in order, and they share one
+/// parse of each event (the same `SessionEvent`, not a copy each).
+#[test]
+fn every_kind_of_subscriber_shares_one_parse_of_each_event() {
+    let (_server, client) = over_pipes(FakeServerConfig::default());
+    let session = client.create_session(SessionConfig::default()).unwrap();
+    let seen: Arc<std::sync::Mutex<Vec<(String, usize)>>> = Arc::default();
+    let _sub = {
+        let seen = Arc::clone(&seen);
+        session.on(move |e| seen.lock().unwrap().push((e.id.clone(), e as *const SessionEvent as usize)))
+    };
+    let streams = [session.events(), session.events()];
+    // The streams are read once the turn is over: a flood that a session
+    // may hold parsed for readers behind (512 events; past that a reader
+    // far behind parses for itself, and memory stays bytes).
+    let n = 400;
+    session.send_and_wait(format!("flood:{n}"), WAIT).expect("the flood's turn");
+    // Every callback has run on the turn once send_and_wait returns.
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    let taken: Vec<Vec<Arc<SessionEvent>>> = streams.iter().map(until_idle).collect();
+    let deltas =
+        |ids: Vec<&str>| ids.into_iter().filter(|id| id.parse::<usize>().is_ok()).map(String::from).collect::<Vec<_>>();
+    let expected: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+    assert_eq!(deltas(seen.iter().map(|(id, _)| id.as_str()).collect()), expected, "the callback");
+    for events in &taken {
+        assert_eq!(deltas(events.iter().map(|e| e.id.as_str()).collect()), expected, "a stream");
+    }
+    // The callback, the first subscriber, was also handed what came before.
+    assert_eq!(taken[1].len(), taken[0].len());
+    let seen = &seen[seen.len() - taken[0].len()..];
+    // The streams hold their events alive, so an address the callback saw
+    // that is one of theirs is that very event.
+    for (i, (id, address)) in seen.iter().enumerate() {
+        assert!(Arc::ptr_eq(&taken[0][i], &taken[1][i]), "event {id}: the streams share one parse");
+        assert_eq!(Arc::as_ptr(&taken[0][i]) as usize, *address, "event {id}: the callback saw the streams' parse");
+    }
+}
+
 /// Floods one session with `n` deltas (via `flood:n`) and checks that each
 /// arrives exactly once and in order.
 fn flood_and_check(session: &Session, n: usize) {

@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use copilot_core::SessionHandle;
@@ -305,19 +306,24 @@ impl SessionOps<'_> {
         let _unsubscribe = Subscription { session: Arc::downgrade(inner), id };
         self.send_until(message, deadline.min(self.deadline())).await?;
         let mut turn = Turn::default();
-        loop {
-            let Some(next) = self.session.conn.until(deadline, |cx| rx.poll_recv(cx)).await else {
-                return Err(Error::Timeout { what: "session.idle".into(), after: started.elapsed() });
-            };
-            let Some(event) = next else {
+        // One wait for the whole turn: the deadline is given to the timer
+        // once, not again at each event read.
+        let over = self.session.conn.until(deadline, |cx| loop {
+            match rx.poll_recv(cx) {
+                Poll::Ready(Some(event)) if turn.see(&event) => return Poll::Ready(true),
+                Poll::Ready(Some(_)) => {}
+                Poll::Ready(None) => return Poll::Ready(false),
+                Poll::Pending => return Poll::Pending,
+            }
+        });
+        match over.await {
+            None => Err(Error::Timeout { what: "session.idle".into(), after: started.elapsed() }),
+            Some(true) => turn.finish(),
+            Some(false) => {
                 let why = inner.end_reason().unwrap_or_else(|| "its delivery ended".into());
-                return Err(Error::Disconnected(format!("the session ended before it was idle: {why}")));
-            };
-            if turn.see(&event) {
-                break;
+                Err(Error::Disconnected(format!("the session ended before it was idle: {why}")))
             }
         }
-        turn.finish()
     }
 
     pub(crate) async fn execute_command(&self, name: &str, args: &str) -> Result<Option<String>> {

@@ -1,22 +1,24 @@
 //! One stream subscriber's queue of events, shared by the blocking and the
 //! async event streams.
 //!
-//! The reader (or the event pool) hands it whole batches of raw event JSON
-//! (as the reader queued them, one allocation per batch, shared by every
-//! stream of the session) and the stream's own consumer parses each event
-//! when it takes it. So an event waits as its ~300 bytes of JSON rather than as a parsed
-//! `SessionEvent` (over 1.5 KB), the parsing runs on the consumer's thread
+//! The reader hands it whole batches of raw event JSON (as the reader
+//! queued them, one allocation per batch, shared by every subscriber of the
+//! session) and the stream's own consumer takes each event from the batch
+//! when it reads it (parsed once for all subscribers, see `batch`). So an
+//! event waits as its ~300 bytes of JSON rather than as a parsed
+//! `SessionEvent` (over 1.5 KB), the parsing runs on a consumer's thread
 //! beside the reader, and the consumer is woken once per batch, only when
 //! it sleeps, rather than once per event. A batch's memory is given back
-//! when the last stream has read past it.
+//! when the last subscriber has read past it.
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
+use super::batch::{Batch, Parser};
 use crate::events::SessionEvent;
 use crate::wait::block_on_until;
 
@@ -24,34 +26,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Events as they arrived: their JSON end to end, and where each ends.
-#[derive(Default)]
-pub(crate) struct Batch {
-    pub(crate) bytes: Vec<u8>,
-    /// End offset of each event in `bytes`.
-    pub(crate) ends: Vec<usize>,
-}
-
-impl Batch {
-    /// How many events.
-    pub(crate) fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    /// The JSON of event `i`.
-    pub(crate) fn event(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.bytes[start..self.ends[i]]
-    }
-}
-
 enum Item {
-    /// An event parsed already (one kept for a late subscriber, or one of
-    /// a session that also has callbacks).
+    /// An event parsed already (`send_and_wait`'s, handed over by the
+    /// dispatcher after the callbacks).
     Parsed(Arc<SessionEvent>),
-    /// The events of a batch from `next` on; `counts`: this stream counts
-    /// the unreadable ones (one stream per batch does, so each is counted once).
-    Raw { batch: Arc<Batch>, next: usize, counts: bool },
+    /// The events of a batch from `next` to before `end`.
+    Raw { batch: Arc<Batch>, next: usize, end: usize },
 }
 
 #[derive(Default)]
@@ -66,10 +46,10 @@ struct State {
 }
 
 /// The next event as taken under the lock: parsed already, or event `i` of
-/// a batch (and whether this stream counts it if unreadable), parsed after.
+/// a batch, taken from it after.
 enum Next {
     Parsed(Arc<SessionEvent>),
-    Raw(Arc<Batch>, usize, bool),
+    Raw(Arc<Batch>, usize),
 }
 
 /// What [`Inbox::take`] found.
@@ -120,13 +100,17 @@ impl Inbox {
         self.push(|items| items.push_back(Item::Parsed(event)))
     }
 
-    /// Queues every event of `batch` (`counts`: see [`Item::Raw`]);
-    /// `false` once the receiver is gone.
-    pub(crate) fn send_batch(&self, batch: &Arc<Batch>, counts: bool) -> bool {
-        if batch.len() == 0 {
+    /// Queues every event of `batch`; `false` once the receiver is gone.
+    pub(crate) fn send_batch(&self, batch: &Arc<Batch>) -> bool {
+        self.send_events(batch, 0..batch.len())
+    }
+
+    /// Queues the events `range` of `batch`; `false` once the receiver is gone.
+    pub(crate) fn send_events(&self, batch: &Arc<Batch>, range: std::ops::Range<usize>) -> bool {
+        if range.is_empty() {
             return !lock(&self.state).gone;
         }
-        self.push(|items| items.push_back(Item::Raw { batch: Arc::clone(batch), next: 0, counts }))
+        self.push(|items| items.push_back(Item::Raw { batch: Arc::clone(batch), next: range.start, end: range.end }))
     }
 
     /// The sender is gone: the stream ends after what is queued.
@@ -151,10 +135,10 @@ impl Inbox {
         let front = s.items.front_mut()?;
         let taken = match front {
             Item::Parsed(e) => Next::Parsed(Arc::clone(e)),
-            Item::Raw { batch, next, counts } => {
-                let taken = Next::Raw(Arc::clone(batch), *next, *counts);
+            Item::Raw { batch, next, end } => {
+                let taken = Next::Raw(Arc::clone(batch), *next);
                 *next += 1;
-                if *next < batch.len() {
+                if *next < *end {
                     return Some(taken);
                 }
                 taken
@@ -164,22 +148,10 @@ impl Inbox {
         Some(taken)
     }
 
-    fn parse(&self, batch: &Batch, i: usize, counts: bool) -> Arc<SessionEvent> {
-        let bytes = batch.event(i);
-        Arc::new(SessionEvent::from_json(bytes).unwrap_or_else(|e| {
-            // Whatever serde cannot read is still delivered, raw.
-            if counts {
-                self.unreadable.fetch_add(1, Ordering::Relaxed);
-                log::warn!("session {}: an event serde cannot read is delivered raw: {e}", self.session);
-            }
-            SessionEvent::raw(bytes)
-        }))
-    }
-
     fn finish_take(&self, taken: Next) -> Arc<SessionEvent> {
         match taken {
             Next::Parsed(e) => e,
-            Next::Raw(batch, i, counts) => self.parse(&batch, i, counts),
+            Next::Raw(batch, i) => batch.take(i, &Parser { unreadable: &self.unreadable, session: &self.session }),
         }
     }
 
@@ -241,15 +213,19 @@ impl Drop for InboxTx {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+
     use super::*;
 
-    fn batch(events: &[&str]) -> Arc<Batch> {
-        let mut b = Batch::default();
+    /// A batch of `events` that `readers` subscribers read.
+    fn batch(events: &[&str], readers: u32) -> Arc<Batch> {
+        let mut bytes = Vec::new();
+        let mut ends = Vec::new();
         for e in events {
-            b.bytes.extend_from_slice(e.as_bytes());
-            b.ends.push(b.bytes.len());
+            bytes.extend_from_slice(e.as_bytes());
+            ends.push(bytes.len());
         }
-        Arc::new(b)
+        Arc::new(Batch::new(bytes, ends, readers, &Arc::default()))
     }
 
     fn event(id: &str) -> String {
@@ -260,37 +236,44 @@ mod tests {
     fn batches_and_parsed_events_come_out_in_order_then_the_end() {
         let inbox = Inbox::new("s".into(), Arc::default());
         let tx = InboxTx(Arc::clone(&inbox));
-        let (a, b, c) = (event("a"), event("b"), event("c"));
-        assert!(tx.0.send_batch(&batch(&[&a, &b]), true));
+        let (a, b, c, d) = (event("a"), event("b"), event("c"), event("d"));
+        assert!(tx.0.send_batch(&batch(&[&a, &b], 1)));
         assert!(tx.0.send(Arc::new(SessionEvent::from_json(c.as_bytes()).unwrap())));
-        assert!(tx.0.send_batch(&batch(&[]), true));
+        assert!(tx.0.send_batch(&batch(&[], 1)));
+        assert!(tx.0.send_events(&batch(&[&a, &d, &b], 1), 1..2));
         drop(tx);
         let ids: Vec<String> = std::iter::from_fn(|| inbox.recv(None).unwrap()).map(|e| e.id.clone()).collect();
-        assert_eq!(ids, ["a", "b", "c"]);
+        assert_eq!(ids, ["a", "b", "c", "d"]);
         assert_eq!(inbox.recv(None), Ok(None));
     }
 
     #[test]
-    fn an_unreadable_event_is_delivered_raw_and_counted_by_the_counting_stream_only() {
+    fn an_event_read_by_several_streams_is_parsed_once_and_shared() {
         let unreadable = Arc::new(AtomicU64::new(0));
-        let counting = Inbox::new("s".into(), Arc::clone(&unreadable));
-        let other = Inbox::new("s".into(), Arc::clone(&unreadable));
+        let streams: Vec<Arc<Inbox>> = (0..3).map(|_| Inbox::new("s".into(), Arc::clone(&unreadable))).collect();
         // A lone surrogate: valid on the wire, refused by serde.
         let bad = r#"{"id":"\udc00","timestamp":"t","type":"session.idle","data":{}}"#;
-        let shared = batch(&[bad]);
-        assert!(counting.send_batch(&shared, true));
-        assert!(other.send_batch(&shared, false));
-        assert!(matches!(counting.try_recv().unwrap().kind, crate::events::EventKind::Other { .. }));
-        assert!(other.try_recv().is_some());
-        assert_eq!(unreadable.load(Ordering::Relaxed), 1);
+        let (a, b) = (event("a"), event("b"));
+        let shared = batch(&[&a, bad, &b], 3);
+        for s in &streams {
+            assert!(s.send_batch(&shared));
+        }
+        let taken: Vec<Vec<Arc<SessionEvent>>> =
+            streams.iter().map(|s| std::iter::from_fn(|| s.try_recv()).collect()).collect();
+        assert_eq!(shared.parses.load(Ordering::Relaxed), 3, "each of the 3 events parsed once, not once a stream");
+        for (i, first) in taken[0].iter().enumerate() {
+            assert!(Arc::ptr_eq(first, &taken[1][i]) && Arc::ptr_eq(first, &taken[2][i]));
+        }
+        assert!(matches!(taken[2][1].kind, crate::events::EventKind::Other { .. }), "delivered raw");
+        assert_eq!(unreadable.load(Ordering::Relaxed), 1, "counted once");
     }
 
     #[test]
     fn nothing_is_queued_once_the_receiver_is_gone() {
         let inbox = Inbox::new("s".into(), Arc::default());
-        assert!(inbox.send_batch(&batch(&[&event("a")]), true));
+        assert!(inbox.send_batch(&batch(&[&event("a")], 1)));
         inbox.receiver_gone();
-        assert!(!inbox.send_batch(&batch(&[&event("b")]), true));
+        assert!(!inbox.send_batch(&batch(&[&event("b")], 1)));
         assert!(inbox.try_recv().is_none());
     }
 }

@@ -1,15 +1,24 @@
-//! A session's queue of events waiting for the dispatcher.
+//! A session's queue: the events the reader has read and not yet flushed,
+//! and the batches, wakes and end waiting for the dispatcher.
 
-use super::inbox::Batch;
+use std::collections::VecDeque;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
 
-/// Events waiting for the dispatcher. Their bytes sit end to end in one
+use super::batch::Batch;
+
+/// The reader's events not yet flushed: their bytes sit end to end in one
 /// buffer, so queueing an event allocates nothing in the steady state, and
-/// the dispatcher takes the whole batch in one swap.
+/// a flush takes the whole batch in one swap. Then what the dispatcher has
+/// to do (run callbacks, feed `send_and_wait`).
 #[derive(Default)]
 pub(super) struct Queue {
     pub(super) bytes: Vec<u8>,
     /// End offset of each event in `bytes`.
     pub(super) ends: Vec<usize>,
+    /// Batches for the callbacks and waiters, each with the last
+    /// subscriber id it is for (those who subscribed later get it not).
+    pub(super) batches: VecDeque<(Arc<Batch>, u64)>,
     /// A subscriber was added: deliver what was kept for it.
     pub(super) wake: bool,
     /// The session ended; set after every event it follows was queued.
@@ -22,11 +31,14 @@ pub(super) struct Queue {
     /// Events held while a recovery resumes the session (see
     /// [`SessionSink::hold`]).
     pub(super) held: Option<Vec<Vec<u8>>>,
+    /// Parses the session's batches hold for readers to come.
+    shared_parses: Arc<AtomicUsize>,
 }
 
 impl Queue {
+    /// Whether the dispatcher has nothing to do.
     pub(super) fn is_empty(&self) -> bool {
-        self.ends.is_empty() && !self.wake && self.close.is_none()
+        self.batches.is_empty() && !self.wake && self.close.is_none()
     }
 
     /// Queues one event's bytes.
@@ -42,10 +54,11 @@ impl Queue {
         self.ends.push(end);
     }
 
-    /// Takes the events queued; the next batch starts with room for as many.
-    pub(super) fn take_batch(&mut self) -> Batch {
+    /// Takes the events queued as a batch that `readers` subscribers will
+    /// read; the next batch starts with room for as many.
+    pub(super) fn take_batch(&mut self, readers: u32) -> Batch {
         self.room = (self.bytes.len().min(KEEP_QUEUE_BYTES), self.ends.len().min(KEEP_QUEUE_BYTES / 256));
-        Batch { bytes: std::mem::take(&mut self.bytes), ends: std::mem::take(&mut self.ends) }
+        Batch::new(std::mem::take(&mut self.bytes), std::mem::take(&mut self.ends), readers, &self.shared_parses)
     }
 }
 

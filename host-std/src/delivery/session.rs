@@ -4,29 +4,31 @@
 //! The reader thread appends an event's bytes to the session's queue
 //! (unbounded: it never blocks and never drops); after each read, outside
 //! the engine's lock, it flushes each session it fed: the queued events
-//! leave as one batch, and a session is on the event pool once at a time,
-//! so its events keep their order. When only blocking streams
-//! listen, the reader hands the batch to each of them itself, under one
-//! lock, unparsed (each stream's consumer parses its events, see `inbox`);
-//! otherwise a pool thread delivers it: whole to async streams, or parsing
-//! each event once for handlers and waiters. Waits of the agent go to the
-//! handler pool.
+//! leave as one batch of bytes, the same for every subscriber. The reader
+//! hands it to each stream (blocking or async) itself, under one lock: a
+//! stream is a queue and a waker, no user code runs and nothing waits. If
+//! callbacks or `send_and_wait` listen, it also queues the batch for the
+//! event pool, where a session is once at a time, so its events keep their
+//! order. Each event is parsed once, by whichever subscriber reads it first
+//! (see `batch`). Events kept for a first subscriber are kept as bytes too.
+//! Waits of the agent go to the handler pool.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use copilot_core::limits::keeps_for_first_subscriber;
-use copilot_core::{turn_step, TurnStep, TURN_REPLY_UNLESS};
 
+use super::batch::{Batch, Parser};
 use super::event_channel::EventTx;
-use super::inbox::{Batch, Inbox, InboxTx};
+use super::inbox::{Inbox, InboxTx};
 use super::open_canvases::OpenCanvases;
 use super::queue::Queue;
+use super::turn::Turn;
 use crate::driver::{Connection, Job, SessionSink};
 use crate::error::{Error, Result};
-use crate::events::{EventKind, SessionEvent};
+use crate::events::SessionEvent;
 use crate::pool::Pool;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -52,24 +54,24 @@ pub(crate) enum Sink {
     /// `send_and_wait`: fed after the callbacks have run on the same
     /// event, so that when it returns every handler has seen the turn.
     Waiter(EventTx),
-    Callback(Arc<dyn Fn(&SessionEvent) + Send + Sync>),
+    Callback(Callback),
 }
 
-impl Sink {
-    /// Whether it takes whole batches of unparsed events (see `inbox`).
-    fn takes_batches(&self) -> bool {
-        match self {
-            Sink::Stream(_) => true,
-            Sink::Waiter(_) | Sink::Callback(_) => false,
-        }
-    }
-}
+/// An event handler (`Session::on`).
+type Callback = Arc<dyn Fn(&SessionEvent) + Send + Sync>;
+
+/// An event kept for a first subscriber: event `.1` of batch `.0`.
+type Kept = (Arc<Batch>, usize);
 
 struct Subscriber {
     id: u64,
     sink: Sink,
-    /// Events received before anyone subscribed, owed to this subscriber.
-    owed: Vec<Arc<SessionEvent>>,
+    /// Events received before anyone subscribed, owed to this callback (a
+    /// stream is handed them as it subscribes).
+    owed: Vec<Kept>,
+    /// Cleared as it unsubscribes: a callback the event pool holds for a
+    /// batch is not called again.
+    live: Arc<AtomicBool>,
 }
 
 #[derive(Default)]
@@ -79,7 +81,7 @@ struct Subscribers {
     /// Whether a user (not an internal waiter) has subscribed yet. Until
     /// then events are kept, so that subscribing late loses nothing.
     claimed: bool,
-    kept: Vec<Arc<SessionEvent>>,
+    kept: Vec<Kept>,
     /// The JSON size of the events in `kept`.
     kept_bytes: usize,
     /// Events past the bound, not kept for a late first subscriber.
@@ -168,23 +170,39 @@ impl SessionSink for SessionInner {
     }
 
     fn flush(&self) {
-        {
-            // Only streams listen (blocking or async): the reader feeds
-            // them itself, one hop fewer (a stream is a queue and a waker;
-            // no user code runs, and nothing waits). Not while the event pool has
-            // the session: the batch would overtake the one it delivers.
-            let mut subs = lock(&self.subscribers);
-            if subs.claimed && subs.closed.is_none() && subs.list.iter().all(|s| matches!(s.sink, Sink::Stream(_))) {
-                let mut q = lock(&self.queue);
-                if !q.scheduled && !q.wake && q.close.is_none() && !q.ends.is_empty() {
-                    let batch = Arc::new(q.take_batch());
-                    drop(q);
-                    feed_streams(&mut subs, &batch);
-                    return;
-                }
-            }
+        let mut subs = lock(&self.subscribers);
+        let mut q = lock(&self.queue);
+        if q.ends.is_empty() {
+            return;
         }
-        self.push(|_| {});
+        if subs.closed.is_some() {
+            // Nobody listens any more.
+            q.take_batch(0);
+            return;
+        }
+        let streams = subs.list.iter().filter(|s| matches!(s.sink, Sink::Stream(_))).count();
+        let pooled = streams < subs.list.len();
+        let readers = streams + usize::from(pooled) + usize::from(!subs.claimed);
+        let batch = Arc::new(q.take_batch(u32::try_from(readers).unwrap_or(u32::MAX)));
+        let schedule = pooled && !q.scheduled;
+        if pooled {
+            q.batches.push_back((Arc::clone(&batch), subs.next_id));
+            q.scheduled = true;
+        }
+        drop(q);
+        subs.delivered += batch.len() as u64;
+        if !subs.claimed {
+            self.keep(&mut subs, &batch);
+        }
+        // A receiver that is gone ends the subscription.
+        subs.list.retain(|s| match &s.sink {
+            Sink::Stream(tx) => tx.0.send_batch(&batch),
+            Sink::Waiter(_) | Sink::Callback(_) => true,
+        });
+        drop(subs);
+        if schedule {
+            self.schedule();
+        }
     }
 
     fn obligation(&self, job: Job) {
@@ -194,6 +212,8 @@ impl SessionSink for SessionInner {
     }
 
     fn close(&self, reason: &str) {
+        // What was read before the end is delivered before it.
+        self.flush();
         self.push(|q| {
             q.close.get_or_insert_with(|| reason.to_owned());
         });
@@ -266,9 +286,39 @@ impl SessionInner {
         }
         q.scheduled = true;
         drop(q);
+        self.schedule();
+    }
+
+    /// Puts the session on the event pool (`scheduled` is set already).
+    fn schedule(&self) {
         if let Some(me) = self.me.upgrade() {
             self.dispatchers.submit(move || me.dispatch());
         }
+    }
+
+    /// Keeps what it may of `batch` for a first subscriber (the core's rule).
+    fn keep(&self, subs: &mut Subscribers, batch: &Arc<Batch>) {
+        for i in 0..batch.len() {
+            let size = batch.event(i).len();
+            if keeps_for_first_subscriber(subs.kept.len(), subs.kept_bytes, subs.not_kept, size) {
+                subs.kept.push((Arc::clone(batch), i));
+                subs.kept_bytes += size;
+            } else {
+                if subs.not_kept == 0 {
+                    log::warn!(
+                        "session {}: nobody has subscribed and {} events are kept; later ones are not kept \
+                         for a first subscriber (counted in Session::stats)",
+                        self.id_str(),
+                        subs.kept.len()
+                    );
+                }
+                subs.not_kept += 1;
+            }
+        }
+    }
+
+    fn parser(&self) -> Parser<'_> {
+        Parser { unreadable: &self.unreadable, session: self.id_str() }
     }
 
     pub(crate) fn subscribe(&self, sink: Sink, user: bool) -> u64 {
@@ -282,26 +332,22 @@ impl SessionInner {
         } else {
             Vec::new()
         };
-        let has_owed = !owed.is_empty();
+        let owed = match &sink {
+            // Under the lock, before any later batch: a stream is handed
+            // what was kept for it now. So is a waiter (none is owed).
+            Sink::Stream(tx) => {
+                send_kept(&tx.0, owed);
+                Vec::new()
+            }
+            Sink::Waiter(_) | Sink::Callback(_) => owed,
+        };
         if subs.closed.is_some() {
             // Nothing will come any more: a stream ends at once (its sender
             // is dropped here), after what was owed to it.
-            match &sink {
-                Sink::Stream(tx) => {
-                    for e in owed {
-                        tx.0.send(e);
-                    }
-                }
-                Sink::Waiter(tx) => {
-                    for e in owed {
-                        tx.send(e);
-                    }
-                }
-                Sink::Callback(_) => {}
-            }
             return id;
         }
-        subs.list.push(Subscriber { id, sink, owed });
+        let has_owed = !owed.is_empty();
+        subs.list.push(Subscriber { id, sink, owed, live: Arc::new(AtomicBool::new(true)) });
         drop(subs);
         if has_owed {
             self.push(|q| q.wake = true);
@@ -310,70 +356,59 @@ impl SessionInner {
     }
 
     pub(crate) fn unsubscribe(&self, id: u64) {
-        lock(&self.subscribers).list.retain(|s| s.id != id);
+        lock(&self.subscribers).list.retain(|s| {
+            let keep = s.id != id;
+            if !keep {
+                s.live.store(false, Ordering::Release);
+            }
+            keep
+        });
     }
 
-    /// Hands one event (or, for `None`, only what is owed) to every
-    /// subscriber. Streams are fed under the lock (a send never blocks);
-    /// callbacks run after it is released, as they are user code.
-    fn deliver(&self, event: Option<(Arc<SessionEvent>, usize)>) {
-        type Callback = Arc<dyn Fn(&SessionEvent) + Send + Sync>;
-        let mut callbacks: Vec<(Callback, Vec<Arc<SessionEvent>>)> = Vec::new();
-        let mut waiters: Vec<EventTx> = Vec::new();
-        let (event, size) = match event {
-            Some((e, size)) => (Some(e), size),
-            None => (None, 0),
-        };
-        {
-            let mut subs = lock(&self.subscribers);
-            if let Some(e) = &event {
-                subs.delivered += 1;
-                if !subs.claimed {
-                    if keeps_for_first_subscriber(subs.kept.len(), subs.kept_bytes, subs.not_kept, size) {
-                        subs.kept.push(Arc::clone(e));
-                        subs.kept_bytes += size;
-                    } else {
-                        if subs.not_kept == 0 {
-                            log::warn!(
-                                "session {}: nobody has subscribed and {} events are kept; later ones are not kept \
-                                 for a first subscriber (counted in Session::stats)",
-                                self.id_str(),
-                                subs.kept.len()
-                            );
-                        }
-                        subs.not_kept += 1;
-                    }
-                }
-            }
-            subs.list.retain_mut(|s| {
-                let owed = std::mem::take(&mut s.owed);
-                match &s.sink {
-                    // A dropped receiver ends the subscription.
-                    Sink::Stream(tx) => owed.into_iter().chain(event.clone()).all(|e| tx.0.send(e)),
-                    Sink::Callback(f) => {
-                        callbacks.push((Arc::clone(f), owed));
-                        true
-                    }
-                    Sink::Waiter(tx) => {
-                        waiters.push(tx.clone());
-                        true
-                    }
-                }
-            });
-        }
-        for (f, owed) in callbacks {
-            for e in owed.iter().chain(event.iter()) {
-                if catch_unwind(AssertUnwindSafe(|| f(e))).is_err() {
-                    log::error!("an event handler panicked on {}; it stays subscribed", e.event_type());
-                }
+    /// The callbacks and waiters present for a batch read up to subscriber
+    /// `upto` (all for `u64::MAX`), with what each callback is owed.
+    #[allow(clippy::type_complexity)]
+    fn listeners(&self, upto: u64) -> (Vec<(Callback, Arc<AtomicBool>, Vec<Kept>)>, Vec<EventTx>) {
+        let mut callbacks = Vec::new();
+        let mut waiters = Vec::new();
+        for s in lock(&self.subscribers).list.iter_mut().filter(|s| s.id <= upto) {
+            match &s.sink {
+                Sink::Callback(f) => callbacks.push((Arc::clone(f), Arc::clone(&s.live), std::mem::take(&mut s.owed))),
+                Sink::Waiter(tx) => waiters.push(tx.clone()),
+                Sink::Stream(_) => {}
             }
         }
-        // A waiter is handed only the events that move its turn (the
-        // core's turn rule): the deltas of a long turn do not pile up in
-        // its queue, and it is woken only for what it reads.
-        if let Some(e) = event.as_ref().filter(|e| Turn::moves(e)) {
-            for tx in waiters {
-                tx.send(Arc::clone(e));
+        (callbacks, waiters)
+    }
+
+    /// Runs the callbacks present for `batch` (and what they are owed first)
+    /// on each event, then hands `send_and_wait` the events that move its
+    /// turn: when it returns, every handler has seen the turn. Callbacks
+    /// run outside every lock, as they are user code.
+    fn deliver_batch(&self, batch: Option<&Batch>, upto: u64) {
+        let (callbacks, waiters) = self.listeners(upto);
+        let parser = self.parser();
+        for (f, live, owed) in &callbacks {
+            for (kept, i) in owed {
+                call(f, live, &kept.take(*i, &parser));
+            }
+        }
+        let Some(batch) = batch else { return };
+        if callbacks.is_empty() && waiters.is_empty() {
+            return;
+        }
+        for i in 0..batch.len() {
+            let event = batch.take(i, &parser);
+            for (f, live, _) in &callbacks {
+                call(f, live, &event);
+            }
+            // A waiter is handed only the events that move its turn (the
+            // core's turn rule): the deltas of a long turn do not pile up in
+            // its queue, and it is woken only for what it reads.
+            if !waiters.is_empty() && Turn::moves(&event) {
+                for tx in &waiters {
+                    tx.send(Arc::clone(&event));
+                }
             }
         }
     }
@@ -404,18 +439,19 @@ impl SessionInner {
     /// Delivers what is queued, on the event pool; queues the session again
     /// if more came meanwhile, so one busy session does not hold a thread.
     fn dispatch(self: Arc<Self>) {
-        let (batch, wake, close) = {
+        let (batches, wake, close) = {
             let mut q = lock(&self.queue);
-            let batch = q.take_batch();
-            (batch, std::mem::take(&mut q.wake), q.close.take())
+            (std::mem::take(&mut q.batches), std::mem::take(&mut q.wake), q.close.take())
         };
         if lock(&self.subscribers).closed.is_none() {
-            self.deliver_batch(Arc::new(batch));
-            if wake {
-                self.deliver(None);
+            for (batch, upto) in &batches {
+                self.deliver_batch(Some(batch), *upto);
+            }
+            drop(batches);
+            if wake || close.is_some() {
+                self.deliver_batch(None, u64::MAX);
             }
             if let Some(reason) = close {
-                self.deliver(None);
                 self.finish(reason);
             }
         }
@@ -424,109 +460,27 @@ impl SessionInner {
             q.scheduled = false;
         } else {
             drop(q);
-            let me = Arc::clone(&self);
-            self.dispatchers.submit(move || me.dispatch());
-        }
-    }
-
-    /// Hands a batch to every subscriber: whole and under one lock when
-    /// only streams listen (they parse the events themselves), else event
-    /// by event, parsed once for all.
-    fn deliver_batch(&self, batch: Arc<Batch>) {
-        if batch.len() == 0 {
-            return;
-        }
-        {
-            let mut subs = lock(&self.subscribers);
-            if subs.claimed && subs.list.iter().all(|s| s.sink.takes_batches()) {
-                feed_streams(&mut subs, &batch);
-                return;
-            }
-        }
-        for i in 0..batch.len() {
-            let bytes = batch.event(i);
-            let event = SessionEvent::from_json(bytes).unwrap_or_else(|e| {
-                // Whatever serde cannot read is still delivered, raw.
-                self.unreadable.fetch_add(1, Ordering::Relaxed);
-                log::warn!("session {}: an event serde cannot read is delivered raw: {e}", self.id_str());
-                SessionEvent::raw(bytes)
-            });
-            self.deliver(Some((Arc::new(event), bytes.len())));
+            self.schedule();
         }
     }
 }
 
-/// Hands a whole batch to every subscriber, each a stream that takes
-/// batches (what is owed to it first).
-fn feed_streams(subs: &mut Subscribers, batch: &Arc<Batch>) {
-    subs.delivered += batch.len() as u64;
-    // One stream counts the batch's unreadable events.
-    let mut counts = true;
-    subs.list.retain_mut(|s| {
-        let owed = std::mem::take(&mut s.owed);
-        // A receiver that is gone ends the subscription.
-        let kept = match &s.sink {
-            Sink::Stream(tx) => owed.into_iter().all(|e| tx.0.send(e)) && tx.0.send_batch(batch, counts),
-            Sink::Waiter(_) | Sink::Callback(_) => true,
-        };
-        counts &= !kept;
-        kept
-    });
+/// Calls a callback unless it has unsubscribed; a panic is reported.
+fn call(f: &Callback, live: &AtomicBool, event: &SessionEvent) {
+    if live.load(Ordering::Acquire) && catch_unwind(AssertUnwindSafe(|| f(event))).is_err() {
+        log::error!("an event handler panicked on {}; it stays subscribed", event.event_type());
+    }
 }
 
-/// What `send_and_wait` (blocking and async) makes of a turn's events:
-/// the core's rule ([`copilot_core::Turn`], [`turn_step`]), holding this
-/// host's events; a `session.error` becomes [`Error::Session`].
-#[derive(Default)]
-pub(crate) struct Turn {
-    rule: copilot_core::Turn<Arc<SessionEvent>>,
-    outcome: Option<std::result::Result<Option<Arc<SessionEvent>>, Arc<SessionEvent>>>,
-}
-
-impl Turn {
-    /// Whether `event` does anything to a turn (a reply, an error, the end).
-    pub(crate) fn moves(event: &SessionEvent) -> bool {
-        turn_step(event.event_type(), sub_agent(event)) != TurnStep::Other
-    }
-
-    /// Takes one event of the turn; `true` once the turn is over.
-    pub(crate) fn see(&mut self, event: &Arc<SessionEvent>) -> bool {
-        let step = turn_step(event.event_type(), sub_agent(event));
-        self.outcome = self.rule.see(step, || Arc::clone(event));
-        self.outcome.is_some()
-    }
-
-    /// The turn's result.
-    pub(crate) fn finish(self) -> Result<Option<Arc<SessionEvent>>> {
-        match self.outcome {
-            Some(Ok(reply)) => Ok(reply),
-            Some(Err(error)) => Err(session_error(&error)),
-            None => Ok(None),
+/// Hands a stream the events kept for it, a run of one batch at a time.
+fn send_kept(tx: &Inbox, kept: Vec<Kept>) {
+    let mut kept = kept.into_iter().peekable();
+    while let Some((batch, first)) = kept.next() {
+        let mut end = first + 1;
+        while kept.next_if(|(b, i)| Arc::ptr_eq(b, &batch) && *i == end).is_some() {
+            end += 1;
         }
-    }
-}
-
-/// Whether the event's `data` has the member that marks a sub-agent's
-/// message ([`TURN_REPLY_UNLESS`], not null).
-fn sub_agent(event: &SessionEvent) -> bool {
-    match &event.kind {
-        EventKind::AssistantMessage(m) => m.parent_tool_call_id.is_some(),
-        EventKind::Other { data, .. } => !data.get(TURN_REPLY_UNLESS).is_none_or(serde_json::Value::is_null),
-        _ => false,
-    }
-}
-
-/// The [`Error::Session`] of a turn's error event.
-fn session_error(event: &SessionEvent) -> Error {
-    match &event.kind {
-        EventKind::SessionError(e) => Error::Session { error_type: e.error_type.clone(), message: e.message.clone() },
-        other => {
-            let text = |key: &str| match other {
-                EventKind::Other { data, .. } => data.get(key).and_then(|v| v.as_str()).unwrap_or_default().to_owned(),
-                _ => String::new(),
-            };
-            Error::Session { error_type: text("errorType"), message: text("message") }
-        }
+        tx.send_events(&batch, first..end);
     }
 }
 
