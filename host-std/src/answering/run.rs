@@ -43,7 +43,10 @@ pub(crate) fn run(job: Job, handlers: &SessionHandlers, session_id: &str) {
 
 /// Calls the client's generic handler for a client-wide request (one that
 /// names no session) and passes its answer on. Runs on the handler pool.
-pub(crate) fn run_client_wide(job: Job, requests: &RequestHandlers) {
+pub(crate) fn run_client_wide(job: Job, requests: &RequestHandlers, inference: Option<&Arc<super::Inference>>) {
+    if let (HandlerKind::LlmInference, Some(inference)) = (job.kind, inference) {
+        return inference.take(job);
+    }
     let Job { kind, name, data, reply } = job;
     let outcome =
         match reply.scope(|| catch_unwind(AssertUnwindSafe(|| generic(kind, name, &data, requests, None, false)))) {
