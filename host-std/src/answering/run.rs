@@ -353,6 +353,11 @@ mod tests {
         let all = every_handler();
         for row in copilot_core::ANSWERS {
             let kind = row.handler;
+            if kind == HandlerKind::LlmInference {
+                // A client option, never a session's: `run_client_wide`
+                // hands it to the client's inference state (inference.rs).
+                continue;
+            }
             let (copilot_core::Trigger::Event(name) | copilot_core::Trigger::Request(name)) = row.trigger;
             // Data no handler can read: a kind with a handler says so; a
             // kind without one is refused for that.

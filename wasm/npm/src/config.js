@@ -119,7 +119,6 @@ export const GENERIC_HANDLER_KINDS = Object.freeze([
   "tasks",
   "host",
   "extensionLaunch",
-  "llmInference",
   "uiThread",
   "installations",
 ]);
@@ -410,10 +409,10 @@ export function checkConnectOptions(options, { spawnOnlyOptions, spawnOnlyRefusa
  */
 export function factoryOptions(o, m) {
   const { logger, startupTimeoutMs, maxFrameBytes, requestTimeoutMs, shutdownGraceMs, handlerTimeoutMs } = o;
-  const { requestHandlers, onGetTraceContext } = o;
+  const { requestHandlers, requestHandler, onGetTraceContext } = o;
   const mode = clientMode(o, m);
   return {
     ...{ logger, startupTimeoutMs, maxFrameBytes, requestTimeoutMs, shutdownGraceMs, handlerTimeoutMs },
-    ...{ requestHandlers, onGetTraceContext, mode },
+    ...{ requestHandlers, requestHandler, onGetTraceContext, mode },
   };
 }

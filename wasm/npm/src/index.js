@@ -23,6 +23,7 @@ export { CopilotClient } from "./client.js";
 export { Session } from "./session.js";
 export { approveAll, withDecisionContext } from "./answering.js";
 export { CanvasError, createCanvas } from "./canvas.js";
+export { CopilotRequestHandler } from "./inference.js";
 export { loadWasm } from "./wasm.js";
 export {
   SESSION_OPTIONS,
