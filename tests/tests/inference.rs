@@ -128,3 +128,46 @@ fn a_failing_handler_ends_the_turn_with_its_error() {
     assert!(*calls.lock().unwrap() >= 1);
     assert!(model.requests_for(session.id()).is_empty(), "nothing reached the model");
 }
+
+#[test]
+fn an_aborted_turn_cancels_the_request_in_flight() {
+    let dir = TempDir::new("copilot-inference-cancel");
+    let model = ScriptedModel::start().expect("start the scripted model");
+    let (started_tx, started) = std::sync::mpsc::channel::<()>();
+    let (cancelled_tx, cancelled) = std::sync::mpsc::channel::<(String, Result<(), String>)>();
+    let (started_tx, cancelled_tx) = (Mutex::new(started_tx), Mutex::new(cancelled_tx));
+    let handler = move |mut request: CopilotRequest, response: &mut CopilotResponse| {
+        if !request.url.ends_with("/chat/completions") {
+            let (status, headers, body) = forward(&mut request)?;
+            response.start(status, &headers)?;
+            response.write(&body)?;
+            return response.end();
+        }
+        // The head and a first piece, then the stream stalls until the CLI
+        // gives up on it.
+        request.read_body()?;
+        let sse = CopilotHeaders::from([("content-type".to_owned(), vec!["text/event-stream".to_owned()])]);
+        response.start(200, &sse)?;
+        response
+            .write(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"par\"}}]}\n\n")?;
+        started_tx.lock().unwrap().send(()).unwrap();
+        let why = request.wait_cancelled();
+        let write_after = response.write(b"data: [DONE]\n\n");
+        cancelled_tx.lock().unwrap().send((why.clone(), write_after)).unwrap();
+        Err(why)
+    };
+    let options = scripted_options(Transport::Stdio, dir.path(), &model).request_handler(handler);
+    let client = Client::start(options).expect("start the CLI");
+    let mut config = scripted_session(dir.path(), "inference-cancel");
+    config.streaming = true;
+    let session = client.create_session(config).expect("create");
+    let events = session.events();
+    session.send("Say something long.").expect("send");
+    started.recv().expect("the completion's response started");
+    session.abort().expect("abort");
+    let (why, write_after) = cancelled.recv().expect("the handler saw the cancel");
+    assert!(!why.is_empty(), "the CLI gives a reason");
+    assert!(write_after.is_err(), "a cancelled response takes no more chunks");
+    // The turn ends: the session goes idle.
+    assert!(events.into_iter().any(|e| e.event_type() == "session.idle"));
+}

@@ -119,6 +119,29 @@ impl CopilotRequest {
         }
     }
 
+    /// Waits until the CLI cancels the request (the turn was aborted),
+    /// after the body (whose chunks it skips), and gives the CLI's reason;
+    /// returns at once if it was cancelled already. A handler that streams
+    /// from elsewhere watches for it on a thread of its own, or checks
+    /// [`is_cancelled`](Self::is_cancelled) between writes.
+    pub fn wait_cancelled(&mut self) -> String {
+        loop {
+            match self.body.recv() {
+                Ok(BodyItem::Cancel(why)) => return why,
+                Ok(BodyItem::Chunk(_)) => {
+                    self.shared.buffered.fetch_sub(1, Ordering::AcqRel);
+                }
+                Ok(_) => {}
+                Err(_) => return "the connection ended".into(),
+            }
+        }
+    }
+
+    /// Whether the CLI cancelled the request.
+    pub fn is_cancelled(&self) -> bool {
+        self.shared.cancelled.load(Ordering::Acquire)
+    }
+
     /// The whole body, waiting for its last chunk.
     pub fn read_body(&mut self) -> Result<Vec<u8>, String> {
         let mut all = Vec::new();
@@ -164,6 +187,7 @@ impl fmt::Debug for CopilotRequest {
 /// [`end`](Self::end) or [`error`](Self::error).
 pub struct CopilotResponse {
     request_id: String,
+    cancelled: Arc<Shared>,
     conn: Weak<Connection>,
     timeout: Duration,
     started: bool,
@@ -201,6 +225,9 @@ impl CopilotResponse {
     pub fn write(&mut self, data: &[u8]) -> Result<(), String> {
         if !self.started || self.finished {
             return Err("a body chunk needs a started, unfinished response".into());
+        }
+        if self.cancelled.cancelled.load(Ordering::Acquire) {
+            return Err(INFERENCE_CANCELLED.message.into());
         }
         let mut params = json!({ "requestId": self.request_id });
         match std::str::from_utf8(data) {
@@ -305,9 +332,10 @@ impl Inference {
         self.exchanges.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn response(&self, request_id: &str) -> CopilotResponse {
+    fn response(&self, request_id: &str, shared: Arc<Shared>) -> CopilotResponse {
         CopilotResponse {
             request_id: request_id.to_owned(),
+            cancelled: shared,
             conn: self.conn.get().cloned().unwrap_or_default(),
             timeout: self.timeout,
             started: false,
@@ -356,7 +384,7 @@ impl Inference {
         let Some((body, shared)) = body else {
             let me = Arc::clone(self);
             log::warn!("inference request {id} refused: {}", INFERENCE_BUSY.message);
-            std::thread::spawn(move || me.response(&id).fail(INFERENCE_BUSY, ""));
+            std::thread::spawn(move || me.response(&id, Arc::default()).fail(INFERENCE_BUSY, ""));
             return;
         };
         let request = CopilotRequest {
@@ -383,7 +411,7 @@ impl Inference {
 
     fn serve(self: Arc<Self>, request: CopilotRequest) {
         let id = request.request_id.clone();
-        let mut response = self.response(&id);
+        let mut response = self.response(&id, Arc::clone(&request.shared));
         let outcome = catch_unwind(AssertUnwindSafe(|| self.handler.handle(request, &mut response)))
             .unwrap_or_else(|panic| Err(format!("the handler panicked: {}", panic_text(&*panic))));
         let cancelled = self.table().remove(&id).is_some_and(|e| e.shared.cancelled.load(Ordering::Acquire));

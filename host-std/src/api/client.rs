@@ -148,6 +148,7 @@ impl Client {
                         cwd: options.cwd.clone(),
                         connection_token,
                         startup_timeout: options.startup_timeout,
+                        inference: inference.is_some(),
                         process: Arc::clone(&client.process),
                         socket: tcp.then(|| Arc::clone(&client.socket)),
                     }));
@@ -189,6 +190,7 @@ impl Client {
                 addr,
                 token: token.map(str::to_owned),
                 startup_timeout: options.startup_timeout,
+                inference: options.request_handler.is_some(),
                 socket: Arc::clone(&client.socket),
             }));
         }

@@ -13,7 +13,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { CopilotRequestHandler } from "copilot-wasm";
-import { MODEL, startRealCli } from "./helpers.mjs";
+import { MODEL, collectUntil, startRealCli } from "./helpers.mjs";
 
 /** Cuts a body into pieces of `size` bytes, one per read. */
 function inPieces(body, size, counter) {
@@ -78,6 +78,53 @@ test("a handler that throws ends the turn with its error", { timeout: 120_000 },
     handler.failCompletions = true;
     await assert.rejects(session.sendAndWait("Say something.", { timeoutMs: 90_000 }), /the inference backend is down/);
     assert.equal((await model.requests()).filter((r) => r.sessionId === session.id).length, 0, "nothing reached the model");
+  } finally {
+    await stop();
+  }
+});
+
+function resolvers() {
+  let resolve;
+  const promise = new Promise((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+/** Answers a completion with a first SSE piece, then stalls until the CLI cancels it. */
+class Staller extends CopilotRequestHandler {
+  started = resolvers();
+  cancelled = resolvers();
+
+  async sendRequest(request, ctx) {
+    if (!ctx.url.endsWith("/chat/completions")) return super.sendRequest(request, ctx);
+    const first = 'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":"par"}}]}\n\n';
+    const started = this.started;
+    const cancelled = this.cancelled;
+    const body = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode(first));
+        started.resolve();
+        ctx.signal.addEventListener("abort", () => {
+          cancelled.resolve(ctx.signal.aborted);
+          controller.error(new Error("cancelled"));
+        });
+      },
+    });
+    return new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } });
+  }
+}
+
+test("an aborted turn cancels the request in flight", { timeout: 120_000 }, async () => {
+  const handler = new Staller();
+  const { client, workDir, stop } = await startRealCli("copilot-wasm-inference-cancel", () => ({ requestHandler: handler }));
+  try {
+    const session = await client.createSession({ model: MODEL, workingDirectory: workDir("cancel"), streaming: true });
+    const events = session.events();
+    await session.send("Say something long.");
+    await handler.started.promise;
+    await session.abort();
+    assert.equal(await handler.cancelled.promise, true, "the CLI's cancel aborts ctx.signal");
+    // The turn ends: the session goes idle.
+    await collectUntil(events, (e) => e.type === "session.idle", 60_000);
   } finally {
     await stop();
   }
