@@ -23,6 +23,7 @@ import {
   errorText,
 } from "./errors.js";
 import { checkConfig, checkConnectOptions, factoryOptions, handlerKindsOf, sessionParams, sortedMembers } from "./config.js";
+import { CLIENT_HANDLER_OPTIONS } from "./config.js";
 import { checkHooks, checkRequestHandlers } from "./hooks.js";
 import { checkTools, configForMode, patchOptions } from "./modes.js";
 import { loadWasm } from "./wasm.js";
@@ -564,7 +565,7 @@ export class CopilotClient {
 
   /** A wait the engine recorded: answered off the reading path (answering.js). */
   #answer(item, session, data) {
-    const inference = item.handler === POLICY.inference.kind;
+    const inference = item.handler === CLIENT_HANDLER_OPTIONS.requestHandler;
     if (inference) return takeInference(this.#inference, item, data, this.#driver, this.#logger);
     answerWait(item, session, data, {
       driver: this.#driver,

@@ -102,6 +102,9 @@ export const HANDLER_OPTIONS = Object.freeze({
   canvases: "canvas",
 });
 
+/** The client's own handler options, by the kind each answers (inference.js). */
+export const CLIENT_HANDLER_OPTIONS = Object.freeze({ requestHandler: "llmInference" });
+
 /**
  * The handler kinds answered by `requestHandlers`, by method or event type:
  * every kind of the engine's answer table without a handler key above.
