@@ -26,6 +26,7 @@ use serde_json::{json, Value};
 
 use crate::driver::{Connection, Job};
 use crate::pool::panic_text;
+use crate::wait::block_on;
 
 /// HTTP headers: lower-case name -> its values, as the CLI sends them.
 pub type CopilotHeaders = BTreeMap<String, Vec<String>>;
@@ -184,7 +185,9 @@ impl fmt::Debug for CopilotRequest {
 
 /// The response to one model request, sent to the CLI as it is written:
 /// [`start`](Self::start) once, [`write`](Self::write)s, then
-/// [`end`](Self::end) or [`error`](Self::error).
+/// [`end`](Self::end) or [`error`](Self::error). Each is a call to the
+/// CLI, answered when the CLI took it (so pieces arrive in order); the
+/// `_async` forms are the futures the blocking ones wait on.
 pub struct CopilotResponse {
     request_id: String,
     cancelled: Arc<Shared>,
@@ -205,24 +208,24 @@ impl fmt::Debug for CopilotResponse {
 }
 
 impl CopilotResponse {
-    fn call(&self, method: &str, params: Value) -> Result<(), String> {
+    async fn call(&self, method: &str, params: Value) -> Result<(), String> {
         let conn = self.conn.upgrade().ok_or("the connection ended")?;
         let call = conn.request(method, &params, Instant::now() + self.timeout).map_err(|e| e.to_string())?;
-        crate::wait::block_on(call).map(|_| ()).map_err(|e| e.to_string())
+        call.await.map(|_| ()).map_err(|e| e.to_string())
     }
 
     /// Sends the head: `status` and `headers` (once, before any body).
-    pub fn start(&mut self, status: u16, headers: &CopilotHeaders) -> Result<(), String> {
+    pub async fn start_async(&mut self, status: u16, headers: &CopilotHeaders) -> Result<(), String> {
         if self.started || self.finished {
             return Err("the response was started already".into());
         }
         self.started = true;
         let params = json!({ "requestId": self.request_id, "status": status, "headers": headers });
-        self.call(INFERENCE_RESPONSE_START, params)
+        self.call(INFERENCE_RESPONSE_START, params).await
     }
 
     /// Sends a body chunk (text as it is, other bytes in base64).
-    pub fn write(&mut self, data: &[u8]) -> Result<(), String> {
+    pub async fn write_async(&mut self, data: &[u8]) -> Result<(), String> {
         if !self.started || self.finished {
             return Err("a body chunk needs a started, unfinished response".into());
         }
@@ -237,11 +240,11 @@ impl CopilotResponse {
                 params["binary"] = true.into();
             }
         }
-        self.call(INFERENCE_RESPONSE_CHUNK, params)
+        self.call(INFERENCE_RESPONSE_CHUNK, params).await
     }
 
     /// Ends the body.
-    pub fn end(&mut self) -> Result<(), String> {
+    pub async fn end_async(&mut self) -> Result<(), String> {
         if self.finished {
             return Ok(());
         }
@@ -249,23 +252,23 @@ impl CopilotResponse {
             return Err("the response ends before it started".into());
         }
         self.finished = true;
-        self.call(INFERENCE_RESPONSE_CHUNK, json!({ "requestId": self.request_id, "data": "", "end": true }))
+        self.call(INFERENCE_RESPONSE_CHUNK, json!({ "requestId": self.request_id, "data": "", "end": true })).await
     }
 
     /// Ends the response with a transport error of `message` (the CLI
     /// retries the request, then fails the turn with it).
-    pub fn error(&mut self, message: &str) -> Result<(), String> {
-        self.fail(InferenceFailure { message: "", ..INFERENCE_FAILED }, message)
+    pub async fn error_async(&mut self, message: &str) -> Result<(), String> {
+        self.fail(InferenceFailure { message: "", ..INFERENCE_FAILED }, message).await
     }
 
     /// The core's failure answer: its head if none was sent, then the
     /// error chunk (the message `detail`, or the failure's own).
-    fn fail(&mut self, failure: InferenceFailure, detail: &str) -> Result<(), String> {
+    async fn fail(&mut self, failure: InferenceFailure, detail: &str) -> Result<(), String> {
         if self.finished {
             return Ok(());
         }
         if !self.started {
-            self.start(failure.status, &CopilotHeaders::new())?;
+            self.start_async(failure.status, &CopilotHeaders::new()).await?;
         }
         self.finished = true;
         let message = if detail.is_empty() { failure.message } else { detail };
@@ -277,6 +280,27 @@ impl CopilotResponse {
             INFERENCE_RESPONSE_CHUNK,
             json!({ "requestId": self.request_id, "data": "", "end": true, "error": error }),
         )
+        .await
+    }
+
+    /// [`start_async`](Self::start_async), waited for.
+    pub fn start(&mut self, status: u16, headers: &CopilotHeaders) -> Result<(), String> {
+        block_on(self.start_async(status, headers))
+    }
+
+    /// [`write_async`](Self::write_async), waited for.
+    pub fn write(&mut self, data: &[u8]) -> Result<(), String> {
+        block_on(self.write_async(data))
+    }
+
+    /// [`end_async`](Self::end_async), waited for.
+    pub fn end(&mut self) -> Result<(), String> {
+        block_on(self.end_async())
+    }
+
+    /// [`error_async`](Self::error_async), waited for.
+    pub fn error(&mut self, message: &str) -> Result<(), String> {
+        block_on(self.error_async(message))
     }
 }
 
@@ -384,7 +408,7 @@ impl Inference {
         let Some((body, shared)) = body else {
             let me = Arc::clone(self);
             log::warn!("inference request {id} refused: {}", INFERENCE_BUSY.message);
-            std::thread::spawn(move || me.response(&id, Arc::default()).fail(INFERENCE_BUSY, ""));
+            std::thread::spawn(move || block_on(me.response(&id, Arc::default()).fail(INFERENCE_BUSY, "")));
             return;
         };
         let request = CopilotRequest {
@@ -417,11 +441,11 @@ impl Inference {
         let cancelled = self.table().remove(&id).is_some_and(|e| e.shared.cancelled.load(Ordering::Acquire));
         let sent = match outcome {
             Ok(()) if response.finished => Ok(()),
-            Ok(()) => response.fail(INFERENCE_UNFINISHED, ""),
-            Err(_) if cancelled => response.fail(INFERENCE_CANCELLED, ""),
+            Ok(()) => block_on(response.fail(INFERENCE_UNFINISHED, "")),
+            Err(_) if cancelled => block_on(response.fail(INFERENCE_CANCELLED, "")),
             Err(detail) => {
                 log::warn!("the inference handler failed for {id}: {detail}");
-                response.fail(INFERENCE_FAILED, &detail)
+                block_on(response.fail(INFERENCE_FAILED, &detail))
             }
         };
         if let Err(e) = sent {
