@@ -150,6 +150,7 @@ impl HandlerKind {
                 | HandlerKind::ProviderToken
                 | HandlerKind::Hooks
                 | HandlerKind::Canvas
+                | HandlerKind::LlmInference
         )
     }
 }
@@ -209,6 +210,7 @@ pub static TYPED_HANDLER_KINDS: &[HandlerKind] = &[
     HandlerKind::ProviderToken,
     HandlerKind::Hooks,
     HandlerKind::Canvas,
+    HandlerKind::LlmInference,
 ];
 
 /// The handler kinds answered by a user's generic request handler, by name
@@ -226,7 +228,6 @@ pub static GENERIC_HANDLER_KINDS: &[HandlerKind] = &[
     HandlerKind::Tasks,
     HandlerKind::Host,
     HandlerKind::ExtensionLaunch,
-    HandlerKind::LlmInference,
     HandlerKind::UiThread,
     HandlerKind::Installations,
 ];

@@ -86,6 +86,7 @@ mod envelope;
 mod frame;
 mod handshake;
 mod hooks;
+mod inference;
 pub mod json;
 mod launch;
 pub mod limits;
@@ -141,6 +142,13 @@ pub use handshake::{
 };
 pub use hooks::{
     read_hook_call, HookCall, UnreadableHookCall, HOOK_DEFAULT_INPUT, HOOK_INPUT_RENAMES, HOOK_INPUT_TIME, HOOK_TYPES,
+};
+pub use inference::{
+    admit_chunk, admit_request, is_client_global, is_secret_header, read_inference_frame, ChunkAdmission,
+    InferenceFailure, InferenceFrame, INFERENCE_ACK, INFERENCE_BUSY, INFERENCE_CANCELLED, INFERENCE_FAILED,
+    INFERENCE_HOP_HEADERS, INFERENCE_OVERFLOW, INFERENCE_REQUEST_CHUNK, INFERENCE_REQUEST_START,
+    INFERENCE_RESPONSE_CHUNK, INFERENCE_RESPONSE_START, INFERENCE_SECRET_HEADERS, INFERENCE_SET_PROVIDER,
+    INFERENCE_UNFINISHED, MAX_INFERENCE_BUFFERED_CHUNKS, MAX_INFERENCE_IN_FLIGHT,
 };
 pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
 pub use launch::{

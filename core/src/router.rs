@@ -267,7 +267,9 @@ impl<T: Clone, W, const SESSIONS: usize, const PENDING: usize> Router<T, W, SESS
                 Route::Notification { method, params, session }
             }
             Message::Request { id, method, params } => {
-                let Some(session_id) = envelope.session_id else {
+                // A client-global request names a session only as payload.
+                let global = method.as_plain().is_some_and(crate::inference::is_client_global);
+                let Some(session_id) = envelope.session_id.filter(|_| !global) else {
                     return Route::Request { id, method, params, session: None };
                 };
                 match self.sessions.lookup(session_id) {

@@ -380,6 +380,14 @@ fn every_kind_every_path_exactly_one_answer() {
             if scenario == Scenario::MissingRead && row.handler.reads().next().is_none() {
                 continue; // the handler reads no member
             }
+            let global = matches!(row.trigger, Trigger::Request(m) if copilot_core::is_client_global(m));
+            let by_session = matches!(
+                scenario,
+                Scenario::ReleasedBeforeEvent | Scenario::DestroyedMidDecision | Scenario::ParkOverflow
+            );
+            if global && by_session {
+                continue; // its `sessionId` is payload: never routed by session (below)
+            }
             let (answers, r) = run(row, scenario);
             let stats = r.engine.stats(r.now);
             assert_eq!(stats.open_obligations, 0, "{row:?} {scenario:?}");
@@ -434,7 +442,7 @@ fn every_kind_every_path_exactly_one_answer() {
             cells += 1;
         }
     }
-    assert!(cells >= ANSWERS.len() * 9);
+    assert!(cells >= ANSWERS.len() * 9 - 6);
 }
 
 fn golden(engine: &mut TestEngine, input: &str) -> (String, Option<Cause>) {

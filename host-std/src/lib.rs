@@ -103,6 +103,7 @@ pub use answering::{
     UserPromptTransformedInput, UserPromptTransformedOutput,
 };
 pub use answering::{Canvas, CanvasAction, CanvasContext, CanvasError, CanvasResult};
+pub use answering::{CopilotHeaders, CopilotRequest, CopilotRequestHandler, CopilotResponse};
 pub use api::{
     AuthStatus, Calls, Client, ClientOptions, Pong, ServerInfo, SessionMetadata, Status, Transport,
     DEFAULT_HANDLER_THREADS, DEFAULT_HANDLER_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SHUTDOWN_GRACE,

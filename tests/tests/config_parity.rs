@@ -39,7 +39,7 @@ fn js_config() -> Value {
     let script = format!(
         "const c = await import({:?}); console.log(JSON.stringify({{options: c.SESSION_OPTIONS, \
          create: c.CREATE_ONLY_OPTIONS, resume: c.RESUME_ONLY_OPTIONS, handlers: c.HANDLER_OPTIONS, \
-         generic: c.GENERIC_HANDLER_KINDS, reserved: c.RESERVED_OPTIONS}}))",
+         generic: c.GENERIC_HANDLER_KINDS, reserved: c.RESERVED_OPTIONS, client: c.CLIENT_HANDLER_OPTIONS}}))",
         format!("file://{}", module.display())
     );
     let out = Command::new("node").args(["--input-type=module", "-e", &script]).output().expect("run node");
@@ -140,11 +140,17 @@ fn both_languages_offer_the_same_handler_kinds_the_core_has_less_the_documented_
         .values()
         .map(|v| v.as_str().expect("a kind"))
         .chain(strings(&js["generic"]))
+        .chain(js["client"].as_object().expect("an object").values().map(|v| v.as_str().expect("a kind")))
         .collect();
     assert_same(&js, &expected, "handler kinds (JS, core less NOT_OFFERED)");
 
-    // The types name every kind the engine reports.
+    // The types name every kind the engine reports, and the client's own
+    // handler options.
     let dts = std::fs::read_to_string(root().join("wasm/npm/types/index.d.ts")).expect("index.d.ts");
+    let client_options = interface_keys(&dts, "ClientRequestOptions");
+    for key in js_config()["client"].as_object().expect("an object").keys() {
+        assert!(client_options.contains(key), "{key} is not declared in ClientRequestOptions");
+    }
     let declared = union_members(&dts, "HandlerKind");
     assert_same(&declared.iter().map(String::as_str).collect(), &core, "HandlerKind (index.d.ts, core)");
 }

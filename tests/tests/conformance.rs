@@ -21,7 +21,7 @@ const TYPED_KINDS: [&str; 9] =
     ["permission", "tool", "elicitation", "mcpOAuth", "command", "userInput", "exitPlanMode", "hooks", "canvas"];
 
 /// The kinds answered by a generic handler (`on_request`).
-const GENERIC_KINDS: [&str; 15] = [
+const GENERIC_KINDS: [&str; 14] = [
     "mcpHeadersRefresh",
     "autoModeSwitch",
     "sampling",
@@ -34,7 +34,6 @@ const GENERIC_KINDS: [&str; 15] = [
     "tasks",
     "host",
     "extensionLaunch",
-    "llmInference",
     "uiThread",
     "installations",
 ];

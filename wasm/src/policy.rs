@@ -136,6 +136,19 @@
 //!   of `openMembers` as a non-empty string is skipped
 //!   (`copilot_core::CANVAS_REQUESTS`, `read_canvas_change`,
 //!   `open_answer_canvases` and the constants beside them).
+//! - `inference` `{kind, setProvider, requestStart, requestChunk,
+//!   responseStart, responseChunk, ack, maxInFlight, maxBufferedChunks,
+//!   failed, cancelled, unfinished, busy, overflow, hopHeaders}`: the
+//!   inference request handler's rule. A client with a `requestHandler`
+//!   sends `setProvider` after each handshake; the waits of handler kind
+//!   `kind` (the CLI's `requestStart` and `requestChunk`, never routed by
+//!   session) are answered `ack` at once; a request past `maxInFlight`
+//!   fails `busy`, a body past `maxBufferedChunks` unread chunks
+//!   `overflow`; a failure `[status, message, code]` sends a head of
+//!   `status` if none was sent, then a `responseChunk` with `end` and
+//!   `error: {message, code?}` (a throw's text as the message of
+//!   `failed`); a forwarded request drops `hopHeaders`
+//!   (`copilot_core::INFERENCE_*`, `MAX_INFERENCE_*`).
 //! - `bridgeTokenProtocolPrefix`: the WebSocket subprotocol that carries
 //!   the bridge's token is this prefix and the token
 //!   (`copilot_core::BRIDGE_TOKEN_PROTOCOL_PREFIX`).
@@ -425,6 +438,31 @@ mod tests {
         assert_eq!(o["wire"], Value::Object(wire));
         let flags: Vec<&str> = OPEN_OPTIONS.iter().filter(|x| x.only_when_true).map(|x| x.name).collect();
         assert_eq!(o["onlyWhenTrue"], json!(flags));
+    }
+
+    #[test]
+    fn the_inference_rule_is_the_cores() {
+        use copilot_core as c;
+        let i = &policy()["inference"];
+        let failure = |f: c::InferenceFailure| json!([f.status, f.message, f.code]);
+        let expected = json!({
+            "kind": c::HandlerKind::LlmInference.name(),
+            "setProvider": c::INFERENCE_SET_PROVIDER,
+            "requestStart": c::INFERENCE_REQUEST_START,
+            "requestChunk": c::INFERENCE_REQUEST_CHUNK,
+            "responseStart": c::INFERENCE_RESPONSE_START,
+            "responseChunk": c::INFERENCE_RESPONSE_CHUNK,
+            "ack": c::INFERENCE_ACK,
+            "maxInFlight": c::MAX_INFERENCE_IN_FLIGHT,
+            "maxBufferedChunks": c::MAX_INFERENCE_BUFFERED_CHUNKS,
+            "failed": failure(c::INFERENCE_FAILED),
+            "cancelled": failure(c::INFERENCE_CANCELLED),
+            "unfinished": failure(c::INFERENCE_UNFINISHED),
+            "busy": failure(c::INFERENCE_BUSY),
+            "overflow": failure(c::INFERENCE_OVERFLOW),
+            "hopHeaders": c::INFERENCE_HOP_HEADERS,
+        });
+        assert_eq!(*i, expected);
     }
 
     #[test]

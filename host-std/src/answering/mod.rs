@@ -8,6 +8,7 @@ mod canvas;
 mod handlers;
 mod hook_call;
 mod hooks;
+mod inference;
 mod kinds;
 mod outcome;
 mod permission;
@@ -27,6 +28,8 @@ pub use hooks::{
     SessionHooks, SessionStartInput, SessionStartOutput, UserPromptSubmittedInput, UserPromptSubmittedOutput,
     UserPromptTransformedInput, UserPromptTransformedOutput,
 };
+pub(crate) use inference::Inference;
+pub use inference::{CopilotHeaders, CopilotRequest, CopilotRequestHandler, CopilotResponse};
 pub use kinds::OFFERED_HANDLER_KINDS;
 pub use permission::{
     approve_all, deny_all, PermissionDecision, PermissionDecisionContext, PermissionHandler, PermissionRequest,

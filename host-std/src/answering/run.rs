@@ -43,7 +43,10 @@ pub(crate) fn run(job: Job, handlers: &SessionHandlers, session_id: &str) {
 
 /// Calls the client's generic handler for a client-wide request (one that
 /// names no session) and passes its answer on. Runs on the handler pool.
-pub(crate) fn run_client_wide(job: Job, requests: &RequestHandlers) {
+pub(crate) fn run_client_wide(job: Job, requests: &RequestHandlers, inference: Option<&Arc<super::Inference>>) {
+    if let (HandlerKind::LlmInference, Some(inference)) = (job.kind, inference) {
+        return inference.take(job);
+    }
     let Job { kind, name, data, reply } = job;
     let outcome =
         match reply.scope(|| catch_unwind(AssertUnwindSafe(|| generic(kind, name, &data, requests, None, false)))) {
@@ -350,6 +353,11 @@ mod tests {
         let all = every_handler();
         for row in copilot_core::ANSWERS {
             let kind = row.handler;
+            if kind == HandlerKind::LlmInference {
+                // A client option, never a session's: `run_client_wide`
+                // hands it to the client's inference state (inference.rs).
+                continue;
+            }
             let (copilot_core::Trigger::Event(name) | copilot_core::Trigger::Request(name)) = row.trigger;
             // Data no handler can read: a kind with a handler says so; a
             // kind without one is refused for that.

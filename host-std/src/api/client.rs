@@ -18,7 +18,7 @@ use super::replies::{AuthStatus, Pong, ServerInfo, SessionMetadata, Status};
 use super::respawn::{Reconnect, Respawn};
 use super::session::Session;
 use super::telemetry::TraceContextProvider;
-use crate::answering::{run_client_wide, RequestHandlers};
+use crate::answering::{run_client_wide, Inference, RequestHandlers};
 use crate::delivery::lifecycle_sink;
 use crate::driver::{ClientWide, Connection, RecoveryEvent};
 use crate::error::{Error, Result};
@@ -67,6 +67,7 @@ impl Client {
     /// Starts a CLI and connects to it.
     pub fn start(options: ClientOptions) -> Result<Client> {
         options.request_handlers.check()?;
+        let inference = options.inference();
         let mode_env = options.mode_env()?;
         let program = match cli::resolve_cli(options.cli_path.as_deref()) {
             Ok(p) => p,
@@ -119,8 +120,11 @@ impl Client {
             writer,
             options.deadlines(),
             Some(probe),
-            client_wide(&options.request_handlers),
+            client_wide(&options.request_handlers, inference.clone()),
         )?;
+        if let Some(i) = &inference {
+            i.bind(&conn);
+        }
         let mut client = Client {
             conn,
             reader: Mutex::new(Some(reader)),
@@ -131,7 +135,7 @@ impl Client {
             trace: options.trace_context.clone(),
             mode: options.mode,
         };
-        match client.handshake(connection_token.as_deref(), options.startup_timeout) {
+        match client.handshake(connection_token.as_deref(), options.startup_timeout, inference.is_some()) {
             Ok(info) => {
                 client.server = info;
                 *client.process.lock().unwrap_or_else(|p| p.into_inner()) = Some(process);
@@ -144,6 +148,7 @@ impl Client {
                         cwd: options.cwd.clone(),
                         connection_token,
                         startup_timeout: options.startup_timeout,
+                        inference: inference.is_some(),
                         process: Arc::clone(&client.process),
                         socket: tcp.then(|| Arc::clone(&client.socket)),
                     }));
@@ -185,6 +190,7 @@ impl Client {
                 addr,
                 token: token.map(str::to_owned),
                 startup_timeout: options.startup_timeout,
+                inference: options.request_handler.is_some(),
                 socket: Arc::clone(&client.socket),
             }));
         }
@@ -222,14 +228,18 @@ impl Client {
     ) -> Result<Client> {
         options.check_not_spawning()?;
         options.request_handlers.check()?;
+        let inference = options.inference();
         let (conn, reader) = Connection::start(
             label,
             reader,
             writer,
             options.deadlines(),
             None,
-            client_wide(&options.request_handlers),
+            client_wide(&options.request_handlers, inference.clone()),
         )?;
+        if let Some(i) = &inference {
+            i.bind(&conn);
+        }
         let mut client = Client {
             conn,
             reader: Mutex::new(Some(reader)),
@@ -240,7 +250,7 @@ impl Client {
             trace: options.trace_context.clone(),
             mode: options.mode,
         };
-        match client.handshake(token, options.startup_timeout) {
+        match client.handshake(token, options.startup_timeout, inference.is_some()) {
             Ok(info) => {
                 client.server = info;
                 Ok(client)
@@ -252,9 +262,14 @@ impl Client {
         }
     }
 
-    /// The core's handshake, within `timeout`.
-    fn handshake(&self, token: Option<&str>, timeout: Duration) -> Result<ServerInfo> {
-        block_on(ops::handshake(&self.conn, token, timeout))
+    /// The core's handshake, within `timeout`; then, for a client with an
+    /// inference request handler, its registration as the provider.
+    fn handshake(&self, token: Option<&str>, timeout: Duration, inference: bool) -> Result<ServerInfo> {
+        let info = block_on(ops::handshake(&self.conn, token, timeout))?;
+        if inference {
+            block_on(ops::set_inference_provider(&self.conn, timeout))?;
+        }
+        Ok(info)
     }
 
     /// For a TCP connection: the CLI's address.
@@ -491,7 +506,7 @@ impl Drop for Client {
 }
 
 /// The client's generic handlers answer the waits of client-wide requests.
-fn client_wide(requests: &RequestHandlers) -> ClientWide {
+fn client_wide(requests: &RequestHandlers, inference: Option<Arc<Inference>>) -> ClientWide {
     let requests = Arc::new(requests.clone());
-    Arc::new(move |job| run_client_wide(job, &requests))
+    Arc::new(move |job| run_client_wide(job, &requests, inference.as_ref()))
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use copilot_core::{limits, ClientMode};
 
 use super::telemetry::{TelemetryConfig, TraceContext, TraceContextProvider};
-use crate::answering::{RequestHandler, RequestHandlers};
+use crate::answering::{CopilotRequestHandler, Inference, RequestHandler, RequestHandlers};
 use crate::driver::Deadlines;
 
 /// The protocol version this client speaks (the core's
@@ -125,6 +125,12 @@ pub struct ClientOptions {
     /// (`host.*`, `uiThread.run`, `installations.confirm`, ...). Set them
     /// with [`on_request`](Self::on_request).
     pub request_handlers: RequestHandlers,
+    /// The inference request handler (experimental; the official SDKs'
+    /// `requestHandler`): when set, the client registers as the CLI's
+    /// inference provider (`llmInference.setProvider`) and the CLI's model
+    /// HTTP requests go to it instead of the network. Set it with
+    /// [`request_handler`](Self::request_handler).
+    pub request_handler: Option<Arc<dyn CopilotRequestHandler>>,
     /// The started CLI's own OpenTelemetry export (off when `None`).
     pub telemetry: Option<TelemetryConfig>,
     /// The caller's trace context, passed on every open and send (the
@@ -157,6 +163,18 @@ impl ClientOptions {
     #[cfg(feature = "opentelemetry")]
     pub fn trace_context_from_current_span(self) -> Self {
         self.trace_context_provider(TraceContext::from_current_span)
+    }
+
+    /// Carries the CLI's model requests through `handler`
+    /// ([`request_handler`](Self::request_handler)).
+    pub fn request_handler(mut self, handler: impl CopilotRequestHandler + 'static) -> Self {
+        self.request_handler = Some(Arc::new(handler));
+        self
+    }
+
+    /// The inference state of a client with a request handler.
+    pub(crate) fn inference(&self) -> Option<Arc<Inference>> {
+        self.request_handler.as_ref().map(|h| Inference::new(Arc::clone(h), self.request_timeout))
     }
 
     /// Answers the client-wide request `method` with `handler` (see
@@ -209,6 +227,7 @@ impl std::fmt::Debug for ClientOptions {
             .field("stall_interval", &self.stall_interval)
             .field("auto_restart", &self.auto_restart)
             .field("request_handlers", &self.request_handlers)
+            .field("request_handler", &self.request_handler.as_ref().map(|_| "<handler>"))
             .field("telemetry", &self.telemetry)
             .field("trace_context", &self.trace_context.as_ref().map(|_| "<provider>"))
             .field("mode", &self.mode)
@@ -290,6 +309,7 @@ impl Default for ClientOptions {
             stall_interval: Some(DEFAULT_STALL_INTERVAL),
             auto_restart: true,
             request_handlers: RequestHandlers::default(),
+            request_handler: None,
             telemetry: None,
             trace_context: None,
             mode: ClientMode::default(),

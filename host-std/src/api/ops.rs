@@ -23,6 +23,18 @@ use crate::driver::{Connection, Reopen, Waiter};
 use crate::error::{Error, Result};
 
 /// The core's handshake ([`copilot_core::read_handshake_answer`]):
+/// Registers the client as the CLI's inference provider (the core's
+/// `INFERENCE_SET_PROVIDER`); an answer without `success: true` fails.
+pub(super) async fn set_inference_provider(conn: &Arc<Connection>, timeout: Duration) -> Result<()> {
+    let method = copilot_core::INFERENCE_SET_PROVIDER;
+    let body = conn.request(method, &json!({}), Instant::now() + timeout)?.await?;
+    let answer: Value = serde_json::from_slice(&body).unwrap_or_default();
+    if answer.get("success") != Some(&Value::Bool(true)) {
+        return Err(Error::Protocol(format!("{method} was not accepted: {answer}")));
+    }
+    Ok(())
+}
+
 /// `connect` with the params the core writes, `ping` for servers that lack
 /// it, and the protocol version checked.
 pub(super) async fn handshake(conn: &Arc<Connection>, token: Option<&str>, timeout: Duration) -> Result<ServerInfo> {

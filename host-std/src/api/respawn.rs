@@ -26,6 +26,8 @@ pub(super) struct Respawn {
     pub(super) cwd: Option<PathBuf>,
     pub(super) connection_token: Option<String>,
     pub(super) startup_timeout: Duration,
+    /// Registers as the inference provider after the handshake.
+    pub(super) inference: bool,
     /// The client's process slot: the new process replaces the old one.
     pub(super) process: Arc<Mutex<Option<CliProcess>>>,
     /// For a CLI serving TCP: the client's TCP stream, replaced by the
@@ -79,6 +81,10 @@ impl Restart<Connection> for Respawn {
 
     fn reopen(&self, conn: &Arc<Connection>) -> Result<usize> {
         block_on(ops::handshake(conn, self.connection_token.as_deref(), self.startup_timeout))?;
+        if self.inference {
+            // The new CLI knows no provider.
+            block_on(ops::set_inference_provider(conn, self.startup_timeout))?;
+        }
         block_on(conn.resume_all(Instant::now() + conn.deadlines.request))
     }
 }
@@ -88,6 +94,8 @@ pub(super) struct Reconnect {
     pub(super) addr: SocketAddr,
     pub(super) token: Option<String>,
     pub(super) startup_timeout: Duration,
+    /// Registers as the inference provider after the handshake.
+    pub(super) inference: bool,
     /// The client's TCP stream: the new one replaces the old one.
     pub(super) socket: Arc<Mutex<Option<TcpStream>>>,
 }
@@ -110,6 +118,10 @@ impl Restart<Connection> for Reconnect {
 
     fn reopen(&self, conn: &Arc<Connection>) -> Result<usize> {
         block_on(ops::handshake(conn, self.token.as_deref(), self.startup_timeout))?;
+        if self.inference {
+            // The server's new connection has no provider.
+            block_on(ops::set_inference_provider(conn, self.startup_timeout))?;
+        }
         block_on(conn.resume_all(Instant::now() + conn.deadlines.request))
     }
 }

@@ -23,12 +23,14 @@ import {
   errorText,
 } from "./errors.js";
 import { checkConfig, checkConnectOptions, factoryOptions, handlerKindsOf, sessionParams, sortedMembers } from "./config.js";
+import { CLIENT_HANDLER_OPTIONS } from "./config.js";
 import { checkHooks, checkRequestHandlers } from "./hooks.js";
 import { checkTools, configForMode, patchOptions } from "./modes.js";
 import { loadWasm } from "./wasm.js";
 import { streamTransport } from "./transport.js";
 import { Driver } from "./driver.js";
 import { answerWait } from "./answering.js";
+import { checkRequestHandler, InferenceProvider, takeInference } from "./inference.js";
 import { Recovery } from "./recovery.js";
 import { runStop } from "./stop.js";
 import { Session } from "./session.js";
@@ -58,6 +60,8 @@ export class CopilotClient {
   #shutdownGraceMs;
   /** Generic handlers of client-wide requests (those naming no session), by method. */
   #requestHandlers;
+  /** The inference request handler's provider (inference.js), if one is set. */
+  #inference;
   #traceContext;
   #rpc;
   /** How sessions default what the application leaves unset (modes.js). */
@@ -78,6 +82,7 @@ export class CopilotClient {
       shutdownGraceMs,
       handlerTimeoutMs,
       requestHandlers,
+      requestHandler,
       onGetTraceContext,
       mode,
       restart,
@@ -99,6 +104,8 @@ export class CopilotClient {
     this.#requestTimeoutMs = requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.#shutdownGraceMs = shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
     this.#requestHandlers = { ...requestHandlers };
+    const timeoutMs = this.#requestTimeoutMs;
+    this.#inference = requestHandler && new InferenceProvider(requestHandler, { driver: this.#driver, logger: this.#logger, timeoutMs });
     this.#traceContext = onGetTraceContext;
     this.#mode = mode ?? POLICY.modes.names[0];
     const driver = this.#driver;
@@ -209,6 +216,7 @@ export class CopilotClient {
   static async _handshaken(transport, options = {}) {
     await loadWasm();
     checkRequestHandlers(options.requestHandlers, (message) => new ConfigError(message));
+    checkRequestHandler(options.requestHandler, (message) => new ConfigError(message));
     const client = new this(transport, options);
     try {
       await client.#handshake(options.token ?? options.connectionToken, options.startupTimeoutMs ?? DEFAULT_STARTUP_MS);
@@ -235,6 +243,8 @@ export class CopilotClient {
   /** The core's handshake (`Driver.handshake`). */
   async #handshake(token, timeoutMs) {
     this.#serverInfo = await this.#driver.handshake(token, timeoutMs);
+    // Again after a recovery: the new CLI knows no provider.
+    await this.#inference?.register();
   }
 
   /** What the handshake learned: `{ protocolVersion, version }`. */
@@ -560,6 +570,8 @@ export class CopilotClient {
 
   /** A wait the engine recorded: answered off the reading path (answering.js). */
   #answer(item, session, data) {
+    const inference = item.handler === CLIENT_HANDLER_OPTIONS.requestHandler;
+    if (inference) return takeInference(this.#inference, item, data, this.#driver, this.#logger);
     answerWait(item, session, data, {
       driver: this.#driver,
       logger: this.#logger,

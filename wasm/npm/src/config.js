@@ -103,6 +103,9 @@ export const HANDLER_OPTIONS = Object.freeze({
   canvases: "canvas",
 });
 
+/** The client's own handler options, by the kind each answers (inference.js). */
+export const CLIENT_HANDLER_OPTIONS = Object.freeze({ requestHandler: "llmInference" });
+
 /**
  * The handler kinds answered by `requestHandlers`, by method or event type:
  * every kind of the engine's answer table without a handler key above.
@@ -120,7 +123,6 @@ export const GENERIC_HANDLER_KINDS = Object.freeze([
   "tasks",
   "host",
   "extensionLaunch",
-  "llmInference",
   "uiThread",
   "installations",
 ]);
@@ -411,10 +413,10 @@ export function checkConnectOptions(options, { spawnOnlyOptions, spawnOnlyRefusa
  */
 export function factoryOptions(o, m) {
   const { logger, startupTimeoutMs, maxFrameBytes, requestTimeoutMs, shutdownGraceMs, handlerTimeoutMs } = o;
-  const { requestHandlers, onGetTraceContext } = o;
+  const { requestHandlers, requestHandler, onGetTraceContext } = o;
   const mode = clientMode(o, m);
   return {
     ...{ logger, startupTimeoutMs, maxFrameBytes, requestTimeoutMs, shutdownGraceMs, handlerTimeoutMs },
-    ...{ requestHandlers, onGetTraceContext, mode },
+    ...{ requestHandlers, requestHandler, onGetTraceContext, mode },
   };
 }

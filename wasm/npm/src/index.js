@@ -24,6 +24,7 @@ export { Session } from "./session.js";
 export { approveAll, withDecisionContext } from "./answering.js";
 export { CanvasError, createCanvas } from "./canvas.js";
 export { BuiltInTools, ToolSet } from "./toolset.js";
+export { CopilotRequestHandler } from "./inference.js";
 export { loadWasm } from "./wasm.js";
 export {
   SESSION_OPTIONS,

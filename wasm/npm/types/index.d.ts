@@ -573,6 +573,12 @@ export interface ClientRequestOptions {
   /** Handlers of client-wide requests (`host.*`, `uiThread.run`, ...), by method. */
   requestHandlers?: RequestHandlers;
   /**
+   * The inference request handler (experimental): the client registers as
+   * the CLI's inference provider and the CLI's model HTTP requests go to
+   * it instead of the network.
+   */
+  requestHandler?: CopilotRequestHandler;
+  /**
    * The caller's W3C trace context, asked at each open and send, whose
    * params carry it, so the CLI's spans join the caller's trace (wire it to
    * the OpenTelemetry SDK in use).
@@ -1481,6 +1487,33 @@ export interface Canvas {
   open: (ctx: CanvasContext) => unknown | Promise<unknown>;
   /** Told when an instance closes. */
   onClose?: (ctx: CanvasContext) => void | Promise<void>;
+}
+
+/** HTTP headers of a model request: lower-case name -> its values. */
+export type CopilotHeaders = Record<string, string[]>;
+
+/** What a {@link CopilotRequestHandler} knows of one model request (experimental). */
+export interface CopilotRequestContext {
+  readonly requestId: string;
+  readonly sessionId?: string;
+  readonly agentId?: string;
+  readonly parentAgentId?: string;
+  readonly interactionType?: string;
+  readonly transport: "http" | "websocket";
+  url: string;
+  headers: CopilotHeaders;
+  /** Aborts when the CLI cancels the request. */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * Serves the CLI's model requests (experimental). Subclass it and override
+ * `sendRequest`; one that overrides nothing sends each request on with
+ * `fetch`. A throw gives the CLI an error for the request, which ends the
+ * turn with a session.error that quotes it.
+ */
+export declare class CopilotRequestHandler {
+  protected sendRequest(request: Request, ctx: CopilotRequestContext): Promise<Response>;
 }
 
 /** A canvas handler's failure: its `code` and message go to the CLI as the error's `data` (experimental). */

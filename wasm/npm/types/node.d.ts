@@ -30,6 +30,7 @@ export {
   CapabilityError,
   Session,
   CanvasError,
+  CopilotRequestHandler,
   createCanvas,
   ToolSet,
   BuiltInTools,

@@ -324,3 +324,13 @@ async function canvases(client: CopilotClient) {
 
 // @ts-expect-error: a ToolSet's entries are added by source, not given as a list.
 new ToolSet(["custom:*"]);
+
+// The inference request handler: a subclass that changes each request.
+import { CopilotRequestHandler as InferenceHandler } from "copilot-wasm";
+class TaggingHandler extends InferenceHandler {
+  protected override async sendRequest(request: Request, ctx: import("copilot-wasm").CopilotRequestContext): Promise<Response> {
+    request.headers.set("x-session", ctx.sessionId ?? "none");
+    return super.sendRequest(request, ctx);
+  }
+}
+export const inferenceOptions = { requestHandler: new TaggingHandler() };
