@@ -80,7 +80,7 @@ export class CopilotClient {
       requestHandlers,
       onGetTraceContext,
       mode,
-      restart,
+      reconnect,
       token,
       connectionToken,
       startupTimeoutMs = DEFAULT_STARTUP_MS,
@@ -107,10 +107,14 @@ export class CopilotClient {
       driver,
       logger: this.#logger,
       timeoutMs: this.#requestTimeoutMs,
-      restart,
+      reconnect,
       stopping: () => this.#stopping !== undefined || driver.closed,
-      // The CLI that exited may have left what it started: its group goes.
-      setProcess: (p) => (this.#process !== p && this.#process?.kill(), (this.#process = p)),
+      replaced: ({ process, address }) => {
+        // The CLI that exited may have left what it started: its group goes.
+        if (process !== undefined && this.#process !== process) this.#process?.kill();
+        if (process !== undefined) this.#process = process;
+        if (address !== undefined) this.#address = address;
+      },
       onEnd,
       handshake: () => this.#handshake(token ?? connectionToken, startupTimeoutMs),
       sessions: () =>
@@ -123,20 +127,19 @@ export class CopilotClient {
 
   /**
    * The stream ended: a CLI this client started is asked why (its exit);
-   * unless the client is stopping, a recovery starts it again (Node's
-   * `autoRestart`), else the connection ends.
+   * unless the client is stopping, a recovery makes the connection again
+   * (Node's `autoRestart`: the CLI started again, or the server connected
+   * to again), else the connection ends.
    */
   #onTransportEnd(reason) {
     if (this.#driver.closed) return;
-    // An attempt's CLI went too: the recovery sees its calls fail.
+    // An attempt's connection went too: the recovery sees its calls fail.
     if (this.#recovery.running) return this.#driver.lose(reason);
-    const process = this.#process;
-    if (!process || this.#stopping) {
-      this.#shutDown(this.#stopping ? "the client was stopped" : reason);
-      return;
-    }
+    if (this.#stopping) return this.#shutDown("the client was stopped");
     const lost = (cause) =>
       this.#recovery.enabled && !this.#stopping ? this.#recovery.run(cause) : this.#shutDown(cause);
+    const process = this.#process;
+    if (!process) return lost(reason);
     process.describeExit().then(
       (exit) => lost(exit ?? reason),
       () => lost(reason),
