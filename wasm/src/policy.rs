@@ -170,7 +170,7 @@
 //!   `backoffMs` in turn, then given up; the resume of each open session
 //!   after it sets `resumeFlag` `true`; then the session's log is read
 //!   backward with `method`, `page` events at a time, at most `maxPages`
-//!   times, until `CoreEngine.gap` finds where the events not delivered
+//!   times, until `CoreEngine.recover` finds where the events not delivered
 //!   start (`copilot_core::RECOVERY_BACKOFF_MS`, `RECOVERY_RESUME_FLAG`,
 //!   `EVENT_LOG_READ`, `EVENT_LOG_PAGE`, `EVENT_LOG_MAX_PAGES`; held to
 //!   them in `policy/recovery.rs`).

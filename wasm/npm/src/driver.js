@@ -368,7 +368,7 @@ export class Driver {
 
 /**
  * The ids of `events`, one a line, each as its JSON string has it (without
- * the quotes; an empty line for an event without one), for `CoreEngine.gap`.
+ * the quotes; an empty line for an event without one), for `CoreEngine.recover`.
  */
 function idLines(events) {
   return events.map((e) => (typeof e?.id === "string" ? JSON.stringify(e.id).slice(1, -1) : "")).join("\n");

@@ -8,7 +8,7 @@
 // session is resumed with the options it was opened with and
 // `POLICY.recovery.resumeFlag`, the engine asks the CLI what is pending,
 // the events the connection lost are read back from each session's log
-// (`CoreEngine.gap` says which), and the frames held (answers given
+// (`CoreEngine.recover` says which), and the frames held (answers given
 // meanwhile) go out. Each step is told to the `onRecovery` listeners and
 // the log; when every attempt failed, the connection ends with the cause.
 //
@@ -180,7 +180,7 @@ export class Recovery {
   /**
    * The log of `session` read backward (`POLICY.recovery.eventLog`, durable
    * events only), a page at a time, until it reaches the last event
-   * delivered before the loss (`CoreEngine.gap`): the events read, oldest
+   * delivered before the loss (`CoreEngine.recover`): the events read, oldest
    * first, or none when nothing is to be read back or it is not within
    * the pages (the gap is unknown: nothing is delivered twice).
    */
