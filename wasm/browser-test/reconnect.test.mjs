@@ -253,6 +253,7 @@ async function lossSeen(page) {
   await page.waitForFunction(() => window.__steps.some((s) => s.type === "connectionLost") || window.__turnEnd, null, { timeout: WAIT });
   const { steps, turnEnd } = await page.evaluate(() => ({ steps: window.__steps, turnEnd: window.__turnEnd }));
   assert.equal(steps[0]?.type, "connectionLost", JSON.stringify({ steps, turnEnd }));
+  assert.equal(steps[0].kind, "websocket", "the socket is opened again");
 }
 
 /** Each CLI the bridge started, in order, by pid (logged before its socket sees an answer). */

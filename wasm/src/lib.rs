@@ -31,8 +31,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use copilot_core::{
-    limits, Cause, Engine, EngineConfig, EventInfo, FrameDecoder, GrowingBuffer, Id, JsonStr, ListedWait, ObligationId,
-    Outgoing, Output, Payload, Route, RpcError, SessionHandle, Value,
+    event_id_hash, limits, undelivered_from, Cause, Engine, EngineConfig, EventInfo, FrameDecoder, GrowingBuffer, Id,
+    JsonStr, ListedWait, ObligationId, Outgoing, Output, Payload, Route, RpcError, SessionHandle, Value,
 };
 use wasm_bindgen::prelude::*;
 
@@ -106,7 +106,7 @@ pub struct CoreEngine {
     /// The requests encoded here and the engine's frames pulled before
     /// each, in order.
     outbox: Vec<u8>,
-    /// Set while a lost connection is recovered ([`recovering`](Self::recovering)):
+    /// Set while a lost connection is recovered ([`recover`](Self::recover)):
     /// the engine's frames stay in the engine.
     held: bool,
     /// Why the last call that can fail failed, until [`failure`](Self::failure)
@@ -114,6 +114,10 @@ pub struct CoreEngine {
     /// thrown through `JsError` leaves wasm-bindgen's table of JS values
     /// out of the module (about 1 KB).
     failure: String,
+    /// Per tag, while a lost connection is recovered: the hash of the last
+    /// durable event delivered to the session before its resume
+    /// (`Engine::last_durable_event`), where its gap starts ([`recover`](Self::recover)).
+    marks: Vec<(u32, u64)>,
 }
 
 #[wasm_bindgen]
@@ -142,6 +146,7 @@ impl CoreEngine {
             outbox: Vec::new(),
             held: false,
             failure: String::new(),
+            marks: Vec::new(),
         }
     }
 
@@ -182,29 +187,54 @@ impl CoreEngine {
         out.finish()
     }
 
-    /// Recovery of a lost connection (`copilot_core::RECOVERY_BACKOFF_MS`).
-    /// `lost` true: the connection is lost and another will follow (a
-    /// restarted CLI); the engine forgets what the next one cannot settle
-    /// (`Engine::connection_lost`: the requests in flight, whose callers
-    /// JavaScript fails from its own list, the waits of server requests,
-    /// the answers the CLI did not acknowledge) and the frames meant for
-    /// the old one; the waits of events stay open. From then on the
-    /// engine's frames (answers given meanwhile) are held, while the
-    /// requests encoded here go out: resume each session with
-    /// [`reserve`](Self::reserve) (`resume`, its own id and tag) and
-    /// [`complete_open`](Self::complete_open), which asks the CLI what is
-    /// pending. `lost` false: every session is resumed; the frames held
-    /// go out with the next [`take_outgoing`](Self::take_outgoing).
-    /// Returns how many waits were forgotten.
-    pub fn recovering(&mut self, lost: bool) -> u32 {
-        self.held = lost;
-        if !lost {
-            return 0;
+    /// Recovery of a lost connection (`copilot_core::RECOVERY_BACKOFF_MS`),
+    /// by `step`:
+    /// - `0`: the connection is lost and another will follow (a restarted
+    ///   CLI, a server connected to again); the engine forgets what the
+    ///   next one cannot settle (`Engine::connection_lost`: the requests in
+    ///   flight, whose callers JavaScript fails from its own list, the waits
+    ///   of server requests, the answers the CLI did not acknowledge) and
+    ///   the frames meant for the old one; the waits of events stay open.
+    ///   From then on the engine's frames (answers given meanwhile) are
+    ///   held, while the requests encoded here go out: resume each session
+    ///   with [`reserve`](Self::reserve) (`resume`, its own id and tag; the
+    ///   engine notes where its gap starts) and
+    ///   [`complete_open`](Self::complete_open), which asks the CLI what is
+    ///   pending. Returns how many waits were forgotten.
+    /// - `1`: every session is resumed; the frames held go out with the
+    ///   next [`take_outgoing`](Self::take_outgoing). Returns 0.
+    /// - `2`: events not lost across the recovery
+    ///   (`copilot_core::undelivered_from`): `log` holds the ids of the
+    ///   events read so far from the log of the session resumed under `tag`
+    ///   (`session.eventLog.read` backward, durable events only, oldest
+    ///   first), one a line, each as its JSON string has it (without the
+    ///   quotes; an empty line for an event without one; no JSON parser is
+    ///   needed here). Returns `-2` when no durable event was delivered to
+    ///   the session before the loss (nothing to read back), `-1` when the
+    ///   last one delivered is not in `log` (read further back), else the
+    ///   index of the first event of `log` not delivered: deliver it and
+    ///   those after it, then the live events that came meanwhile but
+    ///   those the log brought (by their ids: an event is delivered once).
+    ///
+    /// One method for all: each export costs the module its own glue
+    /// (about 220 bytes gzipped); a number, not an array, comes back:
+    /// smaller code.
+    pub fn recover(&mut self, step: u32, tag: u32, log: &str) -> i32 {
+        match step {
+            RECOVER_LOST => {
+                self.held = true;
+                self.marks.clear();
+                // A frame cut short belongs to the old stream.
+                let _ = self.decoder.finish();
+                self.outbox.clear();
+                self.engine.connection_lost(|_, ()| {}) as i32
+            }
+            RECOVER_GAP => self.gap(tag, log),
+            _ => {
+                self.held = false;
+                0
+            }
         }
-        // A frame cut short belongs to the old stream.
-        let _ = self.decoder.finish();
-        self.outbox.clear();
-        self.engine.connection_lost(|_, ()| {}) as u32
     }
 
     /// The bytes the engine decided to send since the last call: write
@@ -247,7 +277,7 @@ impl CoreEngine {
     }
 
     /// Why the last call that can fail (`settle`, `encode_request`,
-    /// `reserve`, `complete_open`, `close_session`, `openParams`) failed,
+    /// `reserve`, `complete_open`, `release_session` closing, `openParams`) failed,
     /// once; empty if it did not. A call that failed returned nothing of
     /// use (`0`, `undefined`, `""`): the JS client throws this text (with
     /// the core's message texts put back) after each such call.
@@ -320,6 +350,15 @@ impl CoreEngine {
     }
 
     fn try_reserve(&mut self, id: Option<String>, tag: u32, resume: bool) -> Result<Option<u32>, String> {
+        if resume && self.held {
+            // Where the session's gap starts, before its resume's events move it.
+            // (The last noted for a tag counts.)
+            let mark =
+                self.handles.iter().find(|(t, _)| *t == tag).and_then(|(_, h)| self.engine.last_durable_event(*h));
+            if let Some(mark) = mark {
+                self.marks.push((tag, mark));
+            }
+        }
         let reserved = match id {
             None => self.engine.reserve_unassigned(tag).map(|handle| (handle, None)),
             Some(id) if resume => self.engine.reserve_resume(&id, tag),
@@ -344,17 +383,18 @@ impl CoreEngine {
         self.fail(opened)
     }
 
-    /// Marks the session closing (its destroy is in flight). Fails if no
-    /// session is reserved under `tag`.
-    pub fn close_session(&mut self, tag: u32) {
-        let closed = self.try_close_session(tag);
-        self.fail(closed)
-    }
-
-    /// Releases the session (dropped or destroyed): its open waits are
-    /// refused (queued). Returns the JSON array of parked frames that
-    /// this made routable.
-    pub fn release_session(&mut self, tag: u32, now: f64) -> String {
+    /// The end of the session reserved under `tag`: with `closing`, marks
+    /// it closing (its destroy is in flight; fails if no session is
+    /// reserved under `tag`) and returns `""`; else releases it (dropped or
+    /// destroyed): its open waits are refused (queued), and the JSON array
+    /// of parked frames that this made routable is returned. One method
+    /// for both: each export costs the module its own glue.
+    pub fn release_session(&mut self, tag: u32, now: f64, closing: bool) -> String {
+        if closing {
+            let closed = self.try_close_session(tag);
+            self.fail(closed);
+            return String::new();
+        }
         if let Some(handle) = self.take_handle(tag) {
             self.engine.release(handle);
         }
@@ -420,6 +460,33 @@ impl CoreEngine {
     }
 }
 
+/// The [`event_id_hash`](copilot_core::event_id_hash) of each line of a
+/// text (an event id as its JSON string has it), none for an empty one.
+/// An iterator of its own rather than adapters: smaller code.
+struct Ids<'a>(Option<&'a [u8]>);
+
+impl Iterator for Ids<'_> {
+    type Item = Option<u64>;
+
+    fn next(&mut self) -> Option<Option<u64>> {
+        let rest = self.0?;
+        let (id, next) = match rest.iter().position(|b| *b == b'\n') {
+            Some(end) => (&rest[..end], Some(&rest[end + 1..])),
+            None => (rest, None),
+        };
+        self.0 = next;
+        Some((!id.is_empty()).then(|| event_id_hash(id)))
+    }
+}
+
+/// [`CoreEngine::recover`]: the connection is lost.
+const RECOVER_LOST: u32 = 0;
+/// [`CoreEngine::recover`]: every session is resumed.
+#[cfg(test)]
+const RECOVER_DONE: u32 = 1;
+/// [`CoreEngine::recover`]: where the events the connection lost start.
+const RECOVER_GAP: u32 = 2;
+
 /// [`CoreEngine::settle`]: pass on the handler's answer.
 const SETTLE_ANSWER: u8 = 0;
 /// [`CoreEngine::settle`]: send the wait's refusal for a cause.
@@ -481,6 +548,14 @@ impl CoreEngine {
             return Err(message);
         };
         self.engine.refuse(id, cause).map_err(|e| e.message().to_owned())
+    }
+
+    /// [`CoreEngine::recover`]'s step [`RECOVER_GAP`].
+    fn gap(&self, tag: u32, log: &str) -> i32 {
+        match self.marks.iter().rfind(|(t, _)| *t == tag) {
+            Some(&(_, mark)) => undelivered_from(mark, Ids(Some(log.as_bytes()))).map_or(-1, |from| from as i32),
+            None => -2,
+        }
     }
 
     fn try_close_session(&mut self, tag: u32) -> Result<(), String> {
@@ -1192,6 +1267,38 @@ mod tests {
     }
 
     #[test]
+    fn a_recovery_notes_where_each_sessions_gap_starts_and_finds_it_in_the_log() {
+        let event = |id: &str, ephemeral: bool| {
+            frame(&format!(
+                r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"s","event":{{"type":"session.info","id":"{id}","ephemeral":{ephemeral},"data":{{}}}}}}}}"#
+            ))
+        };
+        let mut e = CoreEngine::new(None, None, None);
+        e.reserve(Some("s".into()), 1, false);
+        e.try_complete_open(1, true, r#"{"sessionId":"s"}"#, 0.0).unwrap();
+        e.reserve(Some("t".into()), 2, false);
+        e.try_complete_open(2, true, r#"{"sessionId":"t"}"#, 0.0).unwrap();
+        e.feed(&[event("a", false), event("b", false), event("x", true)].concat(), 1.0);
+        assert_eq!(e.recover(RECOVER_LOST, 0, ""), 0);
+        // The resume notes the last durable event delivered ("b"), before
+        // the resume's own events move it.
+        assert_eq!(e.reserve(Some("s".into()), 1, true), Some(1));
+        e.try_complete_open(1, true, r#"{"sessionId":"s"}"#, 2.0).unwrap();
+        e.feed(&event("c", false), 3.0);
+        assert_eq!(e.recover(RECOVER_GAP, 1, "a\nb\nc\nd"), 2, "from c on");
+        assert_eq!(e.recover(RECOVER_GAP, 1, "\nc\nd"), -1, "read further back");
+        assert_eq!(e.recover(RECOVER_GAP, 1, "b"), 1, "nothing was lost");
+        // Session t had no durable event: nothing to read back.
+        assert_eq!(e.reserve(Some("t".into()), 2, true), Some(2));
+        assert_eq!(e.recover(RECOVER_GAP, 2, "a\nb"), -2);
+        // The next loss notes the gap afresh: "c" was delivered since.
+        assert_eq!(e.recover(RECOVER_DONE, 0, ""), 0);
+        assert_eq!(e.recover(RECOVER_LOST, 0, ""), 0);
+        assert_eq!(e.reserve(Some("s".into()), 1, true), Some(1));
+        assert_eq!(e.recover(RECOVER_GAP, 1, "a\nb\nc\nd"), 3);
+    }
+
+    #[test]
     fn a_resume_asks_what_is_pending_and_listed_waits_come_as_listed_events() {
         let mut e = CoreEngine::new(None, None, None);
         e.reserve(Some("s-1".into()), 4, true);
@@ -1248,7 +1355,7 @@ mod tests {
         assert_eq!(e.failure(), "");
         assert_eq!(e.complete_open(5, true, "{}", 0.0), "");
         assert_eq!(e.failure(), "no session reserved under tag 5");
-        e.close_session(6);
+        e.release_session(6, 0.0, true);
         assert_eq!(e.failure(), "no session reserved under tag 6");
         e.settle("x", SETTLE_ANSWER, "{}", "");
         assert_eq!(e.failure(), "not an obligation id");

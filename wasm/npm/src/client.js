@@ -15,13 +15,7 @@ import {
   DEFAULT_STARTUP_MS,
   POLICY,
 } from "./constants.js";
-import {
-  ConfigError,
-  CopilotError,
-  DisconnectedError,
-  RpcError,
-  errorText,
-} from "./errors.js";
+import { callListener, ConfigError, CopilotError, DisconnectedError, RpcError, errorText } from "./errors.js";
 import { checkConfig, checkConnectOptions, factoryOptions, handlerKindsOf, sessionParams, sortedMembers } from "./config.js";
 import { CLIENT_HANDLER_OPTIONS } from "./config.js";
 import { checkHooks, checkRequestHandlers } from "./hooks.js";
@@ -36,8 +30,6 @@ import { runStop } from "./stop.js";
 import { Session } from "./session.js";
 import { traceContext } from "./telemetry.js";
 import { rpcCalls, SERVER_METHODS } from "./generated/rpc.js";
-
-const noop = () => {};
 
 /**
  * A connection to one Copilot CLI. Make one with `CopilotClient.start`,
@@ -85,7 +77,7 @@ export class CopilotClient {
       requestHandler,
       onGetTraceContext,
       mode,
-      restart,
+      reconnect,
       token,
       connectionToken,
       startupTimeoutMs = DEFAULT_STARTUP_MS,
@@ -114,10 +106,14 @@ export class CopilotClient {
       driver,
       logger: this.#logger,
       timeoutMs: this.#requestTimeoutMs,
-      restart,
+      reconnect,
       stopping: () => this.#stopping !== undefined || driver.closed,
-      // The CLI that exited may have left what it started: its group goes.
-      setProcess: (p) => (this.#process !== p && this.#process?.kill(), (this.#process = p)),
+      replaced: ({ process, address }) => {
+        // The CLI that exited may have left what it started: its group goes.
+        if (process !== undefined && this.#process !== process) this.#process?.kill();
+        if (process !== undefined) this.#process = process;
+        if (address !== undefined) this.#address = address;
+      },
       onEnd,
       handshake: () => this.#handshake(token ?? connectionToken, startupTimeoutMs),
       sessions: () =>
@@ -130,19 +126,19 @@ export class CopilotClient {
 
   /**
    * The stream ended: a CLI this client started is asked why (its exit);
-   * unless the client is stopping, a recovery starts it again (Node's
-   * `autoRestart`) or opens a dropped WebSocket again (`autoReconnect`),
-   * else the connection ends.
+   * unless the client is stopping, a recovery makes the connection again
+   * (Node's `autoRestart`: the CLI started again, or the server connected
+   * to again; a dropped WebSocket opened again, `autoReconnect`), else the
+   * connection ends.
    */
   #onTransportEnd(reason) {
     if (this.#driver.closed) return;
-    // An attempt's CLI went too: the recovery sees its calls fail.
+    // An attempt's connection went too: the recovery sees its calls fail.
     if (this.#recovery.running) return this.#driver.lose(reason);
-    const process = this.#process;
     if (this.#stopping) return this.#shutDown("the client was stopped");
     const lost = (cause) =>
       this.#recovery.enabled && !this.#stopping ? this.#recovery.run(cause) : this.#shutDown(cause);
-    // No process to ask (a WebSocket, a stream): a WebSocket reconnects.
+    const process = this.#process;
     if (!process) return lost(reason);
     process.describeExit().then(
       (exit) => lost(exit ?? reason),
@@ -204,12 +200,9 @@ export class CopilotClient {
     checkConnectOptions(options, POLICY.launch);
     const common = factoryOptions(options, POLICY.modes);
     await loadWasm();
-    const { webSocketTransport, webSocketReconnect } = await import("./websocket.js");
-    const prefix = POLICY.bridgeTokenProtocolPrefix;
-    const transport = await webSocketTransport(url, options, prefix);
-    // A dropped socket is opened again and the sessions resumed (recovery.js).
-    const restart = options.autoReconnect === false ? undefined : webSocketReconnect(url, options, prefix);
-    return this._handshaken(transport, { ...common, token: options.connectionToken, restart });
+    const { webSocketConnection } = await import("./websocket.js");
+    const { transport, reconnect } = await webSocketConnection(url, options, POLICY.bridgeTokenProtocolPrefix);
+    return this._handshaken(transport, { ...common, token: options.connectionToken, reconnect });
   }
 
   /** @internal Builds a client on `transport` and runs the handshake. */
@@ -557,12 +550,12 @@ export class CopilotClient {
         }
         return;
       case "lifecycle":
-        for (const f of this.#listeners.lifecycle) this.#call(f, item.params, "lifecycle");
+        for (const f of this.#listeners.lifecycle) callListener(this.#logger, f, item.params, "lifecycle");
         return;
       case "notification": {
         const sessionId = item.session === null ? undefined : this.#sessions.get(item.session)?.id;
         const n = { method: item.method, params: item.params, sessionId };
-        for (const f of this.#listeners.notification) this.#call(f, n, "notification");
+        for (const f of this.#listeners.notification) callListener(this.#logger, f, n, "notification");
         return;
       }
     }
@@ -579,17 +572,6 @@ export class CopilotClient {
     });
   }
 
-  #call(f, value, what) {
-    try {
-      const r = f(value);
-      if (r && typeof r.then === "function") {
-        r.then(noop, (e) => this.#logger.error?.(`a ${what} handler failed: ${errorText(e)}`));
-      }
-    } catch (e) {
-      this.#logger.error?.(`a ${what} handler failed: ${errorText(e)}`);
-    }
-  }
-
   /** Ends the connection: every waiting call rejects, every session ends. */
   #shutDown(reason) {
     this.#recovery.stop();
@@ -598,7 +580,7 @@ export class CopilotClient {
     const sessions = [...this.#sessions.values()];
     this.#sessions.clear();
     for (const s of sessions) s._end(closeReason);
-    for (const f of this.#listeners.disconnect) this.#call(f, closeReason, "disconnect");
+    for (const f of this.#listeners.disconnect) callListener(this.#logger, f, closeReason, "disconnect");
     for (const resolve of this.#closedWaiters.splice(0)) resolve(closeReason);
   }
 }

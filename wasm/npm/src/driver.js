@@ -9,6 +9,9 @@ import { CoreEngine } from "../dist/copilot_wasm.js";
 import { DEFAULT_HANDLER_TIMEOUT_MS, POLICY, PROTOCOL_VERSION } from "./constants.js";
 import { CopilotError, DisconnectedError, ProtocolVersionError, RpcError, TimeoutError, errorText } from "./errors.js";
 
+/** The steps of `CoreEngine.recover`. */
+const RECOVER = { lost: 0, done: 1, gap: 2 };
+
 /** The engine's clock, in milliseconds. */
 const now = () => performance.now();
 
@@ -61,13 +64,13 @@ export class Driver {
 
   /**
    * The stream ended and another will follow: the engine forgets what the
-   * next cannot settle and holds its frames (`CoreEngine.recovering`),
+   * next cannot settle and holds its frames (`CoreEngine.recover`),
    * every call in flight fails with `reason`, and so does every call until
    * `attach` gives a new stream.
    */
   lose(reason) {
     if (this.#closed) return;
-    const forgotten = this.#core.recovering(true);
+    const forgotten = this.#core.recover(RECOVER.lost, 0, "");
     if (forgotten > 0) this.#logger.warn?.(`${forgotten} requests of the CLI died with the connection`);
     this.#lost = `${reason} (the connection is being recovered)`;
     const error = new DisconnectedError(this.#lost);
@@ -85,7 +88,7 @@ export class Driver {
 
   /** Every session is resumed: the engine's frames held since `lose` go out. */
   recovered() {
-    this.#core.recovering(false);
+    this.#core.recover(RECOVER.done, 0, "");
     this.flush();
   }
 
@@ -175,14 +178,27 @@ export class Driver {
     return opened;
   }
 
+  /**
+   * Where the events a recovery lost start in the log read back for the
+   * session resumed under `tag` (`CoreEngine.recover`, after the core's
+   * `undelivered_from`): `undefined` when nothing is to be read back (no
+   * durable event was delivered to it before the loss), `-1` when the log
+   * read so far (`events`, oldest first) does not reach the last event
+   * delivered, else the index of the first event not delivered.
+   */
+  gap(tag, events) {
+    const from = this.#core.recover(RECOVER.gap, tag, idLines(events));
+    return from === -2 ? undefined : from;
+  }
+
   /** Marks a session closing (its destroy is in flight); throws if released. */
   closeSession(tag) {
-    this.#call((core) => core.close_session(tag));
+    this.#call((core) => core.release_session(tag, now(), true));
   }
 
   /** Frees a session's slot: its open waits are refused, frames parked for nobody come back. */
   releaseSession(tag) {
-    this.#routeBatch(this.#core.release_session(tag, now()));
+    this.#routeBatch(this.#core.release_session(tag, now(), false));
     this.flush();
   }
 
@@ -348,6 +364,14 @@ export class Driver {
     for (const entry of pending) entry.reject(error);
     return true;
   }
+}
+
+/**
+ * The ids of `events`, one a line, each as its JSON string has it (without
+ * the quotes; an empty line for an event without one), for `CoreEngine.recover`.
+ */
+function idLines(events) {
+  return events.map((e) => (typeof e?.id === "string" ? JSON.stringify(e.id).slice(1, -1) : "")).join("\n");
 }
 
 /**

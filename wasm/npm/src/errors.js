@@ -53,6 +53,17 @@ export function errorText(e) {
   return e instanceof Error ? e.message : String(e);
 }
 
+/** Calls a listener `f` with `value`; its failure (thrown or rejected) goes to `logger` as a `what` handler's. */
+export function callListener(logger, f, value, what) {
+  const failed = (e) => logger.error?.(`a ${what} handler failed: ${errorText(e)}`);
+  try {
+    const r = f(value);
+    if (r && typeof r.then === "function") r.then(() => {}, failed);
+  } catch (e) {
+    failed(e);
+  }
+}
+
 /**
  * A call the session cannot answer was refused before it was sent: the
  * session lacks the capability it needs (`capability`, such as

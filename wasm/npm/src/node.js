@@ -13,6 +13,7 @@ import { CopilotClient as BaseClient } from "./client.js";
 import { DEFAULT_STARTUP_MS, POLICY } from "./constants.js";
 import { checkConnectOptions, factoryOptions } from "./config.js";
 import { modeEnv } from "./modes.js";
+import { reopenedBy } from "./recovery.js";
 import { CopilotError, DisconnectedError, TimeoutError } from "./errors.js";
 import { streamTransport } from "./transport.js";
 import { setWasmLoader } from "./wasm.js";
@@ -358,6 +359,28 @@ async function reopened(proc, open) {
   }
 }
 
+/** A stream to a CLI serving TCP at `host`:`port`. */
+async function serverTransport(host, port, timeoutMs) {
+  const socket = await tcpSocket(host, port, timeoutMs);
+  return streamTransport(socket, socket, { label: `tcp ${host}:${port}`, destroy: () => socket.destroy() });
+}
+
+/**
+ * How a lost connection is made again, by transport kind (recovery.js's
+ * `reconnect`): a CLI this client started (over stdio or TCP) is started
+ * again as it was first; `reopen` runs the handshake and the resumes on it,
+ * and kills it if they fail.
+ */
+function respawn(launch, transport, startupTimeoutMs) {
+  return {
+    kind: transport === "stdio" ? "spawn-stdio" : "spawn-tcp",
+    run: async (reopen) => {
+      const next = await startCli(launch, transport, startupTimeoutMs);
+      return reopened(next.proc, () => reopen(next.transport, { process: next.proc, address: next.address }));
+    },
+  };
+}
+
 /**
  * A connection to one Copilot CLI (Node): `start` spawns it, `connect`
  * reaches one serving TCP, `fromStreams` runs over any duplex.
@@ -423,28 +446,27 @@ export class CopilotClient extends BaseClient {
     installExitHook();
     const launch = { program, argv, cwd, env: childEnv };
     const { proc, transport: transportImpl, address } = await startCli(launch, transport, startupTimeoutMs);
-    // A CLI over stdio that exits while the client did not end it is
-    // started again the same way, and its sessions resumed (recovery.js).
-    const restart =
-      autoRestart && transport === "stdio"
-        ? async (reopen) => {
-            const next = await startCli(launch, transport, startupTimeoutMs);
-            return reopened(next.proc, () => reopen(next.transport, next.proc));
-          }
-        : undefined;
+    // A CLI that exits while the client did not end it is started again
+    // the same way, and its sessions resumed (recovery.js).
+    const reconnect = autoRestart ? respawn(launch, transport, startupTimeoutMs) : undefined;
     return reopened(proc, () =>
-      this._handshaken(transportImpl, { ...common, startupTimeoutMs, process: proc, address, token, restart }),
+      this._handshaken(transportImpl, { ...common, startupTimeoutMs, process: proc, address, token, reconnect }),
     );
   }
 
-  /** Connects to a CLI already serving TCP (`copilot --headless --port N`). */
+  /**
+   * Connects to a CLI already serving TCP (`copilot --headless --port N`).
+   * A connection that drops while the client did not end it is made again
+   * (`autoRestart`, default true: the server's sessions outlive the
+   * connection), and its sessions resumed.
+   */
   static async connect(options = {}) {
     checkConnectOptions(options, POLICY.launch);
     const common = factoryOptions(options, POLICY.modes);
-    const { host = "127.0.0.1", port, token, startupTimeoutMs = DEFAULT_STARTUP_MS } = options;
+    const { host = "127.0.0.1", port, token, startupTimeoutMs = DEFAULT_STARTUP_MS, autoRestart = true } = options;
     if (!Number.isInteger(port)) throw new CopilotError("connect needs a port");
-    const socket = await tcpSocket(host, port, startupTimeoutMs);
-    const transport = streamTransport(socket, socket, { label: `tcp ${host}:${port}`, destroy: () => socket.destroy() });
-    return this._handshaken(transport, { ...common, startupTimeoutMs, token, address: { host, port } });
+    const transport = await serverTransport(host, port, startupTimeoutMs);
+    const reconnect = autoRestart ? reopenedBy("server", () => serverTransport(host, port, startupTimeoutMs)) : undefined;
+    return this._handshaken(transport, { ...common, startupTimeoutMs, token, address: { host, port }, reconnect });
   }
 }

@@ -115,6 +115,8 @@ export class Session {
   #capabilities = new Capabilities();
   #openCanvases = new OpenCanvases();
   #ui;
+  /** While a recovery reads the session's log: the live events, `[event, bytes]`, in order. */
+  #held = null;
 
   /** @internal */
   constructor(client, tag, id, config) {
@@ -373,6 +375,7 @@ export class Session {
 
   /** @internal Called as an event is routed: queue it, deliver soon. `bytes`: its size. */
   _push(event, bytes = 0) {
+    if (this.#held) return void this.#held.push([event, bytes]);
     this.#capabilities.event(event);
     this.#openCanvases.event(event);
     this.#queue.push(event);
@@ -380,9 +383,32 @@ export class Session {
     this.#schedule();
   }
 
+  /** @internal A recovery reads the session's log: live events wait, in order, for `_releaseHeld`. */
+  _hold() {
+    this.#held ??= [];
+  }
+
+  /** @internal The live events held, in order. */
+  get _held() {
+    return this.#held?.map(([e]) => e) ?? [];
+  }
+
+  /**
+   * @internal Delivers `gap` (the events of the log the connection lost,
+   * as `[event, bytes]`, in order), then the live events held but those at
+   * the indexes of `drop` (the log brought them), and delivers as before.
+   */
+  _releaseHeld(gap = [], drop = []) {
+    const held = this.#held ?? [];
+    this.#held = null;
+    for (const [e, bytes] of gap) this._push(e, bytes);
+    held.forEach(([e, bytes], i) => drop.includes(i) || this._push(e, bytes));
+  }
+
   /** @internal The session ended: deliver what is queued, then end streams. */
   _end(reason) {
     if (this.#ending !== null) return;
+    this._releaseHeld();
     this.#ending = reason;
     this.#active = false;
     this.#schedule();

@@ -7,6 +7,7 @@
 // 20 with --experimental-websocket (or pass `WebSocket` in the options).
 
 import { CopilotError, TimeoutError } from "./errors.js";
+import { reopenedBy } from "./recovery.js";
 
 /**
  * Opens a WebSocket to `url` and resolves with a transport for
@@ -66,23 +67,18 @@ export function webSocketTransport(
 }
 
 /**
- * The recovery's "reconnect" for a WebSocket (recovery.js, `restart`): a
- * socket that dropped while the client did not end it is opened again to
- * the same `url` with the same token, and `reopen(transport)` runs the
- * handshake and the resumes on it. The bridge gives the new socket a new
- * CLI, which resumes the sessions by id from their persisted state. A
- * socket whose reopening failed is closed before the next attempt.
+ * A WebSocket open to `url` (`webSocketTransport`) and, unless
+ * `options.autoReconnect` is false, its `reconnect` (recovery.js): a socket
+ * that dropped while the client did not end it is opened again to the same
+ * `url` with the same token, and the handshake and the resumes run on it.
+ * The bridge gives the new socket a new CLI, which resumes the sessions by
+ * id from their persisted state. A socket whose reopening failed is closed
+ * before the next attempt.
  */
-export function webSocketReconnect(url, options, prefix) {
-  return async (reopen) => {
-    const transport = await webSocketTransport(url, options, prefix);
-    try {
-      return await reopen(transport, undefined);
-    } catch (e) {
-      transport.stopReading();
-      throw e;
-    }
-  };
+export async function webSocketConnection(url, options, prefix) {
+  const transport = await webSocketTransport(url, options, prefix);
+  const reopen = () => webSocketTransport(url, options, prefix);
+  return { transport, reconnect: options.autoReconnect === false ? undefined : reopenedBy("websocket", reopen) };
 }
 
 /** `{ start, write, closeWriter, stopReading }` over an open WebSocket. */

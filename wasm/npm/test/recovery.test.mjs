@@ -1,7 +1,7 @@
 // Recovery against the real CLI 1.0.102 on the scripted model, as
 // tests/tests/recovery_real_cli.rs does it for the Rust host: the CLI a
-// client started over stdio is killed mid-turn with a client tool call
-// pending. The client starts it again, resumes the session with its
+// client started (over stdio, and over TCP) is killed mid-turn with a
+// client tool call pending. The client starts it again, resumes the session with its
 // handlers and `continuePendingWork`, the call is answered once, the turn
 // completes and the `sendAndWait` in flight returns its message. A CLI that
 // keeps exiting makes recovery give up after the core's attempts, with the
@@ -40,9 +40,10 @@ function recoverySteps(client) {
   };
 }
 
-function startOptions(dir, model, cliPath = realCli()) {
+function startOptions(dir, model, cliPath = realCli(), transport = "stdio") {
   return {
     cliPath,
+    transport,
     env: { ...isolatedEnv(dir, model.url), ...model.env },
     cwd: dir,
     authToken: "fake-token",
@@ -50,18 +51,23 @@ function startOptions(dir, model, cliPath = realCli()) {
   };
 }
 
-test("a CLI killed mid-turn is started again, the pending call answered once, and sendAndWait returns", {
-  timeout: 300_000,
-}, async () => {
+for (const transport of ["stdio", "tcp"]) {
+  test(`a CLI killed mid-turn (${transport}) is started again, the pending call answered once, and sendAndWait returns`, {
+    timeout: 300_000,
+  }, () => killedMidTurn(transport));
+}
+
+async function killedMidTurn(transport) {
   const model = await startScriptedModel();
   const { dir, cleanup } = tempDir("copilot-wasm-recovery");
   const workingDirectory = join(dir, "work");
   mkdirSync(workingDirectory, { recursive: true });
   let client;
   try {
-    client = await CopilotClient.start(startOptions(dir, model));
+    client = await CopilotClient.start(startOptions(dir, model, realCli(), transport));
     const steps = recoverySteps(client);
     const firstPid = client.pid;
+    const firstAddress = client.address;
 
     // The handler is called, and holds its answer until the CLI is gone.
     const calls = [];
@@ -95,25 +101,32 @@ test("a CLI killed mid-turn is started again, the pending call answered once, an
     const lostAt = performance.now();
     process.kill(-firstPid, "SIGKILL");
     const lost = await steps.next();
+    const lostSeenAt = performance.now();
     assert.equal(lost.type, "connectionLost", JSON.stringify(lost));
     assert.match(lost.cause, /SIGKILL/);
+    assert.equal(lost.kind, transport === "stdio" ? "spawn-stdio" : "spawn-tcp");
     // The handler answers while the connection is down: the answer waits
     // for the resumed session.
     release();
 
     const resumed = [];
-    let recovered;
+    let recovered, restartingAt, resumedAt;
     while (!recovered) {
       const step = await steps.next();
-      if (step.type === "restarting") assert.equal(step.attempt, 1, "the first attempt succeeds");
-      else if (step.type === "sessionResumed") resumed.push(step.sessionId);
-      else if (step.type === "recovered") recovered = step;
+      if (step.type === "restarting") {
+        assert.equal(step.attempt, 1, "the first attempt succeeds");
+        restartingAt = performance.now();
+      } else if (step.type === "sessionResumed") {
+        resumed.push(step.sessionId);
+        resumedAt = performance.now();
+      } else if (step.type === "recovered") recovered = step;
       else assert.fail(`unexpected step ${JSON.stringify(step)}`);
     }
     const restartedAt = performance.now();
     assert.deepEqual(resumed, [id]);
     assert.equal(recovered.sessions, 1);
     assert.notEqual(client.pid, firstPid, "a new CLI");
+    if (transport === "tcp") assert.notEqual(client.address.port, firstAddress.port, "the new CLI's port");
 
     const reply = await turn;
     const completedAt = performance.now();
@@ -123,7 +136,9 @@ test("a CLI killed mid-turn is started again, the pending call answered once, an
     assert.deepEqual(requests.at(-1).toolResults, ["Sunny, 22 C in Paris"]);
     const stats = client.stats();
     console.log(
-      `recovery: loss to sessions resumed ${Math.round(restartedAt - lostAt)} ms (client's figure ` +
+      `recovery (${transport}): kill to loss seen ${Math.round(lostSeenAt - lostAt)} ms, to restarting ` +
+        `${Math.round(restartingAt - lostAt)} ms, to session resumed ${Math.round(resumedAt - lostAt)} ms; ` +
+        `loss to sessions resumed ${Math.round(restartedAt - lostAt)} ms (client's figure ` +
         `${Math.round(recovered.tookMs)} ms), to the turn's end ${Math.round(completedAt - lostAt)} ms; lists sent ` +
         `${stats.listsSent}, waits taken on from lists ${stats.listed}, duplicates ${stats.duplicateWaits}, answers ` +
         `${stats.answersSent} (accepted ${stats.acksAccepted})`,
@@ -139,7 +154,7 @@ test("a CLI killed mid-turn is started again, the pending call answered once, an
     await model.stop();
     cleanup();
   }
-});
+}
 
 test("a CLI that keeps exiting makes recovery give up after its attempts, with the cause", {
   timeout: 300_000,

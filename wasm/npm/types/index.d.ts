@@ -1226,17 +1226,21 @@ export interface SessionMetadata {
 // Client and session
 
 /**
- * One step of a recovery of the connection (Node's `autoRestart`):
- * the connection lost and why (the calls in flight failed with it), each
- * attempt to start the CLI again and each failure, each session resumed,
- * then recovered (`tookMs`: from the loss to every session resumed) or
- * given up (the connection ends with `cause`, every call and stream too).
+ * One step of a recovery of the connection (Node's `autoRestart`, a
+ * WebSocket's `autoReconnect`): the connection lost and why (the calls in
+ * flight failed with it; `kind`: how it is made again: `"spawn-stdio"` or
+ * `"spawn-tcp"`, the CLI started again, `"server"`, the server connected to
+ * again, `"websocket"`, the socket opened again), each attempt and each
+ * failure, each session resumed (`gapEvents`: the events the connection
+ * lost, read back from its log and delivered before the live ones), then
+ * recovered (`tookMs`: from the loss to every session resumed) or given up
+ * (the connection ends with `cause`, every call and stream too).
  */
 export type RecoveryEvent =
-  | { type: "connectionLost"; cause: string }
+  | { type: "connectionLost"; cause: string; kind: string }
   | { type: "restarting"; attempt: number; afterMs: number }
   | { type: "attemptFailed"; attempt: number; error: string }
-  | { type: "sessionResumed"; sessionId: string }
+  | { type: "sessionResumed"; sessionId: string; gapEvents: number }
   | { type: "recovered"; sessions: number; tookMs: number }
   | { type: "gaveUp"; cause: string };
 

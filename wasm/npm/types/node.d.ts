@@ -87,13 +87,14 @@ export interface StartOptions extends TimeoutOptions, ClientRequestOptions {
   /** The started CLI's state folder (its `COPILOT_HOME`); required in `mode: "empty"`. */
   baseDirectory?: string;
   /**
-   * When the CLI started over stdio exits while the client did not end it:
-   * start it again (after each wait of the core's backoff, 250 ms, 1 s and
-   * 4 s, then give up), resume every open session with its handlers and
-   * `continuePendingWork`, and answer the waits the CLI lists, once. Calls
-   * in flight at the loss fail; a `sendAndWait` goes on to the turn's end.
-   * Each step is told to `onRecovery`. Default true; a CLI started over
-   * TCP is not started again.
+   * When the CLI (over stdio or TCP) exits while the client did not end
+   * it: start it again (after each wait of the core's backoff, 250 ms, 1 s
+   * and 4 s, then give up), resume every open session with its handlers
+   * and `continuePendingWork`, answer the waits the CLI lists, once, and
+   * deliver the events the connection lost (read back from each session's
+   * log) before the live ones. Calls in flight at the loss fail; a
+   * `sendAndWait` goes on to the turn's end. Each step is told to
+   * `onRecovery`. Default true.
    */
   autoRestart?: boolean;
 }
@@ -109,6 +110,13 @@ export interface ConnectOptions extends TimeoutOptions, ClientRequestOptions {
   logger?: Logger;
   /** The largest frame accepted (default 16 MiB; larger ones are reported and skipped). */
   maxFrameBytes?: number;
+  /**
+   * When the connection drops while the client did not end it: connect
+   * again (the core's backoff, as `StartOptions.autoRestart`), resume
+   * every open session and deliver the events it lost. Default true: the
+   * server's sessions outlive a dropped connection.
+   */
+  autoRestart?: boolean;
 }
 
 /** A connection to one Copilot CLI (Node.js). */

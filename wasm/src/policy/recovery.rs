@@ -1,5 +1,6 @@
-//! `policy.json`'s `recovery`: the core's backoff and resume flag, as the
-//! JS client's recovery reads them.
+//! `policy.json`'s `recovery`: the core's backoff and resume flag, and how
+//! the events of a gap are read back from a session's log, as the JS
+//! client's recovery reads them.
 
 use serde_json::{json, Value};
 
@@ -11,6 +12,11 @@ fn the_recovery_is_the_cores() {
         json!({
             "backoffMs": copilot_core::RECOVERY_BACKOFF_MS,
             "resumeFlag": copilot_core::RECOVERY_RESUME_FLAG,
+            "eventLog": {
+                "method": copilot_core::EVENT_LOG_READ,
+                "page": copilot_core::EVENT_LOG_PAGE,
+                "maxPages": copilot_core::EVENT_LOG_MAX_PAGES,
+            },
         })
     );
 }

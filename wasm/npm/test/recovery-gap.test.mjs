@@ -1,0 +1,84 @@
+// The events of a recovery's gap, against an in-process peer serving TCP
+// (`CopilotClient.connect`), where the order of what the CLI sends is the
+// test's to choose: the connection drops after two events; on the next
+// one, while the client reads the session's log back, the live stream
+// brings an event the log also has and one it has not (ephemeral). Every
+// event is delivered once, in the log's order, the held live ones after
+// the log's.
+
+import assert from "node:assert/strict";
+import { createServer } from "node:net";
+import { test } from "node:test";
+
+import { CopilotClient } from "copilot-wasm";
+
+import { Peer, eventually } from "./helpers.mjs";
+
+const SESSION = "s-gap";
+const event = (id, ephemeral = false) => ({
+  type: ephemeral ? "assistant.message_delta" : "session.info",
+  id,
+  timestamp: "t",
+  parentId: null,
+  ...(ephemeral ? { ephemeral: true } : {}),
+  data: {},
+});
+const notify = (e) => ({ jsonrpc: "2.0", method: "session.event", params: { sessionId: SESSION, event: e } });
+
+test("the events of the gap are read back from the log and delivered once, in order, before the live ones held", async () => {
+  // The log as the CLI keeps it (durable events only).
+  const log = ["e1", "e2", "e3", "e4"].map((id) => event(id));
+  const peers = [];
+  const reads = [];
+  const server = createServer((socket) => {
+    let peer;
+    const answer = (m) => {
+      if (m.method === "session.create" || m.method === "session.resume") return { sessionId: SESSION };
+      if (m.method === "session.eventLog.read") {
+        reads.push(m.params);
+        // While the log is read, the live stream brings e4 (in the log
+        // too) and a delta (not in it).
+        peer.send(notify(event("e4")));
+        peer.send(notify(event("d5", true)));
+        return { events: log, cursor: "c0", hasMore: false };
+      }
+      if (m.method.endsWith("pendingRequests") || m.method.endsWith("listPendingRequests")) return { items: [] };
+      return {};
+    };
+    peer = new Peer((bytes) => socket.write(bytes), { answer });
+    peer.socket = socket;
+    socket.on("data", (b) => peer.receive(b));
+    socket.on("error", () => {});
+    peers.push(peer);
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  let client;
+  try {
+    client = await CopilotClient.connect({ port: server.address().port });
+    const steps = [];
+    client.onRecovery((s) => steps.push(s));
+    const session = await client.createSession({ sessionId: SESSION, onPermission: () => "approve-once" });
+    const seen = [];
+    session.on((e) => seen.push(e.id));
+    peers[0].send(notify(event("e1")));
+    peers[0].send(notify(event("e2")));
+    await eventually(() => seen.length === 2, "the first two events", 5000);
+    // The connection drops; e3 reaches only the log.
+    peers[0].socket.destroy();
+    await eventually(() => steps.some((s) => s.type === "recovered"), "the recovery", 30_000);
+    await eventually(() => seen.length >= 5, "every event", 5000);
+    assert.deepEqual(seen, ["e1", "e2", "e3", "e4", "d5"], "each once, in order");
+    assert.deepEqual(
+      reads.map((r) => [r.sessionId, r.direction, r.includeEphemeral]),
+      [[SESSION, "backward", false]],
+    );
+    assert.equal(steps.find((s) => s.type === "sessionResumed")?.gapEvents, 2, "e3 and e4 from the log");
+    // Nothing more comes: e4 is not delivered again.
+    await client.ping();
+    assert.equal(seen.length, 5);
+  } finally {
+    client?.forceStop();
+    await new Promise((r) => server.close(r));
+    for (const p of peers) p.socket.destroy();
+  }
+});
