@@ -36,6 +36,7 @@ use copilot_core::{
 };
 use wasm_bindgen::prelude::*;
 
+mod messages;
 mod park;
 #[cfg(test)]
 mod policy;
@@ -271,7 +272,7 @@ impl CoreEngine {
             SETTLE_DECLINE => self.try_decline(obligation),
             SETTLE_FAIL => obligation_id(obligation)
                 .and_then(|id| self.engine.fail_coded(id, siblings, text).map_err(|e| e.message().to_owned())),
-            _ => Err("unknown settle mode".to_owned()),
+            _ => Err(messages::UNKNOWN_SETTLE_MODE.to_owned()),
         };
         self.fail(settled);
     }
@@ -323,7 +324,7 @@ impl CoreEngine {
             Some(t) if !t.is_finite() => self.engine.router().pending().insert_with_deadline((), None),
             Some(t) => self.engine.router().pending().insert_with_deadline((), Some(ms(now).saturating_add(ms(t)))),
         };
-        let id = inserted.map_err(|_| "too many requests in flight".to_owned())?;
+        let id = inserted.map_err(|_| messages::TOO_MANY_REQUESTS.to_owned())?;
         match encode(&Outgoing::Request { id, method, params: params.as_ref().map(|p| p as &dyn Payload) }) {
             Ok(mut frame) => {
                 // The engine's frames decided before it go first.
@@ -543,7 +544,7 @@ impl CoreEngine {
     fn try_refuse(&mut self, obligation: &str, cause: &str) -> Result<(), String> {
         let id = obligation_id(obligation)?;
         let Some(cause) = Cause::ALL.into_iter().find(|c| c.name() == cause) else {
-            let mut message = "unknown cause ".to_owned();
+            let mut message = messages::UNKNOWN_CAUSE.to_owned();
             message.push_str(cause);
             return Err(message);
         };
@@ -614,7 +615,7 @@ impl CoreEngine {
         match self.handles.iter().find(|(t, _)| *t == tag) {
             Some((_, handle)) => Ok(*handle),
             None => {
-                let mut message = b"no session reserved under tag ".to_vec();
+                let mut message = messages::NO_SESSION_RESERVED.as_bytes().to_vec();
                 push_number(&mut message, tag.into());
                 Err(into_string(message))
             }
@@ -672,7 +673,7 @@ fn ms(now: f64) -> u64 {
 
 /// The obligation id from its decimal text (as [`Fields::output`] wrote it).
 fn obligation_id(text: &str) -> Result<ObligationId, String> {
-    text.parse::<u64>().map(ObligationId::from_bits).map_err(|_| "not an obligation id".to_owned())
+    text.parse::<u64>().map(ObligationId::from_bits).map_err(|_| messages::NOT_AN_OBLIGATION_ID.to_owned())
 }
 
 fn parse_params(params: &str) -> Result<Option<Value<'_>>, String> {
@@ -681,7 +682,7 @@ fn parse_params(params: &str) -> Result<Option<Value<'_>>, String> {
         return Ok(None);
     }
     let v = Value::parse(params.as_bytes()).map_err(|e| {
-        let mut message = "params are not JSON: ".to_owned();
+        let mut message = messages::PARAMS_NOT_JSON.to_owned();
         e.write_message(&mut |part| message.push_str(part));
         message
     })?;

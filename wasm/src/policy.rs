@@ -152,11 +152,12 @@
 //! - `bridgeTokenProtocolPrefix`: the WebSocket subprotocol that carries
 //!   the bridge's token is this prefix and the token
 //!   (`copilot_core::BRIDGE_TOKEN_PROTOCOL_PREFIX`).
-//! - `messages`: the core's message texts by number. The module carries
-//!   each as the token `"\u0003<number>\u0004"` (it is built with `--cfg
+//! - `messages`: the core's message texts by number, then the binding's
+//!   own (its calls' failures: `messages.rs`). The module carries each as
+//!   the token `"\u0003<number>\u0004"` (it is built with `--cfg
 //!   copilot_message_ids`), in what it throws and in the `error` of what it
 //!   returns; the JS client writes each token's text in its place
-//!   (`copilot_core::MESSAGES`).
+//!   (`copilot_core::MESSAGES`, `BINDING_MESSAGES`).
 //! - `stats` `{counters, causes}`: the names of the numbers
 //!   `CoreEngine::stats` returns, in its order: `counters` (the last,
 //!   `oldestObligationAge`, is `NaN` when no obligation is open), then the
@@ -201,8 +202,11 @@ mod tests {
     }
 
     #[test]
-    fn the_messages_are_the_cores() {
-        assert_eq!(policy()["messages"], json!(copilot_core::MESSAGES));
+    fn the_messages_are_the_cores_then_the_bindings() {
+        let all: Vec<&str> = copilot_core::MESSAGES.iter().chain(crate::messages::BINDING_MESSAGES).copied().collect();
+        assert_eq!(policy()["messages"], json!(all));
+        let numbers: Vec<usize> = (copilot_core::MESSAGES.len()..all.len()).collect();
+        assert_eq!(crate::messages::NUMBERS, numbers, "numbered after the core's, in order");
     }
 
     #[test]
