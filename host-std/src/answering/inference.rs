@@ -9,7 +9,7 @@
 //! channel (`MAX_INFERENCE_BUFFERED_CHUNKS`), the response's calls made on
 //! the connection and awaited on the same futures as every call.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use copilot_core::{
     admit_chunk, admit_request, is_secret_header, ChunkAdmission, InferenceFailure, INFERENCE_ACK, INFERENCE_BUSY,
     INFERENCE_CANCELLED, INFERENCE_FAILED, INFERENCE_OVERFLOW, INFERENCE_REQUEST_START, INFERENCE_RESPONSE_CHUNK,
-    INFERENCE_RESPONSE_START, INFERENCE_UNFINISHED, MAX_INFERENCE_BUFFERED_CHUNKS,
+    INFERENCE_RESPONSE_START, INFERENCE_UNFINISHED, MAX_INFERENCE_BUFFERED_CHUNKS, MAX_INFERENCE_IN_FLIGHT,
 };
 use serde_json::{json, Value};
 
@@ -319,6 +319,10 @@ pub(crate) struct Inference {
     conn: OnceLock<Weak<Connection>>,
     timeout: Duration,
     exchanges: Mutex<HashMap<String, Exchange>>,
+    /// The ids of the requests served or refused last (at most
+    /// `MAX_INFERENCE_IN_FLIGHT`): a chunk of one of them is dropped, not
+    /// kept for a start that will not come. Locked after `exchanges`.
+    ended: Mutex<VecDeque<String>>,
 }
 
 /// The fields of the CLI's request head and chunk.
@@ -344,7 +348,13 @@ struct Frame {
 impl Inference {
     /// The state for `handler`; responses wait at most `timeout` per call.
     pub(crate) fn new(handler: Arc<dyn CopilotRequestHandler>, timeout: Duration) -> Arc<Self> {
-        Arc::new(Inference { handler, conn: OnceLock::new(), timeout, exchanges: Mutex::default() })
+        Arc::new(Inference {
+            handler,
+            conn: OnceLock::new(),
+            timeout,
+            exchanges: Mutex::default(),
+            ended: Mutex::default(),
+        })
     }
 
     /// The connection the responses go out on.
@@ -354,6 +364,15 @@ impl Inference {
 
     fn table(&self) -> std::sync::MutexGuard<'_, HashMap<String, Exchange>> {
         self.exchanges.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes that request `id` was served or refused.
+    fn ended(&self, id: &str) {
+        let mut ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
+        if ended.len() == MAX_INFERENCE_IN_FLIGHT {
+            ended.pop_front();
+        }
+        ended.push_back(id.to_owned());
     }
 
     fn response(&self, request_id: &str, shared: Arc<Shared>) -> CopilotResponse {
@@ -406,9 +425,13 @@ impl Inference {
             }
         };
         let Some((body, shared)) = body else {
-            let me = Arc::clone(self);
+            // On this worker of the pool (a bounded one), not a thread of
+            // its own: the refusal waits only for the CLI's acknowledgement.
             log::warn!("inference request {id} refused: {}", INFERENCE_BUSY.message);
-            std::thread::spawn(move || block_on(me.response(&id, Arc::default()).fail(INFERENCE_BUSY, "")));
+            self.ended(&id);
+            if let Err(e) = block_on(self.response(&id, Arc::default()).fail(INFERENCE_BUSY, "")) {
+                log::debug!("the refusal of inference request {id} was not delivered: {e}");
+            }
             return;
         };
         let request = CopilotRequest {
@@ -438,7 +461,11 @@ impl Inference {
         let mut response = self.response(&id, Arc::clone(&request.shared));
         let outcome = catch_unwind(AssertUnwindSafe(|| self.handler.handle(request, &mut response)))
             .unwrap_or_else(|panic| Err(format!("the handler panicked: {}", panic_text(&*panic))));
-        let cancelled = self.table().remove(&id).is_some_and(|e| e.shared.cancelled.load(Ordering::Acquire));
+        let cancelled = {
+            let mut table = self.table();
+            self.ended(&id);
+            table.remove(&id).is_some_and(|e| e.shared.cancelled.load(Ordering::Acquire))
+        };
         let sent = match outcome {
             Ok(()) if response.finished => Ok(()),
             Ok(()) => block_on(response.fail(INFERENCE_UNFINISHED, "")),
@@ -455,6 +482,16 @@ impl Inference {
 
     fn chunk(&self, frame: Frame) {
         let mut table = self.table();
+        if !table.contains_key(&frame.request_id) {
+            // Kept for its start only if that can still come, and only for
+            // as many requests as may run.
+            let ended = self.ended.lock().unwrap_or_else(|p| p.into_inner()).contains(&frame.request_id);
+            let waiting = table.values().filter(|e| e.rx.is_some()).count();
+            if ended || waiting >= MAX_INFERENCE_IN_FLIGHT {
+                log::debug!("a chunk of inference request {} was dropped: it ended or never starts", frame.request_id);
+                return;
+            }
+        }
         let exchange = Self::entry(&mut table, &frame.request_id);
         let item = if frame.cancel {
             BodyItem::Cancel(frame.cancel_reason.clone().unwrap_or_default())

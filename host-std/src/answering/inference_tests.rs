@@ -66,3 +66,24 @@ fn base64_round_trips() {
     }
     assert_eq!(super::base64(b"foob"), "Zm9vYg==");
 }
+
+#[test]
+fn chunks_of_requests_that_ended_or_never_start_are_not_kept() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let inference = reading(tx);
+    inference.start(frame("a", "", false));
+    inference.chunk(frame("a", "body", true));
+    assert_eq!(rx.recv().unwrap(), Ok(b"body".to_vec()));
+    // Served (its entry gone once the handler returned): a late chunk,
+    // such as a cancel after the end, is dropped rather than kept.
+    while inference.table().contains_key("a") {
+        std::thread::yield_now();
+    }
+    inference.chunk(Frame { cancel: true, end: true, ..frame("a", "", true) });
+    assert!(inference.table().is_empty(), "no entry for a request that ended");
+    // Chunks of requests whose start has not come: kept for as many as may run.
+    for i in 0..MAX_INFERENCE_IN_FLIGHT + 3 {
+        inference.chunk(frame(&format!("early-{i}"), "x", false));
+    }
+    assert_eq!(inference.table().len(), MAX_INFERENCE_IN_FLIGHT);
+}

@@ -115,7 +115,7 @@ export class InferenceProvider {
   #driver;
   #logger;
   #timeoutMs;
-  /** requestId -> Exchange (a chunk may come before its start). */
+  /** requestId -> Exchange, from its start until it ended. */
   #exchanges = new Map();
 
   constructor(handler, { driver, logger, timeoutMs }) {
@@ -154,7 +154,10 @@ export class InferenceProvider {
       e.running = true;
       void this.#serve(id, e);
     } else {
-      const e = this.#exchange(id);
+      // Routed in order, a chunk follows its start: one of a request that
+      // ended or was refused is dropped, not kept for a start to come.
+      const e = this.#exchanges.get(id);
+      if (!e) return;
       if (data.cancel) {
         e.cancelled = true;
         e.abort.abort();
