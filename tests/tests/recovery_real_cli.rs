@@ -164,6 +164,47 @@ fn killed_mid_turn(transport: Transport) {
     client.stop().expect("stop");
 }
 
+/// A session the restarted CLI no longer has (its state folder went while
+/// the CLI was down) is refused at its resume: that session ends with the
+/// CLI's words, the others are resumed and carry on (the JS client's
+/// recovery.test.mjs checks the same).
+#[test]
+fn a_session_the_restarted_cli_refuses_to_resume_ends_and_the_others_carry_on() {
+    let dir = TempDir::new("copilot-recovery-refused");
+    let model = ScriptedModel::start().expect("start the scripted model");
+    let client = Client::start(scripted_options(Transport::Stdio, dir.path(), &model)).expect("start the CLI");
+    let steps = recovery_steps(&client);
+    let kept = client.create_session(scripted_session(dir.path(), "kept")).expect("create");
+    let gone = client.create_session(scripted_session(dir.path(), "gone")).expect("create");
+    for session in [&kept, &gone] {
+        model.script(session.id(), vec![Reply::text("Hello.")]);
+        session.send_and_wait("Hi", WAIT).expect("a first turn");
+    }
+    let state = dir.path().join("home/session-state").join(gone.id());
+    assert!(state.is_dir(), "the CLI keeps the session in {}", state.display());
+    std::fs::remove_dir_all(&state).expect("remove the session's state");
+    kill_group(client.cli_pid().expect("a pid"));
+
+    let mut resumed = Vec::new();
+    let sessions = loop {
+        match steps.recv_timeout(WAIT).expect("a recovery step") {
+            RecoveryEvent::SessionResumed { session_id, .. } => resumed.push(session_id),
+            RecoveryEvent::Recovered { sessions, .. } => break sessions,
+            RecoveryEvent::GaveUp { cause } => panic!("gave up: {cause}"),
+            _ => {}
+        }
+    };
+    assert_eq!(resumed, [kept.id().to_owned()], "only the session the CLI still has");
+    assert_eq!(sessions, 1);
+    let ended = gone.send_and_wait("Still there?", WAIT).expect_err("the refused session has ended");
+    eprintln!("the refused session: {ended}");
+    assert!(ended.to_string().contains("session.resume failed after the connection was recovered"), "{ended}");
+    model.script(kept.id(), vec![Reply::text("Still here.")]);
+    let again = kept.send_and_wait("Still there?", WAIT).expect("the other session carries on");
+    assert_eq!(text(again).as_deref(), Some("Still here."));
+    client.stop().expect("stop");
+}
+
 #[test]
 fn a_cli_that_keeps_exiting_makes_recovery_give_up_after_its_attempts_with_the_cause() {
     let dir = TempDir::new("copilot-recovery-gives-up");

@@ -268,6 +268,11 @@ impl SessionOps<'_> {
     }
 
     async fn send_until(&self, message: MessageOptions, deadline: Instant) -> Result<String> {
+        // A session that ended (destroyed, or refused at a recovery's
+        // resume) is not sent to, as in the JS client.
+        if let Some(why) = self.session.inner.ending() {
+            return Err(Error::Disconnected(format!("session {} has ended: {why}", self.id())));
+        }
         let mut params = serde_json::to_value(message).map_err(|e| Error::Protocol(e.to_string()))?;
         params["sessionId"] = self.id().into();
         let params = with_trace_context(self.session.trace.as_ref(), params);

@@ -126,6 +126,9 @@ pub(crate) struct SessionInner {
     capabilities: Mutex<copilot_core::Capabilities>,
     /// The canvas instances open, as the CLI last said (kept by the reader).
     open_canvases: Mutex<OpenCanvases>,
+    /// Why the session ended, from the moment its end is decided (its
+    /// delivery ends after the events already queued).
+    ending: OnceLock<String>,
 }
 
 impl SessionSink for SessionInner {
@@ -212,6 +215,7 @@ impl SessionSink for SessionInner {
     }
 
     fn close(&self, reason: &str) {
+        let _ = self.ending.set(reason.to_owned());
         // What was read before the end is delivered before it.
         self.flush();
         self.push(|q| {
@@ -242,6 +246,7 @@ impl SessionInner {
             workers: Arc::clone(&conn.workers),
             capabilities: Mutex::default(),
             open_canvases: Mutex::default(),
+            ending: OnceLock::new(),
         });
         if let Some(id) = id {
             inner.named(id);
@@ -420,6 +425,11 @@ impl SessionInner {
             not_kept: subs.not_kept,
             unreadable: self.unreadable.load(Ordering::Relaxed),
         }
+    }
+
+    /// Why the session ended, once its end is decided.
+    pub(crate) fn ending(&self) -> Option<String> {
+        self.ending.get().cloned()
     }
 
     /// Why delivery ended, once it has.

@@ -40,7 +40,10 @@ impl Connection {
 
     /// Resumes every session still open on the new connection (with
     /// [`RECOVERY_RESUME_FLAG`]), in turn, and has the engine reconcile
-    /// each; the number resumed. A session released meanwhile is skipped.
+    /// each; the number resumed. A session released meanwhile is skipped;
+    /// one whose resume the CLI refuses (an error answer: the session is
+    /// gone from its state) ends with the CLI's words, and the others carry
+    /// on, as in the JS client. Any other failure fails the attempt.
     pub(crate) async fn resume_all(self: &Arc<Self>, deadline: Instant) -> Result<usize> {
         let open: Vec<(SessionHandle, Target)> =
             self.sessions().into_iter().filter(|(_, active, _)| *active).map(|(h, _, t)| (h, t)).collect();
@@ -49,6 +52,7 @@ impl Connection {
             all.retain(|(h, _)| open.iter().any(|(o, _)| o == h));
             all.clone()
         };
+        let mut resumed = 0;
         for (handle, reopen) in &reopens {
             let Some((_, target)) = open.iter().find(|(h, _)| h == handle) else { continue };
             let mut params = reopen.params.clone();
@@ -61,22 +65,35 @@ impl Connection {
             let mark = lock(&self.engine).last_durable_event(*handle);
             target.hold();
             let gap = self.resume_one(*handle, &id, &params, reopen, mark, deadline).await;
-            let delivered = gap.as_ref().map_or(0, Vec::len);
-            let failed = gap.as_ref().err().map(ToString::to_string);
-            target.release_held(gap.unwrap_or_default());
-            if let Some(e) = failed {
-                return Err(Error::Disconnected(format!("resuming session {id}: {e}")));
+            let (events, refused) = match gap {
+                Ok(Ok(events)) => (events, None),
+                Ok(Err(refused)) => (Vec::new(), Some(refused)),
+                Err(e) => {
+                    target.release_held(Vec::new());
+                    return Err(Error::Disconnected(format!("resuming session {id}: {e}")));
+                }
+            };
+            let delivered = events.len();
+            target.release_held(events);
+            if let Some(refused) = refused {
+                let reason = format!("session.resume failed after the connection was recovered: {refused}");
+                log::warn!("{}: session {id}: {reason}", self.label);
+                target.close(&reason);
+                self.release(*handle);
+                continue;
             }
+            resumed += 1;
             if delivered > 0 {
                 log::info!("{}: session {id}: {delivered} events of the gap read back from its log", self.label);
             }
             self.tell(RecoveryEvent::SessionResumed { session_id: id, gap_events: delivered });
         }
-        Ok(reopens.len())
+        Ok(resumed)
     }
 
     /// Resumes one session, has the engine reconcile it, sends the
-    /// follow-ups, and reads the events of the gap (after `mark`).
+    /// follow-ups, and reads the events of the gap (after `mark`); inside,
+    /// the CLI's error answer to the resume (the session is not resumed).
     async fn resume_one(
         self: &Arc<Self>,
         handle: SessionHandle,
@@ -85,15 +102,18 @@ impl Connection {
         reopen: &Reopen,
         mark: Option<u64>,
         deadline: Instant,
-    ) -> Result<Vec<Vec<u8>>> {
-        self.request("session.resume", params, deadline)?.await?;
+    ) -> Result<std::result::Result<Vec<Vec<u8>>, Error>> {
+        match self.request("session.resume", params, deadline)?.await {
+            Err(refused @ Error::Rpc { .. }) => return Ok(Err(refused)),
+            other => other?,
+        };
         let _ = self.with_engine(|e, _| e.reconcile(handle));
         for (method, follow_up) in &reopen.follow_ups {
             self.request(method, follow_up, deadline)?.await?;
         }
         match mark {
-            Some(mark) => self.read_gap(id, mark, deadline).await,
-            None => Ok(Vec::new()),
+            Some(mark) => self.read_gap(id, mark, deadline).await.map(Ok),
+            None => Ok(Ok(Vec::new())),
         }
     }
 

@@ -8,7 +8,7 @@
 // cause.
 
 import assert from "node:assert/strict";
-import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 
@@ -155,6 +155,55 @@ async function killedMidTurn(transport) {
     cleanup();
   }
 }
+
+// A session the restarted CLI no longer has (its state folder went while
+// the CLI was down) is refused at its resume: that session ends with the
+// CLI's words, the others are resumed and carry on (the Rust host's
+// recovery_real_cli.rs checks the same).
+test("a session the restarted CLI refuses to resume ends, and the others carry on", { timeout: 300_000 }, async () => {
+  const model = await startScriptedModel();
+  const { dir, cleanup } = tempDir("copilot-wasm-recovery-refused");
+  let client;
+  try {
+    client = await CopilotClient.start(startOptions(dir, model));
+    const steps = recoverySteps(client);
+    const open = async (name) => {
+      const workingDirectory = join(dir, "work", name);
+      mkdirSync(workingDirectory, { recursive: true });
+      const session = await client.createSession({ model: MODEL, workingDirectory, onPermission: () => "approve-once" });
+      await model.script(session.id, [{ text: "Hello." }]);
+      await session.sendAndWait("Hi", { timeoutMs: WAIT });
+      return session;
+    };
+    const kept = await open("kept");
+    const gone = await open("gone");
+    const state = join(dir, "home", "session-state", gone.id);
+    assert.ok(existsSync(state), `the CLI keeps the session in ${state}`);
+    rmSync(state, { recursive: true });
+    process.kill(-client.pid, "SIGKILL");
+
+    const resumed = [];
+    let recovered;
+    while (!recovered) {
+      const step = await steps.next();
+      if (step.type === "sessionResumed") resumed.push(step.sessionId);
+      else if (step.type === "recovered") recovered = step;
+      else assert.notEqual(step.type, "gaveUp", JSON.stringify(step));
+    }
+    assert.deepEqual(resumed, [kept.id], "only the session the CLI still has");
+    assert.equal(recovered.sessions, 1);
+    await assert.rejects(
+      gone.sendAndWait("Still there?", { timeoutMs: WAIT }),
+      (e) => e instanceof DisconnectedError && /session\.resume failed after the connection was recovered/.test(e.message),
+    );
+    await model.script(kept.id, [{ text: "Still here." }]);
+    assert.equal((await kept.sendAndWait("Still there?", { timeoutMs: WAIT }))?.content, "Still here.");
+  } finally {
+    await client?.stop().catch(() => {});
+    await model.stop();
+    cleanup();
+  }
+});
 
 test("a CLI that keeps exiting makes recovery give up after its attempts, with the cause", {
   timeout: 300_000,
