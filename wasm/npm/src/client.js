@@ -25,7 +25,7 @@ import { streamTransport } from "./transport.js";
 import { Driver } from "./driver.js";
 import { answerWait } from "./answering.js";
 import { checkRequestHandler, InferenceProvider, takeInference } from "./inference.js";
-import { Recovery } from "./recovery.js";
+import { Recovery, reopenedBy } from "./recovery.js";
 import { runStop } from "./stop.js";
 import { Session } from "./session.js";
 import { traceContext } from "./telemetry.js";
@@ -200,8 +200,11 @@ export class CopilotClient {
     checkConnectOptions(options, POLICY.launch);
     const common = factoryOptions(options, POLICY.modes);
     await loadWasm();
-    const { webSocketConnection } = await import("./websocket.js");
-    const { transport, reconnect } = await webSocketConnection(url, options, POLICY.bridgeTokenProtocolPrefix);
+    const { webSocketTransport } = await import("./websocket.js");
+    const open = () => webSocketTransport(url, options, POLICY.bridgeTokenProtocolPrefix);
+    const transport = await open();
+    // A dropped socket is opened again, with the same token (recovery.js).
+    const reconnect = options.autoReconnect === false ? undefined : reopenedBy("websocket", open);
     return this._handshaken(transport, { ...common, token: options.connectionToken, reconnect });
   }
 

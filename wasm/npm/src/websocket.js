@@ -7,7 +7,6 @@
 // 20 with --experimental-websocket (or pass `WebSocket` in the options).
 
 import { CopilotError, TimeoutError } from "./errors.js";
-import { reopenedBy } from "./recovery.js";
 
 /**
  * Opens a WebSocket to `url` and resolves with a transport for
@@ -64,21 +63,6 @@ export function webSocketTransport(
       resolve(transportOf(ws, label));
     };
   });
-}
-
-/**
- * A WebSocket open to `url` (`webSocketTransport`) and, unless
- * `options.autoReconnect` is false, its `reconnect` (recovery.js): a socket
- * that dropped while the client did not end it is opened again to the same
- * `url` with the same token, and the handshake and the resumes run on it.
- * The bridge gives the new socket a new CLI, which resumes the sessions by
- * id from their persisted state. A socket whose reopening failed is closed
- * before the next attempt.
- */
-export async function webSocketConnection(url, options, prefix) {
-  const transport = await webSocketTransport(url, options, prefix);
-  const reopen = () => webSocketTransport(url, options, prefix);
-  return { transport, reconnect: options.autoReconnect === false ? undefined : reopenedBy("websocket", reopen) };
 }
 
 /** `{ start, write, closeWriter, stopReading }` over an open WebSocket. */
