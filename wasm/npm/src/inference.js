@@ -69,9 +69,15 @@ class Exchange {
   #items = [];
   #wake = null;
   #unread = 0;
+  #overflowed = false;
 
   /** Queues a body item (`{chunk}`, `{end}`, `{cancel}`); false past the core's bound. */
   push(item) {
+    // Past the bound the request fails: its overflow is queued once.
+    if (item.overflow) {
+      if (this.#overflowed) return true;
+      this.#overflowed = true;
+    }
     if (item.chunk && this.#unread >= RULE.maxBufferedChunks) return false;
     if (item.chunk) this.#unread++;
     this.#items.push(item);
