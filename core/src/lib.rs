@@ -174,7 +174,9 @@ pub use options::{
     TOOL_SOURCE_WILDCARD,
 };
 pub use pending::{Drain as PendingDrain, PendingFull, PendingTable, RequestId};
-pub use recovery::{RECOVERY_BACKOFF_MS, RECOVERY_RESUME_FLAG};
+pub use recovery::{
+    Recovery, RecoveryReport, RecoveryStep, RECOVERY_BACKOFF_MS, RECOVERY_GAVE_UP, RECOVERY_RESUME_FLAG, RESUME_REFUSED,
+};
 pub use router::{Route, Router, Stats, UNKNOWN_SESSION};
 pub use session::{
     Drain as SessionDrain, Iter as SessionIter, Lookup, ReserveError, ReserveErrorKind, SessionHandle, SessionState,

@@ -77,6 +77,18 @@ impl<
         let (hash, generation) = *self.core.last_durable.get(handle.index())?;
         (hash != 0 && generation == handle.generation()).then_some(hash)
     }
+
+    /// The events of session `handle`'s gap were delivered by the host,
+    /// the last with the id hashing to `last`: it is the last delivered
+    /// unless a live durable event was routed since the mark `mark` was
+    /// taken (that one is later in the log).
+    pub(crate) fn gap_delivered(&mut self, handle: SessionHandle, mark: u64, last: u64) {
+        if self.last_durable_event(handle) == Some(mark) {
+            if let Some(slot) = self.core.last_durable.get_mut(handle.index()) {
+                *slot = (last, handle.generation());
+            }
+        }
+    }
 }
 
 impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, const OBLIGATIONS: usize>

@@ -1,15 +1,15 @@
 //! Recovery of a lost connection, as the layer above knows how to make
 //! one: the CLI started again as it was first, over stdio or TCP
-//! ([`Respawn`]), or a server connected to again ([`Reconnect`]); the
-//! driver then resumes
-//! the sessions on it (see `driver/recover.rs`).
+//! ([`Respawn`]), or a server connected to again ([`Reconnect`]), and its
+//! handshake; the driver then resumes the sessions on it as the core's
+//! recovery says (see `driver/recover.rs`).
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::ops;
 use crate::driver::{Connection, NewTransport, Restart};
@@ -79,13 +79,13 @@ impl Restart<Connection> for Respawn {
         Ok(NewTransport { reader, writer, probe: Some(probe) })
     }
 
-    fn reopen(&self, conn: &Arc<Connection>) -> Result<usize> {
+    fn reopen(&self, conn: &Arc<Connection>) -> Result<()> {
         block_on(ops::handshake(conn, self.connection_token.as_deref(), self.startup_timeout))?;
         if self.inference {
             // The new CLI knows no provider.
             block_on(ops::set_inference_provider(conn, self.startup_timeout))?;
         }
-        block_on(conn.resume_all(Instant::now() + conn.deadlines.request))
+        Ok(())
     }
 }
 
@@ -116,12 +116,12 @@ impl Restart<Connection> for Reconnect {
         Ok(NewTransport { reader, writer, probe: None })
     }
 
-    fn reopen(&self, conn: &Arc<Connection>) -> Result<usize> {
+    fn reopen(&self, conn: &Arc<Connection>) -> Result<()> {
         block_on(ops::handshake(conn, self.token.as_deref(), self.startup_timeout))?;
         if self.inference {
             // The server's new connection has no provider.
             block_on(ops::set_inference_provider(conn, self.startup_timeout))?;
         }
-        block_on(conn.resume_all(Instant::now() + conn.deadlines.request))
+        Ok(())
     }
 }

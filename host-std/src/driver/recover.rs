@@ -1,24 +1,35 @@
 //! Recovery of a lost connection: the CLI this client started exited, or
 //! its connection dropped, while the client did not end it. The reader
-//! that saw the end supervises: the engine forgets what the next
-//! connection cannot settle, the layer above starts the CLI again (after
-//! each wait of the core's [`RECOVERY_BACKOFF_MS`] in turn) and resumes
-//! the sessions, and the frames the engine decided on meanwhile (answers
-//! given during the gap, the lists of pending waits) go out once the
-//! sessions are resumed. Each step is told to the recovery's receivers.
+//! that saw the end supervises, doing the steps the core's [`Recovery`]
+//! decides (when to try again, which session to resume, how far back to
+//! read its log, what to deliver, when to give up): the engine forgets
+//! what the next connection cannot settle, the layer above starts the CLI
+//! again (or reconnects) and runs the handshake, the sessions are resumed
+//! and the events of the gap delivered, and the frames the engine decided
+//! on meanwhile (answers given during the gap, the lists of pending
+//! waits) go out once the sessions are resumed. Each step is told to the
+//! recovery's receivers.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use copilot_core::{SessionHandle, RECOVERY_BACKOFF_MS, RECOVERY_RESUME_FLAG};
+use copilot_core::{
+    event_id_of, Recovery, RecoveryReport, RecoveryStep, SessionHandle, RECOVERY_GAVE_UP, RECOVERY_RESUME_FLAG,
+    RESUME_REFUSED,
+};
+use serde_json::value::RawValue;
 
 use super::connection::{lock, Connection, Target, Waiter};
 use super::outbox::Outbox;
 use super::restart::{NewTransport, RecoveryEvent, RecoverySink, Reopen, Restart};
 use crate::error::{Error, Result};
 use crate::transport::CloseCause;
+use crate::wait::block_on;
+
+/// How a step went, for the core.
+type Report = RecoveryReport<Vec<Option<u64>>>;
 
 impl Connection {
     /// From now on, a lost connection is recovered through `restart`.
@@ -36,85 +47,6 @@ impl Connection {
         let mut all = lock(&self.reopens);
         all.retain(|(h, _)| *h != handle);
         all.push((handle, reopen));
-    }
-
-    /// Resumes every session still open on the new connection (with
-    /// [`RECOVERY_RESUME_FLAG`]), in turn, and has the engine reconcile
-    /// each; the number resumed. A session released meanwhile is skipped;
-    /// one whose resume the CLI refuses (an error answer: the session is
-    /// gone from its state) ends with the CLI's words, and the others carry
-    /// on, as in the JS client. Any other failure fails the attempt.
-    pub(crate) async fn resume_all(self: &Arc<Self>, deadline: Instant) -> Result<usize> {
-        let open: Vec<(SessionHandle, Target)> =
-            self.sessions().into_iter().filter(|(_, active, _)| *active).map(|(h, _, t)| (h, t)).collect();
-        let reopens: Vec<(SessionHandle, Reopen)> = {
-            let mut all = lock(&self.reopens);
-            all.retain(|(h, _)| open.iter().any(|(o, _)| o == h));
-            all.clone()
-        };
-        let mut resumed = 0;
-        for (handle, reopen) in &reopens {
-            let Some((_, target)) = open.iter().find(|(h, _)| h == handle) else { continue };
-            let mut params = reopen.params.clone();
-            if let Some(p) = params.as_object_mut() {
-                p.insert(RECOVERY_RESUME_FLAG.into(), true.into());
-            }
-            let id = params.get("sessionId").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
-            // Where the gap starts, before the resume's events move it; the
-            // live stream is held until the gap is delivered.
-            let mark = lock(&self.engine).last_durable_event(*handle);
-            target.hold();
-            let gap = self.resume_one(*handle, &id, &params, reopen, mark, deadline).await;
-            let (events, refused) = match gap {
-                Ok(Ok(events)) => (events, None),
-                Ok(Err(refused)) => (Vec::new(), Some(refused)),
-                Err(e) => {
-                    target.release_held(Vec::new());
-                    return Err(Error::Disconnected(format!("resuming session {id}: {e}")));
-                }
-            };
-            let delivered = events.len();
-            target.release_held(events);
-            if let Some(refused) = refused {
-                let reason = format!("session.resume failed after the connection was recovered: {refused}");
-                log::warn!("{}: session {id}: {reason}", self.label);
-                target.close(&reason);
-                self.release(*handle);
-                continue;
-            }
-            resumed += 1;
-            if delivered > 0 {
-                log::info!("{}: session {id}: {delivered} events of the gap read back from its log", self.label);
-            }
-            self.tell(RecoveryEvent::SessionResumed { session_id: id, gap_events: delivered });
-        }
-        Ok(resumed)
-    }
-
-    /// Resumes one session, has the engine reconcile it, sends the
-    /// follow-ups, and reads the events of the gap (after `mark`); inside,
-    /// the CLI's error answer to the resume (the session is not resumed).
-    async fn resume_one(
-        self: &Arc<Self>,
-        handle: SessionHandle,
-        id: &str,
-        params: &serde_json::Value,
-        reopen: &Reopen,
-        mark: Option<u64>,
-        deadline: Instant,
-    ) -> Result<std::result::Result<Vec<Vec<u8>>, Error>> {
-        match self.request("session.resume", params, deadline)?.await {
-            Err(refused @ Error::Rpc { .. }) => return Ok(Err(refused)),
-            other => other?,
-        };
-        let _ = self.with_engine(|e, _| e.reconcile(handle));
-        for (method, follow_up) in &reopen.follow_ups {
-            self.request(method, follow_up, deadline)?.await?;
-        }
-        match mark {
-            Some(mark) => self.read_gap(id, mark, deadline).await.map(Ok),
-            None => Ok(Ok(Vec::new())),
-        }
     }
 
     /// The reader a recovery started, if any, to join.
@@ -169,55 +101,157 @@ impl Connection {
     }
 
     /// Recovers the lost connection (on the reader thread that saw it
-    /// end): `Ok` once the sessions are resumed on a new transport, whose
-    /// reader then runs; the cause to end with when every attempt failed
-    /// or the client is stopping.
+    /// end), doing each step of the core's [`Recovery`] in turn: `Ok` once
+    /// the sessions are resumed on a new transport, whose reader then
+    /// runs; the cause to end with when every attempt failed or the client
+    /// is stopping.
     pub(super) fn recover(
         self: &Arc<Self>,
         cause: CloseCause,
         restart: Arc<dyn Restart<Connection>>,
     ) -> Result<(), CloseCause> {
-        let lost = Instant::now();
         self.lose_transport(&cause);
         self.tell(RecoveryEvent::ConnectionLost { cause: cause.clone() });
-        let mut last = cause.clone();
-        for (at, &delay) in RECOVERY_BACKOFF_MS.iter().enumerate() {
-            let attempt = at + 1;
-            let after = Duration::from_millis(delay);
-            if !self.pause(after) {
-                return Err(CloseCause::Stopped);
-            }
-            self.tell(RecoveryEvent::Restarting { attempt, after });
-            match self.attempt(&*restart) {
-                Ok(sessions) => {
+        let mut recovery = Recovery::new(self.now());
+        let mut run = Run { last: cause.to_string(), ..Run::default() };
+        let mut report = RecoveryReport::Next;
+        loop {
+            let step = recovery.step(&mut lock(&self.engine), self.now(), report);
+            report = match step {
+                RecoveryStep::Wait { until } => {
+                    if !self.pause_until(until) {
+                        return Err(CloseCause::Stopped);
+                    }
+                    RecoveryReport::Next
+                }
+                RecoveryStep::Connect { attempt, after_ms } => {
+                    run.attempt = attempt;
+                    self.tell(RecoveryEvent::Restarting { attempt, after: Duration::from_millis(after_ms) });
+                    match self.attempt(&*restart) {
+                        Ok(()) => RecoveryReport::Connected,
+                        Err(e) => self.attempt_failed(&mut run, &e)?,
+                    }
+                }
+                RecoveryStep::Resume { handle } => match self.resume_session(handle, &mut run) {
+                    Ok(report) => report,
+                    Err(e) => {
+                        let e = Error::Disconnected(format!("resuming session {}: {e}", run.session_id));
+                        self.attempt_failed(&mut run, &e)?
+                    }
+                },
+                RecoveryStep::ReadLog { page, .. } => match self.read_log(&mut run, page) {
+                    Ok(more) => RecoveryReport::LogRead { ids: run.log_ids(), more },
+                    Err(e) => {
+                        let e = Error::Disconnected(format!("reading the log of session {}: {e}", run.session_id));
+                        self.attempt_failed(&mut run, &e)?
+                    }
+                },
+                RecoveryStep::Deliver { from, unknown, .. } => {
+                    self.deliver_gap(&mut run, from, unknown);
+                    RecoveryReport::Next
+                }
+                RecoveryStep::End { handle } => {
+                    let reason = format!("{RESUME_REFUSED}{}", run.refused.take().unwrap_or_default());
+                    log::warn!("{}: session {}: {reason}", self.label, run.session_id);
+                    if let Some(target) = run.target.take() {
+                        target.release_held(Vec::new());
+                        target.close(&reason);
+                    }
+                    self.release(handle);
+                    RecoveryReport::Next
+                }
+                RecoveryStep::Recovered { sessions, took_ms } => {
                     // The frames held meanwhile go out now, in the engine's order.
                     self.recovering.store(false, Ordering::SeqCst);
                     self.with_engine(|_, _| {});
-                    self.tell(RecoveryEvent::Recovered { sessions, took: lost.elapsed() });
+                    self.tell(RecoveryEvent::Recovered { sessions, took: Duration::from_millis(took_ms) });
                     return Ok(());
                 }
-                Err(e) if self.is_stopping() => {
-                    log::debug!("{}: recovery stopped: {e}", self.label);
-                    return Err(CloseCause::Stopped);
+                RecoveryStep::GaveUp { attempts } => {
+                    let [before, after] = RECOVERY_GAVE_UP;
+                    let cause = CloseCause::ReaderFailed(format!("{before}{attempts}{after}{}", run.last));
+                    self.tell(RecoveryEvent::GaveUp { cause: cause.clone() });
+                    return Err(cause);
                 }
-                Err(e) => {
-                    self.tell(RecoveryEvent::AttemptFailed { attempt, error: e.to_string() });
-                    self.lose_transport(&CloseCause::ReaderFailed(e.to_string()));
-                    last = CloseCause::ReaderFailed(format!("attempt {attempt}: {e}"));
-                }
-            }
+            };
         }
-        let cause = CloseCause::ReaderFailed(format!(
-            "the connection was lost and {} attempts to recover it failed; the last: {last}",
-            RECOVERY_BACKOFF_MS.len()
-        ));
-        self.tell(RecoveryEvent::GaveUp { cause: cause.clone() });
-        Err(cause)
     }
 
-    /// One attempt: a new transport, its reader, then the handshake and
-    /// the resumes.
-    fn attempt(self: &Arc<Self>, restart: &dyn Restart<Connection>) -> Result<usize> {
+    /// The step of attempt `run.attempt` failed with `e`: the report that
+    /// says so, once the transport is given up; the end when the client is
+    /// stopping.
+    fn attempt_failed(&self, run: &mut Run, e: &Error) -> Result<Report, CloseCause> {
+        if let Some(target) = run.target.take() {
+            target.release_held(Vec::new());
+        }
+        if self.is_stopping() {
+            log::debug!("{}: recovery stopped: {e}", self.label);
+            return Err(CloseCause::Stopped);
+        }
+        self.tell(RecoveryEvent::AttemptFailed { attempt: run.attempt, error: e.to_string() });
+        self.lose_transport(&CloseCause::ReaderFailed(e.to_string()));
+        run.last = format!("attempt {}: {e}", run.attempt);
+        Ok(RecoveryReport::Failed)
+    }
+
+    /// [`RecoveryStep::Resume`]: resumes session `handle` with the options
+    /// it was opened with and [`RECOVERY_RESUME_FLAG`], holding its live
+    /// events, then sends what follows its open. The CLI's error answer to
+    /// the resume is [`RecoveryReport::Refused`] (kept in `run` for its
+    /// end); any other failure fails the attempt.
+    fn resume_session(self: &Arc<Self>, handle: SessionHandle, run: &mut Run) -> Result<Report> {
+        let target = lock(&self.engine).router().sessions().get(handle);
+        let reopen = lock(&self.reopens).iter().find(|(h, _)| *h == handle).map(|(_, r)| r.clone());
+        let (Some(target), Some(reopen)) = (target, reopen) else { return Ok(RecoveryReport::Skipped) };
+        let mut params = reopen.params.clone();
+        if let Some(p) = params.as_object_mut() {
+            p.insert(RECOVERY_RESUME_FLAG.into(), true.into());
+        }
+        run.session_id = params.get("sessionId").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+        target.hold();
+        run.target = Some(target);
+        let deadline = Instant::now() + self.deadlines.request;
+        match block_on(self.request("session.resume", &params, deadline)?) {
+            Err(refused @ Error::Rpc { .. }) => {
+                run.refused = Some(refused.to_string());
+                return Ok(RecoveryReport::Refused);
+            }
+            other => other?,
+        };
+        for (method, follow_up) in &reopen.follow_ups {
+            block_on(self.request(method, follow_up, deadline)?)?;
+        }
+        Ok(RecoveryReport::Resumed)
+    }
+
+    /// [`RecoveryStep::Deliver`]: the events of the log from `from` on,
+    /// then the live ones held but those the log brought.
+    fn deliver_gap(&self, run: &mut Run, from: Option<usize>, unknown: bool) {
+        let log = std::mem::take(&mut run.log);
+        let gap: Vec<Vec<u8>> = match from {
+            Some(from) => log.get(from..).unwrap_or_default().iter().map(|e| e.get().as_bytes().to_vec()).collect(),
+            None => Vec::new(),
+        };
+        let id = &run.session_id;
+        if unknown {
+            log::warn!(
+                "{}: session {id}: the last event delivered is not in the last {} of its log; events of the gap, if any, are not delivered",
+                self.label,
+                log.len()
+            );
+        }
+        let gap_events = gap.len();
+        if gap_events > 0 {
+            log::info!("{}: session {id}: {gap_events} events of the gap read back from its log", self.label);
+        }
+        if let Some(target) = run.target.take() {
+            target.release_held(gap);
+        }
+        self.tell(RecoveryEvent::SessionResumed { session_id: id.clone(), gap_events });
+    }
+
+    /// One attempt: a new transport, its reader, then the handshake.
+    fn attempt(self: &Arc<Self>, restart: &dyn Restart<Connection>) -> Result<()> {
         let NewTransport { reader, writer, probe } = restart.transport(&|| self.is_stopping())?;
         let transport = self.transport.fetch_add(1, Ordering::SeqCst) + 1;
         self.set_outbox(Outbox::start(&self.label, writer)?);
@@ -238,16 +272,40 @@ impl Connection {
         restart.reopen(self)
     }
 
-    /// Waits `d`, or less when the client stops meanwhile: whether to go on.
-    fn pause(&self, d: Duration) -> bool {
-        let until = Instant::now() + d;
+    /// Waits until `until` on the engine's clock, or less when the client
+    /// stops meanwhile: whether to go on.
+    fn pause_until(&self, until: u64) -> bool {
         while !self.is_stopping() {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            let left = until.saturating_sub(self.now());
+            if left == 0 {
                 return true;
             }
-            thread::sleep(left.min(Duration::from_millis(20)));
+            thread::sleep(Duration::from_millis(left.min(20)));
         }
         false
+    }
+}
+
+/// What the recovery's steps carry from one to the next.
+#[derive(Default)]
+pub(super) struct Run {
+    /// The attempt running.
+    attempt: usize,
+    /// The last failure, for the cause of giving up.
+    last: String,
+    /// The session being resumed: its id and sink (its live events held).
+    pub(super) session_id: String,
+    target: Option<Target>,
+    /// The CLI's refusal of its resume.
+    refused: Option<String>,
+    /// Its log read so far, oldest first, as the CLI wrote the events, and
+    /// the cursor to read further back.
+    pub(super) log: Vec<Box<RawValue>>,
+    pub(super) cursor: Option<String>,
+}
+
+impl Run {
+    fn log_ids(&self) -> Vec<Option<u64>> {
+        self.log.iter().map(|e| event_id_of(e.get().as_bytes())).collect()
     }
 }

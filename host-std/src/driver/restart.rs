@@ -26,9 +26,9 @@ pub(crate) trait Restart<C>: Send + Sync {
     /// Starts the CLI again (or connects again): the new transport; none
     /// once `stopping` says the client is stopping.
     fn transport(&self, stopping: &dyn Fn() -> bool) -> Result<NewTransport>;
-    /// On the new transport (the driver reads it): the handshake, then the
-    /// resume of every session still open; the number resumed.
-    fn reopen(&self, conn: &Arc<C>) -> Result<usize>;
+    /// On the new transport (the driver reads it): the handshake, and what
+    /// follows every handshake (registering as the inference provider).
+    fn reopen(&self, conn: &Arc<C>) -> Result<()>;
 }
 
 /// One step of a recovery, as [`Client::on_recovery`](crate::Client::on_recovery)
