@@ -35,7 +35,7 @@
 
 use crate::engine::{undelivered_from, Engine, EVENT_LOG_MAX_PAGES};
 use crate::frame::FrameBuffer;
-use crate::session::{SessionHandle, SessionState};
+use crate::session::SessionHandle;
 
 /// How long to wait before each attempt to start the CLI again (or to
 /// reconnect), in milliseconds: one attempt per entry, then recovery gives
@@ -299,13 +299,7 @@ impl Recovery {
         index: usize,
         now: u64,
     ) -> RecoveryStep {
-        let open = engine
-            .router()
-            .sessions()
-            .iter()
-            .find(|(h, state, _)| h.index() >= index && *state == SessionState::Active)
-            .map(|(h, _, _)| h);
-        match open {
+        match engine.router().sessions().active_from(index) {
             Some(handle) => {
                 // Where its gap starts, before the resume's events move it.
                 self.phase = Phase::Resuming { handle, mark: engine.last_durable_event(handle) };

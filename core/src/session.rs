@@ -433,6 +433,14 @@ impl<T: Clone, const N: usize> SessionTable<T, N> {
         self.inner.with(|t| t.slot(handle).filter(|s| s.state != SessionState::AwaitingId).map(|s| s.id.clone()))
     }
 
+    /// The first active session in a slot from `index` on.
+    pub(crate) fn active_from(&self, index: usize) -> Option<SessionHandle> {
+        self.inner.with(|t| {
+            let at = t.slots.iter().skip(index).position(|s| s.target.is_some() && s.state == SessionState::Active)?;
+            Some(SessionHandle { index: (index + at) as u16, generation: t.slots[index + at].generation })
+        })
+    }
+
     /// The state of a live handle.
     pub fn state(&self, handle: SessionHandle) -> Option<SessionState> {
         self.inner.with(|t| t.slot(handle).map(|s| s.state))

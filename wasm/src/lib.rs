@@ -31,8 +31,9 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use copilot_core::{
-    event_id_hash, limits, undelivered_from, Cause, Engine, EngineConfig, EventInfo, FrameDecoder, GrowingBuffer, Id,
-    JsonStr, ListedWait, ObligationId, Outgoing, Output, Payload, Route, RpcError, SessionHandle, Value,
+    event_id_hash, limits, Cause, Engine, EngineConfig, EventInfo, FrameDecoder, GrowingBuffer, Id, JsonStr,
+    ListedWait, ObligationId, Outgoing, Output, Payload, Recovery, RecoveryReport, RecoveryStep, Route, RpcError,
+    SessionHandle, Value,
 };
 use wasm_bindgen::prelude::*;
 
@@ -115,10 +116,8 @@ pub struct CoreEngine {
     /// thrown through `JsError` leaves wasm-bindgen's table of JS values
     /// out of the module (about 1 KB).
     failure: String,
-    /// Per tag, while a lost connection is recovered: the hash of the last
-    /// durable event delivered to the session before its resume
-    /// (`Engine::last_durable_event`), where its gap starts ([`recover`](Self::recover)).
-    marks: Vec<(u32, u64)>,
+    /// The recovery of a lost connection under way ([`recover`](Self::recover)).
+    recovery: Option<Recovery>,
 }
 
 #[wasm_bindgen]
@@ -147,7 +146,7 @@ impl CoreEngine {
             outbox: Vec::new(),
             held: false,
             failure: String::new(),
-            marks: Vec::new(),
+            recovery: None,
         }
     }
 
@@ -188,54 +187,82 @@ impl CoreEngine {
         out.finish()
     }
 
-    /// Recovery of a lost connection (`copilot_core::RECOVERY_BACKOFF_MS`),
-    /// by `step`:
-    /// - `0`: the connection is lost and another will follow (a restarted
-    ///   CLI, a server connected to again); the engine forgets what the
-    ///   next one cannot settle (`Engine::connection_lost`: the requests in
-    ///   flight, whose callers JavaScript fails from its own list, the waits
-    ///   of server requests, the answers the CLI did not acknowledge) and
-    ///   the frames meant for the old one; the waits of events stay open.
-    ///   From then on the engine's frames (answers given meanwhile) are
-    ///   held, while the requests encoded here go out: resume each session
-    ///   with [`reserve`](Self::reserve) (`resume`, its own id and tag; the
-    ///   engine notes where its gap starts) and
-    ///   [`complete_open`](Self::complete_open), which asks the CLI what is
-    ///   pending. Returns how many waits were forgotten.
-    /// - `1`: every session is resumed; the frames held go out with the
-    ///   next [`take_outgoing`](Self::take_outgoing). Returns 0.
-    /// - `2`: events not lost across the recovery
-    ///   (`copilot_core::undelivered_from`): `log` holds the ids of the
-    ///   events read so far from the log of the session resumed under `tag`
-    ///   (`session.eventLog.read` backward, durable events only, oldest
-    ///   first), one a line, each as its JSON string has it (without the
-    ///   quotes; an empty line for an event without one; no JSON parser is
-    ///   needed here). Returns `-2` when no durable event was delivered to
-    ///   the session before the loss (nothing to read back), `-1` when the
-    ///   last one delivered is not in `log` (read further back), else the
-    ///   index of the first event of `log` not delivered: deliver it and
-    ///   those after it, then the live events that came meanwhile but
-    ///   those the log brought (by their ids: an event is delivered once).
+    /// Recovery of a lost connection, as the core sequences it
+    /// (`copilot_core::Recovery`): `report` says what happened, and the
+    /// next step comes back as numbers, `[step, a, b, c]`.
+    ///
+    /// Report [`RECOVER_LOST`] when the connection is lost and another
+    /// will follow (a restarted CLI, a server connected to again), and
+    /// again when an attempt's connection is lost or its step failed: the
+    /// engine forgets what the next connection cannot settle
+    /// (`Engine::connection_lost`: the requests in flight, whose callers
+    /// JavaScript fails from its own list, the waits of server requests,
+    /// the answers the CLI did not acknowledge) and the frames meant for
+    /// the old one; the waits of events stay open. From then on the
+    /// engine's frames (answers given meanwhile) are held while the
+    /// requests encoded here go out. Returns `[forgotten]`, how many
+    /// waits were forgotten; then report [`RECOVER_NEXT`] (the first
+    /// time) or [`RECOVER_FAILED`] (an attempt failed) for the next step.
+    ///
+    /// The steps (`RecoveryStep`), by their first number: `0` wait until
+    /// `a` (ms), then report `NEXT`; `1` attempt `a` after `b` ms: connect
+    /// and run the handshake, report `CONNECTED` or `FAILED`; `2` resume
+    /// the session of tag `a` (hold its live events), report `RESUMED`,
+    /// `REFUSED`, `SKIPPED` or `FAILED`; `3` read page `b` of the log of
+    /// tag `a`, report `LOG` or `LOG_MORE` with `log`, the ids of the
+    /// events read so far (oldest first), one a line, each as its JSON
+    /// string has it (an empty line for an event without one), or
+    /// `FAILED`; `4` deliver the log's events of tag `a` from index `b`
+    /// (none if `-1`; `c` is 1 when the last event delivered was not found
+    /// in the log), then the live ones held but those the log brought,
+    /// report `NEXT`; `5` end the session of tag `a` (the CLI refused its
+    /// resume), report `NEXT`; `6` recovered: `a` sessions resumed in `b`
+    /// ms, the frames held go out; `7` gave up after `a` attempts.
     ///
     /// One method for all: each export costs the module its own glue
-    /// (about 220 bytes gzipped); a number, not an array, comes back:
+    /// (about 220 bytes gzipped); numbers, not an object, come back:
     /// smaller code.
-    pub fn recover(&mut self, step: u32, tag: u32, log: &str) -> i32 {
-        match step {
+    pub fn recover(&mut self, report: u32, log: &str, now: f64) -> Vec<f64> {
+        let now = ms(now);
+        let report = match report {
             RECOVER_LOST => {
                 self.held = true;
-                self.marks.clear();
+                self.recovery.get_or_insert_with(|| Recovery::new(now));
                 // A frame cut short belongs to the old stream.
                 let _ = self.decoder.finish();
                 self.outbox.clear();
-                self.engine.connection_lost(|_, ()| {}) as i32
+                return vec![self.engine.connection_lost(|_, ()| {}) as f64];
             }
-            RECOVER_GAP => self.gap(tag, log),
-            _ => {
-                self.held = false;
-                0
+            RECOVER_CONNECTED => RecoveryReport::Connected,
+            RECOVER_FAILED => RecoveryReport::Failed,
+            RECOVER_RESUMED => RecoveryReport::Resumed,
+            RECOVER_REFUSED => RecoveryReport::Refused,
+            RECOVER_SKIPPED => RecoveryReport::Skipped,
+            RECOVER_LOG | RECOVER_LOG_MORE => {
+                RecoveryReport::LogRead { ids: Ids(Some(log.as_bytes())), more: report == RECOVER_LOG_MORE }
             }
+            _ => RecoveryReport::Next,
+        };
+        let Some(recovery) = &mut self.recovery else { return Vec::new() };
+        let step = recovery.step(&mut self.engine, now, report);
+        let tag = |h: SessionHandle| self.handles.iter().find(|(_, x)| *x == h).map_or(-1.0, |(t, _)| *t as f64);
+        let (n, out) = match step {
+            RecoveryStep::Wait { until } => (2, [0.0, until as f64, 0.0, 0.0]),
+            RecoveryStep::Connect { attempt, after_ms } => (3, [1.0, attempt as f64, after_ms as f64, 0.0]),
+            RecoveryStep::Resume { handle } => (2, [2.0, tag(handle), 0.0, 0.0]),
+            RecoveryStep::ReadLog { handle, page } => (3, [3.0, tag(handle), page as f64, 0.0]),
+            RecoveryStep::Deliver { handle, from, unknown } => {
+                (4, [4.0, tag(handle), from.map_or(-1.0, |f| f as f64), f64::from(u8::from(unknown))])
+            }
+            RecoveryStep::End { handle } => (2, [5.0, tag(handle), 0.0, 0.0]),
+            RecoveryStep::Recovered { sessions, took_ms } => (3, [6.0, sessions as f64, took_ms as f64, 0.0]),
+            RecoveryStep::GaveUp { attempts } => (2, [7.0, attempts as f64, 0.0, 0.0]),
+        };
+        if recovery.is_over() {
+            self.recovery = None;
+            self.held = false;
         }
+        out[..n].to_vec()
     }
 
     /// The bytes the engine decided to send since the last call: write
@@ -351,15 +378,6 @@ impl CoreEngine {
     }
 
     fn try_reserve(&mut self, id: Option<String>, tag: u32, resume: bool) -> Result<Option<u32>, String> {
-        if resume && self.held {
-            // Where the session's gap starts, before its resume's events move it.
-            // (The last noted for a tag counts.)
-            let mark =
-                self.handles.iter().find(|(t, _)| *t == tag).and_then(|(_, h)| self.engine.last_durable_event(*h));
-            if let Some(mark) = mark {
-                self.marks.push((tag, mark));
-            }
-        }
         let reserved = match id {
             None => self.engine.reserve_unassigned(tag).map(|handle| (handle, None)),
             Some(id) if resume => self.engine.reserve_resume(&id, tag),
@@ -480,13 +498,21 @@ impl Iterator for Ids<'_> {
     }
 }
 
-/// [`CoreEngine::recover`]: the connection is lost.
+/// [`CoreEngine::recover`]'s reports (`policy.json`'s `recovery.reports`,
+/// in this order): the connection is lost (or an attempt's connection);
+/// the step is done; the connection is made; the step failed; the session
+/// is resumed; its resume refused; skipped; the log read, all of it or
+/// with more further back.
 const RECOVER_LOST: u32 = 0;
-/// [`CoreEngine::recover`]: every session is resumed.
 #[cfg(test)]
-const RECOVER_DONE: u32 = 1;
-/// [`CoreEngine::recover`]: where the events the connection lost start.
-const RECOVER_GAP: u32 = 2;
+const RECOVER_NEXT: u32 = 1;
+const RECOVER_CONNECTED: u32 = 2;
+const RECOVER_FAILED: u32 = 3;
+const RECOVER_RESUMED: u32 = 4;
+const RECOVER_REFUSED: u32 = 5;
+const RECOVER_SKIPPED: u32 = 6;
+const RECOVER_LOG: u32 = 7;
+const RECOVER_LOG_MORE: u32 = 8;
 
 /// [`CoreEngine::settle`]: pass on the handler's answer.
 const SETTLE_ANSWER: u8 = 0;
@@ -549,14 +575,6 @@ impl CoreEngine {
             return Err(message);
         };
         self.engine.refuse(id, cause).map_err(|e| e.message().to_owned())
-    }
-
-    /// [`CoreEngine::recover`]'s step [`RECOVER_GAP`].
-    fn gap(&self, tag: u32, log: &str) -> i32 {
-        match self.marks.iter().rfind(|(t, _)| *t == tag) {
-            Some(&(_, mark)) => undelivered_from(mark, Ids(Some(log.as_bytes()))).map_or(-1, |from| from as i32),
-            None => -2,
-        }
     }
 
     fn try_close_session(&mut self, tag: u32) -> Result<(), String> {
@@ -1268,35 +1286,38 @@ mod tests {
     }
 
     #[test]
-    fn a_recovery_notes_where_each_sessions_gap_starts_and_finds_it_in_the_log() {
+    fn a_recovery_steps_through_the_cores_sequence_by_tag_and_holds_the_engines_frames_until_it_is_over() {
         let event = |id: &str, ephemeral: bool| {
             frame(&format!(
                 r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"s","event":{{"type":"session.info","id":"{id}","ephemeral":{ephemeral},"data":{{}}}}}}}}"#
             ))
         };
         let mut e = CoreEngine::new(None, None, None);
-        e.reserve(Some("s".into()), 1, false);
-        e.try_complete_open(1, true, r#"{"sessionId":"s"}"#, 0.0).unwrap();
         e.reserve(Some("t".into()), 2, false);
         e.try_complete_open(2, true, r#"{"sessionId":"t"}"#, 0.0).unwrap();
+        e.reserve(Some("s".into()), 1, false);
+        e.try_complete_open(1, true, r#"{"sessionId":"s"}"#, 0.0).unwrap();
         e.feed(&[event("a", false), event("b", false), event("x", true)].concat(), 1.0);
-        assert_eq!(e.recover(RECOVER_LOST, 0, ""), 0);
-        // The resume notes the last durable event delivered ("b"), before
-        // the resume's own events move it.
-        assert_eq!(e.reserve(Some("s".into()), 1, true), Some(1));
-        e.try_complete_open(1, true, r#"{"sessionId":"s"}"#, 2.0).unwrap();
-        e.feed(&event("c", false), 3.0);
-        assert_eq!(e.recover(RECOVER_GAP, 1, "a\nb\nc\nd"), 2, "from c on");
-        assert_eq!(e.recover(RECOVER_GAP, 1, "\nc\nd"), -1, "read further back");
-        assert_eq!(e.recover(RECOVER_GAP, 1, "b"), 1, "nothing was lost");
-        // Session t had no durable event: nothing to read back.
-        assert_eq!(e.reserve(Some("t".into()), 2, true), Some(2));
-        assert_eq!(e.recover(RECOVER_GAP, 2, "a\nb"), -2);
-        // The next loss notes the gap afresh: "c" was delivered since.
-        assert_eq!(e.recover(RECOVER_DONE, 0, ""), 0);
-        assert_eq!(e.recover(RECOVER_LOST, 0, ""), 0);
-        assert_eq!(e.reserve(Some("s".into()), 1, true), Some(1));
-        assert_eq!(e.recover(RECOVER_GAP, 1, "a\nb\nc\nd"), 3);
+        e.take_outgoing();
+        assert_eq!(e.recover(RECOVER_NEXT, "", 0.0), Vec::<f64>::new(), "no recovery under way");
+        assert_eq!(e.recover(RECOVER_LOST, "", 10.0), [0.0]);
+        assert_eq!(e.recover(RECOVER_NEXT, "", 10.0), [0.0, 260.0]);
+        assert_eq!(e.recover(RECOVER_NEXT, "", 260.0), [1.0, 1.0, 250.0]);
+        // In slot order: t first. No durable event was delivered to it.
+        assert_eq!(e.recover(RECOVER_CONNECTED, "", 270.0), [2.0, 2.0]);
+        assert_eq!(e.recover(RECOVER_RESUMED, "", 270.0), [4.0, 2.0, -1.0, 0.0]);
+        assert!(e.take_outgoing().is_empty(), "the lists asked are held");
+        assert_eq!(e.recover(RECOVER_NEXT, "", 270.0), [2.0, 1.0]);
+        // s's last durable event was "b": the log from "c" on.
+        assert_eq!(e.recover(RECOVER_RESUMED, "", 280.0), [3.0, 1.0, 0.0]);
+        assert_eq!(e.recover(RECOVER_LOG_MORE, "\nc\nd", 280.0), [3.0, 1.0, 1.0], "read further back");
+        assert_eq!(e.recover(RECOVER_LOG, "a\nb\n\nc\nd", 290.0), [4.0, 1.0, 2.0, 0.0]);
+        assert_eq!(e.recover(RECOVER_NEXT, "", 300.0), [6.0, 2.0, 290.0]);
+        let sent = String::from_utf8(e.take_outgoing()).unwrap();
+        assert_eq!(sent.matches("\"method\":").count(), 2 * copilot_core::PENDING_LISTS.len(), "{sent}");
+        // The next loss starts afresh.
+        assert_eq!(e.recover(RECOVER_LOST, "", 400.0), [0.0]);
+        assert_eq!(e.recover(RECOVER_NEXT, "", 400.0), [0.0, 650.0]);
     }
 
     #[test]

@@ -179,15 +179,18 @@
 //!   `accept` and that is neither absent nor null (with `onlyTrue`: only a
 //!   `true`), else none (`copilot_core::Capabilities`,
 //!   `copilot_core::UI_CALLS`, `write_ui_form`, `read_ui_answer`).
-//! - `recovery` `{backoffMs, resumeFlag, eventLog: {method, page,
-//!   maxPages}}`: a lost connection is tried again after each wait of
-//!   `backoffMs` in turn, then given up; the resume of each open session
-//!   after it sets `resumeFlag` `true`; then the session's log is read
-//!   backward with `method`, `page` events at a time, at most `maxPages`
-//!   times, until `CoreEngine.recover` finds where the events not delivered
-//!   start (`copilot_core::RECOVERY_BACKOFF_MS`, `RECOVERY_RESUME_FLAG`,
-//!   `EVENT_LOG_READ`, `EVENT_LOG_PAGE`, `EVENT_LOG_MAX_PAGES`; held to
-//!   them in `policy/recovery.rs`).
+//! - `recovery` `{reports, steps, backoffMs, resumeFlag, eventLog: {method,
+//!   page}, refused, gaveUp}`: the core sequences a recovery
+//!   (`copilot_core::Recovery`, through `CoreEngine.recover`): `reports`
+//!   names the reports by number, `steps` the steps by their first number,
+//!   `backoffMs` the waits before each attempt;
+//!   the resume of each open session sets `resumeFlag` `true`; its log is
+//!   read backward with `method`, `page` events at a time; a session whose
+//!   resume is refused ends with `refused` and the CLI's words; a
+//!   recovery that gave up ends the connection with `gaveUp` around the
+//!   number of attempts and the last failure (`RESUME_REFUSED`,
+//!   `RECOVERY_GAVE_UP`, `RECOVERY_BACKOFF_MS`, `RECOVERY_RESUME_FLAG`, `EVENT_LOG_READ`,
+//!   `EVENT_LOG_PAGE`; held to them in `policy/recovery.rs`).
 
 mod recovery;
 

@@ -197,8 +197,8 @@ impl Connection {
     /// [`RecoveryStep::Resume`]: resumes session `handle` with the options
     /// it was opened with and [`RECOVERY_RESUME_FLAG`], holding its live
     /// events, then sends what follows its open. The CLI's error answer to
-    /// the resume is [`RecoveryReport::Refused`] (kept in `run` for its
-    /// end); any other failure fails the attempt.
+    /// the resume is [`RecoveryReport::Refused`] (its message kept in
+    /// `run` for its end); any other failure fails the attempt.
     fn resume_session(self: &Arc<Self>, handle: SessionHandle, run: &mut Run) -> Result<Report> {
         let target = lock(&self.engine).router().sessions().get(handle);
         let reopen = lock(&self.reopens).iter().find(|(h, _)| *h == handle).map(|(_, r)| r.clone());
@@ -212,8 +212,8 @@ impl Connection {
         run.target = Some(target);
         let deadline = Instant::now() + self.deadlines.request;
         match block_on(self.request("session.resume", &params, deadline)?) {
-            Err(refused @ Error::Rpc { .. }) => {
-                run.refused = Some(refused.to_string());
+            Err(Error::Rpc { message, .. }) => {
+                run.refused = Some(message);
                 return Ok(RecoveryReport::Refused);
             }
             other => other?,

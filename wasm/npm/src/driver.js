@@ -9,8 +9,8 @@ import { CoreEngine } from "../dist/copilot_wasm.js";
 import { DEFAULT_HANDLER_TIMEOUT_MS, POLICY, PROTOCOL_VERSION } from "./constants.js";
 import { CopilotError, DisconnectedError, ProtocolVersionError, RpcError, TimeoutError, errorText } from "./errors.js";
 
-/** The steps of `CoreEngine.recover`. */
-const RECOVER = { lost: 0, done: 1, gap: 2 };
+/** `CoreEngine.recover`'s reports by name, and its steps' names by number. */
+const { reports: RECOVER_REPORTS, steps: RECOVER_STEPS } = POLICY.recovery;
 
 /** The engine's clock, in milliseconds. */
 const now = () => performance.now();
@@ -63,14 +63,14 @@ export class Driver {
   }
 
   /**
-   * The stream ended and another will follow: the engine forgets what the
-   * next cannot settle and holds its frames (`CoreEngine.recover`),
-   * every call in flight fails with `reason`, and so does every call until
-   * `attach` gives a new stream.
+   * The stream ended and another will follow (or an attempt to recover
+   * failed): the engine forgets what the next cannot settle and holds its
+   * frames (`CoreEngine.recover`), every call in flight fails with
+   * `reason`, and so does every call until `attach` gives a new stream.
    */
   lose(reason) {
     if (this.#closed) return;
-    const forgotten = this.#core.recover(RECOVER.lost, 0, "");
+    const [forgotten] = this.#core.recover(RECOVER_REPORTS.indexOf("lost"), "", now());
     if (forgotten > 0) this.#logger.warn?.(`${forgotten} requests of the CLI died with the connection`);
     this.#lost = `${reason} (the connection is being recovered)`;
     const error = new DisconnectedError(this.#lost);
@@ -79,17 +79,26 @@ export class Driver {
     for (const entry of pending) entry.reject(error);
   }
 
+  /**
+   * The recovery's next step, as the core sequences it (`CoreEngine.recover`),
+   * given how the step before went (`report`: a name of
+   * `POLICY.recovery.reports`; with `"log"` and `"logMore"`, `events`, the
+   * log read so far, oldest first): `[step, a, b, c]`, `step` a name of
+   * `POLICY.recovery.steps` and a session's tag in `a`. Once it is over
+   * (`"recovered"`), the frames the engine held go out.
+   */
+  recoverStep(report, events = []) {
+    const [step, ...args] = this.#core.recover(RECOVER_REPORTS.indexOf(report), idLines(events), now());
+    const name = RECOVER_STEPS[step];
+    if (name === "recovered") this.flush();
+    return [name, ...args];
+  }
+
   /** Reads and writes `transport` from now on (a recovery's); `onEnd` as `start`'s. */
   attach(transport, onEnd) {
     this.#transport = transport;
     this.#lost = null;
     this.start(onEnd);
-  }
-
-  /** Every session is resumed: the engine's frames held since `lose` go out. */
-  recovered() {
-    this.#core.recover(RECOVER.done, 0, "");
-    this.flush();
   }
 
   /**
@@ -176,19 +185,6 @@ export class Driver {
     const opened = JSON.parse(this.#call((core) => core.complete_open(tag, ok, payload, now())));
     if (opened.error !== undefined) opened.error = coreText(opened.error);
     return opened;
-  }
-
-  /**
-   * Where the events a recovery lost start in the log read back for the
-   * session resumed under `tag` (`CoreEngine.recover`, after the core's
-   * `undelivered_from`): `undefined` when nothing is to be read back (no
-   * durable event was delivered to it before the loss), `-1` when the log
-   * read so far (`events`, oldest first) does not reach the last event
-   * delivered, else the index of the first event not delivered.
-   */
-  gap(tag, events) {
-    const from = this.#core.recover(RECOVER.gap, tag, idLines(events));
-    return from === -2 ? undefined : from;
   }
 
   /** Marks a session closing (its destroy is in flight); throws if released. */

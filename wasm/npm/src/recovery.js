@@ -1,16 +1,16 @@
 // Recovery of a lost connection: the CLI this client started exited, or
 // the connection to a CLI server dropped, while the client did not end it.
-// The steps are the core's (copilot_core's recovery module, through
-// policy.json and `CoreEngine.recover`): the engine forgets what the
-// next connection cannot settle and holds its frames; after each wait of
-// `POLICY.recovery.backoffMs` in turn, the connection is made again (the
-// transport kind's `reconnect`, see below), the handshake runs, every open
-// session is resumed with the options it was opened with and
-// `POLICY.recovery.resumeFlag`, the engine asks the CLI what is pending,
-// the events the connection lost are read back from each session's log
-// (`CoreEngine.recover` says which), and the frames held (answers given
-// meanwhile) go out. Each step is told to the `onRecovery` listeners and
-// the log; when every attempt failed, the connection ends with the cause.
+// The core sequences it (copilot_core's `Recovery`, through
+// `Driver.recoverStep`): when to try again and how often, which session to
+// resume and in what order, how far back to read its log, what to deliver
+// from it, when to give up. This file does each step the core gives: waits,
+// makes the connection again (the transport kind's `reconnect`, see below)
+// and runs the handshake, resumes a session with the options it was opened
+// with and `POLICY.recovery.resumeFlag` (its live events held), reads a
+// page of its log, delivers the events of the gap, ends a session whose
+// resume the CLI refused; then reports how it went. Each step is told to
+// the `onRecovery` listeners and the log; when the core gives up, the
+// connection ends with the cause.
 //
 // How a connection is made again is the transport kind's: each kind gives
 // the client a `reconnect` `{ kind, run(reopen) }`, where `run` makes a new
@@ -22,9 +22,9 @@
 
 import { POLICY } from "./constants.js";
 import { sessionParams, sortedMembers } from "./config.js";
-import { CopilotError, errorText } from "./errors.js";
+import { CopilotError, RpcError, errorText } from "./errors.js";
 
-const { backoffMs: BACKOFF_MS, resumeFlag: RESUME_FLAG, eventLog: EVENT_LOG } = POLICY.recovery;
+const { resumeFlag: RESUME_FLAG, eventLog: EVENT_LOG, refused: REFUSED, gaveUp: GAVE_UP } = POLICY.recovery;
 
 /**
  * The `reconnect` of a transport kind whose connection is simply opened
@@ -109,40 +109,84 @@ export class Recovery {
 
   async #run(cause) {
     const host = this.#host;
-    const lost = performance.now();
     const { kind, run } = host.reconnect;
+    const { driver } = host;
     this.#tell({ type: "connectionLost", cause, kind });
-    host.driver.lose(cause);
-    let last = cause;
-    for (const [at, afterMs] of BACKOFF_MS.entries()) {
-      const attempt = at + 1;
-      await new Promise((resolve) => {
-        const timer = setTimeout(resolve, afterMs);
-        this.#wake = () => (clearTimeout(timer), resolve());
-      });
-      this.#wake = null;
-      if (host.stopping()) return;
-      this.#tell({ type: "restarting", attempt, afterMs });
-      try {
-        const sessions = await run((transport, replaced) => this.#reopen(transport, replaced));
-        host.driver.recovered();
-        this.#tell({ type: "recovered", sessions, tookMs: performance.now() - lost });
+    driver.lose(cause);
+    // What the steps carry from one to the next: the attempt, the last
+    // failure, and the session being resumed with its log read so far.
+    const at = { attempt: 0, last: cause, current: null, log: [], cursor: undefined };
+    const failed = (e) => {
+      at.current?.session._releaseHeld();
+      at.current = null;
+      if (host.stopping()) return null;
+      this.#tell({ type: "attemptFailed", attempt: at.attempt, error: errorText(e) });
+      driver.lose(errorText(e));
+      at.last = `attempt ${at.attempt}: ${errorText(e)}`;
+      return "failed";
+    };
+    let report = "next";
+    let events = [];
+    while (report !== null) {
+      const [step, a, b, c] = driver.recoverStep(report, events);
+      events = [];
+      if (step === "wait") {
+        await this.#pause(a - performance.now());
+        report = host.stopping() ? null : "next";
+      } else if (step === "connect") {
+        at.attempt = a;
+        this.#tell({ type: "restarting", attempt: a, afterMs: b });
+        try {
+          await run((transport, replaced) => this.#reopen(transport, replaced));
+          report = "connected";
+        } catch (e) {
+          report = failed(e);
+        }
+      } else if (step === "resume") {
+        try {
+          report = await this.#resume(a, at);
+        } catch (e) {
+          report = failed(e);
+        }
+      } else if (step === "readLog") {
+        try {
+          const more = await this.#readLog(b, at);
+          report = more ? "logMore" : "log";
+          events = at.log;
+        } catch (e) {
+          report = failed(e);
+        }
+      } else if (step === "deliver") {
+        this.#deliverGap(at, b, c === 1);
+        report = "next";
+      } else if (step === "end") {
+        at.current?.session._releaseHeld();
+        host.end(a, `${REFUSED}${at.current?.refused ?? ""}`);
+        at.current = null;
+        report = "next";
+      } else if (step === "recovered") {
+        this.#tell({ type: "recovered", sessions: a, tookMs: b });
         return;
-      } catch (e) {
-        if (host.stopping()) return;
-        this.#tell({ type: "attemptFailed", attempt, error: errorText(e) });
-        host.driver.lose(errorText(e));
-        last = `attempt ${attempt}: ${errorText(e)}`;
+      } else {
+        const reason = `${GAVE_UP[0]}${a}${GAVE_UP[1]}${at.last}`;
+        this.#tell({ type: "gaveUp", cause: reason });
+        host.shutDown(reason);
+        return;
       }
     }
-    const reason = `the connection was lost and ${BACKOFF_MS.length} attempts to recover it failed; the last: ${last}`;
-    this.#tell({ type: "gaveUp", cause: reason });
-    host.shutDown(reason);
+  }
+
+  /** Waits `ms`, or less when the client stops meanwhile. */
+  async #pause(ms) {
+    await new Promise((resolve) => {
+      const timer = setTimeout(resolve, Math.max(0, ms));
+      this.#wake = () => (clearTimeout(timer), resolve());
+    });
+    this.#wake = null;
   }
 
   /**
-   * On a new connection: the handshake, then the resume of every session
-   * still open; resolves with the number resumed.
+   * On a new connection: the handshake (and what follows every one).
    */
   async #reopen(transport, replaced = {}) {
     const host = this.#host;
@@ -150,106 +194,32 @@ export class Recovery {
     host.replaced(replaced);
     host.driver.attach(transport, (reason) => host.onEnd(reason));
     await host.handshake();
-    let resumed = 0;
-    for (const { session, config, kinds, patch } of host.sessions()) {
-      if (await this.#resume(session, config, kinds, patch)) resumed++;
-    }
-    return resumed;
   }
 
   /**
-   * Resumes one session under its own id and tag: the engine takes its
-   * open waits over and, once the CLI answers, asks what is pending; the
-   * events the connection lost are read back from its log and delivered
-   * before the live ones, held meanwhile. A session the CLI refuses to
-   * resume ends with the CLI's error.
+   * Resumes the session of `tag` under its own id with the options it was
+   * opened with, its live events held, then sends what follows an open:
+   * the report for the core (`"resumed"`, `"refused"`: the CLI's error
+   * answer, kept in `at.current` for its end, or `"skipped"`: not opened
+   * by this client).
    */
-  async #resume(session, config, kinds, patch) {
+  async #resume(tag, at) {
+    const host = this.#host;
+    const found = host.sessions().find(({ session }) => session._tag === tag);
+    if (found === undefined) return "skipped";
+    const { session, config, kinds, patch } = found;
+    const { driver, timeoutMs } = host;
+    at.current = { session, refused: undefined };
     session._hold();
-    let log = [];
-    let gapEvents = 0;
-    try {
-      if (!(await this.#reopenSession(session, config, kinds, patch))) return false;
-      log = await this.#readGap(session);
-    } finally {
-      gapEvents = this.#deliverGap(session, log);
-    }
-    this.#tell({ type: "sessionResumed", sessionId: session.id, gapEvents });
-    return true;
-  }
-
-  /**
-   * Delivers the events of `log` the connection lost (`CoreEngine.recover`
-   * says where they start), then the live events held but those the log
-   * brought (the same id: an event is delivered once); the number from
-   * the log. Under no await: no live event can come between.
-   */
-  #deliverGap(session, log) {
-    const { driver, logger } = this.#host;
-    const from = log.length > 0 ? driver.gap(session._tag, log) : undefined;
-    const events = from === undefined || from < 0 ? [] : log.slice(from);
-    const ids = new Set(events.map((e) => e.id));
-    session._releaseHeld(
-      events.map((e) => [e, JSON.stringify(e).length]),
-      session._held.flatMap((e, i) => (typeof e?.id === "string" && ids.has(e.id) ? [i] : [])),
-    );
-    if (events.length > 0) logger.info?.(`recovery: session ${session.id}: ${events.length} events of the gap read back from its log`);
-    return events.length;
-  }
-
-  /**
-   * The log of `session` read backward (`POLICY.recovery.eventLog`, durable
-   * events only), a page at a time, until it reaches the last event
-   * delivered before the loss (`CoreEngine.recover`): the events read, oldest
-   * first, or none when nothing is to be read back or it is not within
-   * the pages (the gap is unknown: nothing is delivered twice).
-   */
-  async #readGap(session) {
-    const { driver, timeoutMs, logger } = this.#host;
-    const tag = session._tag;
-    if (driver.gap(tag, []) === undefined) return [];
-    let events = [];
-    let cursor;
-    for (let page = 0; page < EVENT_LOG.maxPages; page++) {
-      const params = { sessionId: session.id, direction: "backward", max: EVENT_LOG.page, includeEphemeral: false };
-      if (cursor !== undefined) params.cursor = cursor;
-      const read = await driver.request(EVENT_LOG.method, params, timeoutMs);
-      const got = Array.isArray(read?.events) ? read.events : [];
-      events = [...got, ...events];
-      if (driver.gap(tag, events) !== -1) return events;
-      if (!read?.hasMore || got.length === 0) break;
-      cursor = read.cursor;
-    }
-    logger.warn?.(
-      `recovery: session ${session.id}: the last event delivered is not in the last ${events.length} of its log; events of the gap, if any, are not delivered`,
-    );
-    return [];
-  }
-
-  /** The resume of one session and what follows it; false if the CLI refused it. */
-  async #reopenSession(session, config, kinds, patch) {
-    const { driver, timeoutMs } = this.#host;
-    const tag = session._tag;
     const options = sessionParams(config, session.id, true, POLICY.options, POLICY.config);
     const params = JSON.parse(driver.openParams(JSON.stringify(options), kinds.join(",")));
     params[RESUME_FLAG] = true;
-    driver.reserve(session.id, tag, true);
-    let refused;
-    const onResponse = (item) => {
-      const ok = "result" in item;
-      const opened = driver.completeOpen(tag, ok, ok ? JSON.stringify(item.result ?? null) : String(item.message));
-      if (opened.opened) session._answered(item.result);
-      else refused = opened.error;
-      driver.routeItems(opened.routes);
-    };
     try {
-      await driver.request("session.resume", sortedMembers(params), timeoutMs, onResponse);
+      session._answered(await driver.request("session.resume", sortedMembers(params), timeoutMs));
     } catch (e) {
-      if (refused === undefined) throw e;
-    }
-    if (refused !== undefined) {
-      this.#host.end(tag, `session.resume failed after the connection was recovered: ${refused}`);
-      return false;
+      if (!(e instanceof RpcError)) throw e;
+      at.current.refused = e.rpcMessage;
+      return "refused";
     }
     for (const followUp of POLICY.followUps) {
       if (kinds.includes(followUp.handler)) {
@@ -257,6 +227,54 @@ export class Recovery {
       }
     }
     await patch?.();
-    return true;
+    return "resumed";
+  }
+
+  /**
+   * Reads page `page` of the log of the session being resumed, backward
+   * and durable events only (`POLICY.recovery.eventLog`; from page 1 on,
+   * from the cursor of the page before), and puts its events before those
+   * read so far: whether the CLI has more further back.
+   */
+  async #readLog(page, at) {
+    const { driver, timeoutMs } = this.#host;
+    if (page === 0) {
+      at.log = [];
+      at.cursor = undefined;
+    }
+    const params = { sessionId: at.current.session.id, direction: "backward", max: EVENT_LOG.page, includeEphemeral: false };
+    if (at.cursor !== undefined) params.cursor = at.cursor;
+    const read = await driver.request(EVENT_LOG.method, params, timeoutMs);
+    const got = Array.isArray(read?.events) ? read.events : [];
+    at.log = [...got, ...at.log];
+    at.cursor = read?.cursor;
+    return Boolean(read?.hasMore) && got.length > 0;
+  }
+
+  /**
+   * Delivers the events of the log from index `from` on (none if `-1`),
+   * then the live events held but those the log brought (the same id: an
+   * event is delivered once). Under no await: no live event can come
+   * between.
+   */
+  #deliverGap(at, from, unknown) {
+    const { logger } = this.#host;
+    const { session } = at.current;
+    const log = at.log;
+    at.log = [];
+    at.current = null;
+    if (unknown) {
+      logger.warn?.(
+        `recovery: session ${session.id}: the last event delivered is not in the last ${log.length} of its log; events of the gap, if any, are not delivered`,
+      );
+    }
+    const events = from < 0 ? [] : log.slice(from);
+    const ids = new Set(events.map((e) => e.id));
+    session._releaseHeld(
+      events.map((e) => [e, JSON.stringify(e).length]),
+      session._held.flatMap((e, i) => (typeof e?.id === "string" && ids.has(e.id) ? [i] : [])),
+    );
+    if (events.length > 0) logger.info?.(`recovery: session ${session.id}: ${events.length} events of the gap read back from its log`);
+    this.#tell({ type: "sessionResumed", sessionId: session.id, gapEvents: events.length });
   }
 }
