@@ -146,10 +146,23 @@ export class InferenceProvider {
     this.#timeoutMs = timeoutMs;
   }
 
-  /** Registers this client as the CLI's inference provider (after each handshake). */
+  /**
+   * Registers this client as the CLI's inference provider (after each
+   * handshake); the requests of a connection before it are gone.
+   */
   async register() {
+    this.connectionEnded();
     const r = await this.#driver.request(RULE.setProvider, {}, this.#timeoutMs);
     if (r?.success !== true) throw new Error(`${RULE.setProvider} was not accepted: ${JSON.stringify(r)}`);
+  }
+
+  /** Ends every request in flight as the CLI's cancel would: the connection that carried it is gone. */
+  connectionEnded() {
+    for (const e of this.#exchanges.values()) {
+      e.cancelled = true;
+      e.abort.abort();
+      e.push({ cancel: "the connection ended" });
+    }
   }
 
   #exchange(id) {

@@ -7,6 +7,7 @@
 // tests/tests/inference_websocket.rs checks of the Rust host.
 
 import assert from "node:assert/strict";
+import { createServer } from "node:net";
 import { PassThrough } from "node:stream";
 import { test } from "node:test";
 
@@ -152,5 +153,48 @@ test("a handler that throws ends the WebSocket with its error, once", async () =
     assert.deepEqual(all[2], { requestId: "ws-3", data: "", end: true, error: { message: "the model backend is down" } });
   } finally {
     client.forceStop();
+  }
+});
+
+test("a WebSocket open when the client stops is ended, and its handler closed", async () => {
+  const handler = new Serving();
+  const { client, sent, open } = await connected(handler);
+  await open("ws-4");
+  await eventually(() => sent("ws-4").some((p) => p.status === 101), "the 101 head");
+  client.forceStop();
+  await eventually(() => handler.log.includes("closed"), "the close");
+  assert.deepEqual(handler.log.slice(1), ["closed"]);
+});
+
+test("a WebSocket of a connection lost is ended and its handler closed when the client connects again", async () => {
+  const handler = new Serving();
+  const peers = [];
+  const server = createServer((socket) => {
+    const peer = new Peer((bytes) => socket.write(bytes), {
+      answer: (m) => (m.method === "llmInference.setProvider" ? { success: true } : m.method.startsWith("llmInference") ? { accepted: true } : {}),
+    });
+    peer.socket = socket;
+    socket.on("data", (b) => peer.receive(b));
+    socket.on("error", () => {});
+    peers.push(peer);
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  let client;
+  try {
+    client = await CopilotClient.connect({ port: server.address().port, requestHandler: handler });
+    const steps = [];
+    client.onRecovery((s) => steps.push(s.type));
+    const start = { requestId: "ws-5", method: "GET", url: "ws://127.0.0.1:9/responses", transport: "websocket", headers: {} };
+    peers[0].send({ jsonrpc: "2.0", id: "cli-0", method: "llmInference.httpRequestStart", params: start });
+    await peers[0].waitFor((m) => m.params?.requestId === "ws-5" && m.params.status === 101);
+    peers[0].socket.destroy();
+    await eventually(() => steps.includes("recovered"), "the recovery", 30_000);
+    await eventually(() => handler.log.includes("closed"), "the close");
+    assert.ok(peers[1].received.some((m) => m.method === "llmInference.setProvider"), "registered again");
+    assert.deepEqual(handler.log.slice(1), ["closed"]);
+  } finally {
+    client?.forceStop();
+    await new Promise((r) => server.close(r));
+    for (const p of peers) p.socket.destroy();
   }
 });
