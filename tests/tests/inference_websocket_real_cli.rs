@@ -4,15 +4,18 @@
 //! handler answers `GET /models` with such a catalogue, and then plays
 //! the model behind the WebSocket itself (the Responses API's events for
 //! each `response.create` message). A handler without WebSocket support
-//! gets the refusal, and the CLI sends the same request over HTTP.
+//! gets the refusal, and the CLI sends the same request over HTTP. When
+//! the CLI dies, its WebSocket ends (the handler is closed) as the client
+//! starts it again, and the next turn opens a new one.
 
-use std::sync::mpsc::{channel, Sender};
+use std::process::Command;
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use copilot_host::{
     Client, CopilotHeaders, CopilotRequest, CopilotRequestContext, CopilotRequestHandler, CopilotResponse,
-    CopilotWebSocketHandler, CopilotWebSocketMessage, CopilotWebSocketResponse, EventKind, Transport,
+    CopilotWebSocketHandler, CopilotWebSocketMessage, CopilotWebSocketResponse, EventKind, RecoveryEvent, Transport,
 };
 use copilot_testkit::scripted_model::ScriptedModel;
 use copilot_tests::real_cli::{scripted_options, scripted_session, TempDir};
@@ -106,6 +109,23 @@ impl CopilotRequestHandler for Serving {
     }
 }
 
+/// What the handler saw, up to and including `last`.
+fn seen_until(seen: &Receiver<String>, last: &str) -> Vec<String> {
+    let mut log: Vec<String> = Vec::new();
+    while log.last().map(String::as_str) != Some(last) {
+        log.push(seen.recv_timeout(TURN).unwrap_or_else(|_| panic!("no {last}: {log:#?}")));
+    }
+    log
+}
+
+fn assert_reply(session: &copilot_host::Session) {
+    let reply = session.send_and_wait("Say something.", TURN).expect("the turn");
+    match reply.as_ref().map(|e| &e.kind) {
+        Some(EventKind::AssistantMessage(m)) => assert_eq!(m.content, TEXT),
+        other => panic!("the turn's reply: {other:?}"),
+    }
+}
+
 #[test]
 fn the_cli_s_websocket_is_carried_by_the_handler_across_turns_and_closed_once() {
     let dir = TempDir::new("copilot-inference-ws");
@@ -154,5 +174,38 @@ fn without_websocket_support_the_refusal_makes_the_cli_send_the_request_over_htt
     assert!(err.to_string().contains("no such endpoint here"), "{err}");
     let log: Vec<String> = seen.try_iter().collect();
     assert!(log.iter().any(|l| l.starts_with("http POST") && l.ends_with("/responses")), "{log:#?}");
+    client.stop().expect("stop");
+}
+
+#[test]
+fn the_websocket_of_a_cli_that_died_ends_when_the_cli_is_started_again() {
+    let dir = TempDir::new("copilot-inference-ws-recovery");
+    let model = ScriptedModel::start().expect("start the scripted model");
+    let (tx, seen) = channel();
+    let options = scripted_options(Transport::Stdio, dir.path(), &model).request_handler(Serving(Mutex::new(tx)));
+    let client = Client::start(options).expect("start the CLI");
+    let (steps_tx, steps) = channel();
+    let steps_tx = Mutex::new(steps_tx);
+    client.on_recovery(move |e| {
+        let _ = steps_tx.lock().unwrap().send(e.clone());
+    });
+    let session = client.create_session(scripted_session(dir.path(), "inference-ws-recovery")).expect("create");
+    assert_reply(&session);
+    let pid = client.cli_pid().expect("a pid");
+    let killed = Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status().expect("run kill");
+    assert!(killed.success(), "kill -KILL -{pid}");
+    let log = seen_until(&seen, "closed");
+    loop {
+        match steps.recv_timeout(TURN).expect("a recovery step") {
+            RecoveryEvent::Recovered { .. } => break,
+            RecoveryEvent::GaveUp { .. } => panic!("the recovery gave up"),
+            _ => {}
+        }
+    }
+    // The next turn, on the new CLI, opens a WebSocket of its own.
+    assert_reply(&session);
+    let after: Vec<String> = seen.try_iter().collect();
+    let opened = |l: &[String]| l.iter().filter(|l| l.starts_with("websocket ")).count();
+    assert_eq!((opened(&log), opened(&after)), (1, 1), "{log:#?} {after:#?}");
     client.stop().expect("stop");
 }

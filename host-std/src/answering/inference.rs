@@ -137,8 +137,10 @@ impl Inference {
     }
 
     /// Ends every request in flight as the CLI's cancellation would: its
-    /// handler's reads fail, an open WebSocket ends (nothing can be sent).
-    fn connection_ended(&self) {
+    /// handler's reads fail, an open WebSocket ends. At the connection's
+    /// end, and before a recovered one registers (the new CLI does not
+    /// know the old one's requests).
+    pub(crate) fn connection_ended(&self) {
         for e in self.table().values() {
             e.shared.cancelled.store(true, Ordering::Release);
             let _ = e.tx.try_send(BodyItem::Cancel("the connection ended".into()));
