@@ -16,6 +16,18 @@
 //! with a `session.error` that quotes the message). The CLI answers each
 //! `{accepted}`.
 //!
+//! A request whose head has `transport: "websocket"` is a WebSocket the
+//! CLI would open (seen here: the Responses API of a model whose catalogue
+//! entry lists `ws:/responses`). It lives as long as the CLI keeps it
+//! (across turns: one `response.create` message per turn): each
+//! `httpRequestChunk` is one message from the CLI (`binary` for a binary
+//! frame), each `httpResponseChunk` one message to it, after a head of
+//! status 101 (the CLI sends no message before it); `end` closes it
+//! (the CLI closes it with `cancel: true`, "runtime closed the websocket",
+//! when the session ends). A head of another status makes the CLI drop the
+//! WebSocket and send the same request over HTTP (`POST .../responses`);
+//! so does an error chunk after the 101.
+//!
 //! This module is the rule both hosts follow: which requests are
 //! inference frames, the acknowledgement, the answer when the handler
 //! fails, is cancelled or returns without finishing (as the official SDKs
@@ -92,6 +104,54 @@ pub const INFERENCE_OVERFLOW: InferenceFailure = InferenceFailure {
     message: "the request body arrived faster than the handler read it",
     code: Some("overflow"),
 };
+
+/// The head's `transport` of a WebSocket request (`http` when absent).
+pub const INFERENCE_WEBSOCKET: &str = "websocket";
+
+/// The head a served WebSocket request gets once the handler opened it,
+/// before any message (the CLI sends none before it).
+pub const INFERENCE_WEBSOCKET_OPENED: u16 = 101;
+
+/// A WebSocket request whose handler does not serve WebSockets: refused
+/// with a head of this status (not 101), then the error; the CLI sends the
+/// request over HTTP instead.
+pub const INFERENCE_WEBSOCKET_UNSUPPORTED: InferenceFailure = InferenceFailure {
+    status: 501,
+    message: "the request handler does not serve WebSocket model requests",
+    code: Some("websocket_unsupported"),
+};
+
+/// How a WebSocket request ended, for [`websocket_end`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WebSocketEnd {
+    /// The handler has no WebSocket support.
+    Unsupported,
+    /// The CLI closed its side (`end`).
+    ClientClosed,
+    /// The CLI cancelled it (`cancel`; also how it closes it at a
+    /// session's end).
+    ClientCancelled,
+    /// The handler closed it.
+    HandlerClosed,
+    /// The handler failed (an error, a throw, a panic) or closed it with
+    /// an error: its text is the message.
+    HandlerFailed,
+    /// Past [`MAX_INFERENCE_BUFFERED_CHUNKS`] messages the handler had not
+    /// taken.
+    Overflow,
+}
+
+/// What ends a WebSocket request (sent once, whichever end comes first):
+/// `None`, the end chunk; or the failure (its head first if none went).
+pub const fn websocket_end(end: WebSocketEnd) -> Option<InferenceFailure> {
+    match end {
+        WebSocketEnd::Unsupported => Some(INFERENCE_WEBSOCKET_UNSUPPORTED),
+        WebSocketEnd::ClientClosed | WebSocketEnd::HandlerClosed => None,
+        WebSocketEnd::ClientCancelled => Some(INFERENCE_CANCELLED),
+        WebSocketEnd::HandlerFailed => Some(INFERENCE_FAILED),
+        WebSocketEnd::Overflow => Some(INFERENCE_OVERFLOW),
+    }
+}
 
 /// Headers that carry credentials: hosts show `<redacted>` for their
 /// values in Debug output and logs (names are lower case on the wire).
@@ -214,5 +274,18 @@ mod tests {
         assert_eq!(admit_chunk(MAX_INFERENCE_BUFFERED_CHUNKS), ChunkAdmission::Overflow);
         assert!(admit_request(MAX_INFERENCE_IN_FLIGHT - 1) && !admit_request(MAX_INFERENCE_IN_FLIGHT));
         assert!(is_secret_header("Authorization") && !is_secret_header("content-type"));
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn a_websocket_ends_cleanly_only_when_either_side_closed_it() {
+        assert_eq!(websocket_end(WebSocketEnd::ClientClosed), None);
+        assert_eq!(websocket_end(WebSocketEnd::HandlerClosed), None);
+        assert_eq!(websocket_end(WebSocketEnd::ClientCancelled), Some(INFERENCE_CANCELLED));
+        assert_eq!(websocket_end(WebSocketEnd::HandlerFailed), Some(INFERENCE_FAILED));
+        assert_eq!(websocket_end(WebSocketEnd::Overflow), Some(INFERENCE_OVERFLOW));
+        // Refused with another head than 101: the CLI falls back to HTTP.
+        let refusal = websocket_end(WebSocketEnd::Unsupported).unwrap();
+        assert_ne!(refusal.status, INFERENCE_WEBSOCKET_OPENED);
     }
 }

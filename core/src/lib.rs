@@ -150,6 +150,9 @@ pub use inference::{
     INFERENCE_RESPONSE_CHUNK, INFERENCE_RESPONSE_START, INFERENCE_SECRET_HEADERS, INFERENCE_SET_PROVIDER,
     INFERENCE_UNFINISHED, MAX_INFERENCE_BUFFERED_CHUNKS, MAX_INFERENCE_IN_FLIGHT,
 };
+pub use inference::{
+    websocket_end, WebSocketEnd, INFERENCE_WEBSOCKET, INFERENCE_WEBSOCKET_OPENED, INFERENCE_WEBSOCKET_UNSUPPORTED,
+};
 pub use json::{JsonError, JsonErrorKind, JsonNumber, JsonStr, Value};
 pub use launch::{
     launch_items, read_announced_port, CliCandidate, Launch, LaunchItem, LaunchSecret, LaunchTransport, AUTH_TOKEN_ENV,

@@ -103,7 +103,10 @@ pub use answering::{
     UserPromptTransformedInput, UserPromptTransformedOutput,
 };
 pub use answering::{Canvas, CanvasAction, CanvasContext, CanvasError, CanvasResult};
-pub use answering::{CopilotHeaders, CopilotRequest, CopilotRequestHandler, CopilotResponse};
+pub use answering::{
+    CopilotHeaders, CopilotRequest, CopilotRequestContext, CopilotRequestHandler, CopilotResponse,
+    CopilotWebSocketHandler, CopilotWebSocketMessage, CopilotWebSocketResponse,
+};
 pub use api::{
     AuthStatus, Calls, Client, ClientOptions, Pong, ServerInfo, SessionMetadata, Status, Transport,
     DEFAULT_HANDLER_THREADS, DEFAULT_HANDLER_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SHUTDOWN_GRACE,

@@ -909,6 +909,12 @@ impl Handler {
                     self.answered(request_id)?;
                 }
             }
+            // A client with an inference request handler: registered, and
+            // each piece of its responses accepted (kept in `received`).
+            "llmInference.setProvider" => self.result(id, json!({"success": true}))?,
+            "llmInference.httpResponseStart" | "llmInference.httpResponseChunk" => {
+                self.result(id, json!({"accepted": true}))?
+            }
             other => self.error(id, METHOD_NOT_FOUND, &format!("Method not found: {other}"))?,
         }
         Ok(Flow::Continue)

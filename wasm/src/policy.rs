@@ -148,7 +148,12 @@
 //!   `status` if none was sent, then a `responseChunk` with `end` and
 //!   `error: {message, code?}` (a throw's text as the message of
 //!   `failed`); a forwarded request drops `hopHeaders`
-//!   (`copilot_core::INFERENCE_*`, `MAX_INFERENCE_*`).
+//!   (`copilot_core::INFERENCE_*`, `MAX_INFERENCE_*`). A request whose
+//!   head's `transport` is `websocket.transport` is a WebSocket: once the
+//!   handler opened it, a head of status `websocket.opened`, then one
+//!   chunk per message each way; it ends once, as `websocket.ends` says
+//!   for the way it ended (`null`: the end chunk; else a failure as
+//!   above) (`copilot_core::websocket_end`).
 //! - `bridgeTokenProtocolPrefix`: the WebSocket subprotocol that carries
 //!   the bridge's token is this prefix and the token
 //!   (`copilot_core::BRIDGE_TOKEN_PROTOCOL_PREFIX`).
@@ -472,6 +477,18 @@ mod tests {
             "busy": failure(c::INFERENCE_BUSY),
             "overflow": failure(c::INFERENCE_OVERFLOW),
             "hopHeaders": c::INFERENCE_HOP_HEADERS,
+            "websocket": {
+                "transport": c::INFERENCE_WEBSOCKET,
+                "opened": c::INFERENCE_WEBSOCKET_OPENED,
+                "ends": {
+                    "unsupported": c::websocket_end(c::WebSocketEnd::Unsupported).map(failure),
+                    "clientClosed": c::websocket_end(c::WebSocketEnd::ClientClosed).map(failure),
+                    "clientCancelled": c::websocket_end(c::WebSocketEnd::ClientCancelled).map(failure),
+                    "handlerClosed": c::websocket_end(c::WebSocketEnd::HandlerClosed).map(failure),
+                    "handlerFailed": c::websocket_end(c::WebSocketEnd::HandlerFailed).map(failure),
+                    "overflow": c::websocket_end(c::WebSocketEnd::Overflow).map(failure),
+                },
+            },
         });
         assert_eq!(*i, expected);
     }

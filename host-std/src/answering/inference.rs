@@ -2,34 +2,33 @@
 //! `CopilotRequestHandler`): with one set on the client options, the CLI's
 //! model HTTP requests come to it (`llmInference.httpRequestStart` and
 //! `httpRequestChunk`), and it streams the response back
-//! (`httpResponseStart`, `httpResponseChunk`). The rule (acknowledgement,
+//! (`httpResponseStart`, `httpResponseChunk`); a WebSocket request goes
+//! to its `open_websocket` (websocket.rs). The rule (acknowledgement,
 //! failure answers, bounds, secret headers) is the core's
 //! (`copilot_core::INFERENCE_*`); this binds it: one thread per request in
 //! flight (at most `MAX_INFERENCE_IN_FLIGHT`), its body chunks on a bounded
 //! channel (`MAX_INFERENCE_BUFFERED_CHUNKS`), the response's calls made on
 //! the connection and awaited on the same futures as every call.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::fmt;
+use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::task::{Context, Wake, Waker};
+use std::time::Duration;
 
 use copilot_core::{
-    admit_chunk, admit_request, is_secret_header, ChunkAdmission, InferenceFailure, INFERENCE_ACK, INFERENCE_BUSY,
-    INFERENCE_CANCELLED, INFERENCE_FAILED, INFERENCE_OVERFLOW, INFERENCE_REQUEST_START, INFERENCE_RESPONSE_CHUNK,
-    INFERENCE_RESPONSE_START, INFERENCE_UNFINISHED, MAX_INFERENCE_BUFFERED_CHUNKS, MAX_INFERENCE_IN_FLIGHT,
+    admit_chunk, admit_request, ChunkAdmission, INFERENCE_ACK, INFERENCE_BUSY, INFERENCE_CANCELLED, INFERENCE_FAILED,
+    INFERENCE_OVERFLOW, INFERENCE_REQUEST_START, INFERENCE_UNFINISHED, INFERENCE_WEBSOCKET,
+    MAX_INFERENCE_BUFFERED_CHUNKS, MAX_INFERENCE_IN_FLIGHT,
 };
-use serde_json::{json, Value};
 
+use super::exchange::{unbase64, BodyItem, CopilotHeaders, CopilotRequest, CopilotResponse, Shared};
+use super::websocket::{self, CopilotRequestContext, CopilotWebSocketResponse, Opened};
 use crate::driver::{Connection, Job};
 use crate::pool::panic_text;
 use crate::wait::block_on;
-
-/// HTTP headers: lower-case name -> its values, as the CLI sends them.
-pub type CopilotHeaders = BTreeMap<String, Vec<String>>;
 
 /// Serves the CLI's model requests (experimental): gets each request's
 /// head and body, and answers with a streamed response or an error.
@@ -39,6 +38,18 @@ pub type CopilotHeaders = BTreeMap<String, Vec<String>>;
 pub trait CopilotRequestHandler: Send + Sync {
     /// Serves `request` through `response`: `start`, `write`s, `end`.
     fn handle(&self, request: CopilotRequest, response: &mut CopilotResponse) -> Result<(), String>;
+
+    /// Opens a WebSocket model request (`transport: "websocket"`): returns
+    /// the handler of its messages from the CLI, and sends the model's
+    /// through `response` (kept, from any thread). `None` (the default):
+    /// no WebSocket support; the request is refused (the core's
+    /// `INFERENCE_WEBSOCKET_UNSUPPORTED`, a 501 head) and the CLI sends it
+    /// over HTTP, to [`handle`](Self::handle). An `Err` or a panic ends it
+    /// with that error (the CLI then falls back to HTTP too).
+    fn open_websocket(&self, context: &CopilotRequestContext, response: CopilotWebSocketResponse) -> Opened {
+        let _ = (context, response);
+        None
+    }
 }
 
 impl<F> CopilotRequestHandler for F
@@ -47,260 +58,6 @@ where
 {
     fn handle(&self, request: CopilotRequest, response: &mut CopilotResponse) -> Result<(), String> {
         self(request, response)
-    }
-}
-
-enum BodyItem {
-    Chunk(Vec<u8>),
-    End,
-    Cancel(String),
-    Overflow,
-}
-
-/// One model request of the CLI: its head, and its body as it arrives.
-pub struct CopilotRequest {
-    /// The CLI's id of the request.
-    pub request_id: String,
-    /// The session that made it, if any (none for the model catalogue).
-    pub session_id: Option<String>,
-    /// The HTTP method.
-    pub method: String,
-    /// The absolute URL.
-    pub url: String,
-    /// The headers (those of [`copilot_core::INFERENCE_SECRET_HEADERS`]
-    /// are shown redacted by `Debug`).
-    pub headers: CopilotHeaders,
-    /// `http` (also SSE) or `websocket`.
-    pub transport: String,
-    /// The agent trajectory that made it, if any.
-    pub agent_id: Option<String>,
-    /// Its parent trajectory, if any.
-    pub parent_agent_id: Option<String>,
-    /// The CLI's class of interaction (`conversation-agent`, ...), if any.
-    pub interaction_type: Option<String>,
-    body: Receiver<BodyItem>,
-    shared: Arc<Shared>,
-    done: bool,
-}
-
-/// What a request's entry and its handler both see.
-#[derive(Default)]
-struct Shared {
-    /// Body chunks sent and not read yet.
-    buffered: AtomicUsize,
-    /// The CLI cancelled the request.
-    cancelled: AtomicBool,
-}
-
-impl CopilotRequest {
-    /// The next body chunk, waiting for it; `None` after the last. The
-    /// CLI's cancellation is an `Err` with its reason.
-    pub fn next_chunk(&mut self) -> Option<Result<Vec<u8>, String>> {
-        if self.done {
-            return None;
-        }
-        let item = self.body.recv().unwrap_or(BodyItem::Cancel("the connection ended".into()));
-        match item {
-            BodyItem::Chunk(c) => {
-                self.shared.buffered.fetch_sub(1, Ordering::AcqRel);
-                Some(Ok(c))
-            }
-            BodyItem::End => {
-                self.done = true;
-                None
-            }
-            BodyItem::Cancel(why) => {
-                self.done = true;
-                Some(Err(format!("{}: {why}", INFERENCE_CANCELLED.message)))
-            }
-            BodyItem::Overflow => {
-                self.done = true;
-                Some(Err(INFERENCE_OVERFLOW.message.into()))
-            }
-        }
-    }
-
-    /// Waits until the CLI cancels the request (the turn was aborted),
-    /// after the body (whose chunks it skips), and gives the CLI's reason;
-    /// returns at once if it was cancelled already. A handler that streams
-    /// from elsewhere watches for it on a thread of its own, or checks
-    /// [`is_cancelled`](Self::is_cancelled) between writes.
-    pub fn wait_cancelled(&mut self) -> String {
-        loop {
-            match self.body.recv() {
-                Ok(BodyItem::Cancel(why)) => return why,
-                Ok(BodyItem::Chunk(_)) => {
-                    self.shared.buffered.fetch_sub(1, Ordering::AcqRel);
-                }
-                Ok(_) => {}
-                Err(_) => return "the connection ended".into(),
-            }
-        }
-    }
-
-    /// Whether the CLI cancelled the request.
-    pub fn is_cancelled(&self) -> bool {
-        self.shared.cancelled.load(Ordering::Acquire)
-    }
-
-    /// The whole body, waiting for its last chunk.
-    pub fn read_body(&mut self) -> Result<Vec<u8>, String> {
-        let mut all = Vec::new();
-        while let Some(c) = self.next_chunk() {
-            all.extend(c?);
-        }
-        Ok(all)
-    }
-}
-
-/// Headers for `Debug`: a secret's values redacted.
-struct Redacted<'a>(&'a CopilotHeaders);
-
-impl fmt::Debug for Redacted<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut m = f.debug_map();
-        for (name, values) in self.0 {
-            if is_secret_header(name) {
-                m.entry(name, &"<redacted>");
-            } else {
-                m.entry(name, values);
-            }
-        }
-        m.finish()
-    }
-}
-
-impl fmt::Debug for CopilotRequest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CopilotRequest")
-            .field("request_id", &self.request_id)
-            .field("session_id", &self.session_id)
-            .field("method", &self.method)
-            .field("url", &self.url)
-            .field("headers", &Redacted(&self.headers))
-            .field("transport", &self.transport)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The response to one model request, sent to the CLI as it is written:
-/// [`start`](Self::start) once, [`write`](Self::write)s, then
-/// [`end`](Self::end) or [`error`](Self::error). Each is a call to the
-/// CLI, answered when the CLI took it (so pieces arrive in order); the
-/// `_async` forms are the futures the blocking ones wait on.
-pub struct CopilotResponse {
-    request_id: String,
-    cancelled: Arc<Shared>,
-    conn: Weak<Connection>,
-    timeout: Duration,
-    started: bool,
-    finished: bool,
-}
-
-impl fmt::Debug for CopilotResponse {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CopilotResponse")
-            .field("request_id", &self.request_id)
-            .field("started", &self.started)
-            .field("finished", &self.finished)
-            .finish_non_exhaustive()
-    }
-}
-
-impl CopilotResponse {
-    async fn call(&self, method: &str, params: Value) -> Result<(), String> {
-        let conn = self.conn.upgrade().ok_or("the connection ended")?;
-        let call = conn.request(method, &params, Instant::now() + self.timeout).map_err(|e| e.to_string())?;
-        call.await.map(|_| ()).map_err(|e| e.to_string())
-    }
-
-    /// Sends the head: `status` and `headers` (once, before any body).
-    pub async fn start_async(&mut self, status: u16, headers: &CopilotHeaders) -> Result<(), String> {
-        if self.started || self.finished {
-            return Err("the response was started already".into());
-        }
-        self.started = true;
-        let params = json!({ "requestId": self.request_id, "status": status, "headers": headers });
-        self.call(INFERENCE_RESPONSE_START, params).await
-    }
-
-    /// Sends a body chunk (text as it is, other bytes in base64).
-    pub async fn write_async(&mut self, data: &[u8]) -> Result<(), String> {
-        if !self.started || self.finished {
-            return Err("a body chunk needs a started, unfinished response".into());
-        }
-        if self.cancelled.cancelled.load(Ordering::Acquire) {
-            return Err(INFERENCE_CANCELLED.message.into());
-        }
-        let mut params = json!({ "requestId": self.request_id });
-        match std::str::from_utf8(data) {
-            Ok(text) => params["data"] = text.into(),
-            Err(_) => {
-                params["data"] = base64(data).into();
-                params["binary"] = true.into();
-            }
-        }
-        self.call(INFERENCE_RESPONSE_CHUNK, params).await
-    }
-
-    /// Ends the body.
-    pub async fn end_async(&mut self) -> Result<(), String> {
-        if self.finished {
-            return Ok(());
-        }
-        if !self.started {
-            return Err("the response ends before it started".into());
-        }
-        self.finished = true;
-        self.call(INFERENCE_RESPONSE_CHUNK, json!({ "requestId": self.request_id, "data": "", "end": true })).await
-    }
-
-    /// Ends the response with a transport error of `message` (the CLI
-    /// retries the request, then fails the turn with it).
-    pub async fn error_async(&mut self, message: &str) -> Result<(), String> {
-        self.fail(InferenceFailure { message: "", ..INFERENCE_FAILED }, message).await
-    }
-
-    /// The core's failure answer: its head if none was sent, then the
-    /// error chunk (the message `detail`, or the failure's own).
-    async fn fail(&mut self, failure: InferenceFailure, detail: &str) -> Result<(), String> {
-        if self.finished {
-            return Ok(());
-        }
-        if !self.started {
-            self.start_async(failure.status, &CopilotHeaders::new()).await?;
-        }
-        self.finished = true;
-        let message = if detail.is_empty() { failure.message } else { detail };
-        let mut error = json!({ "message": message });
-        if let Some(code) = failure.code {
-            error["code"] = code.into();
-        }
-        self.call(
-            INFERENCE_RESPONSE_CHUNK,
-            json!({ "requestId": self.request_id, "data": "", "end": true, "error": error }),
-        )
-        .await
-    }
-
-    /// [`start_async`](Self::start_async), waited for.
-    pub fn start(&mut self, status: u16, headers: &CopilotHeaders) -> Result<(), String> {
-        block_on(self.start_async(status, headers))
-    }
-
-    /// [`write_async`](Self::write_async), waited for.
-    pub fn write(&mut self, data: &[u8]) -> Result<(), String> {
-        block_on(self.write_async(data))
-    }
-
-    /// [`end_async`](Self::end_async), waited for.
-    pub fn end(&mut self) -> Result<(), String> {
-        block_on(self.end_async())
-    }
-
-    /// [`error_async`](Self::error_async), waited for.
-    pub fn error(&mut self, message: &str) -> Result<(), String> {
-        block_on(self.error_async(message))
     }
 }
 
@@ -323,6 +80,17 @@ pub(crate) struct Inference {
     /// `MAX_INFERENCE_IN_FLIGHT`): a chunk of one of them is dropped, not
     /// kept for a start that will not come. Locked after `exchanges`.
     ended: Mutex<VecDeque<String>>,
+}
+
+/// Woken once when the connection ends for good.
+struct ConnectionEnd(Weak<Inference>);
+
+impl Wake for ConnectionEnd {
+    fn wake(self: Arc<Self>) {
+        if let Some(inference) = self.0.upgrade() {
+            inference.connection_ended();
+        }
+    }
 }
 
 /// The fields of the CLI's request head and chunk.
@@ -358,8 +126,25 @@ impl Inference {
     }
 
     /// The connection the responses go out on.
-    pub(crate) fn bind(&self, conn: &Arc<Connection>) {
+    /// The connection the responses go out on; when it ends for good (the
+    /// client stopped, or recovery gave up), every request in flight ends.
+    pub(crate) fn bind(self: &Arc<Self>, conn: &Arc<Connection>) {
         let _ = self.conn.set(Arc::downgrade(conn));
+        let waker = Waker::from(Arc::new(ConnectionEnd(Arc::downgrade(self))));
+        if conn.poll_closed(&mut Context::from_waker(&waker)).is_ready() {
+            self.connection_ended();
+        }
+    }
+
+    /// Ends every request in flight as the CLI's cancellation would: its
+    /// handler's reads fail, an open WebSocket ends. At the connection's
+    /// end, and before a recovered one registers (the new CLI does not
+    /// know the old one's requests).
+    pub(crate) fn connection_ended(&self) {
+        for e in self.table().values() {
+            e.shared.cancelled.store(true, Ordering::Release);
+            let _ = e.tx.try_send(BodyItem::Cancel("the connection ended".into()));
+        }
     }
 
     fn table(&self) -> std::sync::MutexGuard<'_, HashMap<String, Exchange>> {
@@ -376,14 +161,7 @@ impl Inference {
     }
 
     fn response(&self, request_id: &str, shared: Arc<Shared>) -> CopilotResponse {
-        CopilotResponse {
-            request_id: request_id.to_owned(),
-            cancelled: shared,
-            conn: self.conn.get().cloned().unwrap_or_default(),
-            timeout: self.timeout,
-            started: false,
-            finished: false,
-        }
+        CopilotResponse::new(request_id, shared, self.conn.get().cloned().unwrap_or_default(), self.timeout)
     }
 
     /// Takes one of the CLI's inference requests: acknowledged at once
@@ -421,10 +199,10 @@ impl Inference {
                 None
             } else {
                 let e = Self::entry(&mut table, &id);
-                e.rx.take().map(|rx| (rx, Arc::clone(&e.shared)))
+                e.rx.take().map(|rx| (rx, Arc::clone(&e.shared), e.tx.clone()))
             }
         };
-        let Some((body, shared)) = body else {
+        let Some((body, shared, wake)) = body else {
             // On this worker of the pool (a bounded one), not a thread of
             // its own: the refusal waits only for the CLI's acknowledgement.
             log::warn!("inference request {id} refused: {}", INFERENCE_BUSY.message);
@@ -449,16 +227,26 @@ impl Inference {
             done: false,
         };
         let me = Arc::clone(self);
-        let spawned = std::thread::Builder::new().name("copilot-inference".into()).spawn(move || me.serve(request));
+        let spawned =
+            std::thread::Builder::new().name("copilot-inference".into()).spawn(move || me.serve(request, wake));
         if let Err(e) = spawned {
             log::error!("cannot start the inference handler thread: {e}");
             self.table().remove(&id);
         }
     }
 
-    fn serve(self: Arc<Self>, request: CopilotRequest) {
+    fn serve(self: Arc<Self>, request: CopilotRequest, wake: SyncSender<BodyItem>) {
         let id = request.request_id.clone();
         let mut response = self.response(&id, Arc::clone(&request.shared));
+        if request.transport == INFERENCE_WEBSOCKET {
+            let handler = &self.handler;
+            websocket::serve(request, response, wake, |c, r| handler.open_websocket(c, r));
+            let mut table = self.table();
+            self.ended(&id);
+            table.remove(&id);
+            return;
+        }
+        drop(wake);
         let outcome = catch_unwind(AssertUnwindSafe(|| self.handler.handle(request, &mut response)))
             .unwrap_or_else(|panic| Err(format!("the handler panicked: {}", panic_text(&*panic))));
         let cancelled = {
@@ -467,7 +255,7 @@ impl Inference {
             table.remove(&id).is_some_and(|e| e.shared.cancelled.load(Ordering::Acquire))
         };
         let sent = match outcome {
-            Ok(()) if response.finished => Ok(()),
+            Ok(()) if response.finished() => Ok(()),
             Ok(()) => block_on(response.fail(INFERENCE_UNFINISHED, "")),
             Err(_) if cancelled => block_on(response.fail(INFERENCE_CANCELLED, "")),
             Err(detail) => {
@@ -497,24 +285,24 @@ impl Inference {
             BodyItem::Cancel(frame.cancel_reason.clone().unwrap_or_default())
         } else if frame.data.is_empty() {
             // An empty chunk carries only its `end`.
-            BodyItem::Chunk(Vec::new())
+            BodyItem::Chunk(Vec::new(), false)
         } else if frame.binary {
             match unbase64(&frame.data) {
-                Some(bytes) => BodyItem::Chunk(bytes),
+                Some(bytes) => BodyItem::Chunk(bytes, true),
                 None => BodyItem::Cancel("a binary chunk was not base64".into()),
             }
         } else {
-            BodyItem::Chunk(frame.data.into_bytes())
+            BodyItem::Chunk(frame.data.into_bytes(), false)
         };
         if frame.cancel {
             exchange.shared.cancelled.store(true, Ordering::Release);
         }
         let sent = match admit_chunk(exchange.shared.buffered.load(Ordering::Acquire)) {
             ChunkAdmission::Keep => {
-                if matches!(&item, BodyItem::Chunk(c) if c.is_empty()) {
+                if matches!(&item, BodyItem::Chunk(c, _) if c.is_empty()) {
                     Ok(())
                 } else {
-                    let chunk = matches!(item, BodyItem::Chunk(_));
+                    let chunk = matches!(item, BodyItem::Chunk(..));
                     let sent = exchange.tx.try_send(item);
                     if chunk && sent.is_ok() {
                         exchange.shared.buffered.fetch_add(1, Ordering::AcqRel);
@@ -531,39 +319,6 @@ impl Inference {
             let _ = exchange.tx.try_send(BodyItem::End);
         }
     }
-}
-
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-fn base64(data: &[u8]) -> String {
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for c in data.chunks(3) {
-        let n =
-            (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
-        for i in 0..4 {
-            if i <= c.len() {
-                out.push(B64[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-fn unbase64(text: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() / 4 * 3);
-    let (mut acc, mut bits) = (0u32, 0);
-    for b in text.bytes().filter(|b| *b != b'=') {
-        let v = B64.iter().position(|x| *x == b)? as u32;
-        acc = (acc << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Some(out)
 }
 
 #[cfg(test)]

@@ -62,9 +62,9 @@ fn a_debug_request_shows_no_secret_header() {
 #[test]
 fn base64_round_trips() {
     for s in [&b""[..], b"f", b"fo", b"foo", b"foob", b"\xff\x00\xfe"] {
-        assert_eq!(super::unbase64(&super::base64(s)).unwrap(), s);
+        assert_eq!(super::super::exchange::unbase64(&super::super::exchange::base64(s)).unwrap(), s);
     }
-    assert_eq!(super::base64(b"foob"), "Zm9vYg==");
+    assert_eq!(super::super::exchange::base64(b"foob"), "Zm9vYg==");
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //! [`Job`](crate::driver::Job)s and knows nothing of delivery.
 
 mod canvas;
+mod exchange;
 mod handlers;
 mod hook_call;
 mod hooks;
@@ -14,8 +15,10 @@ mod outcome;
 mod permission;
 mod requests;
 mod run;
+mod websocket;
 
 pub use canvas::{Canvas, CanvasAction, CanvasContext, CanvasError, CanvasResult};
+pub use exchange::{CopilotHeaders, CopilotRequest, CopilotResponse};
 pub use handlers::{
     Command, ElicitationHandler, ElicitationResponse, ExitPlanModeHandler, ExitPlanModeRequest, ExitPlanModeResponse,
     McpOAuthHandler, OAuthToken, ProviderTokenHandler, ProviderTokenRequest, SectionTransform, SessionHandlers, Tool,
@@ -28,8 +31,8 @@ pub use hooks::{
     SessionHooks, SessionStartInput, SessionStartOutput, UserPromptSubmittedInput, UserPromptSubmittedOutput,
     UserPromptTransformedInput, UserPromptTransformedOutput,
 };
+pub use inference::CopilotRequestHandler;
 pub(crate) use inference::Inference;
-pub use inference::{CopilotHeaders, CopilotRequest, CopilotRequestHandler, CopilotResponse};
 pub use kinds::OFFERED_HANDLER_KINDS;
 pub use permission::{
     approve_all, deny_all, PermissionDecision, PermissionDecisionContext, PermissionHandler, PermissionRequest,
@@ -38,3 +41,6 @@ pub use permission::{
 pub(crate) use requests::typed;
 pub use requests::{generic_request_names, IncomingRequest, RequestHandler, RequestHandlers};
 pub(crate) use run::{run, run_client_wide};
+pub use websocket::{
+    CopilotRequestContext, CopilotWebSocketHandler, CopilotWebSocketMessage, CopilotWebSocketResponse,
+};

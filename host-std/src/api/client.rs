@@ -148,7 +148,7 @@ impl Client {
                         cwd: options.cwd.clone(),
                         connection_token,
                         startup_timeout: options.startup_timeout,
-                        inference: inference.is_some(),
+                        inference: inference.clone(),
                         process: Arc::clone(&client.process),
                         socket: tcp.then(|| Arc::clone(&client.socket)),
                     }));
@@ -184,13 +184,13 @@ impl Client {
         let peer = stream.peer_addr();
         let (r, w) = tcp_halves(&stream)?;
         let label = format!("tcp {}", peer.as_ref().map(ToString::to_string).unwrap_or_default());
-        let client = Self::from_parts(label, r, w, Some(stream), token, options)?;
+        let (client, inference) = Self::from_parts(label, r, w, Some(stream), token, options)?;
         if let (true, Ok(addr)) = (options.auto_restart, peer) {
             client.conn.set_restart(Arc::new(Reconnect {
                 addr,
                 token: token.map(str::to_owned),
                 startup_timeout: options.startup_timeout,
-                inference: options.request_handler.is_some(),
+                inference,
                 socket: Arc::clone(&client.socket),
             }));
         }
@@ -215,7 +215,7 @@ impl Client {
         token: Option<&str>,
         options: &ClientOptions,
     ) -> Result<Client> {
-        Self::from_parts("stream".into(), Box::new(reader), Box::new(writer), None, token, options)
+        Self::from_parts("stream".into(), Box::new(reader), Box::new(writer), None, token, options).map(|(c, _)| c)
     }
 
     fn from_parts(
@@ -225,7 +225,7 @@ impl Client {
         socket: Option<TcpStream>,
         token: Option<&str>,
         options: &ClientOptions,
-    ) -> Result<Client> {
+    ) -> Result<(Client, Option<Arc<Inference>>)> {
         options.check_not_spawning()?;
         options.request_handlers.check()?;
         let inference = options.inference();
@@ -253,7 +253,7 @@ impl Client {
         match client.handshake(token, options.startup_timeout, inference.is_some()) {
             Ok(info) => {
                 client.server = info;
-                Ok(client)
+                Ok((client, inference))
             }
             Err(e) => {
                 client.force_stop_inner();

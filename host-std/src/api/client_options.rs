@@ -128,7 +128,8 @@ pub struct ClientOptions {
     /// The inference request handler (experimental; the official SDKs'
     /// `requestHandler`): when set, the client registers as the CLI's
     /// inference provider (`llmInference.setProvider`) and the CLI's model
-    /// HTTP requests go to it instead of the network. Set it with
+    /// requests (HTTP, and WebSocket through its `open_websocket`) go to it
+    /// instead of the network. Set it with
     /// [`request_handler`](Self::request_handler).
     pub request_handler: Option<Arc<dyn CopilotRequestHandler>>,
     /// The started CLI's own OpenTelemetry export (off when `None`).

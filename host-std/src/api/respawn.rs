@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::ops;
+use crate::answering::Inference;
 use crate::driver::{Connection, NewTransport, Restart};
 use crate::error::{Error, Result};
 use crate::transport::cli::{CliProcess, Launch};
@@ -26,8 +27,9 @@ pub(super) struct Respawn {
     pub(super) cwd: Option<PathBuf>,
     pub(super) connection_token: Option<String>,
     pub(super) startup_timeout: Duration,
-    /// Registers as the inference provider after the handshake.
-    pub(super) inference: bool,
+    /// Registers as the inference provider after the handshake (the
+    /// requests of the connection lost end first).
+    pub(super) inference: Option<Arc<Inference>>,
     /// The client's process slot: the new process replaces the old one.
     pub(super) process: Arc<Mutex<Option<CliProcess>>>,
     /// For a CLI serving TCP: the client's TCP stream, replaced by the
@@ -81,8 +83,9 @@ impl Restart<Connection> for Respawn {
 
     fn reopen(&self, conn: &Arc<Connection>) -> Result<()> {
         block_on(ops::handshake(conn, self.connection_token.as_deref(), self.startup_timeout))?;
-        if self.inference {
-            // The new CLI knows no provider.
+        if let Some(inference) = &self.inference {
+            // The new CLI knows no provider, nor the old one's requests.
+            inference.connection_ended();
             block_on(ops::set_inference_provider(conn, self.startup_timeout))?;
         }
         Ok(())
@@ -94,8 +97,9 @@ pub(super) struct Reconnect {
     pub(super) addr: SocketAddr,
     pub(super) token: Option<String>,
     pub(super) startup_timeout: Duration,
-    /// Registers as the inference provider after the handshake.
-    pub(super) inference: bool,
+    /// Registers as the inference provider after the handshake (the
+    /// requests of the connection lost end first).
+    pub(super) inference: Option<Arc<Inference>>,
     /// The client's TCP stream: the new one replaces the old one.
     pub(super) socket: Arc<Mutex<Option<TcpStream>>>,
 }
@@ -118,8 +122,9 @@ impl Restart<Connection> for Reconnect {
 
     fn reopen(&self, conn: &Arc<Connection>) -> Result<()> {
         block_on(ops::handshake(conn, self.token.as_deref(), self.startup_timeout))?;
-        if self.inference {
-            // The server's new connection has no provider.
+        if let Some(inference) = &self.inference {
+            // The server's new connection has no provider, nor the old one's requests.
+            inference.connection_ended();
             block_on(ops::set_inference_provider(conn, self.startup_timeout))?;
         }
         Ok(())

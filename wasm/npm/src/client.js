@@ -583,6 +583,7 @@ export class CopilotClient {
     const sessions = [...this.#sessions.values()];
     this.#sessions.clear();
     for (const s of sessions) s._end(closeReason);
+    this.#inference?.connectionEnded();
     for (const f of this.#listeners.disconnect) callListener(this.#logger, f, closeReason, "disconnect");
     for (const resolve of this.#closedWaiters.splice(0)) resolve(closeReason);
   }

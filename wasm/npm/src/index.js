@@ -25,6 +25,7 @@ export { approveAll, withDecisionContext } from "./answering.js";
 export { CanvasError, createCanvas } from "./canvas.js";
 export { BuiltInTools, ToolSet } from "./toolset.js";
 export { CopilotRequestHandler } from "./inference.js";
+export { CopilotWebSocketCloseStatus, CopilotWebSocketHandler } from "./inference-websocket.js";
 export { loadWasm } from "./wasm.js";
 export {
   SESSION_OPTIONS,

@@ -8,11 +8,13 @@
 // acknowledgement, the failure answers (a head if none was sent, then an
 // error chunk), the bounds on requests in flight and on unread body chunks,
 // the connection headers a forwarded request drops. Headers are never
-// logged (they carry the CLI's token).
+// logged (they carry the CLI's token). A WebSocket request goes to the
+// handler's `openWebSocket` (inference-websocket.js).
 
 import { POLICY } from "./constants.js";
 import { errorText } from "./errors.js";
 import { discharge } from "./answering.js";
+import { serveWebSocket } from "./inference-websocket.js";
 
 const RULE = POLICY.inference;
 const encoder = new TextEncoder();
@@ -36,9 +38,15 @@ export class CopilotRequestHandler {
     return fetch(request, { signal: ctx.signal });
   }
 
-  /** WebSocket model requests are not served by this client yet. */
-  openWebSocket() {
-    throw new Error("WebSocket model requests are not supported by this client");
+  /**
+   * Opens a WebSocket model request (`ctx.transport` is "websocket"):
+   * resolves with a `CopilotWebSocketHandler` made with `ctx`, or with
+   * nothing (this default): no WebSocket support, and the request is
+   * refused (a head of the core's `unsupported` status, not 101) so that
+   * the CLI sends it over HTTP, to `sendRequest`.
+   */
+  openWebSocket(ctx) {
+    return undefined;
   }
 }
 
@@ -60,6 +68,7 @@ export function takeInference(provider, item, data, driver, logger) {
 
 /** One request in flight: its head, its body as it arrives, its response's state. */
 class Exchange {
+  id;
   head;
   running = false;
   started = false;
@@ -86,16 +95,22 @@ class Exchange {
     return true;
   }
 
+  /** The next body item, when it comes. */
+  async next() {
+    while (this.#items.length === 0) await new Promise((r) => (this.#wake = r));
+    const item = this.#items.shift();
+    if (item.chunk) this.#unread--;
+    return item;
+  }
+
   /** The whole body; rejects on a cancel. */
   async body() {
     const parts = [];
     for (;;) {
-      while (this.#items.length === 0) await new Promise((r) => (this.#wake = r));
-      const item = this.#items.shift();
+      const item = await this.next();
       if (item.cancel !== undefined) throw new Error(`${RULE.cancelled[1]}: ${item.cancel}`);
       if (item.overflow) throw new Error(RULE.overflow[1]);
       if (item.end) break;
-      this.#unread--;
       parts.push(item.chunk);
     }
     const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
@@ -131,15 +146,29 @@ export class InferenceProvider {
     this.#timeoutMs = timeoutMs;
   }
 
-  /** Registers this client as the CLI's inference provider (after each handshake). */
+  /**
+   * Registers this client as the CLI's inference provider (after each
+   * handshake); the requests of a connection before it are gone.
+   */
   async register() {
+    this.connectionEnded();
     const r = await this.#driver.request(RULE.setProvider, {}, this.#timeoutMs);
     if (r?.success !== true) throw new Error(`${RULE.setProvider} was not accepted: ${JSON.stringify(r)}`);
+  }
+
+  /** Ends every request in flight as the CLI's cancel would: the connection that carried it is gone. */
+  connectionEnded() {
+    for (const e of this.#exchanges.values()) {
+      e.cancelled = true;
+      e.abort.abort();
+      e.push({ cancel: "the connection ended" });
+    }
   }
 
   #exchange(id) {
     let e = this.#exchanges.get(id);
     if (!e) this.#exchanges.set(id, (e = new Exchange()));
+    e.id = id;
     return e;
   }
 
@@ -172,7 +201,7 @@ export class InferenceProvider {
       }
       if (data.data) {
         const chunk = data.binary ? unbase64(data.data) : encoder.encode(data.data);
-        if (!e.push({ chunk })) e.push({ overflow: true });
+        if (!e.push({ chunk, binary: !!data.binary })) e.push({ overflow: true });
       }
       if (data.end) e.push({ end: true });
     }
@@ -191,8 +220,14 @@ export class InferenceProvider {
       headers: head.headers ?? {},
       signal: e.abort.signal,
     };
+    if (ctx.transport === RULE.websocket.transport) {
+      const fail = (failure, detail) => this.#fail(id, e, failure, detail);
+      const send = (method, params) => this.#send(method, params);
+      await serveWebSocket(this.#handler, ctx, e, send, fail, this.#logger);
+      this.#exchanges.delete(id);
+      return;
+    }
     try {
-      if (ctx.transport !== "http") await this.#handler.openWebSocket(ctx);
       const headers = new Headers();
       for (const [name, values] of Object.entries(ctx.headers)) {
         if (RULE.hopHeaders.includes(name.toLowerCase())) continue;

@@ -1518,6 +1518,39 @@ export interface CopilotRequestContext {
  */
 export declare class CopilotRequestHandler {
   protected sendRequest(request: Request, ctx: CopilotRequestContext): Promise<Response>;
+  /**
+   * Opens a WebSocket model request (`ctx.transport` "websocket"): a
+   * handler made with `ctx`, or nothing (the default): no WebSocket
+   * support, and the request is refused so that the CLI sends it over HTTP.
+   */
+  protected openWebSocket(
+    ctx: CopilotRequestContext,
+  ): CopilotWebSocketHandler | undefined | Promise<CopilotWebSocketHandler | undefined>;
+}
+
+/** How a WebSocket closes: normally, or with an error (experimental). */
+export declare class CopilotWebSocketCloseStatus {
+  static readonly normalClosure: CopilotWebSocketCloseStatus;
+  constructor(description?: string, errorCode?: string, error?: Error);
+  readonly description?: string;
+  readonly errorCode?: string;
+  readonly error?: Error;
+}
+
+/**
+ * One open WebSocket of a model request (experimental): it takes the CLI's
+ * messages in order and sends the model's back; the CLI gets one end,
+ * whichever side ends it first.
+ */
+export declare abstract class CopilotWebSocketHandler {
+  protected constructor(context: CopilotRequestContext);
+  protected readonly context: CopilotRequestContext;
+  /** One message of the CLI (a string for a text frame, bytes for a binary one); a throw ends the WebSocket with it. */
+  abstract sendRequestMessage(data: string | Uint8Array): void | Promise<void>;
+  /** Sends one message to the CLI, after the ones before it. */
+  sendResponseMessage(data: string | Uint8Array): Promise<void>;
+  /** Ends the WebSocket once (with an error when `status` has one); called last by the client too. */
+  close(status?: CopilotWebSocketCloseStatus): Promise<void>;
 }
 
 /** A canvas handler's failure: its `code` and message go to the CLI as the error's `data` (experimental). */

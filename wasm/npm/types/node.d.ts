@@ -31,6 +31,8 @@ export {
   Session,
   CanvasError,
   CopilotRequestHandler,
+  CopilotWebSocketCloseStatus,
+  CopilotWebSocketHandler,
   createCanvas,
   ToolSet,
   BuiltInTools,
