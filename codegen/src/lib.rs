@@ -1246,7 +1246,26 @@ mod events {
                 v.ident
             );
         }
-        out.push_str("            _ => return None,\n        })\n    }\n}\n");
+        out.push_str("            _ => return None,\n        })\n    }\n\n");
+        out.push_str(
+            "    /// The typed variant of `event_type` read straight from `data`, in\n    \
+             /// one pass; `data` is given back, unread, when the type has no\n    \
+             /// variant. An error may only mean that the data does not fit.\n    \
+             pub(crate) fn deserialize_typed<'de, D: Deserializer<'de>>(\n        \
+             event_type: &str,\n        \
+             data: D,\n    \
+             ) -> Result<Result<EventKind, D::Error>, D> {\n        \
+             Ok(match event_type {\n",
+        );
+        for v in &e.variants {
+            let _ = writeln!(
+                out,
+                "            {} => Deserialize::deserialize(data).map(EventKind::{}),",
+                json_str(&v.wire),
+                v.ident
+            );
+        }
+        out.push_str("            _ => return Err(data),\n        })\n    }\n}\n");
         // The data of the events that are waits (the core's answer table).
         let waits: BTreeSet<String> = e
             .variants

@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -99,8 +99,16 @@ impl SessionEvent {
     /// [`EventKind::Other`]; an absent `data` is read as `{}`; an absent or
     /// non-string `id` or `timestamp` gives an empty string.
     pub fn from_json(event: &[u8]) -> Result<SessionEvent, serde_json::Error> {
-        let envelope: Envelope<'_> = serde_json::from_slice(event)?;
+        // One pass, the data read straight into its variant, when `type`
+        // comes before `data` (as the CLI writes every event) and the data
+        // fits; otherwise (drifted data, unreadable JSON, a repeated `type`
+        // after the data) the reading in two steps below decides.
+        let envelope = match read_envelope(event, true) {
+            Ok(envelope) => envelope,
+            Err(_) => read_envelope(event, false)?,
+        };
         let kind = match envelope.data {
+            EventData::Typed(kind) => kind,
             // `Some` only when a repeated `type` named a typed one after the
             // data was read for an untyped one.
             EventData::Parsed(data) => match EventKind::parse_typed_value(&envelope.event_type, &data) {
@@ -129,6 +137,15 @@ impl SessionEvent {
             kind,
         })
     }
+}
+
+/// Reads the outer event object; `direct`: the data of a `type` read
+/// before it goes straight into its variant, and failing that fails.
+fn read_envelope(event: &[u8], direct: bool) -> Result<Envelope<'_>, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(event);
+    let envelope = de.deserialize_map(EnvelopeVisitor { direct, _input: std::marker::PhantomData })?;
+    de.end()?;
+    Ok(envelope)
 }
 
 pub use crate::generated::events::*;
@@ -264,13 +281,30 @@ struct Envelope<'a> {
     agent_id: Option<String>,
 }
 
-// The event's `data`. When `type` comes first (as the CLI writes it) and has
-// no typed variant, the data is parsed straight into a `Value`, in one pass.
-// Otherwise it stays raw text (`None` if absent), parsed once the type is
-// known and parsed again as a `Value` only if it does not fit its struct.
+// The event's `data`. When `type` comes first (as the CLI writes it), the
+// data is read in one pass: into its variant (`Typed`, when reading
+// directly), or into a `Value` when the type has no variant. Otherwise it
+// stays raw text (`None` if absent), parsed once the type is known and
+// parsed again as a `Value` only if it does not fit its struct.
 enum EventData<'a> {
     Raw(Option<&'a RawValue>),
     Parsed(Value),
+    Typed(EventKind),
+}
+
+// The data of a `type` already read, straight into its variant, or into a
+// `Value` when the type has none.
+struct DataOf<'t>(&'t str);
+
+impl<'de> DeserializeSeed<'de> for DataOf<'_> {
+    type Value = EventData<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, data: D) -> Result<EventData<'de>, D::Error> {
+        match EventKind::deserialize_typed(self.0, data) {
+            Ok(kind) => kind.map(EventData::Typed),
+            Err(data) => Value::deserialize(data).map(EventData::Parsed),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -289,11 +323,15 @@ enum EnvelopeField {
 
 impl<'de: 'a, 'a> Deserialize<'de> for Envelope<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(EnvelopeVisitor(std::marker::PhantomData))
+        deserializer.deserialize_map(EnvelopeVisitor { direct: false, _input: std::marker::PhantomData })
     }
 }
 
-struct EnvelopeVisitor<'a>(std::marker::PhantomData<&'a ()>);
+struct EnvelopeVisitor<'a> {
+    /// Read a typed event's data straight into its variant.
+    direct: bool,
+    _input: std::marker::PhantomData<&'a ()>,
+}
 
 impl<'de: 'a, 'a> Visitor<'de> for EnvelopeVisitor<'a> {
     type Value = Envelope<'a>;
@@ -319,9 +357,17 @@ impl<'de: 'a, 'a> Visitor<'de> for EnvelopeVisitor<'a> {
             // Metadata of the wrong JSON type is dropped rather than failing
             // the event: only `type` is needed to deliver it.
             match field {
-                EnvelopeField::Type => event_type = Some(map.next_value::<EventTypeStr<'a>>()?.0),
+                EnvelopeField::Type => {
+                    if matches!(envelope.data, EventData::Typed(_)) {
+                        // Read for a type this one replaces: the reading
+                        // in two steps decides.
+                        return Err(de::Error::custom("a repeated \"type\" after the data"));
+                    }
+                    event_type = Some(map.next_value::<EventTypeStr<'a>>()?.0)
+                }
                 EnvelopeField::Data => {
                     envelope.data = match &event_type {
+                        Some(known) if self.direct => map.next_value_seed(DataOf(known))?,
                         Some(known) if !EventKind::is_typed(known) => EventData::Parsed(map.next_value()?),
                         _ => EventData::Raw(Some(map.next_value()?)),
                     }
