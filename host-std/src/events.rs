@@ -988,6 +988,13 @@ mod tests {
             .expect("parses");
         assert_eq!(event.kind, EventKind::Other { event_type: "session.title_changed".into(), data: json!({"x": 1}) });
 
+        // The data is read into the variant of a typed type, then `type`
+        // changes: the last type decides, as for any repeated key.
+        let event =
+            SessionEvent::from_json(br#"{"type":"session.title_changed","data":{"title":"t"},"type":"brand.new"}"#)
+                .expect("parses");
+        assert_eq!(event.kind, EventKind::Other { event_type: "brand.new".into(), data: json!({"title": "t"}) });
+
         // `data` before `type` takes the raw path, typed or not.
         let event =
             SessionEvent::from_json(br#"{"data":{"title":"t"},"type":"session.title_changed"}"#).expect("parses");
