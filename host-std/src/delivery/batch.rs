@@ -24,6 +24,9 @@ pub(crate) struct Batch {
     pub(crate) bytes: Vec<u8>,
     /// End offset of each event in `bytes`.
     pub(crate) ends: Vec<usize>,
+    /// Whether each event may move a `send_and_wait` turn, by its type
+    /// (empty: each may).
+    moves: Vec<bool>,
     /// One cell per event when more than one subscriber reads the batch:
     /// the readers yet to take the event, and the event once parsed.
     cells: Vec<Mutex<Cell>>,
@@ -66,11 +69,27 @@ impl Batch {
         Batch {
             bytes,
             ends,
+            moves: Vec::new(),
             cells,
             held: Arc::clone(held),
             #[cfg(test)]
             parses: AtomicU64::new(0),
         }
+    }
+
+    /// The batch, knowing which of its events may move a turn (one flag
+    /// per event, by its type).
+    pub(crate) fn with_moves(mut self, moves: Vec<bool>) -> Batch {
+        debug_assert!(moves.is_empty() || moves.len() == self.ends.len());
+        self.moves = moves;
+        self
+    }
+
+    /// Whether event `i` may move a `send_and_wait` turn (by its type, as
+    /// the reader was told it): one that may not need not be parsed for a
+    /// turn.
+    pub(crate) fn may_move(&self, i: usize) -> bool {
+        self.moves.get(i).copied().unwrap_or(true)
     }
 
     /// How many events.
@@ -109,6 +128,17 @@ impl Batch {
             self.held.fetch_sub(1, Ordering::Relaxed);
         }
         event
+    }
+
+    /// Event `i` is passed over by one of its readers, unparsed: the
+    /// others still take it, and the last lets go of its parse.
+    pub(crate) fn skip(&self, i: usize) {
+        let Some(cell) = self.cells.get(i) else { return };
+        let mut cell = lock(cell);
+        cell.readers = cell.readers.saturating_sub(1);
+        if cell.readers == 0 && cell.parsed.take().is_some() {
+            self.held.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     /// Parses event `i`; whatever serde cannot read is still delivered, raw.
