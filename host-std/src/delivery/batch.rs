@@ -108,14 +108,14 @@ impl Batch {
     /// by the batch when the last has taken it.
     pub(crate) fn take(&self, i: usize, parser: &Parser<'_>) -> Arc<SessionEvent> {
         let Some(cell) = self.cells.get(i) else {
-            return Arc::new(self.parse(i, parser));
+            return self.parse(i, parser);
         };
         let mut cell = lock(cell);
         cell.readers = cell.readers.saturating_sub(1);
         let event = match &cell.parsed {
             Some(e) => Arc::clone(e),
             None => {
-                let e = Arc::new(self.parse(i, parser));
+                let e = self.parse(i, parser);
                 if cell.readers > 0 && self.held.fetch_add(1, Ordering::Relaxed) < MAX_SHARED_PARSES {
                     cell.parsed = Some(Arc::clone(&e));
                 } else if cell.readers > 0 {
@@ -142,14 +142,14 @@ impl Batch {
     }
 
     /// Parses event `i`; whatever serde cannot read is still delivered, raw.
-    fn parse(&self, i: usize, parser: &Parser<'_>) -> SessionEvent {
+    fn parse(&self, i: usize, parser: &Parser<'_>) -> Arc<SessionEvent> {
         #[cfg(test)]
         self.parses.fetch_add(1, Ordering::Relaxed);
         let bytes = self.event(i);
-        SessionEvent::from_json(bytes).unwrap_or_else(|e| {
+        SessionEvent::from_json_shared(bytes).unwrap_or_else(|e| {
             parser.unreadable.fetch_add(1, Ordering::Relaxed);
             log::warn!("session {}: an event serde cannot read is delivered raw: {e}", parser.session);
-            SessionEvent::raw(bytes)
+            Arc::new(SessionEvent::raw(bytes))
         })
     }
 }
