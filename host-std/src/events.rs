@@ -168,7 +168,10 @@ impl SessionEvent {
 /// Reads the outer event object; with `direct`, the data of a `type` read
 /// before it goes straight into its variant there, and failing that fails.
 fn read_envelope<'a>(event: &'a [u8], direct: Option<&mut EventKind>) -> Result<Envelope<'a>, serde_json::Error> {
-    let mut de = serde_json::Deserializer::from_slice(event);
+    // UTF-8 checked once for the whole event, not string by string (JSON
+    // text that is not UTF-8 is unreadable anyway).
+    let text = std::str::from_utf8(event).map_err(de::Error::custom)?;
+    let mut de = serde_json::Deserializer::from_str(text);
     let envelope = de.deserialize_map(EnvelopeVisitor { direct, _input: std::marker::PhantomData })?;
     de.end()?;
     Ok(envelope)
