@@ -1246,7 +1246,29 @@ mod events {
                 v.ident
             );
         }
-        out.push_str("            _ => return None,\n        })\n    }\n}\n");
+        out.push_str("            _ => return None,\n        })\n    }\n\n");
+        out.push_str(
+            "    /// Reads the typed variant of `event_type` straight from `data`, in\n    \
+             /// one pass, into `out` (written only on success, and with only the\n    \
+             /// variant's own bytes: the enum is large); `data` is given back,\n    \
+             /// unread, when the type has no variant. An error may only mean that\n    \
+             /// the data does not fit.\n    \
+             pub(crate) fn deserialize_typed_into<'de, D: Deserializer<'de>>(\n        \
+             event_type: &str,\n        \
+             data: D,\n        \
+             out: &mut EventKind,\n    \
+             ) -> Result<Result<(), D::Error>, D> {\n        \
+             Ok(match event_type {\n",
+        );
+        for v in &e.variants {
+            let _ = writeln!(
+                out,
+                "            {} => Deserialize::deserialize(data).map(|d| *out = EventKind::{}(d)),",
+                json_str(&v.wire),
+                v.ident
+            );
+        }
+        out.push_str("            _ => return Err(data),\n        })\n    }\n}\n");
         // The data of the events that are waits (the core's answer table).
         let waits: BTreeSet<String> = e
             .variants

@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -99,19 +99,55 @@ impl SessionEvent {
     /// [`EventKind::Other`]; an absent `data` is read as `{}`; an absent or
     /// non-string `id` or `timestamp` gives an empty string.
     pub fn from_json(event: &[u8]) -> Result<SessionEvent, serde_json::Error> {
-        let envelope: Envelope<'_> = serde_json::from_slice(event)?;
-        let kind = match envelope.data {
+        let mut parsed = SessionEvent::empty();
+        parsed.read(event)?;
+        Ok(parsed)
+    }
+
+    /// As [`from_json`](Self::from_json), read where it is shared from:
+    /// the event (over 1.5 KB) is written in place rather than moved there.
+    pub(crate) fn from_json_shared(event: &[u8]) -> Result<std::sync::Arc<SessionEvent>, serde_json::Error> {
+        let mut shared = std::sync::Arc::new(SessionEvent::empty());
+        std::sync::Arc::get_mut(&mut shared).expect("not shared yet").read(event)?;
+        Ok(shared)
+    }
+
+    fn empty() -> SessionEvent {
+        SessionEvent {
+            id: String::new(),
+            parent_id: None,
+            timestamp: String::new(),
+            ephemeral: false,
+            agent_id: None,
+            kind: EventKind::Other { event_type: String::new(), data: Value::Null },
+        }
+    }
+
+    /// Reads `event` into `self` (an empty event).
+    fn read(&mut self, event: &[u8]) -> Result<(), serde_json::Error> {
+        // One pass, the data read straight into its variant, when `type`
+        // comes before `data` (as the CLI writes every event) and the data
+        // fits; otherwise (drifted data, unreadable JSON, a repeated `type`
+        // after the data) the reading in two steps below decides.
+        let envelope = match read_envelope(event, Some(&mut self.kind)) {
+            Ok(envelope) => envelope,
+            Err(_) => read_envelope(event, None)?,
+        };
+        match envelope.data {
+            EventData::Typed => {}
             // `Some` only when a repeated `type` named a typed one after the
             // data was read for an untyped one.
-            EventData::Parsed(data) => match EventKind::parse_typed_value(&envelope.event_type, &data) {
-                Some(kind) => kind,
-                None => EventKind::Other { event_type: envelope.event_type.into_owned(), data },
-            },
+            EventData::Parsed(data) => {
+                self.kind = match EventKind::parse_typed_value(&envelope.event_type, &data) {
+                    Some(kind) => kind,
+                    None => EventKind::Other { event_type: envelope.event_type.into_owned(), data },
+                }
+            }
             EventData::Raw(raw) => {
                 // Every event type's data is an object in the schema, and an
                 // object lets the structs whose fields are all optional parse.
                 let data = raw.map_or("{}", RawValue::get);
-                match EventKind::parse_typed(&envelope.event_type, data) {
+                self.kind = match EventKind::parse_typed(&envelope.event_type, data) {
                     Some(kind) => kind,
                     None => EventKind::Other {
                         event_type: envelope.event_type.into_owned(),
@@ -119,16 +155,26 @@ impl SessionEvent {
                     },
                 }
             }
-        };
-        Ok(SessionEvent {
-            id: envelope.id.unwrap_or_default(),
-            parent_id: envelope.parent_id,
-            timestamp: envelope.timestamp.unwrap_or_default(),
-            ephemeral: envelope.ephemeral,
-            agent_id: envelope.agent_id,
-            kind,
-        })
+        }
+        self.id = envelope.id.unwrap_or_default();
+        self.parent_id = envelope.parent_id;
+        self.timestamp = envelope.timestamp.unwrap_or_default();
+        self.ephemeral = envelope.ephemeral;
+        self.agent_id = envelope.agent_id;
+        Ok(())
     }
+}
+
+/// Reads the outer event object; with `direct`, the data of a `type` read
+/// before it goes straight into its variant there, and failing that fails.
+fn read_envelope<'a>(event: &'a [u8], direct: Option<&mut EventKind>) -> Result<Envelope<'a>, serde_json::Error> {
+    // UTF-8 checked once for the whole event, not string by string (JSON
+    // text that is not UTF-8 is unreadable anyway).
+    let text = std::str::from_utf8(event).map_err(de::Error::custom)?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let envelope = de.deserialize_map(EnvelopeVisitor { direct, _input: std::marker::PhantomData })?;
+    de.end()?;
+    Ok(envelope)
 }
 
 pub use crate::generated::events::*;
@@ -264,13 +310,31 @@ struct Envelope<'a> {
     agent_id: Option<String>,
 }
 
-// The event's `data`. When `type` comes first (as the CLI writes it) and has
-// no typed variant, the data is parsed straight into a `Value`, in one pass.
-// Otherwise it stays raw text (`None` if absent), parsed once the type is
-// known and parsed again as a `Value` only if it does not fit its struct.
+// The event's `data`. When `type` comes first (as the CLI writes it), the
+// data is read in one pass: into its variant (`Typed`, when reading
+// directly), or into a `Value` when the type has no variant. Otherwise it
+// stays raw text (`None` if absent), parsed once the type is known and
+// parsed again as a `Value` only if it does not fit its struct.
 enum EventData<'a> {
     Raw(Option<&'a RawValue>),
     Parsed(Value),
+    /// Read into the variant, in place.
+    Typed,
+}
+
+// The data of a `type` already read, straight into its variant (in the
+// event's `kind`), or into a `Value` when the type has none.
+struct DataOf<'t, 'k>(&'t str, &'k mut EventKind);
+
+impl<'de> DeserializeSeed<'de> for DataOf<'_, '_> {
+    type Value = EventData<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, data: D) -> Result<EventData<'de>, D::Error> {
+        match EventKind::deserialize_typed_into(self.0, data, self.1) {
+            Ok(read) => read.map(|()| EventData::Typed),
+            Err(data) => Value::deserialize(data).map(EventData::Parsed),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -289,13 +353,17 @@ enum EnvelopeField {
 
 impl<'de: 'a, 'a> Deserialize<'de> for Envelope<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(EnvelopeVisitor(std::marker::PhantomData))
+        deserializer.deserialize_map(EnvelopeVisitor { direct: None, _input: std::marker::PhantomData })
     }
 }
 
-struct EnvelopeVisitor<'a>(std::marker::PhantomData<&'a ()>);
+struct EnvelopeVisitor<'a, 'k> {
+    /// Where to read a typed event's data straight into its variant.
+    direct: Option<&'k mut EventKind>,
+    _input: std::marker::PhantomData<&'a ()>,
+}
 
-impl<'de: 'a, 'a> Visitor<'de> for EnvelopeVisitor<'a> {
+impl<'de: 'a, 'a> Visitor<'de> for EnvelopeVisitor<'a, '_> {
     type Value = Envelope<'a>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -304,7 +372,7 @@ impl<'de: 'a, 'a> Visitor<'de> for EnvelopeVisitor<'a> {
 
     // A repeated key keeps its last value, as a generic JSON parser would,
     // instead of failing the event.
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope<'a>, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Envelope<'a>, A::Error> {
         let mut event_type: Option<Cow<'a, str>> = None;
         let mut envelope = Envelope {
             event_type: Cow::Borrowed(""),
@@ -319,10 +387,18 @@ impl<'de: 'a, 'a> Visitor<'de> for EnvelopeVisitor<'a> {
             // Metadata of the wrong JSON type is dropped rather than failing
             // the event: only `type` is needed to deliver it.
             match field {
-                EnvelopeField::Type => event_type = Some(map.next_value::<EventTypeStr<'a>>()?.0),
+                EnvelopeField::Type => {
+                    if matches!(envelope.data, EventData::Typed) {
+                        // Read for a type this one replaces: the reading
+                        // in two steps decides.
+                        return Err(de::Error::custom("a repeated \"type\" after the data"));
+                    }
+                    event_type = Some(map.next_value::<EventTypeStr<'a>>()?.0)
+                }
                 EnvelopeField::Data => {
-                    envelope.data = match &event_type {
-                        Some(known) if !EventKind::is_typed(known) => EventData::Parsed(map.next_value()?),
+                    envelope.data = match (&event_type, self.direct.as_deref_mut()) {
+                        (Some(known), Some(out)) => map.next_value_seed(DataOf(known, out))?,
+                        (Some(known), None) if !EventKind::is_typed(known) => EventData::Parsed(map.next_value()?),
                         _ => EventData::Raw(Some(map.next_value()?)),
                     }
                 }
@@ -941,6 +1017,13 @@ mod tests {
         let event = SessionEvent::from_json(br#"{"type":"brand.new","data":{"x":1},"type":"session.title_changed"}"#)
             .expect("parses");
         assert_eq!(event.kind, EventKind::Other { event_type: "session.title_changed".into(), data: json!({"x": 1}) });
+
+        // The data is read into the variant of a typed type, then `type`
+        // changes: the last type decides, as for any repeated key.
+        let event =
+            SessionEvent::from_json(br#"{"type":"session.title_changed","data":{"title":"t"},"type":"brand.new"}"#)
+                .expect("parses");
+        assert_eq!(event.kind, EventKind::Other { event_type: "brand.new".into(), data: json!({"title": "t"}) });
 
         // `data` before `type` takes the raw path, typed or not.
         let event =

@@ -24,6 +24,9 @@ pub(crate) struct Batch {
     pub(crate) bytes: Vec<u8>,
     /// End offset of each event in `bytes`.
     pub(crate) ends: Vec<usize>,
+    /// Whether each event may move a `send_and_wait` turn, by its type
+    /// (empty: each may).
+    moves: Vec<bool>,
     /// One cell per event when more than one subscriber reads the batch:
     /// the readers yet to take the event, and the event once parsed.
     cells: Vec<Mutex<Cell>>,
@@ -66,11 +69,27 @@ impl Batch {
         Batch {
             bytes,
             ends,
+            moves: Vec::new(),
             cells,
             held: Arc::clone(held),
             #[cfg(test)]
             parses: AtomicU64::new(0),
         }
+    }
+
+    /// The batch, knowing which of its events may move a turn (one flag
+    /// per event, by its type).
+    pub(crate) fn with_moves(mut self, moves: Vec<bool>) -> Batch {
+        debug_assert!(moves.is_empty() || moves.len() == self.ends.len());
+        self.moves = moves;
+        self
+    }
+
+    /// Whether event `i` may move a `send_and_wait` turn (by its type, as
+    /// the reader was told it): one that may not need not be parsed for a
+    /// turn.
+    pub(crate) fn may_move(&self, i: usize) -> bool {
+        self.moves.get(i).copied().unwrap_or(true)
     }
 
     /// How many events.
@@ -89,14 +108,14 @@ impl Batch {
     /// by the batch when the last has taken it.
     pub(crate) fn take(&self, i: usize, parser: &Parser<'_>) -> Arc<SessionEvent> {
         let Some(cell) = self.cells.get(i) else {
-            return Arc::new(self.parse(i, parser));
+            return self.parse(i, parser);
         };
         let mut cell = lock(cell);
         cell.readers = cell.readers.saturating_sub(1);
         let event = match &cell.parsed {
             Some(e) => Arc::clone(e),
             None => {
-                let e = Arc::new(self.parse(i, parser));
+                let e = self.parse(i, parser);
                 if cell.readers > 0 && self.held.fetch_add(1, Ordering::Relaxed) < MAX_SHARED_PARSES {
                     cell.parsed = Some(Arc::clone(&e));
                 } else if cell.readers > 0 {
@@ -111,15 +130,26 @@ impl Batch {
         event
     }
 
+    /// Event `i` is passed over by one of its readers, unparsed: the
+    /// others still take it, and the last lets go of its parse.
+    pub(crate) fn skip(&self, i: usize) {
+        let Some(cell) = self.cells.get(i) else { return };
+        let mut cell = lock(cell);
+        cell.readers = cell.readers.saturating_sub(1);
+        if cell.readers == 0 && cell.parsed.take().is_some() {
+            self.held.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     /// Parses event `i`; whatever serde cannot read is still delivered, raw.
-    fn parse(&self, i: usize, parser: &Parser<'_>) -> SessionEvent {
+    fn parse(&self, i: usize, parser: &Parser<'_>) -> Arc<SessionEvent> {
         #[cfg(test)]
         self.parses.fetch_add(1, Ordering::Relaxed);
         let bytes = self.event(i);
-        SessionEvent::from_json(bytes).unwrap_or_else(|e| {
+        SessionEvent::from_json_shared(bytes).unwrap_or_else(|e| {
             parser.unreadable.fetch_add(1, Ordering::Relaxed);
             log::warn!("session {}: an event serde cannot read is delivered raw: {e}", parser.session);
-            SessionEvent::raw(bytes)
+            Arc::new(SessionEvent::raw(bytes))
         })
     }
 }

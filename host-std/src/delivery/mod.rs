@@ -13,6 +13,8 @@ mod lifecycle;
 mod open_canvases;
 mod queue;
 mod session;
+#[cfg(test)]
+mod tests;
 mod turn;
 
 pub(crate) use event_channel::{event_channel, EventRx};

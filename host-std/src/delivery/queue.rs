@@ -16,6 +16,8 @@ pub(super) struct Queue {
     pub(super) bytes: Vec<u8>,
     /// End offset of each event in `bytes`.
     pub(super) ends: Vec<usize>,
+    /// Whether each event may move a `send_and_wait` turn (by its type).
+    moves: Vec<bool>,
     /// Batches for the callbacks and waiters, each with the last
     /// subscriber id it is for (those who subscribed later get it not).
     pub(super) batches: VecDeque<(Arc<Batch>, u64)>,
@@ -41,24 +43,29 @@ impl Queue {
         self.batches.is_empty() && !self.wake && self.close.is_none()
     }
 
-    /// Queues one event's bytes.
-    pub(super) fn push(&mut self, event: &[u8]) {
+    /// Queues one event's bytes; `moves`: whether it may move a turn
+    /// ([`Turn::may_move`](super::Turn::may_move) of its type).
+    pub(super) fn push(&mut self, event: &[u8], moves: bool) {
         if self.ends.capacity() == 0 {
             // Made by the reader, so a batch's memory stays in its
             // allocator arena however many threads deliver.
             self.bytes.reserve(self.room.0);
             self.ends.reserve(self.room.1);
+            self.moves.reserve(self.room.1);
         }
         self.bytes.extend_from_slice(event);
         let end = self.bytes.len();
         self.ends.push(end);
+        self.moves.push(moves);
     }
 
     /// Takes the events queued as a batch that `readers` subscribers will
     /// read; the next batch starts with room for as many.
     pub(super) fn take_batch(&mut self, readers: u32) -> Batch {
         self.room = (self.bytes.len().min(KEEP_QUEUE_BYTES), self.ends.len().min(KEEP_QUEUE_BYTES / 256));
-        Batch::new(std::mem::take(&mut self.bytes), std::mem::take(&mut self.ends), readers, &self.shared_parses)
+        let batch =
+            Batch::new(std::mem::take(&mut self.bytes), std::mem::take(&mut self.ends), readers, &self.shared_parses);
+        batch.with_moves(std::mem::take(&mut self.moves))
     }
 }
 

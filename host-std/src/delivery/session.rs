@@ -140,13 +140,14 @@ impl SessionSink for SessionInner {
         let _ = self.id.set(id.to_owned());
     }
 
-    fn push_event(&self, event: &[u8]) {
+    fn push_event(&self, event: &[u8], event_type: copilot_core::JsonStr<'_>) {
         let q = &mut *lock(&self.queue);
         if let Some(held) = &mut q.held {
             held.push(event.to_vec());
             return;
         }
-        q.push(event);
+        // A type with escapes (the CLI writes none) is not read here: it may.
+        q.push(event, event_type.as_plain().is_none_or(Turn::may_move));
     }
 
     fn hold(&self) {
@@ -159,13 +160,14 @@ impl SessionSink for SessionInner {
             let q = &mut *lock(&self.queue);
             let held = q.held.take().unwrap_or_default();
             let from_log: Vec<Option<u64>> = gap.iter().map(|e| copilot_core::event_id_of(e)).collect();
+            // Their types unread here: each may move a turn.
             for event in &gap {
-                q.push(event);
+                q.push(event, true);
             }
             for event in &held {
                 let id = copilot_core::event_id_of(event);
                 if id.is_none() || !from_log.contains(&id) {
-                    q.push(event);
+                    q.push(event, true);
                 }
             }
         }
@@ -235,6 +237,16 @@ impl SessionSink for SessionInner {
 impl SessionInner {
     /// A session of `conn`. `id` is `None` while the server has yet to name it.
     pub(crate) fn new(id: Option<&str>, answer: Answerer, conn: &Connection) -> Arc<SessionInner> {
+        Self::with_pools(id, answer, Arc::clone(&conn.dispatchers), Arc::clone(&conn.workers))
+    }
+
+    /// A session delivering on `dispatchers` and answering on `workers`.
+    pub(super) fn with_pools(
+        id: Option<&str>,
+        answer: Answerer,
+        dispatchers: Arc<Pool>,
+        workers: Arc<Pool>,
+    ) -> Arc<SessionInner> {
         let inner = Arc::new_cyclic(|me| SessionInner {
             me: me.clone(),
             id: OnceLock::new(),
@@ -242,8 +254,8 @@ impl SessionInner {
             answer,
             queue: Mutex::new(Queue::default()),
             subscribers: Mutex::new(Subscribers::default()),
-            dispatchers: Arc::clone(&conn.dispatchers),
-            workers: Arc::clone(&conn.workers),
+            dispatchers,
+            workers,
             capabilities: Mutex::default(),
             open_canvases: Mutex::default(),
             ending: OnceLock::new(),
@@ -403,6 +415,13 @@ impl SessionInner {
             return;
         }
         for i in 0..batch.len() {
+            let may_move = !waiters.is_empty() && batch.may_move(i);
+            if callbacks.is_empty() && !may_move {
+                // Only waiters listen here, and the event's type says it
+                // cannot move a turn: it is not parsed (for them).
+                batch.skip(i);
+                continue;
+            }
             let event = batch.take(i, &parser);
             for (f, live, _) in &callbacks {
                 call(f, live, &event);
@@ -410,7 +429,7 @@ impl SessionInner {
             // A waiter is handed only the events that move its turn (the
             // core's turn rule): the deltas of a long turn do not pile up in
             // its queue, and it is woken only for what it reads.
-            if !waiters.is_empty() && Turn::moves(&event) {
+            if may_move && Turn::moves(&event) {
                 for tx in &waiters {
                     tx.send(Arc::clone(&event));
                 }

@@ -18,6 +18,13 @@ pub(crate) struct Turn {
 }
 
 impl Turn {
+    /// Whether an event of type `event_type` may do anything to a turn,
+    /// whatever its data (its data only tells a sub-agent's message, which
+    /// does not): an event that may not is never parsed for a turn.
+    pub(crate) fn may_move(event_type: &str) -> bool {
+        turn_step(event_type, false) != TurnStep::Other
+    }
+
     /// Whether `event` does anything to a turn (a reply, an error, the end).
     pub(crate) fn moves(event: &SessionEvent) -> bool {
         turn_step(event.event_type(), sub_agent(event)) != TurnStep::Other

@@ -58,9 +58,9 @@ pub(crate) trait SessionSink: Send + Sync {
     fn id(&self) -> Option<String>;
     /// The server named the session (a create whose id it assigns).
     fn named(&self, id: &str);
-    /// Queues an event's JSON; never blocks. Delivery starts at the next
-    /// [`flush`](Self::flush).
-    fn push_event(&self, event: &[u8]);
+    /// Queues an event's JSON (of type `event_type`, as the core read it);
+    /// never blocks. Delivery starts at the next [`flush`](Self::flush).
+    fn push_event(&self, event: &[u8], event_type: copilot_core::JsonStr<'_>);
     /// Delivers what [`push_event`](Self::push_event) queued, or has it
     /// delivered; never blocks. The reader calls it once per read, after
     /// releasing the engine's lock.

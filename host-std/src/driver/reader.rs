@@ -195,7 +195,7 @@ impl Connection {
                 if let Some(change) = copilot_core::read_canvas_change(event.event_type, event.data) {
                     target.change_open_canvases(change, false);
                 }
-                target.push_event(bytes);
+                target.push_event(bytes, event.event_type);
                 if touched.last().is_none_or(|t| !Arc::ptr_eq(t, &target)) {
                     touched.push(Arc::clone(&target));
                 }
