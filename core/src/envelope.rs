@@ -4,7 +4,8 @@
 
 use core::fmt;
 
-use crate::json::{self, JsonError, JsonNumber, JsonStr, Kind, Value, Visitor};
+use crate::json::{self, JsonError, JsonNumber, JsonStr, Kind, Value};
+use crate::scan::{self, Visitor};
 
 /// The JSON-RPC error code for text that is not JSON.
 pub const PARSE_ERROR: i64 = -32700;
@@ -351,7 +352,7 @@ impl<'a> Envelope<'a> {
             // Spans are stored as u32; no frame buffer is this large.
             return Err(DecodeError { kind: DecodeErrorKind::NotAMessage, reply_to: None });
         }
-        json::scan(body, &mut f).map_err(|e| DecodeError { kind: DecodeErrorKind::Json(e), reply_to: None })?;
+        scan::scan(body, &mut f).map_err(|e| DecodeError { kind: DecodeErrorKind::Json(e), reply_to: None })?;
         if !root_is_object {
             return Err(DecodeError { kind: DecodeErrorKind::NotAnObject, reply_to: None });
         }

@@ -99,6 +99,7 @@ mod options;
 mod pending;
 mod recovery;
 mod router;
+mod scan;
 mod session;
 mod shapes;
 mod slots;
