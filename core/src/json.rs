@@ -455,7 +455,7 @@ impl<'a> JsonStr<'a> {
 
     /// The string itself if it has no escapes (the common case).
     pub fn as_plain(&self) -> Option<&'a str> {
-        (!self.raw.contains(&b'\\')).then(|| self.raw())
+        (!crate::scan::has_backslash(self.raw)).then(|| self.raw())
     }
 
     /// The decoded characters (lone surrogates become U+FFFD).
@@ -492,8 +492,8 @@ impl PartialEq<str> for JsonStr<'_> {
         let (raw, other_bytes) = (self.raw, other.as_bytes());
         match raw.len().cmp(&other_bytes.len()) {
             core::cmp::Ordering::Less => false,
-            core::cmp::Ordering::Equal => raw == other_bytes && !raw.contains(&b'\\'),
-            core::cmp::Ordering::Greater => raw.contains(&b'\\') && self.chars().eq(other.chars()),
+            core::cmp::Ordering::Equal => raw == other_bytes && !crate::scan::has_backslash(raw),
+            core::cmp::Ordering::Greater => crate::scan::has_backslash(raw) && self.chars().eq(other.chars()),
         }
     }
 }

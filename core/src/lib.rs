@@ -85,6 +85,7 @@ mod engine;
 mod envelope;
 mod frame;
 mod handshake;
+mod header;
 mod hooks;
 mod inference;
 pub mod json;

@@ -121,6 +121,22 @@ fn string_stops(w: u64) -> u64 {
     (quote | backslash | control | w) & HIGH
 }
 
+/// Whether `b` holds a backslash: a word at a time, as escapes are looked
+/// for each time a key or an id is compared. A byte of `w ^ 0x5C..` is zero
+/// exactly where `w` holds a backslash, and a word has a zero byte exactly
+/// when `(x - 0x01..) & !x` has a high bit set.
+pub(crate) fn has_backslash(b: &[u8]) -> bool {
+    let has = |w: u64| {
+        let x = w ^ (ONES * u64::from(b'\\'));
+        x.wrapping_sub(ONES) & !x & HIGH != 0
+    };
+    let mut words = b.chunks_exact(8);
+    // The last bytes padded with zeros, which are not backslashes.
+    let mut last = [0; 8];
+    last[..words.remainder().len()].copy_from_slice(words.remainder());
+    words.any(|w| has(u64::from_le_bytes(w.try_into().unwrap_or([0; 8])))) || has(u64::from_le_bytes(last))
+}
+
 /// The eight bytes at `i`; past the end of `b`, quotes, so that a string cut
 /// off by the end of the text stops exactly at the end.
 #[inline(always)]
@@ -137,35 +153,78 @@ fn word_at(b: &[u8], i: usize) -> u64 {
 }
 
 /// The length of the well-formed UTF-8 character at `i` (its first byte is
-/// above 0x7F), or `None`.
+/// above 0x7F), or `None`. The ranges are RFC 3629's: no overlong forms, no
+/// surrogates, nothing above U+10FFFF.
 fn utf8_char_len(b: &[u8], i: usize) -> Option<usize> {
-    let len = match b[i] {
-        0xC2..=0xDF => 2,
-        0xE0..=0xEF => 3,
-        0xF0..=0xF4 => 4,
-        _ => return None,
-    };
-    core::str::from_utf8(b.get(i..i + len)?).ok().map(|_| len)
+    let cont = |j: usize| b.get(j).is_some_and(|&c| c & 0xC0 == 0x80);
+    let second = |lo: u8, hi: u8| b.get(i + 1).is_some_and(|&c| (lo..=hi).contains(&c));
+    match b[i] {
+        0xC2..=0xDF if cont(i + 1) => Some(2),
+        0xE0 if second(0xA0, 0xBF) && cont(i + 2) => Some(3),
+        0xE1..=0xEC | 0xEE..=0xEF if cont(i + 1) && cont(i + 2) => Some(3),
+        0xED if second(0x80, 0x9F) && cont(i + 2) => Some(3),
+        0xF0 if second(0x90, 0xBF) && cont(i + 2) && cont(i + 3) => Some(4),
+        0xF1..=0xF3 if cont(i + 1) && cont(i + 2) && cont(i + 3) => Some(4),
+        0xF4 if second(0x80, 0x8F) && cont(i + 2) && cont(i + 3) => Some(4),
+        _ => None,
+    }
 }
 
 /// Validates the string whose opening quote is at `i`; returns the index after
 /// the closing quote, and whether the string holds an escape.
 ///
-/// Most of a Copilot event is string content, so this is where decoding spends
-/// its time: it reads eight bytes at a time and jumps straight to the first
-/// byte that needs attention, UTF-8 checked in the same pass. A bad UTF-8
-/// sequence is reported only once the string is known to end well, so errors
-/// come in text order.
-#[inline]
-fn scan_string(b: &[u8], i: usize) -> Result<(usize, bool), JsonError> {
-    let mut i = i + 1;
+/// Most strings in a Copilot event are short keys and values without
+/// escapes: those end at the first byte the first two words mark, and are
+/// read here without a call. The rest goes on where that left off.
+#[inline(always)]
+pub(crate) fn scan_string(b: &[u8], i: usize) -> Result<(usize, bool), JsonError> {
+    // The wasm build is sized to the byte: it does without the inlined copy.
+    #[cfg(not(target_arch = "wasm32"))]
+    let i = match plain_string_end(b, i + 1) {
+        Ok(end) => return Ok((end, false)),
+        Err(first_stop) => first_stop,
+    };
+    #[cfg(target_arch = "wasm32")]
+    let i = i + 1;
+    scan_string_from(b, i)
+}
+
+/// The index after the closing quote when the string from `start` is plain
+/// ASCII up to it; else `Err` with where to go on: the first byte that needs
+/// attention, or where fewer than sixteen bytes are left. Sixteen bytes to a
+/// branch, so that most strings (keys, ids, timestamps, plain text) are read
+/// without a call.
+#[inline(always)]
+fn plain_string_end(b: &[u8], mut start: usize) -> Result<usize, usize> {
+    while let Some(pair) = b.get(start..).and_then(<[u8]>::first_chunk::<16>) {
+        let (lo, hi) = pair.split_at(8);
+        let mut stops = string_stops(u64::from_le_bytes(lo.try_into().unwrap_or([0; 8])));
+        let mut at = 0;
+        if stops == 0 {
+            stops = string_stops(u64::from_le_bytes(hi.try_into().unwrap_or([0; 8])));
+            at = 8;
+        }
+        if stops != 0 {
+            let at = at + (stops.trailing_zeros() / 8) as usize;
+            return if pair[at] == b'"' { Ok(start + at + 1) } else { Err(start + at) };
+        }
+        start += 16;
+    }
+    Err(start)
+}
+
+/// The general string scan, from `i`, which is inside a string with only
+/// plain ASCII before it: eight bytes at a time, sixteen to a branch in long
+/// runs, and straight to the first byte that needs attention, UTF-8 checked
+/// in the same pass. A bad UTF-8 sequence is reported only once the string
+/// is known to end well, so errors come in text order.
+#[inline(never)]
+fn scan_string_from(b: &[u8], mut i: usize) -> Result<(usize, bool), JsonError> {
     let mut bad_utf8 = None;
     let mut escaped = false;
     // Where sixteen bytes can still be read without a bounds check failing.
     let last_pair = b.len().saturating_sub(16);
     loop {
-        // Most strings are short keys and values that end in their first
-        // word; longer runs are then read sixteen bytes to a branch.
         let mut stops = string_stops(word_at(b, i));
         while stops == 0 {
             i += 8;
@@ -288,53 +347,55 @@ pub(crate) fn scan<V: Visitor>(text: &[u8], visitor: &mut V) -> Result<(usize, u
         // Parse one value starting at i (white space already skipped).
         let start = i;
         let depth = stack.len;
-        match b.get(i) {
-            None => return Err(err(JsonErrorKind::UnexpectedEnd, i)),
-            Some(b'{') => {
-                stack.push(true, start, i)?;
-                i = skip_ws(b, i + 1);
-                if b.get(i) == Some(&b'}') {
-                    stack.len -= 1;
-                    i += 1;
-                    visitor.value(depth, start, i);
-                } else {
-                    i = scan_key(b, i, stack.len, visitor)?;
-                    continue 'value;
+        // Strings are most values: tested first, they skip the jump table.
+        if b.get(i) == Some(&b'"') {
+            i = scan_string(b, i)?.0;
+            visitor.value(depth, start, i);
+        } else {
+            match b.get(i) {
+                None => return Err(err(JsonErrorKind::UnexpectedEnd, i)),
+                Some(b'{') => {
+                    stack.push(true, start, i)?;
+                    i = skip_ws(b, i + 1);
+                    if b.get(i) == Some(&b'}') {
+                        stack.len -= 1;
+                        i += 1;
+                        visitor.value(depth, start, i);
+                    } else {
+                        i = scan_key(b, i, stack.len, visitor)?;
+                        continue 'value;
+                    }
                 }
-            }
-            Some(b'[') => {
-                stack.push(false, start, i)?;
-                i = skip_ws(b, i + 1);
-                if b.get(i) == Some(&b']') {
-                    stack.len -= 1;
-                    i += 1;
-                    visitor.value(depth, start, i);
-                } else {
-                    visitor.element(stack.len);
-                    continue 'value;
+                Some(b'[') => {
+                    stack.push(false, start, i)?;
+                    i = skip_ws(b, i + 1);
+                    if b.get(i) == Some(&b']') {
+                        stack.len -= 1;
+                        i += 1;
+                        visitor.value(depth, start, i);
+                    } else {
+                        visitor.element(stack.len);
+                        continue 'value;
+                    }
                 }
+                Some(b'-' | b'0'..=b'9') => {
+                    i = scan_number(b, i)?;
+                    visitor.value(depth, start, i);
+                }
+                Some(b't') => {
+                    i = scan_literal(b, i, b"true")?;
+                    visitor.value(depth, start, i);
+                }
+                Some(b'f') => {
+                    i = scan_literal(b, i, b"false")?;
+                    visitor.value(depth, start, i);
+                }
+                Some(b'n') => {
+                    i = scan_literal(b, i, b"null")?;
+                    visitor.value(depth, start, i);
+                }
+                Some(_) => return Err(err(JsonErrorKind::UnexpectedByte, i)),
             }
-            Some(b'"') => {
-                i = scan_string(b, i)?.0;
-                visitor.value(depth, start, i);
-            }
-            Some(b'-' | b'0'..=b'9') => {
-                i = scan_number(b, i)?;
-                visitor.value(depth, start, i);
-            }
-            Some(b't') => {
-                i = scan_literal(b, i, b"true")?;
-                visitor.value(depth, start, i);
-            }
-            Some(b'f') => {
-                i = scan_literal(b, i, b"false")?;
-                visitor.value(depth, start, i);
-            }
-            Some(b'n') => {
-                i = scan_literal(b, i, b"null")?;
-                visitor.value(depth, start, i);
-            }
-            Some(_) => return Err(err(JsonErrorKind::UnexpectedByte, i)),
         }
         // A value just ended: close containers or move to the next member.
         loop {
@@ -394,5 +455,30 @@ fn scan_key<V: Visitor>(b: &[u8], i: usize, depth: usize, visitor: &mut V) -> Re
         Some(b':') => Ok(skip_ws(b, colon + 1)),
         None => Err(err(JsonErrorKind::UnexpectedEnd, colon)),
         Some(_) => Err(err(JsonErrorKind::UnexpectedByte, colon)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Against `contains`: every byte value at every position of texts up to
+    /// three words long, among plain bytes or among bytes next to a
+    /// backslash (`[`, `]`, 0xDC), which a wrong mask could take for one.
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn has_backslash_finds_it_at_every_position() {
+        for len in 0..=24 {
+            for at in 0..len {
+                for fill in [b'a', b'[', b']', 0xdc] {
+                    for c in 0..=255u8 {
+                        let mut text = [fill; 24];
+                        text[at] = c;
+                        let text = &text[..len];
+                        assert_eq!(has_backslash(text), text.contains(&b'\\'), "{text:x?}");
+                    }
+                }
+            }
+        }
     }
 }
