@@ -329,8 +329,9 @@ impl Visitor for Fields {
     }
 }
 
-/// Inlined into each use, so that the names are constants to compare with.
-#[inline(always)]
+/// Inlined into each use, so that the names are constants to compare with
+/// (not in the wasm build, which is sized to the byte).
+#[cfg_attr(not(target_arch = "wasm32"), inline(always))]
 fn match_key(key: JsonStr<'_>, escaped: bool, names: &[(&str, u8)]) -> u8 {
     if escaped {
         return match_escaped(key, names);
@@ -438,12 +439,10 @@ fn event_info<'a>(get: &impl Fn(u8) -> Option<Value<'a>>, session_id: Option<Jso
     let event = get(P_EVENT).filter(|e| e.kind() == Kind::Object)?;
     let event_type = get(EV_TYPE)?.as_str()?;
     let data = get(EV_DATA);
-    // Compared as written, unless the type holds an escape (rare): one
-    // search for a backslash rather than one per awaited type.
-    let awaited = match event_type.as_plain() {
-        Some(plain) => REQUEST_EVENT_TYPES.contains(&plain),
-        None => REQUEST_EVENT_TYPES.iter().any(|t| event_type == *t),
-    };
+    // Compared as written unless the type holds an escape (rare): one search
+    // for a backslash rather than one per awaited type.
+    let plain = event_type.as_plain();
+    let awaited = REQUEST_EVENT_TYPES.iter().any(|t| plain.map_or_else(|| event_type == *t, |p| p == *t));
     Some(EventInfo {
         event_type,
         id: get(EV_ID).and_then(|v| v.as_str()),

@@ -125,6 +125,7 @@ fn string_stops(w: u64) -> u64 {
 /// for each time a key or an id is compared. A byte of `w ^ 0x5C..` is zero
 /// exactly where `w` holds a backslash, and a word has a zero byte exactly
 /// when `(x - 0x01..) & !x` has a high bit set.
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn has_backslash(b: &[u8]) -> bool {
     let has = |w: u64| {
         let x = w ^ (ONES * u64::from(b'\\'));
@@ -135,6 +136,12 @@ pub(crate) fn has_backslash(b: &[u8]) -> bool {
     let mut last = [0; 8];
     last[..words.remainder().len()].copy_from_slice(words.remainder());
     words.any(|w| has(u64::from_le_bytes(w.try_into().unwrap_or([0; 8])))) || has(u64::from_le_bytes(last))
+}
+
+/// The wasm build is sized to the byte: it searches with `contains`.
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn has_backslash(b: &[u8]) -> bool {
+    b.contains(&b'\\')
 }
 
 /// The eight bytes at `i`; past the end of `b`, quotes, so that a string cut
@@ -153,21 +160,15 @@ fn word_at(b: &[u8], i: usize) -> u64 {
 }
 
 /// The length of the well-formed UTF-8 character at `i` (its first byte is
-/// above 0x7F), or `None`. The ranges are RFC 3629's: no overlong forms, no
-/// surrogates, nothing above U+10FFFF.
+/// above 0x7F), or `None`.
 fn utf8_char_len(b: &[u8], i: usize) -> Option<usize> {
-    let cont = |j: usize| b.get(j).is_some_and(|&c| c & 0xC0 == 0x80);
-    let second = |lo: u8, hi: u8| b.get(i + 1).is_some_and(|&c| (lo..=hi).contains(&c));
-    match b[i] {
-        0xC2..=0xDF if cont(i + 1) => Some(2),
-        0xE0 if second(0xA0, 0xBF) && cont(i + 2) => Some(3),
-        0xE1..=0xEC | 0xEE..=0xEF if cont(i + 1) && cont(i + 2) => Some(3),
-        0xED if second(0x80, 0x9F) && cont(i + 2) => Some(3),
-        0xF0 if second(0x90, 0xBF) && cont(i + 2) && cont(i + 3) => Some(4),
-        0xF1..=0xF3 if cont(i + 1) && cont(i + 2) && cont(i + 3) => Some(4),
-        0xF4 if second(0x80, 0x8F) && cont(i + 2) && cont(i + 3) => Some(4),
-        _ => None,
-    }
+    let len = match b[i] {
+        0xC2..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF4 => 4,
+        _ => return None,
+    };
+    core::str::from_utf8(b.get(i..i + len)?).ok().map(|_| len)
 }
 
 /// Validates the string whose opening quote is at `i`; returns the index after
@@ -194,6 +195,7 @@ pub(crate) fn scan_string(b: &[u8], i: usize) -> Result<(usize, bool), JsonError
 /// attention, or where fewer than sixteen bytes are left. Sixteen bytes to a
 /// branch, so that most strings (keys, ids, timestamps, plain text) are read
 /// without a call.
+#[cfg(not(target_arch = "wasm32"))]
 #[inline(always)]
 fn plain_string_end(b: &[u8], mut start: usize) -> Result<usize, usize> {
     while let Some(pair) = b.get(start..).and_then(<[u8]>::first_chunk::<16>) {
@@ -347,8 +349,9 @@ pub(crate) fn scan<V: Visitor>(text: &[u8], visitor: &mut V) -> Result<(usize, u
         // Parse one value starting at i (white space already skipped).
         let start = i;
         let depth = stack.len;
-        // Strings are most values: tested first, they skip the jump table.
-        if b.get(i) == Some(&b'"') {
+        // Strings are most values: tested first, they skip the jump table
+        // (not in the wasm build, which is sized to the byte).
+        if cfg!(not(target_arch = "wasm32")) && b.get(i) == Some(&b'"') {
             i = scan_string(b, i)?.0;
             visitor.value(depth, start, i);
         } else {
@@ -377,6 +380,10 @@ pub(crate) fn scan<V: Visitor>(text: &[u8], visitor: &mut V) -> Result<(usize, u
                         visitor.element(stack.len);
                         continue 'value;
                     }
+                }
+                Some(b'"') => {
+                    i = scan_string(b, i)?.0;
+                    visitor.value(depth, start, i);
                 }
                 Some(b'-' | b'0'..=b'9') => {
                     i = scan_number(b, i)?;
