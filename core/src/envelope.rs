@@ -330,8 +330,8 @@ impl Visitor for Fields {
 }
 
 /// Inlined into each use, so that the names are constants to compare with
-/// (not in the wasm build, which is sized to the byte).
-#[cfg_attr(not(target_arch = "wasm32"), inline(always))]
+/// (not in builds sized for space: wasm, bare metal).
+#[cfg_attr(not(any(target_arch = "wasm32", target_os = "none")), inline(always))]
 fn match_key(key: JsonStr<'_>, escaped: bool, names: &[(&str, u8)]) -> u8 {
     if escaped {
         return match_escaped(key, names);

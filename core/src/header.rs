@@ -103,8 +103,8 @@ fn is_token(b: u8) -> bool {
 
 /// Parses a header block at the start of `data`.
 pub(crate) fn parse_header(data: &[u8], limit: usize) -> HeaderParse {
-    // The wasm build is sized to the byte: it does without the short cut.
-    #[cfg(not(target_arch = "wasm32"))]
+    // Builds sized for space (wasm, bare metal) do without the short cut.
+    #[cfg(not(any(target_arch = "wasm32", target_os = "none")))]
     if let Some(frame) = plain_header(data, limit) {
         return frame;
     }
@@ -187,7 +187,7 @@ fn parse_header_lines(data: &[u8], limit: usize) -> HeaderParse {
 /// read without the general parser's line-by-line search; `None` for
 /// anything else, including a length too large to read, which the general
 /// parser then reads and reports exactly as it would have.
-#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+#[cfg_attr(any(target_arch = "wasm32", target_os = "none"), allow(dead_code))]
 #[inline]
 fn plain_header(data: &[u8], limit: usize) -> Option<HeaderParse> {
     const NAME: &[u8] = b"Content-Length: ";

@@ -125,7 +125,7 @@ fn string_stops(w: u64) -> u64 {
 /// for each time a key or an id is compared. A byte of `w ^ 0x5C..` is zero
 /// exactly where `w` holds a backslash, and a word has a zero byte exactly
 /// when `(x - 0x01..) & !x` has a high bit set.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(not(any(target_arch = "wasm32", target_os = "none")))]
 pub(crate) fn has_backslash(b: &[u8]) -> bool {
     let has = |w: u64| {
         let x = w ^ (ONES * u64::from(b'\\'));
@@ -138,8 +138,8 @@ pub(crate) fn has_backslash(b: &[u8]) -> bool {
     words.any(|w| has(u64::from_le_bytes(w.try_into().unwrap_or([0; 8])))) || has(u64::from_le_bytes(last))
 }
 
-/// The wasm build is sized to the byte: it searches with `contains`.
-#[cfg(target_arch = "wasm32")]
+/// Builds sized for space (wasm, bare metal) search with `contains`.
+#[cfg(any(target_arch = "wasm32", target_os = "none"))]
 pub(crate) fn has_backslash(b: &[u8]) -> bool {
     b.contains(&b'\\')
 }
@@ -179,13 +179,13 @@ fn utf8_char_len(b: &[u8], i: usize) -> Option<usize> {
 /// read here without a call. The rest goes on where that left off.
 #[inline(always)]
 pub(crate) fn scan_string(b: &[u8], i: usize) -> Result<(usize, bool), JsonError> {
-    // The wasm build is sized to the byte: it does without the inlined copy.
-    #[cfg(not(target_arch = "wasm32"))]
+    // Builds sized for space (wasm, bare metal) do without the inlined copy.
+    #[cfg(not(any(target_arch = "wasm32", target_os = "none")))]
     let i = match plain_string_end(b, i + 1) {
         Ok(end) => return Ok((end, false)),
         Err(first_stop) => first_stop,
     };
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(any(target_arch = "wasm32", target_os = "none"))]
     let i = i + 1;
     scan_string_from(b, i)
 }
@@ -195,7 +195,7 @@ pub(crate) fn scan_string(b: &[u8], i: usize) -> Result<(usize, bool), JsonError
 /// attention, or where fewer than sixteen bytes are left. Sixteen bytes to a
 /// branch, so that most strings (keys, ids, timestamps, plain text) are read
 /// without a call.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(not(any(target_arch = "wasm32", target_os = "none")))]
 #[inline(always)]
 fn plain_string_end(b: &[u8], mut start: usize) -> Result<usize, usize> {
     while let Some(pair) = b.get(start..).and_then(<[u8]>::first_chunk::<16>) {
@@ -350,8 +350,8 @@ pub(crate) fn scan<V: Visitor>(text: &[u8], visitor: &mut V) -> Result<(usize, u
         let start = i;
         let depth = stack.len;
         // Strings are most values: tested first, they skip the jump table
-        // (not in the wasm build, which is sized to the byte).
-        if cfg!(not(target_arch = "wasm32")) && b.get(i) == Some(&b'"') {
+        // (not in builds sized for space: wasm, bare metal).
+        if cfg!(not(any(target_arch = "wasm32", target_os = "none"))) && b.get(i) == Some(&b'"') {
             i = scan_string(b, i)?.0;
             visitor.value(depth, start, i);
         } else {
