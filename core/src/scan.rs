@@ -174,9 +174,10 @@ fn utf8_char_len(b: &[u8], i: usize) -> Option<usize> {
 /// Validates the string whose opening quote is at `i`; returns the index after
 /// the closing quote, and whether the string holds an escape.
 ///
-/// Most strings in a Copilot event are short keys and values without
-/// escapes: those end at the first byte the first two words mark, and are
-/// read here without a call. The rest goes on where that left off.
+/// Most strings in a Copilot event are keys, ids and text without escapes:
+/// those are read here, inlined, up to their closing quote. At an escape, a
+/// byte above 0x7F or the last sixteen bytes of the text, the general scan
+/// goes on where that left off.
 #[inline(always)]
 pub(crate) fn scan_string(b: &[u8], i: usize) -> Result<(usize, bool), JsonError> {
     // Builds sized for space (wasm, bare metal) do without the inlined copy.
