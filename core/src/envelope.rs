@@ -4,7 +4,8 @@
 
 use core::fmt;
 
-use crate::json::{self, JsonError, JsonNumber, JsonStr, Kind, Value, Visitor};
+use crate::json::{self, JsonError, JsonNumber, JsonStr, Kind, Value};
+use crate::scan::{self, Visitor};
 
 /// The JSON-RPC error code for text that is not JSON.
 pub const PARSE_ERROR: i64 = -32700;
@@ -257,10 +258,13 @@ const EV_ID: u8 = 14;
 const EV_DATA: u8 = 15;
 const EV_EPHEMERAL: u8 = 16;
 const D_REQUEST_ID: u8 = 17;
-const FIELDS: usize = 18;
+/// The parent of the root object's members; its slot holds the root's span.
+const ROOT: u8 = 18;
+const FIELDS: usize = 19;
 
 struct Fields {
-    /// The field each open level is inside (0: none of interest).
+    /// The field each open level is inside (0: none of interest; the root
+    /// level is `ROOT`).
     path: [u8; 5],
     spans: [(u32, u32); FIELDS],
 }
@@ -278,17 +282,13 @@ impl Visitor for Fields {
         if depth > 4 {
             return;
         }
-        let parent = self.path[depth - 1];
-        if depth > 1 && parent == 0 {
-            self.path[depth] = 0;
-            return;
-        }
+        // Each field of interest sits under one parent only, so the parent
+        // alone (`ROOT` for the root object) tells which names to look for.
         let key = JsonStr::from_validated(key);
-        let match_key =
-            |key, names: &[(&str, u8)]| if escaped { match_escaped(key, names) } else { match_plain(key, names) };
-        let field = match (depth, parent) {
-            (1, _) => match_key(
+        self.path[depth] = match self.path[depth - 1] {
+            ROOT => match_key(
                 key,
+                escaped,
                 &[
                     ("jsonrpc", JSONRPC),
                     ("id", ID),
@@ -298,15 +298,16 @@ impl Visitor for Fields {
                     ("error", ERROR),
                 ],
             ),
-            (2, PARAMS) => match_key(key, &[("sessionId", P_SESSION_ID), ("event", P_EVENT), ("type", P_TYPE)]),
-            (2, ERROR) => match_key(key, &[("code", E_CODE), ("message", E_MESSAGE), ("data", E_DATA)]),
-            (3, P_EVENT) => {
-                match_key(key, &[("type", EV_TYPE), ("id", EV_ID), ("data", EV_DATA), ("ephemeral", EV_EPHEMERAL)])
-            }
-            (4, EV_DATA) => match_key(key, &[("requestId", D_REQUEST_ID)]),
+            PARAMS => match_key(key, escaped, &[("sessionId", P_SESSION_ID), ("event", P_EVENT), ("type", P_TYPE)]),
+            ERROR => match_key(key, escaped, &[("code", E_CODE), ("message", E_MESSAGE), ("data", E_DATA)]),
+            P_EVENT => match_key(
+                key,
+                escaped,
+                &[("type", EV_TYPE), ("id", EV_ID), ("data", EV_DATA), ("ephemeral", EV_EPHEMERAL)],
+            ),
+            EV_DATA => match_key(key, escaped, &[("requestId", D_REQUEST_ID)]),
             _ => 0,
         };
-        self.path[depth] = field;
     }
 
     #[inline]
@@ -318,20 +319,23 @@ impl Visitor for Fields {
 
     #[inline]
     fn value(&mut self, depth: usize, start: usize, end: usize) {
-        if depth == 0 {
-            return;
-        }
-        if depth <= 4 {
-            let field = self.path[depth];
-            if field != 0 {
-                // Last duplicate wins, as in JavaScript's JSON.parse.
-                self.spans[usize::from(field)] = (start as u32, end as u32);
-            }
+        // Without a branch on the depth: past the path, or at the root
+        // (whose span goes to a slot of its own), nothing is of interest.
+        let field = self.path.get(depth).copied().unwrap_or(0);
+        if field != 0 {
+            // Last duplicate wins, as in JavaScript's JSON.parse.
+            self.spans[usize::from(field)] = (start as u32, end as u32);
         }
     }
 }
 
-fn match_plain(key: JsonStr<'_>, names: &[(&str, u8)]) -> u8 {
+/// Inlined into each use, so that the names are constants to compare with
+/// (not in builds sized for space: wasm, bare metal).
+#[cfg_attr(not(any(target_arch = "wasm32", target_os = "none")), inline(always))]
+fn match_key(key: JsonStr<'_>, escaped: bool, names: &[(&str, u8)]) -> u8 {
+    if escaped {
+        return match_escaped(key, names);
+    }
     names.iter().find(|(n, _)| key.as_bytes() == n.as_bytes()).map_or(0, |&(_, f)| f)
 }
 
@@ -346,12 +350,12 @@ impl<'a> Envelope<'a> {
     /// any key order, numbers of any size); the whole body is validated.
     pub fn decode(body: &'a [u8]) -> Result<Self, DecodeError<'a>> {
         let root_is_object = body.iter().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')) == Some(&b'{');
-        let mut f = Fields { path: [0; 5], spans: [(0, 0); FIELDS] };
+        let mut f = Fields { path: [ROOT, 0, 0, 0, 0], spans: [(0, 0); FIELDS] };
         if body.len() > u32::MAX as usize {
             // Spans are stored as u32; no frame buffer is this large.
             return Err(DecodeError { kind: DecodeErrorKind::NotAMessage, reply_to: None });
         }
-        json::scan(body, &mut f).map_err(|e| DecodeError { kind: DecodeErrorKind::Json(e), reply_to: None })?;
+        scan::scan(body, &mut f).map_err(|e| DecodeError { kind: DecodeErrorKind::Json(e), reply_to: None })?;
         if !root_is_object {
             return Err(DecodeError { kind: DecodeErrorKind::NotAnObject, reply_to: None });
         }
@@ -435,7 +439,10 @@ fn event_info<'a>(get: &impl Fn(u8) -> Option<Value<'a>>, session_id: Option<Jso
     let event = get(P_EVENT).filter(|e| e.kind() == Kind::Object)?;
     let event_type = get(EV_TYPE)?.as_str()?;
     let data = get(EV_DATA);
-    let awaited = REQUEST_EVENT_TYPES.iter().any(|t| event_type == *t);
+    // Compared as written unless the type holds an escape (rare): one search
+    // for a backslash rather than one per awaited type.
+    let plain = event_type.as_plain();
+    let awaited = REQUEST_EVENT_TYPES.iter().any(|t| plain.map_or_else(|| event_type == *t, |p| p == *t));
     Some(EventInfo {
         event_type,
         id: get(EV_ID).and_then(|v| v.as_str()),

@@ -314,26 +314,73 @@ fn any_json() -> impl Strategy<Value = serde_json::Value> {
 }
 
 /// Every stop byte at every offset from the start of a word, in strings long
-/// enough to take the word path before and after it.
+/// enough to take the word path before and after it, and past the sixteen
+/// bytes read inline; as a value and as a key. The bytes next to the stops
+/// (space, `!`, `#`, `[`, `]`, DEL) must not stop a string: a mask that marks
+/// one of them would report it as an error.
 #[test]
 fn every_stop_byte_at_every_offset() {
-    let stops: [&[u8]; 9] =
-        [b"\"", b"\\n", b"\\u0041", b"\x00", b"\x1f", b"\\q", "é".as_bytes(), "😀".as_bytes(), b"\xff"];
+    let stops: [&[u8]; 15] = [
+        b"\"",
+        b"\\n",
+        b"\\u0041",
+        b"\x00",
+        b"\x1f",
+        b"\\q",
+        "é".as_bytes(),
+        "😀".as_bytes(),
+        b"\xff",
+        b" ",
+        b"!",
+        b"#",
+        b"[",
+        b"]",
+        b"\x7f",
+    ];
     for pad in 0..8 {
-        for before in 0..20 {
+        for before in 0..40 {
             for stop in stops {
                 for after in [0, 1, 7, 8, 9, 17] {
                     for close in [true, false] {
-                        let mut text = vec![b' '; pad];
-                        text.push(b'"');
-                        text.extend(std::iter::repeat_n(b'x', before));
-                        text.extend_from_slice(stop);
-                        text.extend(std::iter::repeat_n(b'y', after));
+                        let mut string = vec![b'"'];
+                        string.extend(std::iter::repeat_n(b'x', before));
+                        string.extend_from_slice(stop);
+                        string.extend(std::iter::repeat_n(b'y', after));
                         if close {
-                            text.push(b'"');
+                            string.push(b'"');
                         }
-                        assert_eq!(validate(&text), reference::validate(&text), "{:?}", String::from_utf8_lossy(&text));
+                        let mut value = vec![b' '; pad];
+                        value.extend_from_slice(&string);
+                        let mut key = b"{".to_vec();
+                        key.extend(std::iter::repeat_n(b' ', pad));
+                        key.extend_from_slice(&string);
+                        key.extend_from_slice(b":1}");
+                        for text in [value, key] {
+                            let ours = validate(&text);
+                            assert_eq!(ours, reference::validate(&text), "{:?}", String::from_utf8_lossy(&text));
+                        }
                     }
+                }
+            }
+        }
+    }
+}
+
+/// Every lead byte above 0x7F with every boundary of the bytes that may
+/// follow it (RFC 3629's ranges: overlong forms, surrogates and code points
+/// past U+10FFFF are refused), at both ends of a word.
+#[test]
+fn every_utf8_lead_byte_and_follower_boundary() {
+    let followers = [0x00, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xff];
+    for lead in 0x80..=0xffu8 {
+        for second in followers {
+            for rest in [0x80u8, 0xbf, 0x7f, 0xc0] {
+                for before in [0, 6, 7, 14, 15] {
+                    let mut text = b"\"".to_vec();
+                    text.extend(std::iter::repeat_n(b'a', before));
+                    text.extend_from_slice(&[lead, second, rest, rest]);
+                    text.extend_from_slice(b"bcdefghijklmnopq\"");
+                    assert_eq!(validate(&text), reference::validate(&text), "{text:x?}");
                 }
             }
         }
