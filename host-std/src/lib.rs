@@ -123,7 +123,7 @@ pub use api::{ToolSet, BUILTIN_TOOLS_ISOLATED};
 pub use copilot_core as core;
 pub use copilot_core::ClientMode;
 pub use delivery::{EventStream, SessionStats, Subscription, MAX_KEPT_BYTES, MAX_KEPT_EVENTS};
-pub use driver::RecoveryEvent;
+pub use driver::{BacklogStats, RecoveryEvent, BACKLOG_STALL_MS, MAX_BACKLOG_BYTES};
 pub use error::{Error, Result};
 pub use events::{EventKind, LifecycleEvent, LifecycleKind, LifecycleMetadata, SessionEvent};
 pub use transport::cli::{default_install_dir, install_cli, native_binary, resolve_cli, CLI_PACKAGE, CLI_VERSION};

@@ -295,6 +295,15 @@ impl Client {
         s.park_dropped + s.refused(copilot_core::Cause::ParkOverflow)
     }
 
+    /// The events read and handed to subscribers that have not all taken
+    /// them yet: bytes held now and at most, and how often the reader
+    /// paused because they reached [`MAX_BACKLOG_BYTES`](crate::MAX_BACKLOG_BYTES)
+    /// (a consumer slower than the CLI holds the CLI back) or read on
+    /// because nothing was taken for [`BACKLOG_STALL_MS`](crate::BACKLOG_STALL_MS).
+    pub fn backlog(&self) -> crate::BacklogStats {
+        self.conn.backlog.stats()
+    }
+
     /// The protocol engine's counters: the waits of the agent open now and
     /// the age of the oldest, answers sent by handlers, refusals by cause,
     /// parked frames, and the router's counters.

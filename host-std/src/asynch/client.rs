@@ -92,6 +92,11 @@ impl Client {
         self.blocking().parked_overflow()
     }
 
+    /// The events read and not yet taken by subscribers ([`crate::Client::backlog`]).
+    pub fn backlog(&self) -> crate::BacklogStats {
+        self.blocking().backlog()
+    }
+
     /// The protocol engine's counters ([`crate::Client::engine_stats`]).
     pub fn engine_stats(&self) -> EngineStats {
         self.blocking().engine_stats()

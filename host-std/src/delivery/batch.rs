@@ -13,6 +13,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::driver::{Backlog, Charge};
 use crate::events::SessionEvent;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -32,6 +33,9 @@ pub(crate) struct Batch {
     cells: Vec<Mutex<Cell>>,
     /// The session's count of parses held in cells (of every batch).
     held: Arc<AtomicUsize>,
+    /// The batch's memory, counted in the connection's backlog while
+    /// subscribers have yet to take it (see [`Batch::charge`]).
+    charge: Option<Charge>,
     /// Events of this batch parsed (tests check that each is parsed once
     /// however many subscribers read it).
     #[cfg(test)]
@@ -72,6 +76,7 @@ impl Batch {
             moves: Vec::new(),
             cells,
             held: Arc::clone(held),
+            charge: None,
             #[cfg(test)]
             parses: AtomicU64::new(0),
         }
@@ -82,6 +87,17 @@ impl Batch {
     pub(crate) fn with_moves(mut self, moves: Vec<bool>) -> Batch {
         debug_assert!(moves.is_empty() || moves.len() == self.ends.len());
         self.moves = moves;
+        self
+    }
+
+    /// The batch, its memory counted in `backlog` until it is dropped
+    /// (when its last subscriber has taken it).
+    pub(crate) fn charged_to(mut self, backlog: &Arc<Backlog>) -> Batch {
+        let bytes = self.bytes.capacity()
+            + self.ends.capacity() * std::mem::size_of::<usize>()
+            + self.moves.capacity()
+            + self.cells.capacity() * std::mem::size_of::<Mutex<Cell>>();
+        self.charge = Some(backlog.charge(bytes));
         self
     }
 

@@ -26,7 +26,7 @@ use super::inbox::{Inbox, InboxTx};
 use super::open_canvases::OpenCanvases;
 use super::queue::Queue;
 use super::turn::Turn;
-use crate::driver::{Connection, Job, SessionSink};
+use crate::driver::{Backlog, Connection, Job, SessionSink};
 use crate::error::{Error, Result};
 use crate::events::SessionEvent;
 use crate::pool::Pool;
@@ -122,6 +122,8 @@ pub(crate) struct SessionInner {
     subscribers: Mutex<Subscribers>,
     dispatchers: Arc<Pool>,
     workers: Arc<Pool>,
+    /// The connection's count of bytes not yet taken by subscribers.
+    backlog: Arc<Backlog>,
     /// As the CLI last said (the reader keeps them, in frame order).
     capabilities: Mutex<copilot_core::Capabilities>,
     /// The canvas instances open, as the CLI last said (kept by the reader).
@@ -188,7 +190,10 @@ impl SessionSink for SessionInner {
         let streams = subs.list.iter().filter(|s| matches!(s.sink, Sink::Stream(_))).count();
         let pooled = streams < subs.list.len();
         let readers = streams + usize::from(pooled) + usize::from(!subs.claimed);
-        let batch = Arc::new(q.take_batch(u32::try_from(readers).unwrap_or(u32::MAX)));
+        let batch = q.take_batch(u32::try_from(readers).unwrap_or(u32::MAX));
+        // Counted while subscribers have it to read; events kept for a
+        // first subscriber are bounded apart.
+        let batch = Arc::new(if subs.claimed { batch.charged_to(&self.backlog) } else { batch });
         let schedule = pooled && !q.scheduled;
         if pooled {
             q.batches.push_back((Arc::clone(&batch), subs.next_id));
@@ -237,7 +242,13 @@ impl SessionSink for SessionInner {
 impl SessionInner {
     /// A session of `conn`. `id` is `None` while the server has yet to name it.
     pub(crate) fn new(id: Option<&str>, answer: Answerer, conn: &Connection) -> Arc<SessionInner> {
-        Self::with_pools(id, answer, Arc::clone(&conn.dispatchers), Arc::clone(&conn.workers))
+        Self::with_pools(
+            id,
+            answer,
+            Arc::clone(&conn.dispatchers),
+            Arc::clone(&conn.workers),
+            Arc::clone(&conn.backlog),
+        )
     }
 
     /// A session delivering on `dispatchers` and answering on `workers`.
@@ -246,6 +257,7 @@ impl SessionInner {
         answer: Answerer,
         dispatchers: Arc<Pool>,
         workers: Arc<Pool>,
+        backlog: Arc<Backlog>,
     ) -> Arc<SessionInner> {
         let inner = Arc::new_cyclic(|me| SessionInner {
             me: me.clone(),
@@ -256,6 +268,7 @@ impl SessionInner {
             subscribers: Mutex::new(Subscribers::default()),
             dispatchers,
             workers,
+            backlog,
             capabilities: Mutex::default(),
             open_canvases: Mutex::default(),
             ending: OnceLock::new(),

@@ -104,6 +104,8 @@ impl Connection {
                 return Err(Error::Capacity(format!("more than {MAX_PENDING} requests in flight")));
             }
         };
+        // Its answer must be read, over a full backlog too.
+        self.backlog.nudge();
         // The reader sets `closed` before it fails every pending request, so
         // either that drain sees this request or this check sees `closed`.
         if self.is_closed() {

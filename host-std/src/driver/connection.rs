@@ -255,6 +255,9 @@ pub(crate) struct Connection {
     pub(crate) dispatchers: Arc<Pool>,
     /// Runs the user's handlers (a fixed set of threads).
     pub(crate) workers: Arc<Pool>,
+    /// Bytes of events handed to subscribers and not yet taken by all;
+    /// the reader pauses while there are too many.
+    pub(crate) backlog: Arc<super::Backlog>,
     /// A label for logs: "stdio", "tcp 127.0.0.1:4321", ...
     pub(crate) label: String,
     /// Answers client-wide requests (those without a session).
@@ -316,6 +319,7 @@ impl Connection {
             dispatchers: Pool::start(&format!("copilot-events ({label})"), DISPATCHERS).map_err(Error::Io)?,
             workers: Pool::start(&format!("copilot-handlers ({label})"), deadlines.handler_threads)
                 .map_err(Error::Io)?,
+            backlog: Arc::default(),
             label,
             client_wide,
         });
@@ -422,6 +426,7 @@ impl Connection {
     /// From now on, the end of the connection is this client's doing.
     pub(crate) fn mark_stopping(&self) {
         self.stopping.store(true, Ordering::SeqCst);
+        self.backlog.nudge();
     }
 
     pub(super) fn disconnected(&self) -> Error {

@@ -9,6 +9,7 @@
 //! it; `session.lifecycle` params go to [`LifecycleSink`]s as raw JSON.
 
 mod answer;
+mod backlog;
 mod calls;
 mod completion;
 mod connection;
@@ -20,6 +21,8 @@ mod restart;
 mod timer;
 
 pub(crate) use answer::Answering;
+pub(crate) use backlog::{Backlog, Charge};
+pub use backlog::{BacklogStats, BACKLOG_STALL_MS, MAX_BACKLOG_BYTES};
 pub(crate) use calls::Call;
 pub(crate) use completion::Completion;
 pub(crate) use connection::{ClientWide, Connection, Deadlines, Job, LifecycleSink, Replier, SessionSink, Waiter};

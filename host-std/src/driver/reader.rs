@@ -114,11 +114,23 @@ impl Connection {
             for target in touched.drain(..) {
                 target.flush();
             }
+            // A consumer slower than the CLI holds the CLI back, rather
+            // than this process's memory growing.
+            self.backlog.wait_for_room(&self.label, || self.reads_on());
         };
         if let Err(e) = decoder.finish() {
             log::warn!("{}: {e}", self.label);
         }
         cause
+    }
+
+    /// Whether the reader must read on over a full backlog: a request
+    /// waits for its answer, or the connection ends.
+    fn reads_on(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+            || self.closed.load(Ordering::SeqCst)
+            || self.recovering.load(Ordering::SeqCst)
+            || self.with_engine(|e, _| !e.router().pending().is_empty())
     }
 
     /// Completes a create or resume in the engine; frames parked for it
@@ -271,6 +283,7 @@ impl Connection {
         let reason = cause.to_string();
         *lock(&self.close_cause) = Some(cause);
         self.closed.store(true, Ordering::SeqCst);
+        self.backlog.nudge();
         self.outbox().fail(&reason);
         let mut failed = Vec::new();
         let targets: Vec<Target> = {
