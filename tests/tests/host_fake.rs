@@ -645,3 +645,41 @@ fn a_client_that_connects_refuses_the_options_that_start_a_cli() {
     assert!(server.received().iter().filter(|m| m["method"] == "connect").count() >= 1);
     client.stop().unwrap();
 }
+
+/// A stream read more slowly than the CLI writes: the reader stops reading
+/// while a backlog's worth waits (the fake CLI's writes wait in the pipe),
+/// so the memory held never passes the bound by more than one read's
+/// batch, and every event still arrives once, in order.
+#[test]
+fn a_slow_reader_holds_the_cli_back_and_the_backlog_stays_bounded() {
+    let (server, client) = over_pipes(FakeServerConfig::default());
+    let session = client.create_session(SessionConfig::default()).expect("create");
+    let events = session.events();
+    let id = session.id().to_owned();
+    let n = 40_000;
+    let flooder = thread::spawn(move || {
+        server.flood(&id, n).expect("flood");
+        server
+    });
+    // Nothing is taken until the reader has paused on a full backlog.
+    let start = Instant::now();
+    while client.backlog().pauses == 0 {
+        assert!(start.elapsed() < WAIT, "the reader never paused: {:?}", client.backlog());
+        thread::sleep(Duration::from_millis(1));
+    }
+    let mut next = 0usize;
+    while next < n {
+        let e = events.next_timeout(WAIT).expect("event in time").expect("stream open");
+        if let EventKind::AssistantMessageDelta(_) = &e.kind {
+            assert_eq!(e.id, next.to_string(), "event out of order or duplicated");
+            next += 1;
+        }
+    }
+    drop(flooder.join().expect("the flood"));
+    let backlog = client.backlog();
+    // One read's batch (64 KiB of bytes, its vectors' spare room) past the bound at most.
+    let slack = 256 << 10;
+    assert!(backlog.peak_bytes <= copilot_host::MAX_BACKLOG_BYTES + slack, "{backlog:?}");
+    assert_eq!(backlog.overruns, 0, "the reader never read on for a stall: {backlog:?}");
+    assert!(backlog.pauses >= 1, "{backlog:?}");
+}
