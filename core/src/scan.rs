@@ -119,17 +119,18 @@ const HIGH: u64 = ONES * 0x80;
 
 /// Marks with bit 7 the bytes of `w` (little-endian) that end a plain ASCII
 /// run inside a string: a quote, a backslash, a control character, or a byte
-/// above 0x7F (the start of a character to check as UTF-8). An ASCII byte is
-/// zero exactly where subtracting one from it borrows, and below 0x20 exactly
-/// where subtracting 0x20 does; no byte above 0x7F starts a borrow. Bytes above
-/// the first borrow may be marked falsely, so only the lowest mark is exact,
-/// and only it is used.
+/// above 0x7F (the start of a character to check as UTF-8). Flipping bit 1
+/// maps the quote (0x22) to 0x20 and the control characters onto themselves,
+/// so one subtraction of 0x21 borrows exactly at both; a byte is a backslash
+/// exactly where it XOR 0x5C is zero, where subtracting one borrows. No byte
+/// above 0x7F starts a borrow. Bytes above the first borrow may be marked
+/// falsely (a `#` after a quote, say), so only the lowest mark is exact, and
+/// only it is used.
 #[inline(always)]
 fn string_stops(w: u64) -> u64 {
-    let quote = (w ^ (ONES * u64::from(b'"'))).wrapping_sub(ONES);
+    let quote_or_control = (w ^ (ONES * 0x02)).wrapping_sub(ONES * 0x21);
     let backslash = (w ^ (ONES * u64::from(b'\\'))).wrapping_sub(ONES);
-    let control = w.wrapping_sub(ONES * 0x20);
-    (quote | backslash | control | w) & HIGH
+    (quote_or_control | backslash | w) & HIGH
 }
 
 /// Whether `b` holds a backslash: a word at a time, as escapes are looked
@@ -486,6 +487,35 @@ fn scan_key<V: Visitor>(b: &[u8], i: usize, depth: usize, visitor: &mut V) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether a byte ends a plain ASCII run in a string, byte by byte.
+    fn is_stop(c: u8) -> bool {
+        c == b'"' || c == b'\\' || !(0x20..=0x7f).contains(&c)
+    }
+
+    /// Against [`is_stop`]: every pair of byte values at every pair of
+    /// positions in a word (the rest plain text), so that every byte is
+    /// tried both where it is the first stop and behind another stop, whose
+    /// borrow must not move the lowest mark.
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn string_stops_marks_the_first_stop_of_every_word() {
+        for first in 0..8 {
+            for second in first + 1..8 {
+                for a in 0..=255u8 {
+                    for b in 0..=255u8 {
+                        let mut word = [b'a'; 8];
+                        word[first] = a;
+                        word[second] = b;
+                        let marks = string_stops(u64::from_le_bytes(word));
+                        let expected = word.iter().position(|&c| is_stop(c));
+                        let found = (marks != 0).then(|| (marks.trailing_zeros() / 8) as usize);
+                        assert_eq!(found, expected, "{word:x?}");
+                    }
+                }
+            }
+        }
+    }
 
     /// Against `contains`: every byte value at every position of texts up to
     /// three words long, among plain bytes or among bytes next to a
