@@ -97,8 +97,10 @@ fn err(kind: JsonErrorKind, offset: usize) -> JsonError {
 
 /// The index of the first byte at or after `i` that is not JSON white space.
 /// Compact text (what the CLI sends) has none between tokens: a byte above
-/// the space is answered by one test, without the loop.
-#[inline(always)]
+/// the space is answered by one test, without the loop (inlined everywhere
+/// but in builds sized for space: wasm, bare metal).
+#[cfg_attr(not(any(target_arch = "wasm32", target_os = "none")), inline(always))]
+#[cfg_attr(any(target_arch = "wasm32", target_os = "none"), inline)]
 pub(crate) fn skip_ws(b: &[u8], i: usize) -> usize {
     match b.get(i) {
         Some(&c) if c > b' ' => i,
@@ -183,6 +185,8 @@ fn word_at(b: &[u8], i: usize) -> u64 {
 /// test while sixteen are left, then a word at a time.
 #[inline(always)]
 fn next_stop(b: &[u8], mut i: usize, stops: impl Fn(u64) -> u64) -> usize {
+    // Builds sized for space (wasm, bare metal) read a word at a time only.
+    #[cfg(not(any(target_arch = "wasm32", target_os = "none")))]
     while let Some(pair) = b.get(i..).and_then(<[u8]>::first_chunk::<16>) {
         let (lo, hi) = pair.split_at(8);
         let lo = stops(u64::from_le_bytes(lo.try_into().unwrap_or([0; 8])));
@@ -466,7 +470,8 @@ pub(crate) fn skip_back_ws(b: &[u8]) -> usize {
 }
 
 /// Reads `"key" :` at `i` and returns the index of the member's value.
-#[inline(always)]
+#[cfg_attr(not(any(target_arch = "wasm32", target_os = "none")), inline(always))]
+#[cfg_attr(any(target_arch = "wasm32", target_os = "none"), inline)]
 fn scan_key<V: Visitor>(b: &[u8], i: usize, depth: usize, visitor: &mut V) -> Result<usize, JsonError> {
     match b.get(i) {
         Some(b'"') => {}
