@@ -192,7 +192,10 @@ fn next_stop(b: &[u8], mut i: usize, stops: impl Fn(u64) -> u64) -> usize {
         let lo = stops(u64::from_le_bytes(lo.try_into().unwrap_or([0; 8])));
         let hi = stops(u64::from_le_bytes(hi.try_into().unwrap_or([0; 8])));
         if lo | hi != 0 {
-            let at = if lo != 0 { lo.trailing_zeros() } else { 64 + hi.trailing_zeros() };
+            // Computed rather than branched on, as where a stop falls is
+            // not for a processor to guess: `trailing_zeros` of 0 is 64, so
+            // the second word's count adds on when the first has no mark.
+            let at = lo.trailing_zeros() + (hi.trailing_zeros() & 0u32.wrapping_sub(u32::from(lo == 0)));
             return i + (at / 8) as usize;
         }
         i += 16;
