@@ -277,37 +277,16 @@ impl Fields {
 }
 
 impl Visitor for Fields {
-    #[inline]
+    /// Inlined into the scan: most keys lie deeper than the path or under a
+    /// member of no interest, and are passed over without a call (not in
+    /// builds sized for space: wasm, bare metal).
+    #[cfg_attr(not(any(target_arch = "wasm32", target_os = "none")), inline(always))]
     fn key(&mut self, depth: usize, key: &[u8], escaped: bool) {
         if depth > 4 {
             return;
         }
-        // Each field of interest sits under one parent only, so the parent
-        // alone (`ROOT` for the root object) tells which names to look for.
-        let key = JsonStr::from_validated(key);
-        self.path[depth] = match self.path[depth - 1] {
-            ROOT => match_key(
-                key,
-                escaped,
-                &[
-                    ("jsonrpc", JSONRPC),
-                    ("id", ID),
-                    ("method", METHOD),
-                    ("params", PARAMS),
-                    ("result", RESULT),
-                    ("error", ERROR),
-                ],
-            ),
-            PARAMS => match_key(key, escaped, &[("sessionId", P_SESSION_ID), ("event", P_EVENT), ("type", P_TYPE)]),
-            ERROR => match_key(key, escaped, &[("code", E_CODE), ("message", E_MESSAGE), ("data", E_DATA)]),
-            P_EVENT => match_key(
-                key,
-                escaped,
-                &[("type", EV_TYPE), ("id", EV_ID), ("data", EV_DATA), ("ephemeral", EV_EPHEMERAL)],
-            ),
-            EV_DATA => match_key(key, escaped, &[("requestId", D_REQUEST_ID)]),
-            _ => 0,
-        };
+        let parent = self.path[depth - 1];
+        self.path[depth] = if parent == 0 { 0 } else { field_named(parent, key, escaped) };
     }
 
     #[inline]
@@ -326,6 +305,34 @@ impl Visitor for Fields {
             // Last duplicate wins, as in JavaScript's JSON.parse.
             self.spans[usize::from(field)] = (start as u32, end as u32);
         }
+    }
+}
+
+/// The field a member named `key` is, under the field `parent`; 0 for none.
+/// Each field of interest sits under one parent only, so the parent alone
+/// (`ROOT` for the root object) tells which names to look for.
+fn field_named(parent: u8, key: &[u8], escaped: bool) -> u8 {
+    let key = JsonStr::from_validated(key);
+    match parent {
+        ROOT => match_key(
+            key,
+            escaped,
+            &[
+                ("jsonrpc", JSONRPC),
+                ("id", ID),
+                ("method", METHOD),
+                ("params", PARAMS),
+                ("result", RESULT),
+                ("error", ERROR),
+            ],
+        ),
+        PARAMS => match_key(key, escaped, &[("sessionId", P_SESSION_ID), ("event", P_EVENT), ("type", P_TYPE)]),
+        ERROR => match_key(key, escaped, &[("code", E_CODE), ("message", E_MESSAGE), ("data", E_DATA)]),
+        P_EVENT => {
+            match_key(key, escaped, &[("type", EV_TYPE), ("id", EV_ID), ("data", EV_DATA), ("ephemeral", EV_EPHEMERAL)])
+        }
+        EV_DATA => match_key(key, escaped, &[("requestId", D_REQUEST_ID)]),
+        _ => 0,
     }
 }
 

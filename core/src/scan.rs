@@ -95,8 +95,21 @@ fn err(kind: JsonErrorKind, offset: usize) -> JsonError {
     JsonError { kind, offset }
 }
 
+/// The index of the first byte at or after `i` that is not JSON white space.
+/// Compact text (what the CLI sends) has none between tokens: a byte above
+/// the space is answered by one test, without the loop (inlined everywhere
+/// but in builds sized for space: wasm, bare metal).
+#[cfg_attr(not(any(target_arch = "wasm32", target_os = "none")), inline(always))]
+#[cfg_attr(any(target_arch = "wasm32", target_os = "none"), inline)]
+pub(crate) fn skip_ws(b: &[u8], i: usize) -> usize {
+    match b.get(i) {
+        Some(&c) if c > b' ' => i,
+        _ => skip_ws_loop(b, i),
+    }
+}
+
 #[inline]
-pub(crate) fn skip_ws(b: &[u8], mut i: usize) -> usize {
+fn skip_ws_loop(b: &[u8], mut i: usize) -> usize {
     while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
         i += 1;
     }
@@ -108,17 +121,18 @@ const HIGH: u64 = ONES * 0x80;
 
 /// Marks with bit 7 the bytes of `w` (little-endian) that end a plain ASCII
 /// run inside a string: a quote, a backslash, a control character, or a byte
-/// above 0x7F (the start of a character to check as UTF-8). An ASCII byte is
-/// zero exactly where subtracting one from it borrows, and below 0x20 exactly
-/// where subtracting 0x20 does; no byte above 0x7F starts a borrow. Bytes above
-/// the first borrow may be marked falsely, so only the lowest mark is exact,
-/// and only it is used.
+/// above 0x7F (the start of a character to check as UTF-8). Flipping bit 1
+/// maps the quote (0x22) to 0x20 and the control characters onto themselves,
+/// so one subtraction of 0x21 borrows exactly at both; a byte is a backslash
+/// exactly where it XOR 0x5C is zero, where subtracting one borrows. No byte
+/// above 0x7F starts a borrow. Bytes above the first borrow may be marked
+/// falsely (a `#` after a quote, say), so only the lowest mark is exact, and
+/// only it is used.
 #[inline(always)]
 fn string_stops(w: u64) -> u64 {
-    let quote = (w ^ (ONES * u64::from(b'"'))).wrapping_sub(ONES);
+    let quote_or_control = (w ^ (ONES * 0x02)).wrapping_sub(ONES * 0x21);
     let backslash = (w ^ (ONES * u64::from(b'\\'))).wrapping_sub(ONES);
-    let control = w.wrapping_sub(ONES * 0x20);
-    (quote | backslash | control | w) & HIGH
+    (quote_or_control | backslash | w) & HIGH
 }
 
 /// Whether `b` holds a backslash: a word at a time, as escapes are looked
@@ -144,6 +158,13 @@ pub(crate) fn has_backslash(b: &[u8]) -> bool {
     b.contains(&b'\\')
 }
 
+/// Marks with bit 7 the ASCII bytes of `w` (below 0x80): exact in every
+/// byte, as nothing borrows.
+#[inline(always)]
+fn ascii_bytes(w: u64) -> u64 {
+    !w & HIGH
+}
+
 /// The eight bytes at `i`; past the end of `b`, quotes, so that a string cut
 /// off by the end of the text stops exactly at the end.
 #[inline(always)]
@@ -159,16 +180,33 @@ fn word_at(b: &[u8], i: usize) -> u64 {
     }
 }
 
-/// The length of the well-formed UTF-8 character at `i` (its first byte is
-/// above 0x7F), or `None`.
-fn utf8_char_len(b: &[u8], i: usize) -> Option<usize> {
-    let len = match b[i] {
-        0xC2..=0xDF => 2,
-        0xE0..=0xEF => 3,
-        0xF0..=0xF4 => 4,
-        _ => return None,
-    };
-    core::str::from_utf8(b.get(i..i + len)?).ok().map(|_| len)
+/// The index of the first byte at or after `i` that `stops` marks; at or
+/// past `b.len()` when there is none before the end. Sixteen bytes to a
+/// test while sixteen are left, then a word at a time.
+#[inline(always)]
+fn next_stop(b: &[u8], mut i: usize, stops: impl Fn(u64) -> u64) -> usize {
+    // Builds sized for space (wasm, bare metal) read a word at a time only.
+    #[cfg(not(any(target_arch = "wasm32", target_os = "none")))]
+    while let Some(pair) = b.get(i..).and_then(<[u8]>::first_chunk::<16>) {
+        let (lo, hi) = pair.split_at(8);
+        let lo = stops(u64::from_le_bytes(lo.try_into().unwrap_or([0; 8])));
+        let hi = stops(u64::from_le_bytes(hi.try_into().unwrap_or([0; 8])));
+        if lo | hi != 0 {
+            // Computed rather than branched on, as where a stop falls is
+            // not for a processor to guess: `trailing_zeros` of 0 is 64, so
+            // the second word's count adds on when the first has no mark.
+            let at = lo.trailing_zeros() + (hi.trailing_zeros() & 0u32.wrapping_sub(u32::from(lo == 0)));
+            return i + (at / 8) as usize;
+        }
+        i += 16;
+    }
+    loop {
+        let found = stops(word_at(b, i));
+        if found != 0 {
+            return i + (found.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
 }
 
 /// Validates the string whose opening quote is at `i`; returns the index after
@@ -217,34 +255,18 @@ fn plain_string_end(b: &[u8], mut start: usize) -> Result<usize, usize> {
 }
 
 /// The general string scan, from `i`, which is inside a string with only
-/// plain ASCII before it: eight bytes at a time, sixteen to a branch in long
-/// runs, and straight to the first byte that needs attention, UTF-8 checked
-/// in the same pass. A bad UTF-8 sequence is reported only once the string
-/// is known to end well, so errors come in text order.
+/// plain ASCII before it. It jumps from stop to stop ([`next_stop`]): at a
+/// byte above 0x7F, the whole run of such bytes is checked as UTF-8 by
+/// `core::str::from_utf8` in one call (a character at a time would cost a
+/// call each in text of other scripts). A bad UTF-8 sequence
+/// is reported only once the string is known to end well, so errors come in
+/// text order.
 #[inline(never)]
 fn scan_string_from(b: &[u8], mut i: usize) -> Result<(usize, bool), JsonError> {
     let mut bad_utf8 = None;
     let mut escaped = false;
-    // Where sixteen bytes can still be read without a bounds check failing.
-    let last_pair = b.len().saturating_sub(16);
     loop {
-        let mut stops = string_stops(word_at(b, i));
-        while stops == 0 {
-            i += 8;
-            if i <= last_pair {
-                let pair = u128::from_le_bytes(b[i..i + 16].try_into().unwrap_or([0; 16]));
-                let stops0 = string_stops(pair as u64);
-                stops = string_stops((pair >> 64) as u64);
-                if stops0 != 0 {
-                    stops = stops0;
-                    break;
-                }
-                i += 8;
-            } else {
-                stops = string_stops(word_at(b, i));
-            }
-        }
-        i += (stops.trailing_zeros() / 8) as usize;
+        i = next_stop(b, i, string_stops);
         match b.get(i) {
             None => return Err(err(JsonErrorKind::UnexpectedEnd, b.len())),
             Some(b'"') => {
@@ -269,15 +291,17 @@ fn scan_string_from(b: &[u8], mut i: usize) -> Result<(usize, bool), JsonError> 
                     None => return Err(err(JsonErrorKind::UnexpectedEnd, b.len())),
                 }
             }
-            Some(0x80..) => match utf8_char_len(b, i) {
-                Some(len) => i += len,
-                None => {
-                    // The first bad sequence is the one reported; skipping
-                    // one byte keeps the scan on the string's ASCII stops.
-                    bad_utf8.get_or_insert(i);
-                    i += 1;
+            Some(0x80..) => {
+                // The run of bytes above 0x7F, checked in one call. An ASCII
+                // byte ends every UTF-8 sequence, good or bad, so runs
+                // checked one by one find the first bad sequence of the
+                // string where one check of the whole string would.
+                let end = next_stop(b, i, ascii_bytes).min(b.len());
+                if let Err(e) = core::str::from_utf8(&b[i..end]) {
+                    bad_utf8.get_or_insert(i + e.valid_up_to());
                 }
-            },
+                i = end;
+            }
             Some(_) => return Err(err(JsonErrorKind::ControlCharacter, i)),
         }
     }
@@ -449,7 +473,8 @@ pub(crate) fn skip_back_ws(b: &[u8]) -> usize {
 }
 
 /// Reads `"key" :` at `i` and returns the index of the member's value.
-#[inline]
+#[cfg_attr(not(any(target_arch = "wasm32", target_os = "none")), inline(always))]
+#[cfg_attr(any(target_arch = "wasm32", target_os = "none"), inline)]
 fn scan_key<V: Visitor>(b: &[u8], i: usize, depth: usize, visitor: &mut V) -> Result<usize, JsonError> {
     match b.get(i) {
         Some(b'"') => {}
@@ -458,7 +483,8 @@ fn scan_key<V: Visitor>(b: &[u8], i: usize, depth: usize, visitor: &mut V) -> Re
     }
     let (end, escaped) = scan_string(b, i)?;
     visitor.key(depth, &b[i + 1..end - 1], escaped);
-    let colon = skip_ws(b, end);
+    // In compact text the colon follows the key's quote.
+    let colon = if b.get(end) == Some(&b':') { end } else { skip_ws(b, end) };
     match b.get(colon) {
         Some(b':') => Ok(skip_ws(b, colon + 1)),
         None => Err(err(JsonErrorKind::UnexpectedEnd, colon)),
@@ -469,6 +495,35 @@ fn scan_key<V: Visitor>(b: &[u8], i: usize, depth: usize, visitor: &mut V) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether a byte ends a plain ASCII run in a string, byte by byte.
+    fn is_stop(c: u8) -> bool {
+        c == b'"' || c == b'\\' || !(0x20..=0x7f).contains(&c)
+    }
+
+    /// Against [`is_stop`]: every pair of byte values at every pair of
+    /// positions in a word (the rest plain text), so that every byte is
+    /// tried both where it is the first stop and behind another stop, whose
+    /// borrow must not move the lowest mark.
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn string_stops_marks_the_first_stop_of_every_word() {
+        for first in 0..8 {
+            for second in first + 1..8 {
+                for a in 0..=255u8 {
+                    for b in 0..=255u8 {
+                        let mut word = [b'a'; 8];
+                        word[first] = a;
+                        word[second] = b;
+                        let marks = string_stops(u64::from_le_bytes(word));
+                        let expected = word.iter().position(|&c| is_stop(c));
+                        let found = (marks != 0).then(|| (marks.trailing_zeros() / 8) as usize);
+                        assert_eq!(found, expected, "{word:x?}");
+                    }
+                }
+            }
+        }
+    }
 
     /// Against `contains`: every byte value at every position of texts up to
     /// three words long, among plain bytes or among bytes next to a

@@ -406,3 +406,56 @@ fn utf8_split_across_words() {
         }
     }
 }
+
+/// Runs of bytes above 0x7F are checked as UTF-8 one run at a time: runs of
+/// every length up to past two pair-reads (CJK, accented Latin, emoji), with
+/// one bad or cut sequence at every position of the run, at every offset
+/// from a word boundary, followed by each kind of stop.
+#[test]
+fn utf8_runs_with_a_bad_sequence_anywhere() {
+    let chars = ["中", "é", "😀"];
+    let bad: [&[u8]; 4] = [b"\xff", b"\xe4\xb8", b"\xc3", b"\xed\xa0\x80"];
+    let ends: [&[u8]; 4] = [b"\"", b"\\n\"", b"a\"", b"\x01\""];
+    for c in chars {
+        for count in 0..14 {
+            for before in 0..8 {
+                for at in 0..=count {
+                    for fault in [None, Some(0), Some(1), Some(2), Some(3)] {
+                        for end in ends {
+                            let mut text = b"\"".to_vec();
+                            text.extend(std::iter::repeat_n(b'a', before));
+                            for k in 0..=count {
+                                if let (true, Some(f)) = (k == at, fault) {
+                                    text.extend_from_slice(bad[f]);
+                                }
+                                if k < count {
+                                    text.extend_from_slice(c.as_bytes());
+                                }
+                            }
+                            text.extend_from_slice(end);
+                            let ours = validate(&text);
+                            assert_eq!(ours, reference::validate(&text), "{text:x?}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// JSON white space of each kind, in each place a token may be preceded or
+/// followed by it: the compact text's one-test short cuts (after a key's
+/// quote, before a value) must read spaced text as the reference does, and
+/// reject a stray byte where white space would be.
+#[test]
+fn white_space_in_every_place() {
+    let text = br#"{"a":"x","bc":[1,true,{"d":null}],"e":{}}"#;
+    for at in 0..=text.len() {
+        for insert in [&b" "[..], b"\t", b"\n", b"\r", b" \t\r\n ", b"\x0b", b"\x0c", b"x"] {
+            let mut spaced = text[..at].to_vec();
+            spaced.extend_from_slice(insert);
+            spaced.extend_from_slice(&text[at..]);
+            assert_eq!(validate(&spaced), reference::validate(&spaced), "{:?}", String::from_utf8_lossy(&spaced));
+        }
+    }
+}
