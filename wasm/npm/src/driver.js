@@ -302,14 +302,20 @@ export class Driver {
   #routeFed(routed) {
     const words = new DataView(routed.buffer, routed.byteOffset, routed.byteLength);
     const count = words.getUint32(routed.byteLength - 4, true);
-    let at = routed.byteLength - 4 - 8 * count;
+    if (count === 0) return;
+    const index = routed.byteLength - 4 - 8 * count;
+    // The texts decoded at once: where they are all ASCII (as many
+    // characters as bytes), each item's text is a slice of that string.
+    const end = words.getUint32(index + 8 * count - 4, true);
+    const whole = utf8.decode(routed.subarray(0, end));
+    const ascii = whole.length === end;
     let start = 0;
-    for (let i = 0; i < count; i++, at += 8) {
+    for (let at = index; at < index + 8 * count; at += 8) {
       const kind = words.getUint32(at, true);
       const end = words.getUint32(at + 4, true);
       let item;
       try {
-        item = JSON.parse(utf8.decode(routed.subarray(start, end)));
+        item = JSON.parse(ascii ? whole.slice(start, end) : utf8.decode(routed.subarray(start, end)));
         if (kind === ITEM_JSON) this.#act(item);
         else this.#onEvent(kind, item, end - start);
       } catch (e) {
