@@ -3,12 +3,14 @@
 //! table, deadlines) for JavaScript.
 //!
 //! JavaScript feeds the bytes it reads (`feed(Uint8Array, now)`) and gets
-//! back, as one JSON text per call, every message decoded, where the
+//! back, in one `Uint8Array` per call, every message decoded, where the
 //! engine sent it and what it decided (an obligation to answer, a refusal
-//! it already sent). Message bodies are embedded as they arrived (they are
-//! already JSON), so one `JSON.parse` reads a whole batch. There is no
-//! routing or answering policy in JavaScript: the engine decides; the JS
-//! client delivers, calls the user's handlers and passes their answers on.
+//! it already sent). A plain event (nothing to answer: nearly all the
+//! stream) comes as its text as it arrived and its session's tag, so
+//! JavaScript parses each event once and nothing is built for it here;
+//! any other item as a JSON object. There is no routing or answering
+//! policy in JavaScript: the engine decides; the JS client delivers, calls
+//! the user's handlers and passes their answers on.
 //!
 //! Sessions are named by a `tag` (a number JavaScript chooses) and reserved
 //! before the create or resume request is sent. Frames for sessions the
@@ -150,10 +152,16 @@ impl CoreEngine {
         }
     }
 
-    /// Feeds received bytes; returns a JSON array of routed items.
-    pub fn feed(&mut self, bytes: &[u8], now: f64) -> String {
+    /// Feeds received bytes; returns what was routed, in order, as bytes
+    /// (see [`Routed`]): each item's text end to end, then two numbers a
+    /// item (`u32`, little-endian): the session tag of a plain event (its
+    /// text is the event, JSON) or [`ITEM_JSON`] (its text is a routed
+    /// item's JSON object), and where its text ends; then how many items.
+    /// One `Uint8Array` a call, no text built for the events, which are
+    /// nearly all the stream.
+    pub fn feed(&mut self, bytes: &[u8], now: f64) -> Vec<u8> {
         let now = ms(now);
-        let mut batch = Batch::new();
+        let mut routed = Routed::default();
         let mut rest = bytes;
         loop {
             let n = self.decoder.feed(rest);
@@ -163,13 +171,16 @@ impl CoreEngine {
                     // A list of pending waits: each the engine takes on is
                     // routed as its event's wait, marked `listed`.
                     Some(listed) => {
-                        self.engine.open_listed(listed, now, |wait| batch.listed(&wait));
+                        self.engine.open_listed(listed, now, |wait| {
+                            write_listed(&mut routed.text, &wait);
+                            routed.end(ITEM_JSON);
+                        });
                     }
-                    None => batch.output(&o),
+                    None => routed.output(&o),
                 }
             }
             if rest.is_empty() {
-                return batch.finish();
+                return routed.finish();
             }
         }
     }
@@ -765,7 +776,8 @@ fn encode(message: &Outgoing<'_>) -> Result<Vec<u8>, String> {
     message.to_vec(512).map_err(|e| e.message().to_owned())
 }
 
-/// Writes a batch of routed messages as one JSON array.
+/// Writes a batch of routed messages as one JSON array (the parked
+/// frames a session's open or release makes routable, a cut frame).
 struct Batch {
     out: Vec<u8>,
 }
@@ -780,61 +792,109 @@ impl Batch {
         into_string(self.out)
     }
 
-    /// An engine output: its route, with the obligation, refusal or
-    /// acknowledgement the engine attached.
     fn output(&mut self, o: &Output<'_, u32, ()>) {
         if self.out.len() > 1 {
             self.out.push(b',');
         }
-        let mut w = Fields::new(&mut self.out);
-        w.route(&o.route);
-        if let Some(ob) = &o.obligation {
-            w.key("obligation");
-            w.out.push(b'"');
-            push_number(w.out, ob.id.to_bits());
-            w.out.push(b'"');
-            w.text("handler", ob.handler.name());
-            w.number_opt("deadline", ob.deadline);
-        }
-        if let Some(cause) = o.refused {
-            w.text("refused", cause.name());
-        }
-        if let Some(accepted) = o.answer_ack {
-            w.raw("answerAck", if accepted { b"true" } else { b"false" });
-        }
-        w.end();
+        write_output(&mut self.out, o);
     }
 }
 
-impl Batch {
-    /// A wait the engine took on from a list: routed as its event's wait,
-    /// `"listed": true`.
-    fn listed(&mut self, wait: &ListedWait<'_, u32>) {
-        if self.out.len() > 1 {
-            self.out.push(b',');
+/// [`CoreEngine::feed`]'s mark of an item that is a routed item's JSON
+/// object rather than a plain event (session tags are below it).
+const ITEM_JSON: u32 = u32::MAX;
+
+/// What [`CoreEngine::feed`] routed: the items' texts end to end, and
+/// for each its kind (a session tag or [`ITEM_JSON`]) and where its text
+/// ends.
+#[derive(Default)]
+struct Routed {
+    text: Vec<u8>,
+    index: Vec<u32>,
+}
+
+impl Routed {
+    /// An engine output: a plain event (no obligation, refusal or
+    /// acknowledgement attached) as its text alone, anything else as a
+    /// JSON object of [`write_output`].
+    fn output(&mut self, o: &Output<'_, u32, ()>) {
+        match &o.route {
+            Route::Event { target, event, .. }
+                if o.obligation.is_none() && o.refused.is_none() && o.answer_ack.is_none() =>
+            {
+                self.text.extend_from_slice(event.event.as_bytes());
+                self.end(*target);
+            }
+            _ => {
+                write_output(&mut self.text, o);
+                self.end(ITEM_JSON);
+            }
         }
-        let mut w = Fields::new(&mut self.out);
-        w.text("route", "event");
-        w.raw("listed", b"true");
-        w.number("session", wait.target.into());
-        w.key("sessionId");
-        w.out.push(b'"');
-        w.out.extend_from_slice(wait.session_id());
-        w.out.push(b'"');
-        w.text("type", wait.event_type);
-        w.key("event");
-        let start = w.out.len();
-        wait.write_event(&mut |b: &[u8]| w.out.extend_from_slice(b));
-        let bytes = w.out.len() - start;
-        w.number("bytes", bytes as u64);
+    }
+
+    /// Ends an item of `kind` where the text is now.
+    fn end(&mut self, kind: u32) {
+        self.index.extend([kind, self.text.len() as u32]);
+    }
+
+    /// The text, padded to four bytes, the index and the count after it.
+    fn finish(mut self) -> Vec<u8> {
+        let count = self.index.len() as u32 / 2;
+        self.text.resize(self.text.len().next_multiple_of(4), b' ');
+        self.index.push(count);
+        for n in self.index {
+            self.text.extend_from_slice(&n.to_le_bytes());
+        }
+        self.text
+    }
+}
+
+/// An engine output as a JSON object: its route, with the obligation,
+/// refusal or acknowledgement the engine attached.
+fn write_output(out: &mut Vec<u8>, o: &Output<'_, u32, ()>) {
+    let mut w = Fields::new(out);
+    w.route(&o.route);
+    if let Some(ob) = &o.obligation {
         w.key("obligation");
         w.out.push(b'"');
-        push_number(w.out, wait.obligation.id.to_bits());
+        push_number(w.out, ob.id.to_bits());
         w.out.push(b'"');
-        w.text("handler", wait.obligation.handler.name());
-        w.number_opt("deadline", wait.obligation.deadline);
-        w.end();
+        w.text("handler", ob.handler.name());
+        w.number_opt("deadline", ob.deadline);
     }
+    if let Some(cause) = o.refused {
+        w.text("refused", cause.name());
+    }
+    if let Some(accepted) = o.answer_ack {
+        w.raw("answerAck", if accepted { b"true" } else { b"false" });
+    }
+    w.end();
+}
+
+/// A wait the engine took on from a list, as a JSON object: routed as its
+/// event's wait, `"listed": true`.
+fn write_listed(out: &mut Vec<u8>, wait: &ListedWait<'_, u32>) {
+    let mut w = Fields::new(out);
+    w.text("route", "event");
+    w.raw("listed", b"true");
+    w.number("session", wait.target.into());
+    w.key("sessionId");
+    w.out.push(b'"');
+    w.out.extend_from_slice(wait.session_id());
+    w.out.push(b'"');
+    w.text("type", wait.event_type);
+    w.key("event");
+    let start = w.out.len();
+    wait.write_event(&mut |b: &[u8]| w.out.extend_from_slice(b));
+    let bytes = w.out.len() - start;
+    w.number("bytes", bytes as u64);
+    w.key("obligation");
+    w.out.push(b'"');
+    push_number(w.out, wait.obligation.id.to_bits());
+    w.out.push(b'"');
+    w.text("handler", wait.obligation.handler.name());
+    w.number_opt("deadline", wait.obligation.deadline);
+    w.end();
 }
 
 /// Where the core writes a message in parts (`write_message`).
@@ -1026,6 +1086,25 @@ mod tests {
         serde_json::from_str(batch).unwrap_or_else(|e| panic!("{e}: {batch}"))
     }
 
+    /// [`CoreEngine::feed`]'s output as the array of routed items the JS
+    /// client reads from it: a plain event as `{route, session, event, bytes}`.
+    fn routed(out: Vec<u8>) -> serde_json::Value {
+        let word = |at: usize| u32::from_le_bytes(out[at..at + 4].try_into().unwrap());
+        let count = word(out.len() - 4) as usize;
+        let index = out.len() - 4 - 8 * count;
+        let mut start = 0;
+        let items = (0..count).map(|i| {
+            let (kind, end) = (word(index + 8 * i), word(index + 8 * i + 4) as usize);
+            let text = core::str::from_utf8(&out[start..end]).unwrap();
+            start = end;
+            match kind {
+                ITEM_JSON => parse(text),
+                tag => serde_json::json!({"route": "event", "session": tag, "event": parse(text), "bytes": text.len()}),
+            }
+        });
+        items.collect()
+    }
+
     /// [`CoreEngine::stats`] by name, as the JS client names them.
     fn named(numbers: Vec<f64>) -> serde_json::Value {
         assert_eq!(numbers.len(), STATS.len() + Cause::ALL.len());
@@ -1058,7 +1137,7 @@ mod tests {
         let event = r#"{"type":"session.info","data":{}}"#;
         let body =
             format!(r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"s","event":{event}}}}}"#);
-        let batch = parse(&c.feed(&frame(&body), 0.0));
+        let batch = routed(c.feed(&frame(&body), 0.0));
         assert_eq!(batch[0]["bytes"], event.len());
     }
 
@@ -1098,7 +1177,7 @@ mod tests {
     }
 
     #[test]
-    fn events_and_responses_come_back_as_one_json_batch() {
+    fn events_and_responses_come_back_in_order_from_one_feed() {
         let mut c = CoreEngine::new(None, None, None);
         c.reserve(Some("s\"1".into()), 7, false);
         let req = c.encode_request("session.send", r#"{"sessionId":"s\"1","prompt":"hi"}"#, 0.0, None);
@@ -1114,10 +1193,9 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1e400,"method":"userInput.request","params":{"sessionId":"nobody"}}"#,
         ));
         input.extend(b"garbage\r\n");
-        let batch = parse(&c.feed(&input, 0.0));
+        let batch = routed(c.feed(&input, 0.0));
         assert_eq!(batch[0]["route"], "event");
-        assert_eq!(batch[0]["session"], 7);
-        assert_eq!(batch[0]["sessionId"], "s\"1");
+        assert_eq!(batch[0]["session"], 7, "a plain event comes with its session's tag alone");
         assert_eq!(batch[0]["event"]["data"]["x"], "😀");
         assert_eq!(batch[1], serde_json::json!({"route": "response", "id": 1, "result": {"messageId": "m"}}));
         assert_eq!(batch[2]["route"], "unknownSession");
@@ -1142,7 +1220,7 @@ mod tests {
         let mut input = frame(&oversize);
         input.extend(frame(cut));
         input.extend(frame(r#"{"jsonrpc":"2.0","id":"a\"b","method":"hooks.invoke","params":{}}"#));
-        let batch = parse(&c.feed(&input, 0.0));
+        let batch = routed(c.feed(&input, 0.0));
         let too_large = copilot_core::FrameError::TooLarge { length: oversize.len(), capacity: 128 };
         assert_eq!(batch[0]["error"], too_large.to_string());
         assert_eq!(batch[1]["route"], "malformed");
@@ -1182,7 +1260,7 @@ mod tests {
         for n in 0..3 {
             input.extend(frame(&format!(r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"new","event":{{"type":"session.info","id":"e{n}","data":{{}}}}}}}}"#)));
         }
-        let batch = parse(&c.feed(&input, 0.0));
+        let batch = routed(c.feed(&input, 0.0));
         assert!(batch.as_array().unwrap().iter().all(|r| r["route"] == "parked"), "parked, not delivered yet");
         let opened = parse(&c.try_complete_open(3, true, r#"{"sessionId":"new"}"#, 1.0).unwrap());
         let released = opened["routes"].as_array().unwrap();
@@ -1202,7 +1280,7 @@ mod tests {
         e.reserve(Some("s1".into()), 4, false);
         let opened = parse(&e.try_complete_open(4, true, "{}", 0.0).unwrap());
         assert_eq!(opened["opened"], true);
-        let batch = parse(&e.feed(
+        let batch = routed(e.feed(
             &engine_frame(r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s1","event":{"type":"permission.requested","id":"e","data":{"requestId":"r1","permissionRequest":{}}}}}"#),
             10.0,
         ));
@@ -1221,7 +1299,7 @@ mod tests {
         assert_eq!(e.take_outgoing(), answer_then_request);
         assert!(e.try_answer(&ob, "{}", "").is_err(), "answered once");
         assert!(e.take_outgoing().is_empty());
-        let ack = parse(&e.feed(&frame(r#"{"jsonrpc":"2.0","id":"answer-1","result":{"success":true}}"#), 11.0));
+        let ack = routed(e.feed(&frame(r#"{"jsonrpc":"2.0","id":"answer-1","result":{"success":true}}"#), 11.0));
         assert_eq!(ack[0]["answerAck"], true);
         let stats = named(e.stats(20.0));
         assert_eq!((stats["answered"].as_u64(), stats["acksAccepted"].as_u64()), (Some(1), Some(1)));
@@ -1232,7 +1310,7 @@ mod tests {
     fn engine_refuses_at_deadlines_and_for_gone_sessions() {
         let mut e = CoreEngine::new(None, Some(100.0), None);
         e.reserve(Some("s1".into()), 1, false);
-        let batch = parse(&e.feed(
+        let batch = routed(e.feed(
             &frame(
                 r#"{"jsonrpc":"2.0","id":7,"method":"userInput.request","params":{"sessionId":"s1","question":"?"}}"#,
             ),
@@ -1248,7 +1326,7 @@ mod tests {
         assert_eq!(e.take_outgoing(), frame(body));
         assert!(e.try_refuse(&ob, "noHandler").is_err());
 
-        let batch = parse(&e.feed(
+        let batch = routed(e.feed(
             &frame(r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"gone","event":{"type":"elicitation.requested","data":{"requestId":"q"}}}}"#),
             200.0,
         ));
@@ -1265,7 +1343,7 @@ mod tests {
     fn engine_sessions_open_park_and_take_over() {
         let mut e = CoreEngine::new(None, None, None);
         e.reserve(None, 3, false);
-        let parked = parse(&e.feed(
+        let parked = routed(e.feed(
             &frame(r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"new","event":{"type":"command.queued","data":{"requestId":"c1","command":"/x"}}}}"#),
             0.0,
         ));
@@ -1341,7 +1419,7 @@ mod tests {
             r#"{{"jsonrpc":"2.0","id":"{}","result":{{"items":[{{"requestId":"r1","toolCallId":"c","toolName":"t","arguments":{{}}}}]}}}}"#,
             ids[0]
         );
-        let batch = parse(&e.feed(&frame(&reply), 1.0));
+        let batch = routed(e.feed(&frame(&reply), 1.0));
         assert_eq!(batch.as_array().unwrap().len(), 1, "{batch}");
         let item = &batch[0];
         assert_eq!((item["route"].clone(), item["listed"].clone()), ("event".into(), true.into()));

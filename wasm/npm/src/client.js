@@ -88,6 +88,7 @@ export class CopilotClient {
       handlerTimeoutMs,
       logger: logger ?? {},
       onRoute: (item) => this.#route(item),
+      onEvent: (tag, event, bytes) => this.#sessions.get(tag)?._push(event, bytes),
       onCoreFailed: (reason) => this.#shutDown(reason),
     });
     this.#logger = logger ?? {};

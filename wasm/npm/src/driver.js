@@ -15,6 +15,12 @@ const { reports: RECOVER_REPORTS, steps: RECOVER_STEPS } = POLICY.recovery;
 /** The engine's clock, in milliseconds. */
 const now = () => performance.now();
 
+/** `CoreEngine.feed`'s mark of an item that is a routed item's JSON, not a plain event. */
+const ITEM_JSON = 0xffff_ffff;
+
+/** UTF-8 to text, for the routed texts `CoreEngine.feed` gives back. */
+const utf8 = new TextDecoder();
+
 /** Drives one connection: see the top of this file. */
 export class Driver {
   #core;
@@ -22,6 +28,8 @@ export class Driver {
   #logger;
   /** Routes of events, requests, lifecycle and notifications: the owner's. */
   #onRoute;
+  /** Plain events (nothing to answer): the owner's, as `(tag, event, bytes)`. */
+  #onEvent;
   /** The engine failed: the owner ends the connection (`shutDown`). */
   #onCoreFailed;
   /** Request id -> `{ method, timeoutMs, resolve, reject, onResponse }`. */
@@ -37,10 +45,13 @@ export class Driver {
   /**
    * `handlerTimeoutMs`: the engine's handler deadline (an infinite one
    * means none). `onRoute(item)` gets every route that is not an answer to
-   * a call of this driver, as the engine routes it; `onCoreFailed(reason)`
-   * is called if the engine cannot go on (the owner ends the connection).
+   * a call of this driver, as the engine routes it, but the plain events
+   * read from the stream (nothing to answer): those go to
+   * `onEvent(tag, event, bytes)`, with the session's tag and the event's
+   * size; `onCoreFailed(reason)` is called if the engine cannot go on (the
+   * owner ends the connection).
    */
-  constructor(transport, { maxFrameBytes, handlerTimeoutMs, logger, onRoute, onCoreFailed }) {
+  constructor(transport, { maxFrameBytes, handlerTimeoutMs, logger, onRoute, onEvent, onCoreFailed }) {
     const handlerMs = handlerTimeoutMs ?? DEFAULT_HANDLER_TIMEOUT_MS;
     // The engine's handler deadline: 0 (or an infinite one) means none.
     // Every call is given its own deadline (`encode_request`).
@@ -48,6 +59,7 @@ export class Driver {
     this.#transport = transport;
     this.#logger = logger;
     this.#onRoute = onRoute;
+    this.#onEvent = onEvent;
     this.#onCoreFailed = onCoreFailed;
   }
 
@@ -269,15 +281,48 @@ export class Driver {
   /** Bytes read: the engine routes them, then its output is written. */
   #onData(bytes) {
     if (this.#closed) return;
-    let batch;
+    let routed;
     try {
-      batch = this.#core.feed(bytes, now());
+      routed = this.#core.feed(bytes, now());
     } catch (e) {
       this.#onCoreFailed(`the core failed: ${errorText(e)}`);
       return;
     }
-    this.#routeBatch(batch);
+    this.#routeFed(routed);
     this.flush();
+  }
+
+  /**
+   * Does what `CoreEngine.feed` routed, in order: its items' texts end to
+   * end, then two little-endian `u32` an item (a plain event's session tag,
+   * or `ITEM_JSON`; where its text ends), then their count. A plain event
+   * is parsed and handed on, nothing else built for it; any other item is
+   * a routed item's JSON, done as `routeItems` does.
+   */
+  #routeFed(routed) {
+    const words = new DataView(routed.buffer, routed.byteOffset, routed.byteLength);
+    const count = words.getUint32(routed.byteLength - 4, true);
+    if (count === 0) return;
+    const index = routed.byteLength - 4 - 8 * count;
+    // The texts decoded at once: where they are all ASCII (as many
+    // characters as bytes), each item's text is a slice of that string.
+    const end = words.getUint32(index + 8 * count - 4, true);
+    const whole = utf8.decode(routed.subarray(0, end));
+    const ascii = whole.length === end;
+    let start = 0;
+    for (let at = index; at < index + 8 * count; at += 8) {
+      const kind = words.getUint32(at, true);
+      const end = words.getUint32(at + 4, true);
+      let item;
+      try {
+        item = JSON.parse(ascii ? whole.slice(start, end) : utf8.decode(routed.subarray(start, end)));
+        if (kind === ITEM_JSON) this.#act(item);
+        else this.#onEvent(kind, item, end - start);
+      } catch (e) {
+        this.#logger.error?.(`routing a ${kind === ITEM_JSON ? item?.route : "event"} failed: ${errorText(e)}`);
+      }
+      start = end;
+    }
   }
 
   #routeBatch(text) {

@@ -1108,7 +1108,12 @@ export interface EngineFields {
   answerAck?: boolean;
 }
 
-/** A `session.event` for a session of this client (`session`: its tag). */
+/**
+ * A `session.event` for a session of this client (`session`: its tag).
+ * `CoreEngine.feed` gives a plain event (none of the engine's fields) as
+ * its text and its session's tag instead; parked frames routed later, and
+ * the events with an obligation, a refusal or `listed`, come as this.
+ */
 export interface EventItem extends EngineFields, Partial<ObligationFields> {
   route: "event";
   session: number;
