@@ -149,6 +149,13 @@ mod tests {
 
     use super::*;
 
+    /// Returns once the reader has begun its pause.
+    fn until_paused(backlog: &Backlog) {
+        while !backlog.paused.load(Ordering::SeqCst) {
+            thread::yield_now();
+        }
+    }
+
     #[test]
     fn the_reader_waits_while_full_and_goes_on_when_half_is_taken() {
         let backlog = Arc::new(Backlog::default());
@@ -159,9 +166,7 @@ mod tests {
         thread::scope(|s| {
             s.spawn(|| {
                 barrier.wait();
-                while !backlog.paused.load(Ordering::SeqCst) {
-                    thread::yield_now();
-                }
+                until_paused(&backlog);
                 taken.store(true, Ordering::SeqCst);
                 drop(second);
             });
@@ -185,9 +190,7 @@ mod tests {
         thread::scope(|s| {
             s.spawn(|| {
                 barrier.wait();
-                while !backlog.paused.load(Ordering::SeqCst) {
-                    thread::yield_now();
-                }
+                until_paused(&backlog);
                 request.store(true, Ordering::SeqCst);
                 backlog.nudge();
             });
