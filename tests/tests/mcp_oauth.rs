@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use copilot_host::events::McpOauthRequiredData;
+use copilot_host::events::{EventKind, McpOauthRequiredData};
 use copilot_host::{Client, McpServerConfig, OAuthToken, SessionConfig, Transport};
 use copilot_testkit::scripted_model::{Reply, ScriptedModel, MCP_OAUTH_PATH, MCP_OAUTH_TOKEN, MCP_OAUTH_TOOL};
 use copilot_tests::real_cli::{scripted_options, scripted_session, TempDir};
@@ -42,8 +42,20 @@ fn the_oauth_handler_is_asked_once_and_its_token_reaches_the_mcp_server() {
         }
     });
     let session = client.create_session(config).expect("the session");
+    let events = session.events();
     model.script(session.id(), vec![Reply::text("Hello."), Reply::text("Again.")]);
     session.send_and_wait("Hi", TURN).expect("the turn");
+    // The CLI connects the server beside the first turn, once the handler
+    // has given the token: the second turn waits until the CLI says the
+    // server's tools are loaded, so what the model is offered then does not
+    // depend on which came first (on a loaded machine the connection could
+    // still be under way after a second turn).
+    let types: Vec<String> = std::iter::from_fn(|| events.next_timeout(TURN).expect("the session's events"))
+        .take_while(|e| !matches!(&e.kind, EventKind::SessionMcpServerToolsLoaded(d) if d.server_name == SERVER))
+        .map(|e| e.kind.event_type().to_owned())
+        .collect();
+    drop(events);
+    eprintln!("events before the server's tools loaded: {types:?}");
     session.send_and_wait("Hi again", TURN).expect("a second turn");
     eprintln!("MCP requests: {:#?}", model.other_requests().iter().filter(|r| r.contains("oauth")).collect::<Vec<_>>());
     let requests = model.requests_for(session.id());

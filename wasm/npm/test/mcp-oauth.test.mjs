@@ -26,8 +26,21 @@ test("the onMcpOAuth handler is asked once and its token reaches the MCP server"
         return { accessToken: token };
       },
     });
+    // The CLI connects the server beside the first turn, once the handler
+    // has given the token: the second turn waits until the CLI says the
+    // server's tools are loaded, so what the model is offered then does not
+    // depend on which came first (on a loaded machine the connection could
+    // still be under way after a second turn).
+    let unsubscribe;
+    const loaded = new Promise((resolve) => {
+      unsubscribe = session.on("session.mcp_server_tools_loaded", (event) => {
+        if (event.data.serverName === SERVER) resolve();
+      });
+    });
     await model.script(session.id, [{ text: "Hello." }, { text: "Again." }]);
     await session.sendAndWait("Hi", { timeoutMs: 90_000 });
+    await loaded;
+    unsubscribe();
     await session.sendAndWait("Hi again", { timeoutMs: 90_000 });
     assert.deepEqual(asked, [[SERVER, serverUrl]], "asked once, with the server's name and URL");
     const requests = (await model.requests()).filter((r) => r.sessionId === session.id);
