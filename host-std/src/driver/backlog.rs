@@ -112,7 +112,9 @@ impl Backlog {
             return;
         }
         self.paused.store(true, Ordering::SeqCst);
-        self.pauses.fetch_add(1, Ordering::Relaxed);
+        // Counted when the reader does wait, not when a waiting request
+        // or the connection's end lets it read on at once.
+        let mut counted = false;
         let stall = Duration::from_millis(BACKLOG_STALL_MS);
         let (mut low, mut since) = (usize::MAX, Instant::now());
         loop {
@@ -131,6 +133,10 @@ impl Backlog {
                      {BACKLOG_STALL_MS} ms (a stream kept and not read?): reading on"
                 );
                 break;
+            }
+            if !counted {
+                self.pauses.fetch_add(1, Ordering::Relaxed);
+                counted = true;
             }
             let guard = lock(&self.epoch);
             if *guard == epoch {
@@ -211,9 +217,29 @@ mod tests {
         assert_eq!(backlog.stats().pauses, 1, "no pause again while nothing was taken");
         drop(full);
         drop(more);
-        let _again = backlog.charge(MAX_BACKLOG_BYTES + 1);
-        let request = AtomicBool::new(true);
-        backlog.wait_for_room("test", || request.load(Ordering::SeqCst));
+        // Full again: the reader pauses again (it read past only until the
+        // backlog had been taken), and goes on when this is taken too.
+        let again = backlog.charge(MAX_BACKLOG_BYTES + 1);
+        let returned = AtomicBool::new(false);
+        thread::scope(|s| {
+            s.spawn(|| {
+                while !backlog.paused.load(Ordering::SeqCst) && !returned.load(Ordering::SeqCst) {
+                    thread::yield_now();
+                }
+                drop(again);
+            });
+            backlog.wait_for_room("test", || false);
+            returned.store(true, Ordering::SeqCst);
+        });
         assert_eq!(backlog.stats().pauses, 2, "pausing again once the backlog was taken");
+        assert_eq!(backlog.stats().overruns, 1, "woken by the room made, not by a second stall");
+    }
+
+    #[test]
+    fn a_request_already_waiting_is_not_counted_as_a_pause() {
+        let backlog = Arc::new(Backlog::default());
+        let _full = backlog.charge(MAX_BACKLOG_BYTES + 1);
+        backlog.wait_for_room("test", || true);
+        assert_eq!(backlog.stats().pauses, 0, "the reader read on at once");
     }
 }
