@@ -135,7 +135,7 @@ impl Backlog {
                 break;
             }
             if !counted {
-                self.pauses.fetch_add(1, Ordering::Relaxed);
+                self.pauses.fetch_add(1, Ordering::SeqCst);
                 counted = true;
             }
             let guard = lock(&self.epoch);
@@ -155,9 +155,12 @@ mod tests {
 
     use super::*;
 
-    /// Returns once the reader has begun its pause.
-    fn until_paused(backlog: &Backlog) {
-        while !backlog.paused.load(Ordering::SeqCst) {
+    /// Returns once the reader has counted its `nth` pause (it is about to
+    /// wait, and what frees room from now on wakes it), or has returned
+    /// without it: a reader that does not pause fails its test instead of
+    /// hanging it.
+    fn until_paused(backlog: &Backlog, nth: u64, returned: &AtomicBool) {
+        while backlog.pauses.load(Ordering::SeqCst) < nth && !returned.load(Ordering::SeqCst) {
             thread::yield_now();
         }
     }
@@ -168,16 +171,17 @@ mod tests {
         let first = backlog.charge(MAX_BACKLOG_BYTES / 2);
         let second = backlog.charge(MAX_BACKLOG_BYTES / 2 + 1);
         let barrier = Barrier::new(2);
-        let taken = AtomicBool::new(false);
+        let (taken, returned) = (AtomicBool::new(false), AtomicBool::new(false));
         thread::scope(|s| {
             s.spawn(|| {
                 barrier.wait();
-                until_paused(&backlog);
+                until_paused(&backlog, 1, &returned);
                 taken.store(true, Ordering::SeqCst);
                 drop(second);
             });
             barrier.wait();
             backlog.wait_for_room("test", || false);
+            returned.store(true, Ordering::SeqCst);
             assert!(taken.load(Ordering::SeqCst), "the reader went on before room was made");
         });
         assert_eq!(backlog.stats().pauses, 1);
@@ -191,18 +195,20 @@ mod tests {
     fn a_request_waiting_for_its_answer_lets_the_reader_read_on() {
         let backlog = Arc::new(Backlog::default());
         let _full = backlog.charge(MAX_BACKLOG_BYTES + 1);
-        let request = AtomicBool::new(false);
+        let (request, returned) = (AtomicBool::new(false), AtomicBool::new(false));
         let barrier = Barrier::new(2);
         thread::scope(|s| {
             s.spawn(|| {
                 barrier.wait();
-                until_paused(&backlog);
+                until_paused(&backlog, 1, &returned);
                 request.store(true, Ordering::SeqCst);
                 backlog.nudge();
             });
             barrier.wait();
             backlog.wait_for_room("test", || request.load(Ordering::SeqCst));
+            returned.store(true, Ordering::SeqCst);
         });
+        assert_eq!(backlog.stats().pauses, 1, "the reader waited for the request");
         assert_eq!(backlog.stats().overruns, 0, "woken by the request, not by the stall");
     }
 
@@ -223,9 +229,7 @@ mod tests {
         let returned = AtomicBool::new(false);
         thread::scope(|s| {
             s.spawn(|| {
-                while !backlog.paused.load(Ordering::SeqCst) && !returned.load(Ordering::SeqCst) {
-                    thread::yield_now();
-                }
+                until_paused(&backlog, 2, &returned);
                 drop(again);
             });
             backlog.wait_for_room("test", || false);
