@@ -77,6 +77,7 @@
 extern crate alloc;
 
 mod answers;
+mod backlog;
 mod canvas;
 mod capabilities;
 mod elicitation;
@@ -113,6 +114,7 @@ pub use answers::{
     generic_request_names, row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, Trigger,
     Unhandled, ANSWERS, GENERIC_HANDLER_KINDS, HANDLER_READS, NOT_OBLIGATIONS, TYPED_HANDLER_KINDS,
 };
+pub use backlog::{Backlog, BacklogStats, ReadGate};
 pub use canvas::{
     canvas_request, open_answer_canvases, read_canvas_change, CanvasCall, CanvasChange, CanvasRequest,
     CANVAS_ACTION_MEMBER, CANVAS_ACTION_NO_HANDLER, CANVAS_CLOSED_EVENT, CANVAS_HANDLER_ERROR, CANVAS_OPENED_EVENT,

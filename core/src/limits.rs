@@ -44,10 +44,11 @@ pub const MAX_PARKED_BYTES: usize = 8 << 20;
 pub const MAX_FRAME_BYTES: usize = 64 << 20;
 
 /// Bytes of events a host holds for subscribers that have not taken them
-/// yet, across a connection's sessions, before it stops reading (the std
-/// host's reader pauses: a consumer slower than the CLI holds the CLI
-/// back instead of growing memory). Reading goes on when half of it has
-/// been taken, or at once when a request waits for its answer.
+/// yet, across a connection's sessions, before it stops reading (the
+/// host's reader pauses, as [`Backlog`](crate::Backlog) says: a consumer
+/// slower than the CLI holds the CLI back instead of growing memory).
+/// Reading goes on when half of it has been taken, or at once when a
+/// request waits for its answer.
 pub const MAX_BACKLOG_BYTES: usize = 1 << 20;
 /// How long a full backlog may stay untouched before the reader reads on
 /// anyway (a subscriber that never reads must not stop the others).

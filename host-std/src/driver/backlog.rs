@@ -1,62 +1,50 @@
 //! The connection's backlog: bytes of events read and handed to
-//! subscribers that have not all taken them yet. The reader stops reading
-//! while it is over [`MAX_BACKLOG_BYTES`], so a consumer slower than the
-//! CLI holds the CLI back (its writes wait in the pipe or the socket)
-//! instead of growing this process's memory without end.
-//!
-//! Three things let the reader read on while the backlog is full, so that
-//! the pause never becomes a hang:
-//! - a request waits for its answer (the answer is somewhere in the
-//!   stream, maybe behind events whose subscriber is the caller itself);
-//! - the connection ends or is being stopped;
-//! - no byte of the backlog was taken for [`BACKLOG_STALL_MS`]: a
-//!   subscriber that reads nothing (a stream kept and never read) must not
-//!   stop the others. The reader then reads on without pausing until the
-//!   backlog has fallen to half the bound again, and says so in the log.
+//! subscribers that have not all taken them yet. The rule of when the
+//! reader stops reading over it, and what lets it read on, is the core's
+//! ([`copilot_core::Backlog`]); this is its std side: the count shared by
+//! the reader and the threads that drop batches, and the reader's wait.
 //!
 //! Events kept for a session's first subscriber are not counted: they
 //! have bounds of their own ([`MAX_KEPT_BYTES`](crate::MAX_KEPT_BYTES)).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-pub use copilot_core::limits::{BACKLOG_STALL_MS, MAX_BACKLOG_BYTES};
+use copilot_core::ReadGate;
+pub use copilot_core::{
+    limits::{BACKLOG_STALL_MS, MAX_BACKLOG_BYTES},
+    BacklogStats,
+};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The backlog's figures (`Client::backlog`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct BacklogStats {
-    /// Bytes held now for subscribers that have not taken them.
-    pub bytes: usize,
-    /// The most bytes held at once.
-    pub peak_bytes: usize,
-    /// Times the reader stopped reading because the backlog was full.
-    pub pauses: u64,
-    /// Times it read on over the bound because nothing was taken for
-    /// [`BACKLOG_STALL_MS`].
-    pub overruns: u64,
-}
-
 /// The connection's count of bytes held, and the reader's pause.
-#[derive(Default)]
 pub(crate) struct Backlog {
-    bytes: AtomicUsize,
-    peak: AtomicUsize,
-    pauses: AtomicU64,
-    overruns: AtomicU64,
-    /// The reader is paused, or about to be: what frees room or asks for
-    /// reading must wake it.
+    core: Mutex<copilot_core::Backlog>,
+    /// The reader is paused, or about to be: what asks for reading must
+    /// wake it (a load of this when it is not).
     paused: AtomicBool,
-    /// Over the bound after a stall: no pause until it has fallen to half.
-    overrun: AtomicBool,
     /// Bumped by every wake-up, so that one between the reader's checks
     /// and its wait is not lost.
     epoch: Mutex<u64>,
     wake: Condvar,
+    /// The origin of the core's clock.
+    start: Instant,
+}
+
+impl Default for Backlog {
+    fn default() -> Self {
+        Backlog {
+            core: Mutex::new(copilot_core::Backlog::new()),
+            paused: AtomicBool::new(false),
+            epoch: Mutex::new(0),
+            wake: Condvar::new(),
+            start: Instant::now(),
+        }
+    }
 }
 
 /// Bytes of a batch counted in the backlog until it is dropped.
@@ -67,10 +55,7 @@ pub(crate) struct Charge {
 
 impl Drop for Charge {
     fn drop(&mut self) {
-        let before = self.backlog.bytes.fetch_sub(self.bytes, Ordering::SeqCst);
-        let after = before - self.bytes;
-        if after <= MAX_BACKLOG_BYTES / 2 && before > MAX_BACKLOG_BYTES / 2 {
-            self.backlog.overrun.store(false, Ordering::SeqCst);
+        if lock(&self.backlog.core).release(self.bytes) {
             self.backlog.nudge();
         }
     }
@@ -79,18 +64,12 @@ impl Drop for Charge {
 impl Backlog {
     /// Counts `bytes` until the returned charge is dropped.
     pub(crate) fn charge(self: &Arc<Self>, bytes: usize) -> Charge {
-        let now = self.bytes.fetch_add(bytes, Ordering::SeqCst) + bytes;
-        self.peak.fetch_max(now, Ordering::Relaxed);
+        lock(&self.core).charge(bytes);
         Charge { backlog: Arc::clone(self), bytes }
     }
 
     pub(crate) fn stats(&self) -> BacklogStats {
-        BacklogStats {
-            bytes: self.bytes.load(Ordering::SeqCst),
-            peak_bytes: self.peak.load(Ordering::Relaxed),
-            pauses: self.pauses.load(Ordering::Relaxed),
-            overruns: self.overruns.load(Ordering::Relaxed),
-        }
+        lock(&self.core).stats()
     }
 
     /// Wakes a paused reader to look again (a request was made, room was
@@ -102,46 +81,37 @@ impl Backlog {
         }
     }
 
-    /// Returns when the reader may read again: at once if the backlog is
-    /// within its bound; else once it has fallen to half of it, or
-    /// `read_on()` says a request waits or the connection ends, or nothing
-    /// was taken for [`BACKLOG_STALL_MS`]. `label` names the connection in
-    /// the log.
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Returns when the reader may read again, as the core rules:
+    /// `read_on()` says whether a request waits for its answer or the
+    /// connection ends (it is called with no lock of this held). `label`
+    /// names the connection in the log.
     pub(crate) fn wait_for_room(&self, label: &str, read_on: impl Fn() -> bool) {
-        if self.bytes.load(Ordering::SeqCst) <= MAX_BACKLOG_BYTES || self.overrun.load(Ordering::SeqCst) {
+        if !lock(&self.core).is_full() {
             return;
         }
         self.paused.store(true, Ordering::SeqCst);
-        // Counted when the reader does wait, not when a waiting request
-        // or the connection's end lets it read on at once.
-        let mut counted = false;
-        let stall = Duration::from_millis(BACKLOG_STALL_MS);
-        let (mut low, mut since) = (usize::MAX, Instant::now());
         loop {
             let epoch = *lock(&self.epoch);
-            let bytes = self.bytes.load(Ordering::SeqCst);
-            if bytes <= MAX_BACKLOG_BYTES / 2 || read_on() {
-                break;
-            }
-            if bytes < low {
-                (low, since) = (bytes, Instant::now());
-            } else if since.elapsed() >= stall {
-                self.overruns.fetch_add(1, Ordering::Relaxed);
-                self.overrun.store(true, Ordering::SeqCst);
-                log::warn!(
-                    "{label}: {bytes} bytes of events wait for subscribers and none was taken for \
-                     {BACKLOG_STALL_MS} ms (a stream kept and not read?): reading on"
-                );
-                break;
-            }
-            if !counted {
-                self.pauses.fetch_add(1, Ordering::SeqCst);
-                counted = true;
-            }
+            let read_on = read_on();
+            let now = self.now_ms();
+            let until_ms = match lock(&self.core).poll_read(read_on, now) {
+                ReadGate::Read => break,
+                ReadGate::Overrun { bytes } => {
+                    log::warn!(
+                        "{label}: {bytes} bytes of events wait for subscribers and none was taken for \
+                         {BACKLOG_STALL_MS} ms (a stream kept and not read?): reading on"
+                    );
+                    break;
+                }
+                ReadGate::Wait { until_ms } => until_ms,
+            };
             let guard = lock(&self.epoch);
             if *guard == epoch {
-                let left = stall.saturating_sub(since.elapsed());
-                drop(self.wake.wait_timeout(guard, left));
+                drop(self.wake.wait_timeout(guard, Duration::from_millis(until_ms.saturating_sub(now))));
             }
         }
         self.paused.store(false, Ordering::SeqCst);
@@ -160,7 +130,7 @@ mod tests {
     /// without it: a reader that does not pause fails its test instead of
     /// hanging it.
     fn until_paused(backlog: &Backlog, nth: u64, returned: &AtomicBool) {
-        while backlog.pauses.load(Ordering::SeqCst) < nth && !returned.load(Ordering::SeqCst) {
+        while backlog.stats().pauses < nth && !returned.load(Ordering::SeqCst) {
             thread::yield_now();
         }
     }
