@@ -120,6 +120,9 @@ pub struct CoreEngine {
     failure: String,
     /// The recovery of a lost connection under way ([`recover`](Self::recover)).
     recovery: Option<Recovery>,
+    /// Events handed to subscribers that have not taken them, and the
+    /// reader's pause over them ([`backlog`](Self::backlog)).
+    backlog: copilot_core::Backlog,
 }
 
 #[wasm_bindgen]
@@ -149,6 +152,7 @@ impl CoreEngine {
             held: false,
             failure: String::new(),
             recovery: None,
+            backlog: copilot_core::Backlog::new(),
         }
     }
 
@@ -456,6 +460,7 @@ impl CoreEngine {
     pub fn stats(&self, now: f64) -> Vec<f64> {
         let s = self.engine.stats(ms(now));
         let r = s.router;
+        let b = self.backlog.stats();
         let mut out = vec![
             r.frames as f64,
             r.bytes as f64,
@@ -483,10 +488,34 @@ impl CoreEngine {
             s.listed as f64,
             s.duplicate_waits as f64,
             s.stalls as f64,
+            b.bytes as f64,
+            b.peak_bytes as f64,
+            b.pauses as f64,
+            b.overruns as f64,
             s.oldest_obligation_age.map_or(f64::NAN, |a| a as f64),
         ];
         out.extend(s.refused.iter().map(|n| *n as f64));
         out
+    }
+
+    /// The connection's backlog, as the core rules it
+    /// (`copilot_core::Backlog`): `added` bytes of events more are held for
+    /// subscribers that have not taken them, `taken` fewer. Then whether
+    /// to read: -1 read; -2 read on over the bound, as nothing was taken
+    /// for `BACKLOG_STALL_MS` (say so); else pause reading until that time
+    /// on `now`'s clock, or until bytes are taken or a request is made
+    /// before (call again then). Reading goes on while a request of this
+    /// engine waits for its answer or a lost connection is recovered. Its
+    /// figures are among [`stats`](Self::stats)'s (`backlogBytes`, ...).
+    pub fn backlog(&mut self, added: u32, taken: u32, now: f64) -> f64 {
+        self.backlog.charge(added as usize);
+        self.backlog.release(taken as usize);
+        let read_on = self.held || !self.engine.router().pending().is_empty();
+        match self.backlog.poll_read(read_on, ms(now)) {
+            copilot_core::ReadGate::Read => -1.0,
+            copilot_core::ReadGate::Overrun { .. } => -2.0,
+            copilot_core::ReadGate::Wait { until_ms } => until_ms as f64,
+        }
     }
 }
 
@@ -537,7 +566,7 @@ const SETTLE_FAIL: u8 = 3;
 /// The names of the counters [`CoreEngine::stats`] reports, in its order
 /// (`policy.json`'s `stats.counters`, held to this by its test).
 #[cfg(test)]
-const STATS: [&str; 27] = [
+const STATS: [&str; 31] = [
     "frames",
     "bytes",
     "malformed",
@@ -564,6 +593,10 @@ const STATS: [&str; 27] = [
     "listed",
     "duplicateWaits",
     "stalls",
+    "backlogBytes",
+    "backlogPeakBytes",
+    "backlogPauses",
+    "backlogOverruns",
     "oldestObligationAge",
 ];
 

@@ -14,8 +14,8 @@
 //! - `limits`: `protocolVersion`, `requestTimeoutMs`, `handlerTimeoutMs`,
 //!   `shutdownGraceMs`, `startupTimeoutMs`, `maxSessions`,
 //!   `maxPendingRequests`, `maxObligations`, `maxParkedFrames`,
-//!   `maxParkedBytes`, `maxFrameBytes`, `maxKeptEvents`, `maxKeptBytes`
-//!   (`copilot_core::limits`). A session nobody has subscribed to keeps an
+//!   `maxParkedBytes`, `maxFrameBytes`, `maxKeptEvents`, `maxKeptBytes`,
+//!   `maxBacklogBytes`, `backlogStallMs` (`copilot_core::limits`). A session nobody has subscribed to keeps an
 //!   event of `bytes` (its batch item's `bytes`) for its first subscriber
 //!   while none was left out, fewer than `maxKeptEvents` are kept and
 //!   `bytes` fits in what is left of `maxKeptBytes`.
@@ -240,6 +240,8 @@ mod tests {
             "maxFrameBytes": limits::MAX_FRAME_BYTES,
             "maxKeptEvents": limits::MAX_KEPT_EVENTS,
             "maxKeptBytes": limits::MAX_KEPT_BYTES,
+            "maxBacklogBytes": limits::MAX_BACKLOG_BYTES,
+            "backlogStallMs": limits::BACKLOG_STALL_MS,
         });
         assert_eq!(p["limits"], expected);
     }

@@ -343,6 +343,11 @@ export class CopilotClient {
     };
   }
 
+  /** The events read and not yet taken by async iterators, and the pauses over them (`Driver.backlog`). */
+  backlog() {
+    return this.#driver.backlogStats();
+  }
+
   /**
    * Creates a session. Its id (a UUID this client chooses, unless
    * `sessionId` or `serverAssignedId` says otherwise) is reserved in the
@@ -533,6 +538,9 @@ export class CopilotClient {
   get _logger() {
     return this.#logger;
   }
+
+  /** @internal Bytes of events an iterator holds (`added`) or gave out (`taken`): `Driver.backlog`. */
+  _backlog = (added, taken) => this.#driver.backlog(added, taken);
 
   // -------------------------------------------------------------------------
   // Routes the driver hands over: to sessions, listeners and handlers.

@@ -42,3 +42,17 @@ export const MAX_KEPT_EVENTS = limits.maxKeptEvents;
 
 /** The bytes of the events kept for a first subscriber, at most (with `MAX_KEPT_EVENTS`). */
 export const MAX_KEPT_BYTES = limits.maxKeptBytes;
+
+/**
+ * Bytes of events handed to async iterators (`session.events()`) and not
+ * taken yet, across a connection, before the client stops reading (the
+ * core's rule, `CoreEngine.backlog`): a consumer slower than the CLI holds
+ * the CLI back instead of growing memory. Reading goes on when half has
+ * been taken, at once while a request waits for its answer, and after
+ * `BACKLOG_STALL_MS` with nothing taken (an iterator kept and not read
+ * must not stop the others).
+ */
+export const MAX_BACKLOG_BYTES = limits.maxBacklogBytes;
+
+/** How long a full backlog may stay untouched before reading goes on anyway. */
+export const BACKLOG_STALL_MS = limits.backlogStallMs;

@@ -6,7 +6,7 @@
 // the driver's owner (the client). It knows no sessions and no user code.
 
 import { CoreEngine } from "../dist/copilot_wasm.js";
-import { DEFAULT_HANDLER_TIMEOUT_MS, POLICY, PROTOCOL_VERSION } from "./constants.js";
+import { BACKLOG_STALL_MS, DEFAULT_HANDLER_TIMEOUT_MS, POLICY, PROTOCOL_VERSION } from "./constants.js";
 import { CopilotError, DisconnectedError, ProtocolVersionError, RpcError, TimeoutError, errorText } from "./errors.js";
 
 /** `CoreEngine.recover`'s reports by name, and its steps' names by number. */
@@ -14,6 +14,10 @@ const { reports: RECOVER_REPORTS, steps: RECOVER_STEPS } = POLICY.recovery;
 
 /** The engine's clock, in milliseconds. */
 const now = () => performance.now();
+
+/** `CoreEngine.backlog`'s answers that are not a time to pause until. */
+const BACKLOG_READ = -1;
+const BACKLOG_OVERRUN = -2;
 
 /** `CoreEngine.feed`'s mark of an item that is a routed item's JSON, not a plain event. */
 const ITEM_JSON = 0xffff_ffff;
@@ -41,6 +45,10 @@ export class Driver {
   #closeReason = null;
   /** While a lost connection is recovered and no new stream is in: why it was lost. */
   #lost = null;
+  /** Reading is paused over a full backlog (`backlog`). */
+  #readPaused = false;
+  /** The timer that asks the engine again at the backlog's stall. */
+  #stallTimer;
 
   /**
    * `handlerTimeoutMs`: the engine's handler deadline (an infinite one
@@ -110,7 +118,47 @@ export class Driver {
   attach(transport, onEnd) {
     this.#transport = transport;
     this.#lost = null;
+    // A new stream reads until the backlog is asked again.
+    this.#readPaused = false;
     this.start(onEnd);
+  }
+
+  /**
+   * Events handed to subscribers that have not taken them (the async
+   * iterators count theirs): `added` bytes more, `taken` fewer. Then
+   * reading pauses or goes on as the engine rules (`CoreEngine.backlog`):
+   * over `MAX_BACKLOG_BYTES` it pauses until half has been taken, a request
+   * is made (it reads on while one waits, and while a lost connection is
+   * recovered), or nothing was taken for `BACKLOG_STALL_MS`. A transport
+   * without `pause` (a WebSocket) reads on.
+   */
+  backlog(added = 0, taken = 0) {
+    if (this.#closed) return;
+    const gate = this.#core.backlog(added, taken, now());
+    if (gate === BACKLOG_READ || gate === BACKLOG_OVERRUN) {
+      if (gate === BACKLOG_OVERRUN) {
+        this.#logger.warn?.(
+          `${this.#transport.label}: ${this.backlogStats().bytes} bytes of events wait for subscribers and none was taken for ${BACKLOG_STALL_MS} ms (an iterator kept and not read?): reading on`,
+        );
+      }
+      if (this.#readPaused) {
+        this.#readPaused = false;
+        this.#transport.resume?.();
+      }
+      return;
+    }
+    if (!this.#readPaused) {
+      this.#readPaused = true;
+      this.#transport.pause?.();
+    }
+    // One timer: firing before a later stall only asks again.
+    this.#stallTimer ??= setTimeout(
+      () => {
+        this.#stallTimer = undefined;
+        this.backlog();
+      },
+      Math.max(0, Math.ceil(gate - now())),
+    );
   }
 
   /**
@@ -152,13 +200,24 @@ export class Driver {
 
   /** The engine's counters, with the calls open. */
   stats() {
-    // Numbers from the engine, named by the policy in its order.
+    const { backlogBytes, backlogPeakBytes, backlogPauses, backlogOverruns, ...stats } = this.#numbers();
+    if (Number.isNaN(stats.oldestObligationAge)) stats.oldestObligationAge = null;
+    return { ...stats, pendingRequests: this.#pending.size };
+  }
+
+  /** The backlog's figures: `{ bytes, peakBytes, pauses, overruns }`. */
+  backlogStats() {
+    const n = this.#numbers();
+    return { bytes: n.backlogBytes, peakBytes: n.backlogPeakBytes, pauses: n.backlogPauses, overruns: n.backlogOverruns };
+  }
+
+  /** The engine's numbers, named by the policy in its order. */
+  #numbers() {
     const numbers = this.#core.stats(now());
     const { counters, causes } = POLICY.stats;
-    const stats = Object.fromEntries(counters.map((name, i) => [name, numbers[i]]));
-    if (Number.isNaN(stats.oldestObligationAge)) stats.oldestObligationAge = null;
-    stats.refused = Object.fromEntries(causes.map((cause, i) => [cause, numbers[counters.length + i]]));
-    return { ...stats, pendingRequests: this.#pending.size };
+    const named = Object.fromEntries(counters.map((name, i) => [name, numbers[i]]));
+    named.refused = Object.fromEntries(causes.map((cause, i) => [cause, numbers[counters.length + i]]));
+    return named;
   }
 
   /**
@@ -181,6 +240,8 @@ export class Driver {
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { method, timeoutMs, resolve, reject, onResponse });
       this.flush();
+      // Its answer must be read, over a full backlog too.
+      if (this.#readPaused) this.backlog();
     });
   }
 
@@ -400,6 +461,8 @@ export class Driver {
     const error = this.disconnected();
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = this.#timerAt = undefined;
+    if (this.#stallTimer !== undefined) clearTimeout(this.#stallTimer);
+    this.#stallTimer = undefined;
     const pending = [...this.#pending.values()];
     this.#pending.clear();
     for (const entry of pending) entry.reject(error);

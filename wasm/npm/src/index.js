@@ -8,6 +8,8 @@ export {
   DEFAULT_HANDLER_TIMEOUT_MS,
   DEFAULT_SHUTDOWN_GRACE_MS,
   MAX_KEPT_EVENTS,
+  MAX_BACKLOG_BYTES,
+  BACKLOG_STALL_MS,
 } from "./constants.js";
 export {
   CopilotError,

@@ -35,24 +35,47 @@ class Fifo {
   }
 }
 
-/** An async iterator's end of a subscription: never drops, unbounded. */
+/**
+ * An async iterator's end of a subscription: never drops. The bytes of the
+ * events it holds are counted in the connection's backlog (`account(added,
+ * taken)`) until they are taken, so a consumer slower than the CLI pauses
+ * the client's reading rather than growing memory.
+ */
 class EventIterator {
   #buffer = new Fifo();
+  #sizes = new Fifo();
+  #held = 0;
   #waiting = null;
   #done = false;
   #unsubscribe;
+  #account;
 
-  constructor(unsubscribe) {
+  constructor(unsubscribe, account) {
     this.#unsubscribe = unsubscribe;
+    this.#account = account;
   }
-  _push(event) {
+  /** `bytes`: the event's size, or 0 for one not counted (kept for a first subscriber). */
+  _push(event, bytes) {
     if (this.#waiting) {
       const resolve = this.#waiting;
       this.#waiting = null;
       resolve({ value: event, done: false });
     } else {
       this.#buffer.push(event);
+      this.#sizes.push(bytes);
+      if (bytes > 0) {
+        this.#held += bytes;
+        this.#account(bytes, 0);
+      }
     }
+  }
+  #take() {
+    const bytes = this.#sizes.shift();
+    if (bytes > 0) {
+      this.#held -= bytes;
+      this.#account(0, bytes);
+    }
+    return this.#buffer.shift();
   }
   _end() {
     this.#done = true;
@@ -63,7 +86,7 @@ class EventIterator {
     }
   }
   next() {
-    if (this.#buffer.length > 0) return Promise.resolve({ value: this.#buffer.shift(), done: false });
+    if (this.#buffer.length > 0) return Promise.resolve({ value: this.#take(), done: false });
     if (this.#done) return Promise.resolve({ value: undefined, done: true });
     return new Promise((resolve) => {
       this.#waiting = resolve;
@@ -73,6 +96,9 @@ class EventIterator {
     this.#unsubscribe();
     this.#done = true;
     this.#buffer = new Fifo();
+    this.#sizes = new Fifo();
+    if (this.#held > 0) this.#account(0, this.#held);
+    this.#held = 0;
     if (this.#waiting) {
       const resolve = this.#waiting;
       this.#waiting = null;
@@ -330,7 +356,10 @@ export class Session {
   /** An async iterator over the events; it ends when the session ends. */
   events() {
     let unsubscribe = noop;
-    const iterator = new EventIterator(() => unsubscribe());
+    const iterator = new EventIterator(
+      () => unsubscribe(),
+      (added, taken) => this.#client._backlog(added, taken),
+    );
     unsubscribe = this.#subscribe({ type: "*", iterator });
     return iterator;
   }
@@ -455,7 +484,7 @@ export class Session {
         }
       }
       for (let i = 0; i < subs.length; i++) {
-        if (!subs[i].removed) this.#deliverTo(subs[i], e);
+        if (!subs[i].removed) this.#deliverTo(subs[i], e, sizes[q] ?? 0);
       }
     }
     if (this.#ending !== null && this.#ended === null && this.#queue.length === 0) {
@@ -467,10 +496,11 @@ export class Session {
     }
   }
 
-  #deliverTo(sub, e) {
+  /** `bytes`: the event's size, counted in the backlog while an iterator holds it (0: not counted). */
+  #deliverTo(sub, e, bytes = 0) {
     if (sub.type !== "*" && sub.type !== e.type) return;
     if (sub.iterator) {
-      sub.iterator._push(e);
+      sub.iterator._push(e, bytes);
       return;
     }
     try {

@@ -1,8 +1,10 @@
 // Byte streams under the client: WHATWG streams or Node streams, told apart
 // by their methods, as one shape the driver reads and writes:
-// `{ label, start(onData, onEnd), write(bytes), closeWriter(), stopReading() }`.
-// (websocket.js makes the same shape over a WebSocket; node.js over a child
-// process's pipes and TCP sockets.) Nothing here knows the protocol.
+// `{ label, start(onData, onEnd), write(bytes), closeWriter(), stopReading(),
+// pause(), resume() }`. (websocket.js makes the same shape over a
+// WebSocket, without `pause`: a WebSocket cannot be held back; node.js over
+// a child process's pipes and TCP sockets.) `pause` stops reading until
+// `resume`, so that the peer's writes wait. Nothing here knows the protocol.
 
 const noop = () => {};
 
@@ -29,7 +31,7 @@ export function streamTransport(readable, writable, { label = "stream", destroy 
       onEnd(reason);
     }
   };
-  let write, closeWriter, startReading, stopReading;
+  let write, closeWriter, startReading, stopReading, pause, resume;
 
   if (typeof writable?.getWriter === "function") {
     const writer = writable.getWriter();
@@ -65,9 +67,22 @@ export function streamTransport(readable, writable, { label = "stream", destroy 
 
   if (typeof readable?.getReader === "function") {
     const reader = readable.getReader();
+    // Set while paused: the read loop waits for it before its next read.
+    let held = null;
+    let release = noop;
+    pause = () => {
+      held ??= new Promise((resolve) => {
+        release = resolve;
+      });
+    };
+    resume = () => {
+      held = null;
+      release();
+    };
     startReading = (onData) => {
       (async () => {
         for (;;) {
+          if (held) await held;
           const { value, done } = await reader.read();
           if (done) return end("the stream ended");
           onData(toBytes(value));
@@ -75,6 +90,7 @@ export function streamTransport(readable, writable, { label = "stream", destroy 
       })().catch((e) => end(ended ? "" : `read failed: ${e?.message ?? e}`));
     };
     stopReading = () => {
+      resume();
       try {
         reader.cancel().catch(noop);
       } catch {
@@ -94,6 +110,8 @@ export function streamTransport(readable, writable, { label = "stream", destroy 
       if (dataListener) readable.off("data", dataListener);
       if (typeof readable.destroy === "function" && !readable.destroyed) readable.destroy();
     };
+    pause = () => readable.pause?.();
+    resume = () => readable.resume?.();
   } else {
     throw new TypeError("fromStreams: the readable is neither a ReadableStream nor a Node stream.Readable");
   }
@@ -110,5 +128,7 @@ export function streamTransport(readable, writable, { label = "stream", destroy 
       stopReading();
       destroy?.();
     },
+    pause,
+    resume,
   };
 }

@@ -65,7 +65,11 @@ export function webSocketTransport(
   });
 }
 
-/** `{ start, write, closeWriter, stopReading }` over an open WebSocket. */
+/**
+ * `{ start, write, closeWriter, stopReading }` over an open WebSocket. No
+ * `pause`: a WebSocket cannot hold its peer back, so a full backlog does
+ * not stop reading it.
+ */
 function transportOf(ws, label) {
   let ended = false;
   let onEnd = () => {};

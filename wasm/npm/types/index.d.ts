@@ -926,6 +926,29 @@ export declare const DEFAULT_SHUTDOWN_GRACE_MS: number;
  * `createSession`; later ones are counted in `session.stats().notKept`.
  */
 export declare const MAX_KEPT_EVENTS: number;
+/**
+ * Bytes of events read and not yet taken by async iterators
+ * (`session.events()`), across a connection, before the client stops
+ * reading (1 MiB, the core's bound): a consumer slower than the CLI holds
+ * the CLI back. Reading goes on when half has been taken, at once while a
+ * request waits for its answer, and after `BACKLOG_STALL_MS` with nothing
+ * taken. A WebSocket connection cannot be held back and reads on.
+ */
+export declare const MAX_BACKLOG_BYTES: number;
+/** How long a full backlog may stay untouched before reading goes on anyway (1000 ms). */
+export declare const BACKLOG_STALL_MS: number;
+
+/** `CopilotClient.backlog()`. */
+export interface BacklogStats {
+  /** Bytes held now for iterators that have not taken them. */
+  bytes: number;
+  /** The most bytes held at once. */
+  peakBytes: number;
+  /** Times reading paused because the backlog was full. */
+  pauses: number;
+  /** Times it read on over the bound because nothing was taken for `BACKLOG_STALL_MS`. */
+  overruns: number;
+}
 
 /** Options of `CopilotClient.connectWebSocket`. */
 export interface WebSocketOptions extends TimeoutOptions, ClientRequestOptions {
@@ -1316,6 +1339,8 @@ export declare class CopilotClient {
   listModels(options?: CallOptions): Promise<rpc.Model[]>;
   /** The core's counters. */
   stats(): ClientStats;
+  /** The events read and not yet taken by async iterators, and the pauses of reading over them. */
+  backlog(): BacklogStats;
 
   /**
    * Creates a session. Its id is reserved in the core before

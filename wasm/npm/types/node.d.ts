@@ -20,6 +20,8 @@ export {
   DEFAULT_HANDLER_TIMEOUT_MS,
   DEFAULT_SHUTDOWN_GRACE_MS,
   MAX_KEPT_EVENTS,
+  MAX_BACKLOG_BYTES,
+  BACKLOG_STALL_MS,
   CopilotError,
   RpcError,
   DisconnectedError,

@@ -16,6 +16,9 @@ import {
   genericRequestNames,
   loadWasm,
   PROTOCOL_VERSION,
+  MAX_BACKLOG_BYTES,
+  BACKLOG_STALL_MS,
+  type BacklogStats,
   ToolSet,
   BuiltInTools,
   type PermissionHandler,
@@ -277,6 +280,8 @@ export async function calls(client: CopilotClient): Promise<void> {
   const auth = await client.authStatus();
   const sessions = await client.listSessions({ cwd: "/tmp" });
   const stats = client.stats();
+  const backlog: BacklogStats = client.backlog();
+  console.log(backlog.bytes <= MAX_BACKLOG_BYTES, backlog.peakBytes, backlog.pauses, backlog.overruns, BACKLOG_STALL_MS);
   console.log(status.version, auth.isAuthenticated, sessions[0]?.sessionId, stats.refused.deadline, genericRequestNames());
   console.log(await client.closedPromise());
 }
