@@ -35,16 +35,24 @@ class Fifo {
   }
 }
 
+/** Bytes an iterator takes before it tells the backlog (and when it has taken all it held). */
+const TELL_TAKEN = 64 << 10;
+
 /**
  * An async iterator's end of a subscription: never drops. The bytes of the
  * events it holds are counted in the connection's backlog (`account(added,
  * taken)`) until they are taken, so a consumer slower than the CLI pauses
- * the client's reading rather than growing memory.
+ * the client's reading rather than growing memory. It tells in batches:
+ * what a delivery pushed at its end (`_tell`), what was taken every
+ * `TELL_TAKEN` bytes and when nothing is left.
  */
 class EventIterator {
   #buffer = new Fifo();
   #sizes = new Fifo();
-  #held = 0;
+  /** Bytes the backlog counts for this iterator, and those not told yet. */
+  #counted = 0;
+  #added = 0;
+  #taken = 0;
   #waiting = null;
   #done = false;
   #unsubscribe;
@@ -63,19 +71,22 @@ class EventIterator {
     } else {
       this.#buffer.push(event);
       this.#sizes.push(bytes);
-      if (bytes > 0) {
-        this.#held += bytes;
-        this.#account(bytes, 0);
-      }
+      this.#added += bytes;
     }
   }
+  /** Tells the backlog what was pushed and taken since the last time. */
+  _tell() {
+    if (this.#added === 0 && this.#taken === 0) return;
+    const [added, taken] = [this.#added, this.#taken];
+    this.#counted += added - taken;
+    this.#added = this.#taken = 0;
+    this.#account(added, taken);
+  }
   #take() {
-    const bytes = this.#sizes.shift();
-    if (bytes > 0) {
-      this.#held -= bytes;
-      this.#account(0, bytes);
-    }
-    return this.#buffer.shift();
+    this.#taken += this.#sizes.shift();
+    const event = this.#buffer.shift();
+    if (this.#taken >= TELL_TAKEN || this.#buffer.length === 0) this._tell();
+    return event;
   }
   _end() {
     this.#done = true;
@@ -97,8 +108,9 @@ class EventIterator {
     this.#done = true;
     this.#buffer = new Fifo();
     this.#sizes = new Fifo();
-    if (this.#held > 0) this.#account(0, this.#held);
-    this.#held = 0;
+    const counted = this.#counted - this.#taken;
+    this.#counted = this.#added = this.#taken = 0;
+    if (counted > 0) this.#account(0, counted);
     if (this.#waiting) {
       const resolve = this.#waiting;
       this.#waiting = null;
@@ -487,6 +499,8 @@ export class Session {
         if (!subs[i].removed) this.#deliverTo(subs[i], e, sizes[q] ?? 0);
       }
     }
+    // The iterators tell the backlog what they now hold, once a delivery.
+    for (const sub of subs) sub.iterator?._tell();
     if (this.#ending !== null && this.#ended === null && this.#queue.length === 0) {
       this.#ended = this.#ending;
       const ending = this.#subscribers;
