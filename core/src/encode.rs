@@ -7,6 +7,7 @@ use core::fmt;
 use crate::envelope::Id;
 use crate::json::{self, Value};
 use crate::pending::RequestId;
+use crate::text::itoa;
 
 /// Longest header this encoder writes: `Content-Length: ` + 20 digits + CRLF CRLF.
 pub const MAX_FRAME_HEADER_LEN: usize = 16 + 20 + 4;
@@ -256,39 +257,6 @@ pub fn frame_header(body_len: usize, out: &mut [u8; MAX_FRAME_HEADER_LEN]) -> us
         at += part.len();
     }
     at
-}
-
-/// Writes `n` in decimal to a message sink (see [`fmt_parts`]).
-pub(crate) fn write_decimal(n: u64, out: &mut dyn FnMut(&str)) {
-    let mut digits = [0; 20];
-    // ASCII digits: always UTF-8.
-    out(core::str::from_utf8(itoa(n, &mut digits)).unwrap_or("0"));
-}
-
-/// Shows a message that `write` produces in parts. Error messages with
-/// numbers are written this way, not with `write!`, so that a binding that
-/// passes them on (as text, through `write_message`) links no `core::fmt`:
-/// in WebAssembly that is a quarter of the module.
-pub(crate) fn fmt_parts(f: &mut fmt::Formatter<'_>, write: impl FnOnce(&mut dyn FnMut(&str))) -> fmt::Result {
-    let mut result = Ok(());
-    write(&mut |part| {
-        if result.is_ok() {
-            result = f.write_str(part);
-        }
-    });
-    result
-}
-
-pub(crate) fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[i..];
-        }
-    }
 }
 
 #[cfg(test)]

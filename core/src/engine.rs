@@ -64,7 +64,6 @@ pub use reconcile::{
 };
 
 use crate::answers::{row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, ANSWERS};
-use crate::encode::itoa;
 use crate::envelope::{EventInfo, Id, RpcError, METHOD_NOT_FOUND, PARSE_ERROR};
 use crate::frame::{FrameBuffer, FrameDecoder};
 use crate::json::{JsonStr, Kind, Value};
@@ -72,6 +71,7 @@ use crate::obligations::{ObligationId, Obligations, Open, NEVER};
 use crate::pending::{PendingFull, RequestId};
 use crate::router::{Route, Router, Stats};
 use crate::session::{Lookup, ReserveError, ReserveErrorKind, SessionHandle, SessionState, StaleHandle};
+use crate::text::itoa;
 use crate::transmit::{NoRoom, Transmit};
 
 /// The prefix of the ids of the answers the engine sends.

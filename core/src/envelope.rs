@@ -233,7 +233,7 @@ impl DecodeError<'_> {
 
 impl fmt::Display for DecodeError<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        crate::encode::fmt_parts(f, |out| self.write_message(out))
+        crate::text::fmt_parts(f, |out| self.write_message(out))
     }
 }
 

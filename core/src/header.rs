@@ -50,7 +50,7 @@ impl FrameError {
     /// Writes the message that [`Display`](fmt::Display) shows, in parts,
     /// without `core::fmt` (for builds that leave it out).
     pub fn write_message(&self, out: &mut dyn FnMut(&str)) {
-        use crate::encode::write_decimal;
+        use crate::text::write_decimal;
         match self {
             FrameError::Garbage => out(crate::messages::FRAME_GARBAGE),
             FrameError::InvalidHeader => out(crate::messages::FRAME_INVALID_HEADER),
@@ -75,7 +75,7 @@ impl FrameError {
 
 impl fmt::Display for FrameError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        crate::encode::fmt_parts(f, |out| self.write_message(out))
+        crate::text::fmt_parts(f, |out| self.write_message(out))
     }
 }
 

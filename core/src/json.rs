@@ -31,13 +31,13 @@ impl JsonError {
             JsonErrorKind::TrailingCharacters => crate::messages::JSON_TRAILING,
         });
         out(crate::messages::AT_BYTE);
-        crate::encode::write_decimal(self.offset as u64, out);
+        crate::text::write_decimal(self.offset as u64, out);
     }
 }
 
 impl fmt::Display for JsonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        crate::encode::fmt_parts(f, |out| self.write_message(out))
+        crate::text::fmt_parts(f, |out| self.write_message(out))
     }
 }
 

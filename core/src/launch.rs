@@ -13,7 +13,7 @@
 //! that starts the native binary as its child, so stopping the loader alone
 //! would leave the CLI running; a host ends the group.
 
-use crate::encode::itoa;
+use crate::text::itoa;
 
 macro_rules! auth_token_env {
     () => {

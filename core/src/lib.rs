@@ -106,6 +106,7 @@ mod session;
 mod shapes;
 mod slots;
 mod stop;
+mod text;
 mod transmit;
 mod turn;
 mod wire_defaults;
