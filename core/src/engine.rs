@@ -64,6 +64,7 @@ pub use reconcile::{
 };
 
 use crate::answers::{row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, ANSWERS};
+use crate::cause::Cause;
 use crate::envelope::{EventInfo, Id, RpcError, METHOD_NOT_FOUND, PARSE_ERROR};
 use crate::frame::{FrameBuffer, FrameDecoder};
 use crate::json::{JsonStr, Kind, Value};
@@ -152,65 +153,6 @@ pub struct Obligation {
     pub handler: HandlerKind,
     /// When the engine will refuse in the handler's place (ms), if ever.
     pub deadline: Option<u64>,
-}
-
-/// Why the engine answered a wait with its refusal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Cause {
-    /// The host has no handler of this kind.
-    NoHandler,
-    /// The handler failed (panicked, threw, returned an error).
-    HandlerFailed,
-    /// The handler did not answer before its deadline.
-    Deadline,
-    /// The data cannot be read (not an object, or not what the handler's
-    /// types accept), or its ids are too long to keep.
-    Unreadable,
-    /// The session is not (or no longer) open on this client.
-    SessionGone,
-    /// Parking storage was full during a server-assigned create.
-    ParkOverflow,
-    /// Every obligation slot was in use.
-    TableFull,
-    /// A server request for a method this client does not know.
-    NotServed,
-    /// A request that is not a valid message (answered with its error code).
-    Malformed,
-}
-
-impl Cause {
-    /// Every cause, in the order of [`EngineStats::refused`].
-    pub const ALL: [Cause; 9] = [
-        Cause::NoHandler,
-        Cause::HandlerFailed,
-        Cause::Deadline,
-        Cause::Unreadable,
-        Cause::SessionGone,
-        Cause::ParkOverflow,
-        Cause::TableFull,
-        Cause::NotServed,
-        Cause::Malformed,
-    ];
-
-    fn index(self) -> usize {
-        Cause::ALL.iter().position(|c| *c == self).unwrap_or(0)
-    }
-
-    /// A stable camel-case name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Cause::NoHandler => "noHandler",
-            Cause::HandlerFailed => "handlerFailed",
-            Cause::Deadline => "deadline",
-            Cause::Unreadable => "unreadable",
-            Cause::SessionGone => "sessionGone",
-            Cause::ParkOverflow => "parkOverflow",
-            Cause::TableFull => "tableFull",
-            Cause::NotServed => "notServed",
-            Cause::Malformed => "malformed",
-        }
-    }
 }
 
 /// One routed frame and what the engine did about it.
