@@ -33,6 +33,10 @@ pub(crate) struct Backlog {
     wake: Condvar,
     /// The origin of the core's clock.
     start: Instant,
+    /// Waits that ended at their time rather than by a wake-up: what the
+    /// tests tell the two apart by.
+    #[cfg(test)]
+    timed_out: std::sync::atomic::AtomicU64,
 }
 
 impl Default for Backlog {
@@ -43,6 +47,8 @@ impl Default for Backlog {
             epoch: Mutex::new(0),
             wake: Condvar::new(),
             start: Instant::now(),
+            #[cfg(test)]
+            timed_out: Default::default(),
         }
     }
 }
@@ -111,7 +117,12 @@ impl Backlog {
             };
             let guard = lock(&self.epoch);
             if *guard == epoch {
-                drop(self.wake.wait_timeout(guard, Duration::from_millis(until_ms.saturating_sub(now))));
+                let wait = Duration::from_millis(until_ms.saturating_sub(now));
+                let (_guard, _result) = self.wake.wait_timeout(guard, wait).unwrap_or_else(|p| p.into_inner());
+                #[cfg(test)]
+                if _result.timed_out() {
+                    self.timed_out.fetch_add(1, Ordering::SeqCst);
+                }
             }
         }
         self.paused.store(false, Ordering::SeqCst);
@@ -155,6 +166,7 @@ mod tests {
             assert!(taken.load(Ordering::SeqCst), "the reader went on before room was made");
         });
         assert_eq!(backlog.stats().pauses, 1);
+        assert_eq!(backlog.timed_out.load(Ordering::SeqCst), 0, "woken by the room made, not by its time");
         assert_eq!(backlog.stats().bytes, MAX_BACKLOG_BYTES / 2);
         drop(first);
         assert_eq!(backlog.stats().bytes, 0);
@@ -179,7 +191,8 @@ mod tests {
             returned.store(true, Ordering::SeqCst);
         });
         assert_eq!(backlog.stats().pauses, 1, "the reader waited for the request");
-        assert_eq!(backlog.stats().overruns, 0, "woken by the request, not by the stall");
+        assert_eq!(backlog.timed_out.load(Ordering::SeqCst), 0, "woken by the request, not by its time");
+        assert_eq!(backlog.stats().overruns, 0);
     }
 
     #[test]
@@ -196,6 +209,8 @@ mod tests {
         // Full again: the reader pauses again (it read past only until the
         // backlog had been taken), and goes on when this is taken too.
         let again = backlog.charge(MAX_BACKLOG_BYTES + 1);
+        let stalled = backlog.timed_out.load(Ordering::SeqCst);
+        assert!(stalled >= 1, "the first pause ended at its time");
         let returned = AtomicBool::new(false);
         thread::scope(|s| {
             s.spawn(|| {
@@ -206,7 +221,8 @@ mod tests {
             returned.store(true, Ordering::SeqCst);
         });
         assert_eq!(backlog.stats().pauses, 2, "pausing again once the backlog was taken");
-        assert_eq!(backlog.stats().overruns, 1, "woken by the room made, not by a second stall");
+        assert_eq!(backlog.stats().overruns, 1, "no second stall");
+        assert_eq!(backlog.timed_out.load(Ordering::SeqCst), stalled, "woken by the room made, not by its time");
     }
 
     #[test]
