@@ -198,6 +198,7 @@ pub use shapes::{
 #[cfg(feature = "alloc")]
 pub use shapes::{shape_answer, Shaped};
 pub use stop::{StopStep, STOP_STEPS};
+pub use text::itoa;
 pub use turn::{turn_step, Turn, TurnStep, TURN_END_EVENT, TURN_ERROR_EVENT, TURN_REPLY_EVENT, TURN_REPLY_UNLESS};
 pub use wire_defaults::{
     mcp_server_type, BRIDGE_TOKEN_PROTOCOL_PREFIX, LARGE_OUTPUT_RENAMES, MCP_DEFAULT_TYPE, MCP_LOCAL_TYPES,

@@ -27,8 +27,9 @@ pub(crate) fn fmt_parts(f: &mut fmt::Formatter<'_>, write: impl FnOnce(&mut dyn 
     result
 }
 
-/// Writes `n` in decimal at the end of `buf`; returns the digits.
-pub(crate) fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+/// Writes `n` in decimal at the end of `buf`; returns the digits. For
+/// hosts and bindings too, which write numbers without `core::fmt`.
+pub fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();
     loop {
         i -= 1;
@@ -37,5 +38,18 @@ pub(crate) fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
         if n == 0 {
             return &buf[i..];
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::itoa;
+
+    #[test]
+    fn digits() {
+        let mut buf = [0; 20];
+        assert_eq!(itoa(0, &mut buf), b"0");
+        assert_eq!(itoa(1_234_567, &mut buf), b"1234567");
+        assert_eq!(itoa(u64::MAX, &mut buf), b"18446744073709551615");
     }
 }

@@ -380,7 +380,7 @@ fn write_request<IO: Write, const TRANSMIT: usize>(
     // Four requests at most are in flight: a full table is a state error.
     let id = engine.insert_request(call, now).map_err(|_| Error::SessionState)?;
     let mut digits = [0; 20];
-    let digits = decimal(id.0, &mut digits);
+    let digits = copilot_core::itoa(id.0, &mut digits);
     let body = |out: &mut dyn FnMut(&[u8])| {
         out(b"{\"jsonrpc\":\"2.0\",\"id\":");
         out(digits);
@@ -538,19 +538,6 @@ fn write_options(out: &mut dyn FnMut(&[u8]), options: &SessionOptions<'_>) {
         out(b"}");
     }
     out(b"]}");
-}
-
-/// `n` in decimal, in `buf`.
-fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[at..];
-        }
-    }
 }
 
 /// The handlers while no turn runs: nothing the CLI asks then is the

@@ -38,7 +38,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use copilot_core::{frame_header, FrameDecoder, MAX_FRAME_HEADER_LEN};
+use copilot_core::{frame_header, itoa, FrameDecoder, MAX_FRAME_HEADER_LEN};
 use serde_json::{json, Value};
 
 /// JSON-RPC "method not found".
@@ -659,19 +659,6 @@ impl Shared {
     }
 }
 
-/// Decimal digits of `n`, at the end of `buf`.
-fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[at..];
-        }
-    }
-}
-
 /// Now as the CLI writes times: `2026-11-29T15:13:07.202Z`.
 fn timestamp() -> String {
     let ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64;
@@ -1213,13 +1200,5 @@ mod tests {
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
         assert_eq!(civil_from_days(20_786), (2026, 11, 29));
         assert_eq!(timestamp().len(), "2026-11-29T15:13:07.202Z".len());
-    }
-
-    #[test]
-    fn digits() {
-        let mut buf = [0; 20];
-        assert_eq!(itoa(0, &mut buf), b"0");
-        assert_eq!(itoa(1_234_567, &mut buf), b"1234567");
-        assert_eq!(itoa(u64::MAX, &mut buf), u64::MAX.to_string().as_bytes());
     }
 }

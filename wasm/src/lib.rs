@@ -791,18 +791,8 @@ fn push_escaped(out: &mut Vec<u8>, s: &[u8]) {
 }
 
 /// Appends `n` in decimal.
-fn push_number(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
+fn push_number(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(copilot_core::itoa(n, &mut [0; 20]));
 }
 
 fn encode(message: &Outgoing<'_>) -> Result<Vec<u8>, String> {
