@@ -132,12 +132,6 @@ impl Backlog {
         ReadGate::Wait { until_ms: now_ms.saturating_add(BACKLOG_STALL_MS) }
     }
 
-    /// Whether the reader is paused (what makes room or asks for reading
-    /// must then wake it).
-    pub fn is_paused(&self) -> bool {
-        self.paused
-    }
-
     /// Whether [`poll_read`](Self::poll_read) may say other than `Read`:
     /// the backlog is over its bound and not read past, or the reader is
     /// paused. When false, the reader reads without asking (and without
@@ -174,14 +168,14 @@ mod tests {
         b.charge(FULL);
         assert!(b.is_full());
         assert_eq!(b.poll_read(false, 10), ReadGate::Wait { until_ms: 10 + BACKLOG_STALL_MS });
-        assert!(b.is_paused());
+        assert!(b.is_full(), "paused");
         // Taken, but not down to half: still waiting, and no wake-up.
         assert!(!b.release(FULL - HALF - 1));
         assert_eq!(b.poll_read(false, 20), ReadGate::Wait { until_ms: 20 + BACKLOG_STALL_MS });
         // Down to half: the reader is told to look, and reads.
         assert!(b.release(1));
         assert_eq!(b.poll_read(false, 30), ReadGate::Read);
-        assert!(!b.is_paused());
+        assert!(!b.is_full(), "no longer paused");
         assert_eq!(b.stats(), BacklogStats { bytes: HALF, peak_bytes: FULL, pauses: 1, overruns: 0 });
     }
 
