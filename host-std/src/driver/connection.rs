@@ -262,6 +262,17 @@ pub(crate) struct Connection {
     pub(crate) label: String,
     /// Answers client-wide requests (those without a session).
     pub(super) client_wide: ClientWide,
+    /// The client-wide jobs that run one at a time in the order the CLI
+    /// sent them (`Connection::in_order`).
+    pub(super) in_order: Mutex<InOrder>,
+}
+
+/// Client-wide jobs waiting to run in order, and whether a task of the
+/// handler pool is running them.
+#[derive(Default)]
+pub(super) struct InOrder {
+    pub(super) queue: std::collections::VecDeque<Job>,
+    pub(super) running: bool,
 }
 
 impl Connection {
@@ -322,6 +333,7 @@ impl Connection {
             backlog: Arc::default(),
             label,
             client_wide,
+            in_order: Mutex::default(),
         });
         conn.start_timer()?;
         let pump = Arc::clone(&conn);

@@ -6,7 +6,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use copilot_core::{FrameDecoder, GrowingBuffer, Listed, Output, Route, RpcError, SessionHandle, LIST_ID_PREFIX};
+use copilot_core::{
+    FrameDecoder, GrowingBuffer, HandlerKind, Listed, Output, Route, RpcError, SessionHandle, LIST_ID_PREFIX,
+};
 
 use super::connection::{drain_parked_with, lock, Connection, HostEngine, Job, Replier, ReplyTx, Target, Waiter};
 use crate::error::Error;
@@ -124,6 +126,32 @@ impl Connection {
         cause
     }
 
+    /// Runs `job` on the handler pool after the client-wide jobs queued
+    /// in order before it, one at a time: a pool runs its tasks side by
+    /// side, which would let a later chunk of a request overtake an
+    /// earlier one.
+    fn in_order(self: &Arc<Self>, job: Job) {
+        let mut lane = lock(&self.in_order);
+        lane.queue.push_back(job);
+        if std::mem::replace(&mut lane.running, true) {
+            return;
+        }
+        drop(lane);
+        let conn = Arc::clone(self);
+        self.workers.submit(move || loop {
+            let next = {
+                let mut lane = lock(&conn.in_order);
+                let next = lane.queue.pop_front();
+                lane.running = next.is_some();
+                next
+            };
+            let Some(job) = next else { return };
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| (conn.client_wide)(job))) {
+                log::error!("{}: a client-wide handler panicked: {}", conn.label, panic_text(&*panic));
+            }
+        });
+    }
+
     /// Whether the reader must read on over a full backlog: a request
     /// waits for its answer, or the connection ends.
     fn reads_on(&self) -> bool {
@@ -230,9 +258,15 @@ impl Connection {
                     let reply = Replier { conn: Arc::clone(self), id: ob.id };
                     let name = copilot_core::row_for_request(method).map_or("", |(_, r)| trigger_name(r));
                     let job = Job { kind: ob.handler, name, data, reply };
-                    let client_wide = Arc::clone(&self.client_wide);
                     // Not under the lock: the answer takes it.
-                    self.workers.submit(move || client_wide(job));
+                    if ob.handler == HandlerKind::LlmInference {
+                        // An inference request's chunks are its body (or
+                        // its WebSocket's messages): taken in order.
+                        self.in_order(job);
+                    } else {
+                        let client_wide = Arc::clone(&self.client_wide);
+                        self.workers.submit(move || client_wide(job));
+                    }
                 }
                 (None, _) => log::debug!("{}: server request {method}: {refused:?}", self.label),
             },
