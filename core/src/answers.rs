@@ -284,16 +284,16 @@ pub enum Refusal {
 pub enum Unhandled {
     /// Send the refusal at once: the wait is this client's only.
     Refuse,
-    /// Leave it to another client of the session: nothing is sent. The
-    /// engine keeps the wait, unanswered, until the CLI reports it
-    /// answered (the event `reported_by` with the same `requestId`), until
-    /// the handler deadline, or until the session is released here; then
-    /// it forgets it, still sending nothing, so a client without the
-    /// handler never answers in place of one that has it (whatever that
-    /// client's own deadline). A wait no client ever answers stays pending
-    /// in the CLI, as with the official SDKs, until the turn is aborted or
-    /// the wait is found again by asking the CLI what is pending; the
-    /// outcomes are counted
+    /// Leave it to another client of the session, while another client
+    /// can answer it ([`Capabilities::others_may_answer`](crate::Capabilities::others_may_answer));
+    /// otherwise the refusal goes at once. A wait left is kept, unanswered,
+    /// until the CLI reports it answered (the event `reported_by` with the
+    /// same `requestId`), until the handler deadline, or until the session
+    /// is released here. At the deadline, no client having answered, the
+    /// refusal goes then (counted as [`Cause::Deadline`](crate::Cause)), so
+    /// a wait is never left to clients that do not exist; released here, it
+    /// is forgotten (another client of the session may still answer it).
+    /// The outcomes are counted
     /// ([`EngineStats::left_answered`](crate::EngineStats::left_answered),
     /// [`EngineStats::left_unanswered`](crate::EngineStats::left_unanswered)).
     Leave {

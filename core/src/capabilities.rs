@@ -75,6 +75,25 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
+    /// Nothing said yet.
+    pub const NONE: Capabilities = Capabilities { said: 0, on: 0 };
+
+    /// Whether a client of the session other than this one may answer a
+    /// wait of `handler` that this client has no handler for (a broadcast
+    /// wait, [`Unhandled::Leave`](crate::Unhandled)), as far as the CLI
+    /// has said: an elicitation is answered only by a client with an
+    /// elicitation handler, and the CLI says whether the session has one
+    /// ([`Capability::Elicitation`]); of the other kinds it says nothing,
+    /// so another client may. A wait nobody else can answer is refused at
+    /// once; one left to others and not answered by its deadline gets the
+    /// refusal then.
+    pub const fn others_may_answer(&self, handler: crate::HandlerKind) -> bool {
+        match handler {
+            crate::HandlerKind::Elicitation => !matches!(self.get(Capability::Elicitation), Some(false)),
+            _ => true,
+        }
+    }
+
     /// What the CLI said of `c`, if anything.
     pub const fn get(&self, c: Capability) -> Option<bool> {
         if self.said & c.bit() == 0 {

@@ -64,6 +64,7 @@ pub use reconcile::{
 };
 
 use crate::answers::{row_for_event, row_for_request, AnswerRow, AnswerVia, HandlerKind, Refusal, ANSWERS};
+use crate::capabilities::{Capabilities, CAPABILITIES_CHANGED_EVENT};
 use crate::cause::Cause;
 use crate::envelope::{EventInfo, Id, RpcError, METHOD_NOT_FOUND, PARSE_ERROR};
 use crate::frame::{FrameBuffer, FrameDecoder};
@@ -302,9 +303,10 @@ pub struct EngineStats {
     pub declined: u64,
     /// Of those, waits the CLI reported answered (by another client).
     pub left_answered: u64,
-    /// Of those, waits forgotten without the CLI's report, at their
-    /// deadline or when their session was released here: nothing sent
-    /// (the CLI may still wait on them).
+    /// Of those, waits forgotten without the CLI's report when their
+    /// session was released here: nothing sent (another client may still
+    /// answer them). Those no client answered by their deadline were
+    /// refused then, counted with [`Cause::Deadline`].
     pub left_unanswered: u64,
     /// Waits answered with the engine's refusal, by [`Cause`] (indexed as
     /// [`Cause::ALL`]).
@@ -455,6 +457,11 @@ struct Core<T, W, X, const SESSIONS: usize, const PENDING: usize, const OBLIGATI
     /// Per session slot: the hash of the id of the last durable event
     /// routed to it, and the generation of the session it was for.
     last_durable: crate::slots::Fixed<(u64, u32), SESSIONS>,
+    /// Per session slot: its capabilities as the CLI last said them (the
+    /// open's answer, then each `capabilities.changed`), and the generation
+    /// of the session they are for: whether another client can answer a
+    /// wait this one leaves ([`Capabilities::others_may_answer`]).
+    caps: crate::slots::Fixed<(Capabilities, u32), SESSIONS>,
 }
 
 /// The protocol engine. `T` is what a session's frames are delivered to,
@@ -690,10 +697,12 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
 
     /// Sends the refusal of `open` and counts it; nothing (an `Err`) when
     /// the transmit store has no room.
-    /// A wait left to another client gets nothing: it is forgotten (its
-    /// deadline passed, or its session was released here), counted.
+    /// A wait left to another client that none answered by its deadline
+    /// gets the refusal then; one whose session was released here is
+    /// forgotten (another client of the session may still answer it),
+    /// counted.
     fn refuse_open(&mut self, open: &Open, cause: Cause) -> Result<(), NoRoom> {
-        if open.left {
+        if open.left && cause != Cause::Deadline {
             self.stats.left_unanswered += 1;
             return Ok(());
         }
@@ -744,6 +753,13 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
             Route::Event { session, target, session_id, event } => {
                 self.note_activity(session, event.event_type, now);
                 self.note_delivered(session, &event);
+                if event.event_type == CAPABILITIES_CHANGED_EVENT {
+                    if let Some((caps, generation)) = self.caps.get_mut(session.index()) {
+                        if *generation == session.generation() {
+                            caps.apply_event(event.event.as_bytes());
+                        }
+                    }
+                }
                 let Some((row_index, row)) = Self::event_row(&event) else {
                     if !self.obligations.is_empty() {
                         self.note_report(session, &event);
@@ -888,6 +904,17 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
         Output::plain(route)
     }
 
+    /// Whether a client of `open`'s session other than this one may answer
+    /// it, as far as the CLI has said (see
+    /// [`Capabilities::others_may_answer`]).
+    fn others_may_answer(&self, open: &Open) -> bool {
+        let caps = open
+            .session
+            .and_then(|h| self.caps.get(h.index()).filter(|(_, g)| *g == h.generation()))
+            .map_or(Capabilities::NONE, |(c, _)| *c);
+        caps.others_may_answer(ANSWERS[usize::from(open.row)].handler)
+    }
+
     /// Acts on `event` (of `session`) if it reports a wait answered (its
     /// row's [`Unhandled::Leave`] event, with the same `requestId`): a wait
     /// left to another client is forgotten; one the host has yet to settle
@@ -961,6 +988,14 @@ impl<
                     #[cfg(feature = "alloc")]
                     let ids = alloc::vec![(0, 0); SESSIONS];
                     ids
+                },
+                caps: {
+                    const NONE: (Capabilities, u32) = (Capabilities::NONE, 0);
+                    #[cfg(not(feature = "alloc"))]
+                    let caps = [NONE; SESSIONS];
+                    #[cfg(feature = "alloc")]
+                    let caps = alloc::vec![NONE; SESSIONS];
+                    caps
                 },
             },
             park: Park { buf: park, len: 0, frames: 0, read: 0, keep: 0, rerouting: false, again: false },
@@ -1253,19 +1288,24 @@ impl<
     /// Leaves the wait to another client connected to the same session
     /// (the CLI asks every client; the first answer counts): the handler
     /// declined, or there is none and the row leaves such waits
-    /// ([`Unhandled::Leave`](crate::Unhandled)). Nothing is sent, now or
-    /// later; [`EngineStats::declined`] counts it. For the host the wait is
-    /// settled (its id reaches nothing); the engine keeps it until the CLI
-    /// reports it answered or its deadline passes (see
-    /// [`Unhandled::Leave`](crate::Unhandled)). This is the one deliberate
-    /// way a wait is left unanswered here, so only the waits the table
+    /// ([`Unhandled::Leave`](crate::Unhandled)), while another client can
+    /// answer it ([`Capabilities::others_may_answer`]; else the refusal
+    /// goes at once). Nothing is sent now; [`EngineStats::declined`] counts
+    /// it. For the host the wait is settled (its id reaches nothing); the
+    /// engine keeps it until the CLI reports it answered, or until its
+    /// deadline, when the refusal goes (see
+    /// [`Unhandled::Leave`](crate::Unhandled)). Only the waits the table
     /// leaves can be declined: any other (a request to this client) gets
     /// its refusal instead ([`AnswerError::NotDeclinable`]).
     pub fn decline(&mut self, id: ObligationId) -> Result<(), AnswerError> {
         let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
         if ANSWERS[usize::from(open.row)].leaves_unhandled() {
-            self.leave(id, open);
-            return Ok(());
+            if self.core.others_may_answer(&open) {
+                self.leave(id, open);
+                return Ok(());
+            }
+            // Nobody else can: the refusal goes now.
+            return self.refuse_instead(id, open, Cause::NoHandler);
         }
         self.refuse_instead(id, open, Cause::HandlerFailed)?;
         Err(AnswerError::NotDeclinable)
@@ -1291,7 +1331,10 @@ impl<
     /// every host follows the table by reporting that it has no handler.
     pub fn refuse(&mut self, id: ObligationId, cause: Cause) -> Result<(), AnswerError> {
         let open = self.core.obligations.take(id).ok_or(AnswerError::Stale)?;
-        if cause == Cause::NoHandler && ANSWERS[usize::from(open.row)].leaves_unhandled() {
+        if cause == Cause::NoHandler
+            && ANSWERS[usize::from(open.row)].leaves_unhandled()
+            && self.core.others_may_answer(&open)
+        {
             self.leave(id, open);
             return Ok(());
         }
@@ -1393,6 +1436,13 @@ impl<
         handle: SessionHandle,
         result: Result<Value<'_>, RpcError<'_>>,
     ) -> Result<(), OpenError> {
+        let caps = match &result {
+            Ok(v) => Capabilities::from_open_answer(v.as_bytes()),
+            Err(_) => Capabilities::NONE,
+        };
+        if let Some(slot) = self.core.caps.get_mut(handle.index()) {
+            *slot = (caps, handle.generation());
+        }
         let sessions = self.core.router.sessions();
         let outcome = match (sessions.state(handle), result) {
             (None, _) => Err(OpenError::Conflict(ReserveErrorKind::StaleHandle)),

@@ -397,12 +397,13 @@ fn every_kind_every_path_exactly_one_answer() {
                 continue;
             }
             if scenario == Scenario::NoHandler && row.leaves_unhandled() {
-                // Left to the client of the session that has the handler:
-                // nothing goes, not even at the deadline, which only ends
-                // the engine's keeping of it.
-                assert!(answers.is_empty(), "{row:?}: a client without the handler sends nothing: {answers:?}");
-                assert_eq!((stats.declined, stats.left_unanswered, stats.left_open), (1, 1, 0), "{row:?}");
-                assert_eq!(Cause::ALL.iter().map(|c| stats.refused(*c)).sum::<u64>(), 0, "{row:?}");
+                // Left to another client of the session, which may have the
+                // handler; none answered by the deadline, so the refusal
+                // went then: never left to clients that do not exist.
+                assert_eq!(answers.len(), 1, "{row:?}: refused at the deadline: {answers:?}");
+                assert_eq!(payload(row, &answers[0]), refusal(row), "{row:?}");
+                assert_eq!((stats.declined, stats.left_unanswered, stats.left_open), (1, 0, 0), "{row:?}");
+                assert_eq!(stats.refused(Cause::Deadline), 1, "{row:?}");
                 cells += 1;
                 continue;
             }
@@ -711,7 +712,7 @@ const PERMISSION: &str = r#"{"jsonrpc":"2.0","method":"session.event","params":{
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
-fn a_declined_wait_sends_nothing_is_counted_and_is_discharged() {
+fn a_declined_wait_sends_nothing_at_once_and_is_refused_at_its_deadline() {
     let (mut e, id) = one_obligation(PERMISSION);
     e.decline(id).unwrap();
     assert!(e.transmit().is_empty(), "nothing goes to the CLI: another client answers");
@@ -722,13 +723,77 @@ fn a_declined_wait_sends_nothing_is_counted_and_is_discharged() {
     assert_eq!(e.answer(id, b"{}"), Err(AnswerError::Stale));
     assert_eq!(e.decline(id), Err(AnswerError::Stale));
     assert!(!e.is_open(id));
-    // Its deadline ends the engine's keeping of it, and sends nothing.
+    // No other client answered by its deadline: the refusal goes then.
     assert_eq!(e.poll_timeout(), Some(10));
+    e.handle_timeout(9, |_, _| {});
+    assert!(e.transmit().is_empty(), "not before the deadline");
     e.handle_timeout(10, |_, _| {});
-    assert!(e.transmit().is_empty(), "no refusal after a decline, even at the deadline");
+    let refusal = String::from_utf8(sent(&mut e)).unwrap();
+    assert!(refusal.contains(r#""result":{"kind":"user-not-available"}"#), "{refusal}");
     let s = e.stats(10);
-    assert_eq!((s.left_open, s.left_unanswered, s.left_answered), (0, 1, 0));
+    assert_eq!((s.left_open, s.left_unanswered, s.left_answered, s.refused(Cause::Deadline)), (0, 0, 0, 1));
     assert_eq!(e.poll_timeout(), None);
+}
+
+const ELICITATION: &str = r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s1","event":{"type":"elicitation.requested","data":{"requestId":"e1","message":"ok?"}}}}"#;
+
+/// An engine whose session "s1" was opened with `capabilities` in the
+/// answer (JSON), then given `changes` (`capabilities.changed` data), and
+/// the obligation of an elicitation wait in it.
+fn elicitation_after(capabilities: &str, changes: &[Value]) -> (Box<TestEngine>, copilot_core::ObligationId) {
+    let mut e: Box<TestEngine> =
+        Box::new(Engine::new(Vec::new(), vec![0; TRANSMIT], EngineConfig::new().handler_timeout(Some(10))));
+    let h = e.reserve("s1", 1).unwrap();
+    let answer = format!(r#"{{"sessionId":"s1","capabilities":{capabilities}}}"#);
+    e.complete_open(h, Ok(copilot_core::Value::parse(answer.as_bytes()).unwrap())).unwrap();
+    for change in changes {
+        feed_event(&mut e, "s1", "capabilities.changed", change.clone());
+    }
+    let mut d: FrameDecoder<[u8; 4096]> = FrameDecoder::new();
+    d.feed(&raw_frame(ELICITATION));
+    let id = e.poll(&mut d, 0).unwrap().obligation.unwrap().id;
+    (e, id)
+}
+
+/// A broadcast wait is left to another client only while another client
+/// can answer it: the CLI says whether any client of the session answers
+/// elicitations (`ui.elicitation`), so a client without the handler
+/// refuses at once when none does, and leaves it when one does.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_wait_no_other_client_can_answer_is_refused_at_once() {
+    let cancel = r#""result":{"action":"cancel"}"#;
+    // The open's answer says no client answers elicitations.
+    let (mut e, id) = elicitation_after(r#"{"ui":{"elicitation":false}}"#, &[]);
+    e.refuse(id, Cause::NoHandler).unwrap();
+    assert!(String::from_utf8(sent(&mut e)).unwrap().contains(cancel), "refused at once");
+    let s = e.stats(0);
+    assert_eq!((s.declined, s.left_open, s.refused(Cause::NoHandler)), (0, 0, 1));
+    // A decline is the same want of a handler.
+    let (mut e, id) = elicitation_after(r#"{"ui":{"elicitation":false}}"#, &[]);
+    e.decline(id).unwrap();
+    assert!(String::from_utf8(sent(&mut e)).unwrap().contains(cancel), "refused at once");
+
+    // Another client joined with the handler: left to it.
+    let joined = [json!({"ui": {"elicitation": true}})];
+    let (mut e, id) = elicitation_after(r#"{"ui":{"elicitation":false}}"#, &joined);
+    e.refuse(id, Cause::NoHandler).unwrap();
+    assert!(e.transmit().is_empty(), "left to the client that has the handler");
+    assert_eq!(e.stats(0).left_open, 1);
+
+    // ... and that client left again: nobody can answer, refused at once.
+    let left = [json!({"ui": {"elicitation": true}}), json!({"ui": {"elicitation": false}})];
+    let (mut e, id) = elicitation_after(r#"{"ui":{"elicitation":false}}"#, &left);
+    e.refuse(id, Cause::NoHandler).unwrap();
+    assert!(String::from_utf8(sent(&mut e)).unwrap().contains(cancel), "refused at once");
+
+    // The CLI said nothing: another client may answer; left until the
+    // deadline, then refused.
+    let (mut e, id) = elicitation_after("{}", &[]);
+    e.refuse(id, Cause::NoHandler).unwrap();
+    assert!(e.transmit().is_empty());
+    e.handle_timeout(10, |_, _| {});
+    assert!(String::from_utf8(sent(&mut e)).unwrap().contains(cancel), "refused at the deadline");
 }
 
 const TOOL_CALL: &str = r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s1","event":{"type":"external_tool.requested","data":{"requestId":"t1","toolCallId":"c","toolName":"theirs"}}}}"#;
@@ -808,18 +873,20 @@ fn a_wait_left_for_want_of_a_handler_ends_when_the_cli_reports_it_answered() {
     assert!(String::from_utf8(sent(&mut e)).unwrap().contains("could not run the tool"));
 }
 
-/// `command.queued` without a handler: nothing is sent (the official SDK
-/// leaves the queue to the app), not even at the handler deadline.
+/// `command.queued` without a handler: nothing is sent at once (the
+/// official SDK leaves the queue to the app, or to another client); no
+/// client having answered by the handler deadline, `{handled:false}` goes.
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
-fn a_queued_command_without_a_handler_gets_nothing() {
+fn a_queued_command_without_a_handler_is_refused_at_its_deadline() {
     let queued = r#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s1","event":{"type":"command.queued","data":{"requestId":"q1","command":"/help"}}}}"#;
     let (mut e, id) = one_obligation(queued);
     e.refuse(id, Cause::NoHandler).unwrap();
+    assert!(e.transmit().is_empty(), "nothing goes at once for a queued command without a handler");
     e.handle_timeout(u64::MAX, |_, _| {});
-    assert!(e.transmit().is_empty(), "nothing goes for a queued command without a handler");
+    assert!(String::from_utf8(sent(&mut e)).unwrap().contains(r#""result":{"handled":false}"#));
     let s = e.stats(0);
-    assert_eq!((s.declined, s.left_unanswered, s.refused(Cause::NoHandler)), (1, 1, 0));
+    assert_eq!((s.declined, s.left_unanswered, s.refused(Cause::Deadline)), (1, 0, 1));
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
