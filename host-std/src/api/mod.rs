@@ -12,6 +12,8 @@ mod config_names;
 mod config_parts;
 mod config_wire;
 pub(crate) mod ops;
+#[cfg(test)]
+mod order_tests;
 pub(crate) mod replies;
 mod respawn;
 pub(crate) mod session;

@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use super::batch::Batch;
+use crate::driver::Ticket;
 
 /// The reader's events not yet flushed: their bytes sit end to end in one
 /// buffer, so queueing an event allocates nothing in the steady state, and
@@ -19,8 +20,9 @@ pub(super) struct Queue {
     /// Whether each event may move a `send_and_wait` turn (by its type).
     moves: Vec<bool>,
     /// Batches for the callbacks and waiters, each with the last
-    /// subscriber id it is for (those who subscribed later get it not).
-    pub(super) batches: VecDeque<(Arc<Batch>, u64)>,
+    /// subscriber id it is for (those who subscribed later get it not),
+    /// and its ticket of the delivery fence (back once it is delivered).
+    pub(super) batches: VecDeque<(Arc<Batch>, u64, Ticket)>,
     /// A subscriber was added: deliver what was kept for it.
     pub(super) wake: bool,
     /// The session ended; set after every event it follows was queued.

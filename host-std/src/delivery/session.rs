@@ -26,7 +26,7 @@ use super::inbox::{Inbox, InboxTx};
 use super::open_canvases::OpenCanvases;
 use super::queue::Queue;
 use super::turn::Turn;
-use crate::driver::{Backlog, Connection, Job, SessionSink};
+use crate::driver::{Backlog, Connection, Delivering, DeliveryFence, Job, SessionSink};
 use crate::error::{Error, Result};
 use crate::events::SessionEvent;
 use crate::pool::Pool;
@@ -124,6 +124,8 @@ pub(crate) struct SessionInner {
     workers: Arc<Pool>,
     /// The connection's count of bytes not yet taken by subscribers.
     backlog: Arc<Backlog>,
+    /// The connection's batches on their way to callbacks and waiters.
+    fence: Arc<DeliveryFence>,
     /// As the CLI last said (the reader keeps them, in frame order).
     capabilities: Mutex<copilot_core::Capabilities>,
     /// The canvas instances open, as the CLI last said (kept by the reader).
@@ -196,7 +198,7 @@ impl SessionSink for SessionInner {
         let batch = Arc::new(if subs.claimed { batch.charged_to(&self.backlog) } else { batch });
         let schedule = pooled && !q.scheduled;
         if pooled {
-            q.batches.push_back((Arc::clone(&batch), subs.next_id));
+            q.batches.push_back((Arc::clone(&batch), subs.next_id, self.fence.ticket()));
             q.scheduled = true;
         }
         drop(q);
@@ -248,6 +250,7 @@ impl SessionInner {
             Arc::clone(&conn.dispatchers),
             Arc::clone(&conn.workers),
             Arc::clone(&conn.backlog),
+            Arc::clone(&conn.fence),
         )
     }
 
@@ -258,6 +261,7 @@ impl SessionInner {
         dispatchers: Arc<Pool>,
         workers: Arc<Pool>,
         backlog: Arc<Backlog>,
+        fence: Arc<DeliveryFence>,
     ) -> Arc<SessionInner> {
         let inner = Arc::new_cyclic(|me| SessionInner {
             me: me.clone(),
@@ -269,6 +273,7 @@ impl SessionInner {
             dispatchers,
             workers,
             backlog,
+            fence,
             capabilities: Mutex::default(),
             open_canvases: Mutex::default(),
             ending: OnceLock::new(),
@@ -481,15 +486,18 @@ impl SessionInner {
     /// Delivers what is queued, on the event pool; queues the session again
     /// if more came meanwhile, so one busy session does not hold a thread.
     fn dispatch(self: Arc<Self>) {
+        // A call a callback makes does not wait for this delivery.
+        let _delivering = Delivering::start();
         let (batches, wake, close) = {
             let mut q = lock(&self.queue);
             (std::mem::take(&mut q.batches), std::mem::take(&mut q.wake), q.close.take())
         };
         if lock(&self.subscribers).closed.is_none() {
-            for (batch, upto) in &batches {
-                self.deliver_batch(Some(batch), *upto);
+            // Each batch's ticket goes back as it is delivered.
+            for (batch, upto, ticket) in batches {
+                self.deliver_batch(Some(&batch), upto);
+                drop(ticket);
             }
-            drop(batches);
             if wake || close.is_some() {
                 self.deliver_batch(None, u64::MAX);
             }

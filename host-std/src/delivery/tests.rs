@@ -16,7 +16,14 @@ const WAIT: Duration = Duration::from_secs(20);
 
 fn session() -> Arc<SessionInner> {
     let pool = |name| Pool::start(name, 1).expect("a pool thread");
-    SessionInner::with_pools(Some("s"), Arc::new(|_, _| {}), pool("events"), pool("handlers"), Arc::default())
+    SessionInner::with_pools(
+        Some("s"),
+        Arc::new(|_, _| {}),
+        pool("events"),
+        pool("handlers"),
+        Arc::default(),
+        Arc::default(),
+    )
 }
 
 /// An event of `event_type`; `readable: false` puts a lone surrogate in

@@ -14,7 +14,7 @@ use copilot_core::{EncodeError, Outgoing, Payload, RequestId};
 use serde::Serialize;
 
 use super::completion::Completion;
-use super::connection::{lock, Connection, Reply, ReplyTx, Waiter, WakerSlot, MAX_PENDING};
+use super::connection::{lock, Connection, Marked, Reply, ReplyTx, Waiter, WakerSlot, MAX_PENDING};
 use super::outbox::PushError;
 use crate::error::{Error, Result};
 
@@ -65,7 +65,16 @@ impl Connection {
         let slot = Arc::new(Completion::default());
         let started = Instant::now();
         let (id, frame) = self.prepare_request(method, params, waiter(ReplyTx(Arc::clone(&slot))), deadline)?;
-        Ok(Call { conn: Arc::clone(self), slot, id: Some(id), frame: Some(frame), method: method.to_owned(), started })
+        Ok(Call {
+            conn: Arc::clone(self),
+            slot,
+            id: Some(id),
+            frame: Some(frame),
+            method: method.to_owned(),
+            started,
+            deadline,
+            answered: None,
+        })
     }
 
     /// Queues `frame` (taken from the option) for the writer thread, or,
@@ -175,12 +184,16 @@ impl Connection {
 /// request in the engine (and a frame still waiting for room is not sent).
 pub(crate) struct Call {
     conn: Arc<Connection>,
-    slot: Arc<Completion<Reply>>,
+    slot: Arc<Completion<Marked>>,
     id: Option<RequestId>,
     /// The request's frame, until the outbox has room for it.
     frame: Option<Vec<u8>>,
     method: String,
     started: Instant,
+    deadline: Instant,
+    /// The reply, while the events read before it are being delivered
+    /// (see `fence.rs`), and the timer's slot for the deadline of that wait.
+    answered: Option<(Reply, u64, Option<WakerSlot>)>,
 }
 
 impl Call {
@@ -210,20 +223,50 @@ impl Future for Call {
                 // timer completes the slot if room does not come in time.
                 Poll::Pending => false,
             };
-        let reply = match this.slot.poll_take(cx) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(reply) => reply,
-        };
-        this.id = None;
-        this.frame = None;
-        Poll::Ready(match reply {
-            Some(Err(Error::Timeout { .. })) if !queued => {
-                Err(this.timeout(format!("room to send `{}` (the CLI reads nothing)", this.method)))
+        if this.answered.is_none() {
+            let reply = match this.slot.poll_take(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(reply) => reply,
+            };
+            this.id = None;
+            this.frame = None;
+            let (reply, mark) = match reply {
+                Some((Err(Error::Timeout { .. }), _)) if !queued => {
+                    return Poll::Ready(Err(
+                        this.timeout(format!("room to send `{}` (the CLI reads nothing)", this.method))
+                    ));
+                }
+                Some((Err(Error::Timeout { .. }), _)) => {
+                    return Poll::Ready(Err(this.timeout(format!("`{}`", this.method))))
+                }
+                Some(marked) => marked,
+                None => return Poll::Ready(Err(Error::Disconnected("the call was already answered".into()))),
+            };
+            this.answered = Some((reply, mark, None));
+        }
+        // The events read before the answer reach their callbacks first;
+        // by the call's deadline at the latest (a callback that never
+        // returns does not hold the call past it).
+        let (_, mark, timer) = this.answered.as_mut().expect("set above");
+        if this.conn.fence.poll_passed(*mark, cx).is_pending() {
+            if Instant::now() < this.deadline {
+                let slot = timer.get_or_insert_with(|| {
+                    let slot = WakerSlot::default();
+                    this.conn.wake_at(this.deadline, Arc::clone(&slot));
+                    slot
+                });
+                *lock(slot) = Some(cx.waker().clone());
+                return Poll::Pending;
             }
-            Some(Err(Error::Timeout { .. })) => Err(this.timeout(format!("`{}`", this.method))),
-            Some(reply) => reply,
-            None => Err(Error::Disconnected("the call was already answered".into())),
-        })
+            log::warn!(
+                "{}: `{}` returns before the events read ahead of its answer were delivered: \
+                 an event callback did not return by the call's deadline",
+                this.conn.label,
+                this.method
+            );
+        }
+        let (reply, _, _) = this.answered.take().expect("set above");
+        Poll::Ready(reply)
     }
 }
 

@@ -97,16 +97,26 @@ pub(crate) type HostEngine = Engine<Target, Waiter, Vec<u8>, GrowingBuffer, MAX_
 /// The raw JSON of a result, or the error that replaced it.
 pub(crate) type Reply = Result<Vec<u8>>;
 
+/// A reply and the [`DeliveryFence`](super::fence::DeliveryFence) mark its
+/// call waits for before it returns (0: none).
+pub(crate) type Marked = (Reply, u64);
+
 /// Where a response goes: a call's slot, whose waker the thread that
 /// fills it wakes (the reader, the timer or the one that ends the
 /// connection).
-pub(crate) struct ReplyTx(pub(super) Arc<Completion<Reply>>);
+pub(crate) struct ReplyTx(pub(super) Arc<Completion<Marked>>);
 
 impl ReplyTx {
     /// Hands over the reply; never blocks. A call dropped before its answer
     /// is not told.
     pub(crate) fn send(self, reply: Reply) {
-        self.0.complete(reply);
+        self.send_after(reply, 0);
+    }
+
+    /// Hands over the reply, which its call returns once the events read
+    /// before it are delivered (the fence's `mark`).
+    pub(crate) fn send_after(self, reply: Reply, mark: u64) {
+        self.0.complete((reply, mark));
     }
 }
 
@@ -258,6 +268,9 @@ pub(crate) struct Connection {
     /// Bytes of events handed to subscribers and not yet taken by all;
     /// the reader pauses while there are too many.
     pub(crate) backlog: Arc<super::Backlog>,
+    /// Event batches handed to the event pool and not yet delivered: a
+    /// call answered after them returns once they are.
+    pub(crate) fence: Arc<super::DeliveryFence>,
     /// A label for logs: "stdio", "tcp 127.0.0.1:4321", ...
     pub(crate) label: String,
     /// Answers client-wide requests (those without a session).
@@ -331,6 +344,7 @@ impl Connection {
             workers: Pool::start(&format!("copilot-handlers ({label})"), deadlines.handler_threads)
                 .map_err(Error::Io)?,
             backlog: Arc::default(),
+            fence: Arc::default(),
             label,
             client_wide,
             in_order: Mutex::default(),

@@ -13,6 +13,7 @@ mod backlog;
 mod calls;
 mod completion;
 mod connection;
+mod fence;
 mod gap;
 mod outbox;
 mod reader;
@@ -26,6 +27,7 @@ pub use backlog::{BacklogStats, BACKLOG_STALL_MS, MAX_BACKLOG_BYTES};
 pub(crate) use calls::Call;
 pub(crate) use completion::Completion;
 pub(crate) use connection::{ClientWide, Connection, Deadlines, Job, LifecycleSink, Replier, SessionSink, Waiter};
+pub(crate) use fence::{Delivering, DeliveryFence, Ticket};
 pub use restart::RecoveryEvent;
 pub(crate) use restart::{NewTransport, Reopen, Restart};
 

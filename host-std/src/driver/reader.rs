@@ -21,6 +21,18 @@ pub(crate) const MAX_FRAME: usize = copilot_core::limits::MAX_FRAME_BYTES;
 /// Bytes asked of the transport per read.
 const READ_CHUNK: usize = 64 << 10;
 
+/// What one read routed that waits for the engine's lock to be released.
+#[derive(Default)]
+struct Routed {
+    /// Sessions given events, to flush.
+    touched: Vec<Target>,
+    /// Answers to calls, told after the flush: each call returns once the
+    /// events read before its answer are delivered (`fence.rs`), and an
+    /// open's caller finds what came with its answer (a capabilities
+    /// change) in place.
+    answered: Vec<(ReplyTx, crate::error::Result<Vec<u8>>)>,
+}
+
 /// The event type or method of an answer table row.
 fn trigger_name(row: &copilot_core::AnswerRow) -> &'static str {
     match row.trigger {
@@ -77,12 +89,7 @@ impl Connection {
 
     fn read_loop(self: &Arc<Self>, reader: &mut dyn Read) -> CloseCause {
         let mut decoder = FrameDecoder::with_buffer(GrowingBuffer::new(READ_CHUNK)).with_limit(MAX_FRAME);
-        // Sessions given events during one read, to flush after it.
-        let mut touched: Vec<Target> = Vec::new();
-        // Opens answered in this read: told once the read's frames are
-        // routed, so that what came with the answer (a capabilities
-        // change) is in place when the caller sees the session.
-        let mut opened: Vec<(ReplyTx, crate::error::Result<Vec<u8>>)> = Vec::new();
+        let mut read = Routed::default();
         let cause = loop {
             let spare = decoder.spare();
             let want = spare.len().min(READ_CHUNK);
@@ -102,19 +109,24 @@ impl Connection {
                     }
                     match out.route {
                         Route::Response { waiter: Waiter::Open { handle, target, reply }, result, .. } => {
-                            let outcome = self.complete_open(engine, now, handle, &target, result, &mut touched);
-                            opened.push((reply, outcome));
+                            let outcome = self.complete_open(engine, now, handle, &target, result, &mut read);
+                            read.answered.push((reply, outcome));
                         }
-                        _ => self.deliver(out, &mut touched),
+                        _ => self.deliver(out, &mut read),
                     }
                 }
             });
-            // The sessions that got events deliver them (one batch each).
-            for (reply, outcome) in opened.drain(..) {
-                reply.send(outcome);
-            }
-            for target in touched.drain(..) {
+            // The sessions that got events deliver them (one batch each),
+            // then the answers of this read go to their calls, each of
+            // which returns once the events before it are delivered.
+            for target in read.touched.drain(..) {
                 target.flush();
+            }
+            if !read.answered.is_empty() {
+                let mark = self.fence.mark();
+                for (reply, outcome) in read.answered.drain(..) {
+                    reply.send_after(outcome, mark);
+                }
             }
             // A consumer slower than the CLI holds the CLI back, rather
             // than this process's memory growing.
@@ -172,7 +184,7 @@ impl Connection {
         handle: SessionHandle,
         target: &Target,
         result: std::result::Result<copilot_core::Value<'_>, RpcError<'_>>,
-        touched: &mut Vec<Target>,
+        read: &mut Routed,
     ) -> crate::error::Result<Vec<u8>> {
         let outcome = match &result {
             Ok(v) => Ok(v.as_bytes().to_vec()),
@@ -199,7 +211,7 @@ impl Connection {
             (_, Err(e)) => Err(e),
             (Err(e), Ok(_)) => Err(Error::Protocol(format!("the session could not be opened: {e}"))),
         };
-        drain_parked_with(engine, now, |out| self.deliver(out, touched));
+        drain_parked_with(engine, now, |out| self.deliver(out, read));
         reply_value
     }
 
@@ -221,8 +233,10 @@ impl Connection {
 
     /// Delivers one routed frame. Runs under the engine's lock: it never
     /// blocks (events go to per-session queues, flushed once the lock is
-    /// released and noted in `touched`; handlers go to the pool).
-    fn deliver(self: &Arc<Self>, out: Output<'_, Target, Waiter>, touched: &mut Vec<Target>) {
+    /// released and noted in `read`; handlers go to the pool; answers wait
+    /// in `read` for the flush).
+    fn deliver(self: &Arc<Self>, out: Output<'_, Target, Waiter>, read: &mut Routed) {
+        let touched = &mut read.touched;
         let Output { route, obligation, refused, answer_ack, .. } = out;
         match route {
             Route::Event { target, event, .. } => {
@@ -279,7 +293,7 @@ impl Connection {
                 };
                 match waiter {
                     // An open is handled by the read loop; never parked.
-                    Waiter::Reply(tx) | Waiter::Open { reply: tx, .. } => tx.send(reply),
+                    Waiter::Reply(tx) | Waiter::Open { reply: tx, .. } => read.answered.push((tx, reply)),
                 }
             }
             Route::Notification { method, .. } => log::debug!("{}: notification {method}", self.label),
