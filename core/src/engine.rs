@@ -95,8 +95,9 @@ pub struct EngineConfig {
     /// How long a running turn (from `assistant.turn_start` to
     /// `session.idle`) may go without an event of its session (ms) before
     /// the engine asks the CLI what is pending ([`Engine::reconcile`]),
-    /// and again after each such interval while it stays silent; `None`:
-    /// never.
+    /// and again while it stays silent, each wait twice the previous one,
+    /// up to [`MAX_STALL_INTERVAL_MS`](crate::limits::MAX_STALL_INTERVAL_MS)
+    /// (or this interval, if longer); `None`: never.
     pub stall_interval: Option<u64>,
 }
 
@@ -450,7 +451,8 @@ struct Core<T, W, X, const SESSIONS: usize, const PENDING: usize, const OBLIGATI
     /// Per session slot: when its running turn is silent long enough to be
     /// reconciled (0: no turn running), and the generation of the session
     /// it was for.
-    stall_due: crate::slots::Fixed<(u64, u32), SESSIONS>,
+    /// The third member is the wait before the next ask (ms).
+    stall_due: crate::slots::Fixed<(u64, u32, u32), SESSIONS>,
     /// No stall is due before this (it may be earlier than any: a check
     /// then finds the next one).
     next_stall: u64,
@@ -976,9 +978,9 @@ impl<
                 },
                 stall_due: {
                     #[cfg(not(feature = "alloc"))]
-                    let due = [(0, 0); SESSIONS];
+                    let due = [(0, 0, 0); SESSIONS];
                     #[cfg(feature = "alloc")]
-                    let due = alloc::vec![(0, 0); SESSIONS];
+                    let due = alloc::vec![(0, 0, 0); SESSIONS];
                     due
                 },
                 next_stall: NEVER,

@@ -17,9 +17,16 @@ pub const DEFAULT_HANDLER_TIMEOUT_MS: u64 = 5 * 60_000;
 /// How long a running turn may be silent (no event of its session) before
 /// the engine asks the CLI which of its waits are pending
 /// ([`EngineConfig::stall_interval`](crate::EngineConfig)): a wait whose
-/// event was lost on the way is found then, not never. Two small requests
-/// per silent turn per interval; a model that thinks longer costs only those.
-pub const DEFAULT_STALL_INTERVAL_MS: u64 = 30_000;
+/// event was lost on the way is found then, not never. Each ask is two
+/// small requests. A turn that stays silent is asked again after twice the
+/// previous wait, up to [`MAX_STALL_INTERVAL_MS`]: a lost wait (the turn
+/// goes silent at once) is found within 2 s, and a turn silent for long on
+/// purpose (a long tool run, a model thinking) costs two requests at 2, 6,
+/// 14, 30 and 60 s, then every 30 s.
+pub const DEFAULT_STALL_INTERVAL_MS: u64 = 2_000;
+/// The longest wait between two asks of a turn that stays silent (see
+/// [`DEFAULT_STALL_INTERVAL_MS`]).
+pub const MAX_STALL_INTERVAL_MS: u64 = 30_000;
 /// How long a session's destroy, and a whole stop, wait for a CLI that does
 /// not answer before everything is released.
 pub const DEFAULT_SHUTDOWN_GRACE_MS: u64 = 3_000;

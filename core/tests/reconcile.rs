@@ -349,15 +349,44 @@ fn a_running_turn_silent_for_the_stall_interval_is_reconciled_and_again_while_it
     let waits = feed_at(&mut e, &list_reply(&lists[0], json!([tool_item("lost")])), 1_700);
     assert_eq!(waits.len(), 1);
     assert_eq!(waits[0].2["data"]["requestId"], "lost");
-    // The list's reply is not an event of the session: still silent.
-    e.handle_timeout(2_600, |_, _| {});
-    assert_eq!(sent(&mut e).len(), 2, "asked again after another silent interval");
-    assert_eq!(e.stats(0).stalls, 2);
-
-    feed_at(&mut e, &plain_event("session.idle"), 2_700);
+    // The list's reply is not an event of the session: still silent. It
+    // is asked again after twice the wait, and twice that again.
+    assert_eq!(e.poll_timeout(), Some(3_600));
+    e.handle_timeout(3_599, |_, _| {});
+    assert!(sent(&mut e).is_empty(), "not before twice the first wait");
     e.handle_timeout(3_600, |_, _| {});
+    assert_eq!(sent(&mut e).len(), 2, "asked again after twice the interval");
+    assert_eq!(e.poll_timeout(), Some(7_600));
+    e.handle_timeout(7_600, |_, _| {});
+    assert_eq!(sent(&mut e).len(), 2);
+    assert_eq!(e.stats(0).stalls, 3);
+    // An event of the turn starts the schedule again from the interval.
+    feed_at(&mut e, &plain_event("assistant.message"), 8_000);
+    assert_eq!(e.poll_timeout(), Some(9_000));
+
+    feed_at(&mut e, &plain_event("session.idle"), 8_100);
+    e.handle_timeout(20_000, |_, _| {});
     assert!(sent(&mut e).is_empty(), "the turn ended");
     assert_eq!(e.poll_timeout(), None);
+}
+
+/// The waits between asks of a turn that stays silent double up to
+/// `MAX_STALL_INTERVAL_MS`, and stay there.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn the_asks_of_a_silent_turn_back_off_to_the_cap() {
+    let mut e: TestEngine = Engine::new(vec![0; 4096], vec![0; 1 << 16], EngineConfig::new().handler_timeout(None));
+    let handle = e.reserve(SESSION, 7).unwrap();
+    e.complete_open(handle, Ok(Value::parse(b"{}").unwrap())).unwrap();
+    feed_at(&mut e, &plain_event("assistant.turn_start"), 0);
+    let mut asks = Vec::new();
+    while let Some(at) = e.poll_timeout().filter(|at| *at <= 150_000) {
+        e.handle_timeout(at, |_, _| {});
+        assert_eq!(sent(&mut e).len(), 2, "two list requests at {at}");
+        asks.push(at);
+    }
+    assert_eq!(asks, [2_000, 6_000, 14_000, 30_000, 60_000, 90_000, 120_000, 150_000]);
+    assert_eq!(copilot_core::limits::MAX_STALL_INTERVAL_MS, 30_000);
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]

@@ -279,7 +279,7 @@ impl<
         let interval = self.core.config.stall_interval.unwrap_or(u64::MAX);
         let mut next = super::NEVER;
         for index in 0..self.core.stall_due.len() {
-            let (due, generation) = self.core.stall_due[index];
+            let (due, generation, wait) = self.core.stall_due[index];
             if due == 0 {
                 continue;
             }
@@ -288,12 +288,15 @@ impl<
                 let asked = SessionHandle::from_parts(index, generation).map(|h| self.reconcile(h));
                 if !matches!(asked, Some(Ok(()))) {
                     // The session is gone.
-                    self.core.stall_due[index] = (0, 0);
+                    self.core.stall_due[index] = (0, 0, 0);
                     continue;
                 }
                 self.core.stats.stalls += 1;
-                due = now.saturating_add(interval).max(1);
-                self.core.stall_due[index].0 = due;
+                // Each ask waits twice the previous one, up to the cap.
+                let cap = interval.max(crate::limits::MAX_STALL_INTERVAL_MS);
+                let wait = u64::from(wait).saturating_mul(2).clamp(interval, cap);
+                due = now.saturating_add(wait).max(1);
+                self.core.stall_due[index] = (due, generation, u32::try_from(wait).unwrap_or(u32::MAX));
             }
             next = next.min(due);
         }
@@ -365,13 +368,14 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
         let Some(interval) = self.config.stall_interval else { return };
         let Some(slot) = self.stall_due.get_mut(handle.index()) else { return };
         if event_type == crate::turn::TURN_END_EVENT {
-            *slot = (0, 0);
+            *slot = (0, 0, 0);
             return;
         }
         let running = slot.0 != 0 && slot.1 == handle.generation();
         if running || event_type == TURN_START_EVENT {
+            // An event of the turn starts the schedule again.
             let due = now.saturating_add(interval).max(1);
-            *slot = (due, handle.generation());
+            *slot = (due, handle.generation(), u32::try_from(interval).unwrap_or(u32::MAX));
             self.next_stall = self.next_stall.min(due);
         }
     }

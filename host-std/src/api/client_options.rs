@@ -105,8 +105,10 @@ pub struct ClientOptions {
     /// How long a running turn (from `assistant.turn_start` to
     /// `session.idle`) may go without an event before the client asks the
     /// CLI which of its waits are pending, and answers those it has not
-    /// (a wait whose event was lost); again after each such silent
-    /// interval. `None`: only after a resume.
+    /// (a wait whose event was lost); again while it stays silent, each
+    /// wait twice the previous one, up to 30 s
+    /// ([`MAX_STALL_INTERVAL_MS`](copilot_core::limits::MAX_STALL_INTERVAL_MS)).
+    /// `None`: only after a resume.
     pub stall_interval: Option<Duration>,
     /// When the CLI this client started (over stdio or TCP) exits, or the
     /// connection to a server ([`Client::connect`](crate::Client::connect))
