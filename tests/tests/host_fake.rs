@@ -10,7 +10,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use copilot_host::{
-    Client, Error, EventKind, EventStream, Session, SessionConfig, SessionEvent, UserInputRequest, UserInputResponse,
+    Client, ClientOptions, Error, EventKind, EventStream, Session, SessionConfig, SessionEvent, UserInputRequest,
+    UserInputResponse,
 };
 use copilot_tests::fake_server::{FakeServer, FakeServerConfig};
 use serde_json::json;
@@ -509,10 +510,20 @@ fn every_kind_of_wait_is_answered_or_left_with_or_without_a_handler() {
     let a = answer_to(&server, with.id(), "elicitation.requested", elicit, "session.ui.handlePendingElicitation");
     assert_eq!(a["result"], json!({"action": "decline"}));
     // Without a handler, the waits the CLI sends to every client of the
-    // session are left to the client that has one: nothing is sent.
+    // session are left to a client that may have one: nothing is sent.
+    // But the session says no client answers elicitations
+    // (`ui.elicitation` false in the open's answer): that one is refused
+    // at once.
+    let a = answer_to(
+        &server,
+        without.id(),
+        "elicitation.requested",
+        json!({"requestId": "e2", "message": "?"}),
+        "session.ui.handlePendingElicitation",
+    );
+    assert_eq!(a["result"], json!({"action": "cancel"}));
     let left = [
         ("mcp.oauth_required", oauth2),
-        ("elicitation.requested", json!({"requestId": "e2", "message": "?"})),
         ("permission.requested", json!({"requestId": "p1", "permissionRequest": {"kind": "shell"}})),
         (
             "external_tool.requested",
@@ -552,6 +563,28 @@ fn every_kind_of_wait_is_answered_or_left_with_or_without_a_handler() {
         .request_blocking("userInput.request", json!({"sessionId": without.id(), "question": "?"}), json!(33), WAIT)
         .expect("answered");
     assert_eq!(a["error"]["code"], -32603, "{a}");
+}
+
+/// A wait left to another client of the session that no client answers
+/// gets the table's refusal at the handler deadline: it is never left to
+/// clients that do not exist (the engine's tests cover a wait the CLI
+/// reports answered meanwhile, which gets nothing).
+#[test]
+fn a_left_wait_no_client_answers_is_refused_at_its_deadline() {
+    let (server, from_server, to_server) = FakeServer::pipes(FakeServerConfig::default());
+    let options = ClientOptions { handler_timeout: Duration::from_millis(50), ..ClientOptions::default() };
+    let client = Client::from_streams_with(from_server, to_server, None, &options).expect("handshake over pipes");
+    let session = client.create_session(SessionConfig::default()).expect("create");
+    let a = answer_to(
+        &server,
+        session.id(),
+        "permission.requested",
+        json!({"requestId": "p1", "permissionRequest": {"kind": "shell"}}),
+        "session.permissions.handlePendingPermissionRequest",
+    );
+    assert_eq!(a["result"], json!({"kind": "user-not-available"}));
+    let stats = client.engine_stats();
+    assert_eq!((stats.left_open, stats.open_obligations, stats.refused(copilot_core::Cause::Deadline)), (0, 0, 1));
 }
 
 #[test]
@@ -621,7 +654,7 @@ fn resuming_a_session_open_here_hands_its_id_to_the_new_handle() {
 /// is sent: a GitHub token given there would never reach the CLI.
 #[test]
 fn a_client_that_connects_refuses_the_options_that_start_a_cli() {
-    use copilot_host::{ClientOptions, TelemetryConfig};
+    use copilot_host::TelemetryConfig;
     let (server, addr) = FakeServer::tcp(FakeServerConfig::default());
     let cases: Vec<(&str, ClientOptions)> = vec![
         ("authToken", ClientOptions { auth_token: Some("ghp_x".into()), ..ClientOptions::default() }),
