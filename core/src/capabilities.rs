@@ -142,7 +142,9 @@ impl Capabilities {
         true
     }
 
-    fn merge(&mut self, v: Value<'_>) {
+    /// Takes what `v` (a `capabilities` object, or a change's `data`)
+    /// says: each capability it names with a boolean takes that value.
+    pub(crate) fn merge(&mut self, v: Value<'_>) {
         if v.kind() != Kind::Object {
             return;
         }

@@ -756,9 +756,9 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                 self.note_activity(session, event.event_type, now);
                 self.note_delivered(session, &event);
                 if event.event_type == CAPABILITIES_CHANGED_EVENT {
-                    if let Some((caps, generation)) = self.caps.get_mut(session.index()) {
+                    if let (Some((caps, generation)), Some(data)) = (self.caps.get_mut(session.index()), event.data) {
                         if *generation == session.generation() {
-                            caps.apply_event(event.event.as_bytes());
+                            caps.merge(data);
                         }
                     }
                 }
@@ -1438,10 +1438,10 @@ impl<
         handle: SessionHandle,
         result: Result<Value<'_>, RpcError<'_>>,
     ) -> Result<(), OpenError> {
-        let caps = match &result {
-            Ok(v) => Capabilities::from_open_answer(v.as_bytes()),
-            Err(_) => Capabilities::NONE,
-        };
+        let mut caps = Capabilities::NONE;
+        if let Some(c) = result.as_ref().ok().and_then(|v| v.get(crate::capabilities::OPEN_ANSWER_CAPABILITIES)) {
+            caps.merge(c);
+        }
         if let Some(slot) = self.core.caps.get_mut(handle.index()) {
             *slot = (caps, handle.generation());
         }

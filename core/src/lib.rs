@@ -184,7 +184,8 @@ pub use options::{
 };
 pub use pending::{Drain as PendingDrain, PendingFull, PendingTable, RequestId};
 pub use recovery::{
-    Recovery, RecoveryReport, RecoveryStep, RECOVERY_BACKOFF_MS, RECOVERY_GAVE_UP, RECOVERY_RESUME_FLAG, RESUME_REFUSED,
+    Gap, Recovery, RecoveryReport, RecoveryStep, GAP_NAMES, RECOVERY_BACKOFF_MS, RECOVERY_GAVE_UP,
+    RECOVERY_RESUME_FLAG, RESUME_REFUSED,
 };
 pub use router::{Route, Router, Stats, UNKNOWN_SESSION};
 pub use session::{

@@ -49,6 +49,39 @@ pub static RECOVERY_BACKOFF_MS: &[u64] = &[250, 1_000, 4_000];
 /// interrupted at the next prompt; see `session.resume` in the schema).
 pub const RECOVERY_RESUME_FLAG: &str = "continuePendingWork";
 
+/// How much of a session's gap a recovery delivered ([`RecoveryStep::Deliver`]):
+/// the events the connection lost that the session's log holds (its
+/// durable events; ephemeral ones, such as deltas, a restarted CLI has not
+/// kept and are never read back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Gap {
+    /// Whole: the log was read back to the last event delivered before the
+    /// loss, and every durable event after it was delivered (perhaps none).
+    Whole,
+    /// Cut: the last event delivered was not within the
+    /// [`EVENT_LOG_MAX_PAGES`] pages of [`EVENT_LOG_PAGE`](crate::EVENT_LOG_PAGE)
+    /// events read back, so where the gap starts is unknown: nothing of the
+    /// log was delivered (none twice), and durable events of the gap may be
+    /// missing.
+    Cut,
+    /// Unmarked: no durable event had been delivered to the session before
+    /// the loss, so nothing marks where its gap starts; the log was not
+    /// read, and durable events of the gap may be missing.
+    Unmarked,
+}
+
+/// The names of [`Gap`]'s values, in its order, as the hosts report them
+/// (`"whole"`, `"cut"`, `"unmarked"`).
+pub static GAP_NAMES: [&str; 3] = ["whole", "cut", "unmarked"];
+
+impl Gap {
+    /// Its name in [`GAP_NAMES`].
+    pub fn name(self) -> &'static str {
+        GAP_NAMES[self as usize]
+    }
+}
+
 /// What a session whose resume the CLI refused ends with, followed by the
 /// CLI's error message ([`RecoveryStep::End`]).
 pub const RESUME_REFUSED: &str = "session.resume failed after the connection was recovered: ";
@@ -106,15 +139,16 @@ pub enum RecoveryStep {
     /// delivered was not within the pages read and the gap is unknown, so
     /// nothing is delivered twice), then the live events held but those
     /// with the id of an event of the log; deliver as before from then on.
-    /// The session is resumed. Report [`RecoveryReport::Next`].
+    /// The session is resumed; tell the user how much of its gap was
+    /// delivered (`gap`). Report [`RecoveryReport::Next`].
     Deliver {
         /// The session.
         handle: SessionHandle,
         /// The first event of the log to deliver.
         from: Option<usize>,
-        /// Whether the log was read and the last event delivered not found
-        /// in it (worth a warning).
-        unknown: bool,
+        /// How much of the gap this delivers; anything but
+        /// [`Gap::Whole`] is worth a warning.
+        gap: Gap,
     },
     /// The CLI refused to resume the session (its state is gone): it ends
     /// with [`RESUME_REFUSED`] and the CLI's error message, and its slot is
@@ -253,7 +287,7 @@ impl Recovery {
                         self.phase = Phase::Reading { handle, mark, page: 0 };
                         RecoveryStep::ReadLog { handle, page: 0 }
                     }
-                    None => self.deliver(handle, None, false),
+                    None => self.deliver(handle, None, Gap::Unmarked),
                 }
             }
             (Phase::Resuming { handle, .. }, R::Refused) => {
@@ -272,13 +306,13 @@ impl Recovery {
                         if let Some(Some(last)) = last {
                             engine.gap_delivered(handle, mark, last);
                         }
-                        self.deliver(handle, Some(from), false)
+                        self.deliver(handle, Some(from), Gap::Whole)
                     }
                     None if more && page + 1 < EVENT_LOG_MAX_PAGES => {
                         self.phase = Phase::Reading { handle, mark, page: page + 1 };
                         RecoveryStep::ReadLog { handle, page: page + 1 }
                     }
-                    None => self.deliver(handle, None, true),
+                    None => self.deliver(handle, None, Gap::Cut),
                 }
             }
             (Phase::Next { after }, R::Next) => self.next_session(engine, after + 1, now),
@@ -287,9 +321,9 @@ impl Recovery {
         }
     }
 
-    fn deliver(&mut self, handle: SessionHandle, from: Option<usize>, unknown: bool) -> RecoveryStep {
+    fn deliver(&mut self, handle: SessionHandle, from: Option<usize>, gap: Gap) -> RecoveryStep {
         self.phase = Phase::Next { after: handle.index() };
-        RecoveryStep::Deliver { handle, from, unknown }
+        RecoveryStep::Deliver { handle, from, gap }
     }
 
     /// Resumes the first session open in a slot from `index` on, or ends.

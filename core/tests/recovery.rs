@@ -6,8 +6,8 @@
 #![cfg(not(loom))]
 
 use copilot_core::{
-    event_id_hash, Engine, EngineConfig, FrameDecoder, Recovery, RecoveryReport, RecoveryStep, SessionHandle, Value,
-    EVENT_LOG_MAX_PAGES, PENDING_LISTS, RECOVERY_BACKOFF_MS,
+    event_id_hash, Engine, EngineConfig, FrameDecoder, Gap, Recovery, RecoveryReport, RecoveryStep, SessionHandle,
+    Value, EVENT_LOG_MAX_PAGES, PENDING_LISTS, RECOVERY_BACKOFF_MS,
 };
 use serde_json::{json, Value as Json};
 
@@ -105,7 +105,10 @@ fn open_sessions_are_resumed_in_slot_order_and_a_refused_one_ends_alone() {
     assert_eq!(connect(&mut r, &mut e), RecoveryStep::Resume { handle: a });
     assert!(sent(&mut e).is_empty(), "nothing is asked before the resume is answered");
     // No event was delivered to it: no log to read.
-    assert_eq!(r.step(&mut e, 300, Report::Resumed), RecoveryStep::Deliver { handle: a, from: None, unknown: false });
+    assert_eq!(
+        r.step(&mut e, 300, Report::Resumed),
+        RecoveryStep::Deliver { handle: a, from: None, gap: Gap::Unmarked }
+    );
     let lists: Vec<String> = PENDING_LISTS.iter().map(|l| l.method.to_owned()).collect();
     assert_eq!(sent(&mut e), lists, "the engine asks what is pending once it is resumed");
     assert_eq!(r.step(&mut e, 300, Report::Next), RecoveryStep::Resume { handle: b }, "a closing one is left");
@@ -126,7 +129,7 @@ fn the_log_is_read_back_a_page_at_a_time_until_the_last_event_delivered() {
     assert_eq!(r.step(&mut e, 0, Report::Resumed), RecoveryStep::ReadLog { handle: a, page: 0 });
     assert_eq!(r.step(&mut e, 0, log(&["e-3", "e-4"], true)), RecoveryStep::ReadLog { handle: a, page: 1 });
     let step = r.step(&mut e, 0, log(&["e-1", "e-2", "e-3", "e-4"], true));
-    assert_eq!(step, RecoveryStep::Deliver { handle: a, from: Some(2), unknown: false }, "e-3 and e-4");
+    assert_eq!(step, RecoveryStep::Deliver { handle: a, from: Some(2), gap: Gap::Whole }, "e-3 and e-4");
     assert_eq!(e.last_durable_event(a), Some(event_id_hash(b"e-4")), "the gap's last is the last delivered");
 }
 
@@ -146,7 +149,7 @@ fn a_log_that_does_not_reach_the_last_event_delivered_delivers_nothing() {
         if pages_with_more == 0 {
             step = r.step(&mut e, 0, log(&["x"], false));
         }
-        assert_eq!(step, RecoveryStep::Deliver { handle: a, from: None, unknown: true });
+        assert_eq!(step, RecoveryStep::Deliver { handle: a, from: None, gap: Gap::Cut });
         assert_eq!(e.last_durable_event(a), Some(event_id_hash(b"e-1")));
     }
 }
@@ -162,7 +165,7 @@ fn a_gap_delivered_by_an_attempt_that_then_failed_is_not_delivered_again() {
     r.step(&mut e, 0, Report::Resumed);
     assert_eq!(
         r.step(&mut e, 0, log(&["e-1", "e-2"], false)),
-        RecoveryStep::Deliver { handle: a, from: Some(1), unknown: false }
+        RecoveryStep::Deliver { handle: a, from: Some(1), gap: Gap::Whole }
     );
     assert_eq!(r.step(&mut e, 0, Report::Next), RecoveryStep::Resume { handle: b });
     // The second session's resume fails: the attempt with it.
@@ -176,7 +179,7 @@ fn a_gap_delivered_by_an_attempt_that_then_failed_is_not_delivered_again() {
     assert_eq!(r.step(&mut e, until, Report::Connected), RecoveryStep::Resume { handle: a });
     r.step(&mut e, until, Report::Resumed);
     let step = r.step(&mut e, until, log(&["e-1", "e-2", "e-3"], false));
-    assert_eq!(step, RecoveryStep::Deliver { handle: a, from: Some(2), unknown: false }, "e-3 only");
+    assert_eq!(step, RecoveryStep::Deliver { handle: a, from: Some(2), gap: Gap::Whole }, "e-3 only");
 }
 
 #[test]

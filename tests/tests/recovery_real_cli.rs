@@ -339,8 +339,9 @@ fn a_tcp_connection_cut_mid_session_is_reconnected_and_the_events_of_the_gap_are
     proxy.open();
     let gap = loop {
         match steps.recv_timeout(WAIT).expect("a recovery step") {
-            RecoveryEvent::SessionResumed { session_id, gap_events } => {
+            RecoveryEvent::SessionResumed { session_id, gap_events, gap } => {
                 assert_eq!(session_id, id);
+                assert_eq!(gap, copilot_host::core::Gap::Whole, "the log was read back to the last event delivered");
                 break gap_events;
             }
             RecoveryEvent::Restarting { .. } => {}

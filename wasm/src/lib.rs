@@ -228,8 +228,9 @@ impl CoreEngine {
     /// events read so far (oldest first), one a line, each as its JSON
     /// string has it (an empty line for an event without one), or
     /// `FAILED`; `4` deliver the log's events of tag `a` from index `b`
-    /// (none if `-1`; `c` is 1 when the last event delivered was not found
-    /// in the log), then the live ones held but those the log brought,
+    /// (none if `-1`; `c` says how much of the gap that is, as the core's
+    /// `Gap` numbers it: 0 whole, 1 cut, 2 unmarked), then the live ones
+    /// held but those the log brought,
     /// report `NEXT`; `5` end the session of tag `a` (the CLI refused its
     /// resume), report `NEXT`; `6` recovered: `a` sessions resumed in `b`
     /// ms, the frames held go out; `7` gave up after `a` attempts.
@@ -266,8 +267,8 @@ impl CoreEngine {
             RecoveryStep::Connect { attempt, after_ms } => (3, [1.0, attempt as f64, after_ms as f64, 0.0]),
             RecoveryStep::Resume { handle } => (2, [2.0, tag(handle), 0.0, 0.0]),
             RecoveryStep::ReadLog { handle, page } => (3, [3.0, tag(handle), page as f64, 0.0]),
-            RecoveryStep::Deliver { handle, from, unknown } => {
-                (4, [4.0, tag(handle), from.map_or(-1.0, |f| f as f64), f64::from(u8::from(unknown))])
+            RecoveryStep::Deliver { handle, from, gap } => {
+                (4, [4.0, tag(handle), from.map_or(-1.0, |f| f as f64), f64::from(gap as u8)])
             }
             RecoveryStep::End { handle } => (2, [5.0, tag(handle), 0.0, 0.0]),
             RecoveryStep::Recovered { sessions, took_ms } => (3, [6.0, sessions as f64, took_ms as f64, 0.0]),
@@ -1404,9 +1405,10 @@ mod tests {
         assert_eq!(e.recover(RECOVER_LOST, "", 10.0), [0.0]);
         assert_eq!(e.recover(RECOVER_NEXT, "", 10.0), [0.0, 260.0]);
         assert_eq!(e.recover(RECOVER_NEXT, "", 260.0), [1.0, 1.0, 250.0]);
-        // In slot order: t first. No durable event was delivered to it.
+        // In slot order: t first. No durable event was delivered to it: its
+        // gap is unmarked (2).
         assert_eq!(e.recover(RECOVER_CONNECTED, "", 270.0), [2.0, 2.0]);
-        assert_eq!(e.recover(RECOVER_RESUMED, "", 270.0), [4.0, 2.0, -1.0, 0.0]);
+        assert_eq!(e.recover(RECOVER_RESUMED, "", 270.0), [4.0, 2.0, -1.0, 2.0], "unmarked");
         assert!(e.take_outgoing().is_empty(), "the lists asked are held");
         assert_eq!(e.recover(RECOVER_NEXT, "", 270.0), [2.0, 1.0]);
         // s's last durable event was "b": the log from "c" on.

@@ -185,7 +185,7 @@
 //!   `true`), else none (`copilot_core::Capabilities`,
 //!   `copilot_core::UI_CALLS`, `write_ui_form`, `read_ui_answer`).
 //! - `recovery` `{reports, steps, backoffMs, resumeFlag, eventLog: {method,
-//!   page}, refused, gaveUp}`: the core sequences a recovery
+//!   page}, refused, gaveUp, gaps}`: the core sequences a recovery
 //!   (`copilot_core::Recovery`, through `CoreEngine.recover`): `reports`
 //!   names the reports by number, `steps` the steps by their first number,
 //!   `backoffMs` the waits before each attempt;
@@ -193,7 +193,9 @@
 //!   read backward with `method`, `page` events at a time; a session whose
 //!   resume is refused ends with `refused` and the CLI's words; a
 //!   recovery that gave up ends the connection with `gaveUp` around the
-//!   number of attempts and the last failure (`RESUME_REFUSED`,
+//!   number of attempts and the last failure; `gaps` names how much of a
+//!   session's gap was delivered, by the number of the `deliver` step's
+//!   third value (`copilot_core::Gap`, `GAP_NAMES`) (`RESUME_REFUSED`,
 //!   `RECOVERY_GAVE_UP`, `RECOVERY_BACKOFF_MS`, `RECOVERY_RESUME_FLAG`, `EVENT_LOG_READ`,
 //!   `EVENT_LOG_PAGE`; held to them in `policy/recovery.rs`).
 

@@ -16,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use copilot_core::{
-    event_id_of, Recovery, RecoveryReport, RecoveryStep, SessionHandle, RECOVERY_GAVE_UP, RECOVERY_RESUME_FLAG,
+    event_id_of, Gap, Recovery, RecoveryReport, RecoveryStep, SessionHandle, RECOVERY_GAVE_UP, RECOVERY_RESUME_FLAG,
     RESUME_REFUSED,
 };
 use serde_json::value::RawValue;
@@ -146,8 +146,8 @@ impl Connection {
                         self.attempt_failed(&mut run, &e)?
                     }
                 },
-                RecoveryStep::Deliver { from, unknown, .. } => {
-                    self.deliver_gap(&mut run, from, unknown);
+                RecoveryStep::Deliver { from, gap, .. } => {
+                    self.deliver_gap(&mut run, from, gap);
                     RecoveryReport::Next
                 }
                 RecoveryStep::End { handle } => {
@@ -226,28 +226,33 @@ impl Connection {
 
     /// [`RecoveryStep::Deliver`]: the events of the log from `from` on,
     /// then the live ones held but those the log brought.
-    fn deliver_gap(&self, run: &mut Run, from: Option<usize>, unknown: bool) {
+    fn deliver_gap(&self, run: &mut Run, from: Option<usize>, gap: Gap) {
         let log = std::mem::take(&mut run.log);
-        let gap: Vec<Vec<u8>> = match from {
+        let events: Vec<Vec<u8>> = match from {
             Some(from) => log.get(from..).unwrap_or_default().iter().map(|e| e.get().as_bytes().to_vec()).collect(),
             None => Vec::new(),
         };
         let id = &run.session_id;
-        if unknown {
-            log::warn!(
+        match gap {
+            Gap::Cut => log::warn!(
                 "{}: session {id}: the last event delivered is not in the last {} of its log; events of the gap, if any, are not delivered",
                 self.label,
                 log.len()
-            );
+            ),
+            Gap::Unmarked => log::warn!(
+                "{}: session {id}: no durable event had been delivered before the loss; events of the gap, if any, are not delivered",
+                self.label
+            ),
+            _ => {}
         }
-        let gap_events = gap.len();
+        let gap_events = events.len();
         if gap_events > 0 {
             log::info!("{}: session {id}: {gap_events} events of the gap read back from its log", self.label);
         }
         if let Some(target) = run.target.take() {
-            target.release_held(gap);
+            target.release_held(events);
         }
-        self.tell(RecoveryEvent::SessionResumed { session_id: id.clone(), gap_events });
+        self.tell(RecoveryEvent::SessionResumed { session_id: id.clone(), gap_events, gap });
     }
 
     /// One attempt: a new transport, its reader, then the handshake.

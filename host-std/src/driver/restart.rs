@@ -64,6 +64,12 @@ pub enum RecoveryEvent {
         /// Events the connection lost that its log had, delivered before
         /// the live stream went on.
         gap_events: usize,
+        /// How much of the gap that is: [`Gap::Whole`](copilot_core::Gap::Whole)
+        /// when the log was read back to the last event delivered (every
+        /// durable event of the gap was delivered); otherwise durable events
+        /// of the gap may be missing. Ephemeral events (deltas) are never
+        /// read back.
+        gap: copilot_core::Gap,
     },
     /// The connection is back: every open session was resumed, and the
     /// waits the CLI lists are being answered.

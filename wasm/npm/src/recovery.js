@@ -24,7 +24,7 @@ import { POLICY } from "./constants.js";
 import { sessionParams, sortedMembers } from "./config.js";
 import { CopilotError, RpcError, errorText } from "./errors.js";
 
-const { resumeFlag: RESUME_FLAG, eventLog: EVENT_LOG, refused: REFUSED, gaveUp: GAVE_UP } = POLICY.recovery;
+const { resumeFlag: RESUME_FLAG, eventLog: EVENT_LOG, refused: REFUSED, gaveUp: GAVE_UP, gaps: GAPS } = POLICY.recovery;
 
 /**
  * The `reconnect` of a transport kind whose connection is simply opened
@@ -157,7 +157,7 @@ export class Recovery {
           report = failed(e);
         }
       } else if (step === "deliver") {
-        this.#deliverGap(at, b, c === 1);
+        this.#deliverGap(at, b, GAPS[c]);
         report = "next";
       } else if (step === "end") {
         at.current?.session._releaseHeld();
@@ -257,15 +257,19 @@ export class Recovery {
    * event is delivered once). Under no await: no live event can come
    * between.
    */
-  #deliverGap(at, from, unknown) {
+  #deliverGap(at, from, gap) {
     const { logger } = this.#host;
     const { session } = at.current;
     const log = at.log;
     at.log = [];
     at.current = null;
-    if (unknown) {
+    if (gap === "cut") {
       logger.warn?.(
         `recovery: session ${session.id}: the last event delivered is not in the last ${log.length} of its log; events of the gap, if any, are not delivered`,
+      );
+    } else if (gap === "unmarked") {
+      logger.warn?.(
+        `recovery: session ${session.id}: no durable event had been delivered before the loss; events of the gap, if any, are not delivered`,
       );
     }
     const events = from < 0 ? [] : log.slice(from);
@@ -275,6 +279,6 @@ export class Recovery {
       session._held.flatMap((e, i) => (typeof e?.id === "string" && ids.has(e.id) ? [i] : [])),
     );
     if (events.length > 0) logger.info?.(`recovery: session ${session.id}: ${events.length} events of the gap read back from its log`);
-    this.#tell({ type: "sessionResumed", sessionId: session.id, gapEvents: events.length });
+    this.#tell({ type: "sessionResumed", sessionId: session.id, gapEvents: events.length, gap });
   }
 }

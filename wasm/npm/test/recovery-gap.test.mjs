@@ -72,7 +72,8 @@ test("the events of the gap are read back from the log and delivered once, in or
       reads.map((r) => [r.sessionId, r.direction, r.includeEphemeral]),
       [[SESSION, "backward", false]],
     );
-    assert.equal(steps.find((s) => s.type === "sessionResumed")?.gapEvents, 2, "e3 and e4 from the log");
+    const resumed = steps.find((s) => s.type === "sessionResumed");
+    assert.deepEqual([resumed?.gapEvents, resumed?.gap], [2, "whole"], "e3 and e4 from the log: the gap whole");
     // Nothing more comes: e4 is not delivered again.
     await client.ping();
     assert.equal(seen.length, 5);
@@ -80,5 +81,79 @@ test("the events of the gap are read back from the log and delivered once, in or
     client?.forceStop();
     await new Promise((r) => server.close(r));
     for (const p of peers) p.socket.destroy();
+  }
+});
+
+/**
+ * A server whose session's log read answers `page(params, n)` (n from 0),
+ * dropping the first connection when told; the client connected to it,
+ * its recovery steps and the events its session saw.
+ */
+async function dropAndRecover({ before, page }) {
+  const peers = [];
+  const reads = [];
+  const server = createServer((socket) => {
+    const answer = (m) => {
+      if (m.method === "session.create" || m.method === "session.resume") return { sessionId: SESSION };
+      if (m.method === "session.eventLog.read") {
+        reads.push(m.params);
+        return page(m.params, reads.length - 1);
+      }
+      if (m.method.endsWith("pendingRequests") || m.method.endsWith("listPendingRequests")) return { items: [] };
+      return {};
+    };
+    const peer = new Peer((bytes) => socket.write(bytes), { answer });
+    peer.socket = socket;
+    socket.on("data", (b) => peer.receive(b));
+    socket.on("error", () => {});
+    peers.push(peer);
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  const client = await CopilotClient.connect({ port: server.address().port });
+  const steps = [];
+  client.onRecovery((s) => steps.push(s));
+  const session = await client.createSession({ sessionId: SESSION, onPermission: () => "approve-once" });
+  const seen = [];
+  session.on((e) => seen.push(e.id));
+  for (const e of before) peers[0].send(notify(e));
+  await eventually(() => seen.length === before.length, "the events before the drop", 5000);
+  peers[0].socket.destroy();
+  await eventually(() => steps.some((s) => s.type === "recovered"), "the recovery", 30_000);
+  const end = async () => {
+    client.forceStop();
+    await new Promise((r) => server.close(r));
+    for (const p of peers) p.socket.destroy();
+  };
+  return { steps, seen, reads, end };
+}
+
+test("a gap whose last delivered event is not within the pages read is reported cut, and nothing of the log is delivered", async () => {
+  // Every page has more further back, none holds e1.
+  const { steps, seen, reads, end } = await dropAndRecover({
+    before: [event("e1")],
+    page: (_, n) => ({ events: [event(`old-${n}`)], cursor: `c${n}`, hasMore: true }),
+  });
+  try {
+    assert.equal(reads.length, 10, "EVENT_LOG_MAX_PAGES pages read");
+    const resumed = steps.find((s) => s.type === "sessionResumed");
+    assert.deepEqual([resumed?.gapEvents, resumed?.gap], [0, "cut"]);
+    assert.deepEqual(seen, ["e1"], "nothing of the log delivered");
+  } finally {
+    await end();
+  }
+});
+
+test("a gap with no durable event delivered before the loss is reported unmarked, and the log is not read", async () => {
+  const { steps, seen, reads, end } = await dropAndRecover({
+    before: [event("d1", true)],
+    page: () => assert.fail("the log is not read"),
+  });
+  try {
+    assert.equal(reads.length, 0);
+    const resumed = steps.find((s) => s.type === "sessionResumed");
+    assert.deepEqual([resumed?.gapEvents, resumed?.gap], [0, "unmarked"]);
+    assert.deepEqual(seen, ["d1"]);
+  } finally {
+    await end();
   }
 });

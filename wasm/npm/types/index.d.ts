@@ -1260,7 +1260,12 @@ export interface SessionMetadata {
  * `"spawn-tcp"`, the CLI started again, `"server"`, the server connected to
  * again, `"websocket"`, the socket opened again), each attempt and each
  * failure, each session resumed (`gapEvents`: the events the connection
- * lost, read back from its log and delivered before the live ones), then
+ * lost, read back from its log and delivered before the live ones; `gap`:
+ * `"whole"` when the log was read back to the last event delivered, so
+ * every durable event of the gap was delivered, `"cut"` when that event
+ * was not within the pages read, `"unmarked"` when no durable event had
+ * been delivered before the loss: in both, events of the gap may be
+ * missing; ephemeral events are never read back), then
  * recovered (`tookMs`: from the loss to every session resumed) or given up
  * (the connection ends with `cause`, every call and stream too).
  */
@@ -1268,7 +1273,7 @@ export type RecoveryEvent =
   | { type: "connectionLost"; cause: string; kind: string }
   | { type: "restarting"; attempt: number; afterMs: number }
   | { type: "attemptFailed"; attempt: number; error: string }
-  | { type: "sessionResumed"; sessionId: string; gapEvents: number }
+  | { type: "sessionResumed"; sessionId: string; gapEvents: number; gap: "whole" | "cut" | "unmarked" }
   | { type: "recovered"; sessions: number; tookMs: number }
   | { type: "gaveUp"; cause: string };
 

@@ -34,6 +34,7 @@ fn the_recovery_is_the_cores() {
             "eventLog": { "method": copilot_core::EVENT_LOG_READ, "page": copilot_core::EVENT_LOG_PAGE },
             "refused": copilot_core::RESUME_REFUSED,
             "gaveUp": copilot_core::RECOVERY_GAVE_UP,
+            "gaps": copilot_core::GAP_NAMES,
         })
     );
 }
