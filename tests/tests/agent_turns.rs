@@ -473,7 +473,7 @@ fn user_input_is_answered_once_and_reaches_the_model() {
 }
 
 #[test]
-fn elicitation_is_answered_by_the_handler_or_left_to_another_client_without_one() {
+fn elicitation_is_answered_by_the_handler_or_refused_at_once_when_no_client_has_one() {
     on_both("elicitation", |f| {
         let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
         let config = f.config("elicit").on_elicitation(|r: &copilot_host::events::ElicitationRequestedData| {
@@ -490,39 +490,22 @@ fn elicitation_is_answered_by_the_handler_or_left_to_another_client_without_one(
         assert_eq!(answer["content"]["name"], "Ada", "{answer}");
         session.destroy().unwrap();
 
-        // Without a handler the elicitation is left to another client of
-        // the session (as the official SDKs leave it): this client sends
-        // nothing, and the first answer from anywhere (here the test's own
-        // RPC, as another client would send it) ends the call.
+        // Without a handler, and with no client of the session that has
+        // one (the CLI says so: `ui.elicitation` is false in the open's
+        // answer), nobody else can answer: the table's refusal goes at
+        // once, and the call ends with `cancel`. (A session joined by a
+        // client with the handler leaves it to that client:
+        // tests/multi_client.rs.)
         let bare = f.client.create_session(f.config("no-elicit")).unwrap();
-        let events = bare.events();
+        assert!(!bare.capabilities().ui.elicitation, "the CLI says no client answers elicitations");
         let before = f.client.engine_stats();
-        thread::scope(|s| {
-            let call = s.spawn(|| {
-                bare.call_raw("session.ui.elicitation", json!({"message": "Your name?", "requestedSchema": schema}))
-            });
-            let request_id = loop {
-                let e = events.next_timeout(TURN).expect("open").expect("the elicitation event");
-                if let EventKind::ElicitationRequested(d) = &e.kind {
-                    break d.request_id.clone();
-                }
-            };
-            let deadline = Instant::now() + TURN;
-            while f.client.engine_stats().declined == before.declined {
-                assert!(Instant::now() < deadline, "the elicitation was not left");
-                thread::sleep(Duration::from_millis(2));
-            }
-            assert_eq!(f.client.engine_stats().answers_sent, before.answers_sent, "nothing sent for it");
-            let answered = bare
-                .call_raw(
-                    "session.ui.handlePendingElicitation",
-                    json!({"requestId": request_id, "result": {"action": "decline"}}),
-                )
-                .expect("the other answer");
-            assert_eq!(answered["success"], true, "{answered}");
-            let answer = call.join().unwrap().expect("session.ui.elicitation");
-            assert_eq!(answer["action"], "decline", "the other client's answer: {answer}");
-        });
+        let answer = bare
+            .call_raw("session.ui.elicitation", json!({"message": "Your name?", "requestedSchema": schema}))
+            .expect("session.ui.elicitation");
+        assert_eq!(answer["action"], "cancel", "refused at once: {answer}");
+        let after = f.client.engine_stats();
+        assert_eq!(after.declined, before.declined, "not left to clients that do not exist");
+        assert_eq!(after.refused(copilot_core::Cause::NoHandler), before.refused(copilot_core::Cause::NoHandler) + 1);
         bare.destroy().unwrap();
         took
     });
