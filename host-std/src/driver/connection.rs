@@ -20,8 +20,11 @@ use copilot_core::{
     SessionHandle, SessionState, Stats,
 };
 
-use super::completion::Completion;
 use super::outbox::Outbox;
+pub(crate) use super::waiter::{Marked, Reply, ReplyTx, WakerSlot};
+
+/// Who waits for a response, as this driver's engine keeps it.
+pub(crate) type Waiter = super::waiter::Waiter<Target>;
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::transport::{CauseProbe, CloseCause};
@@ -90,56 +93,14 @@ pub(crate) trait SessionSink: Send + Sync {
 /// A session as the engine keeps it.
 pub(crate) type Target = Arc<dyn SessionSink>;
 
+/// A receiver of `session.lifecycle` notifications (their params' JSON):
+/// takes each one without waiting, and says `false` once it is gone.
+/// Dropped when the connection ends, which ends its stream.
+pub(crate) type LifecycleSink = Box<dyn FnMut(&[u8]) -> bool + Send>;
+
 /// The engine: parking in a reserved `Vec`, and a transmit store that
 /// grows, so it always has room for what the engine decides to send.
 pub(crate) type HostEngine = Engine<Target, Waiter, Vec<u8>, GrowingBuffer, MAX_SESSIONS, MAX_PENDING, MAX_OBLIGATIONS>;
-
-/// The raw JSON of a result, or the error that replaced it.
-pub(crate) type Reply = Result<Vec<u8>>;
-
-/// A reply and the [`DeliveryFence`](super::fence::DeliveryFence) mark its
-/// call waits for before it returns (0: none).
-pub(crate) type Marked = (Reply, u64);
-
-/// Where a response goes: a call's slot, whose waker the thread that
-/// fills it wakes (the reader, the timer or the one that ends the
-/// connection).
-pub(crate) struct ReplyTx(pub(super) Arc<Completion<Marked>>);
-
-impl ReplyTx {
-    /// Hands over the reply; never blocks. A call dropped before its answer
-    /// is not told.
-    pub(crate) fn send(self, reply: Reply) {
-        self.send_after(reply, 0);
-    }
-
-    /// Hands over the reply, which its call returns once the events read
-    /// before it are delivered (the fence's `mark`).
-    pub(crate) fn send_after(self, reply: Reply, mark: u64) {
-        self.0.complete((reply, mark));
-    }
-}
-
-/// Who is waiting for a response.
-pub(crate) enum Waiter {
-    /// A caller waiting for the reply.
-    Reply(ReplyTx),
-    /// A `session.create` or `session.resume`: the reader completes the
-    /// open in the engine (naming a session whose id the server assigns,
-    /// or releasing the slot on any failure) and re-routes the frames
-    /// parked for it, in order, before it reads the next frame.
-    Open { handle: SessionHandle, target: Target, reply: ReplyTx },
-}
-
-impl Waiter {
-    pub(super) fn fail(self, error: Error) {
-        let reply = match self {
-            Waiter::Reply(r) | Waiter::Open { reply: r, .. } => r,
-        };
-        // A caller that gave up has dropped its receiver: nothing to tell.
-        reply.send(Err(error));
-    }
-}
 
 /// One wait of the agent to answer: the engine's obligation, the data the
 /// handler reads, and the way back.
@@ -161,14 +122,6 @@ pub(crate) struct Replier {
     pub(super) conn: Arc<Connection>,
     pub(super) id: ObligationId,
 }
-
-/// The waker of an async wait, updated at each poll.
-pub(crate) type WakerSlot = Arc<Mutex<Option<Waker>>>;
-
-/// A receiver of `session.lifecycle` notifications (their params' JSON):
-/// takes each one without waiting, and says `false` once it is gone.
-/// Dropped when the connection ends, which ends its stream.
-pub(crate) type LifecycleSink = Box<dyn FnMut(&[u8]) -> bool + Send>;
 
 /// Answers the wait of a client-wide server request (one without a
 /// session): the layer above runs the client's handlers for it. Called on

@@ -20,6 +20,7 @@ mod reader;
 mod recover;
 mod restart;
 mod timer;
+mod waiter;
 
 pub(crate) use answer::Answering;
 pub(crate) use backlog::{Backlog, Charge};
@@ -27,6 +28,7 @@ pub use backlog::{BacklogStats, BACKLOG_STALL_MS, MAX_BACKLOG_BYTES};
 pub(crate) use calls::Call;
 pub(crate) use completion::Completion;
 pub(crate) use connection::{ClientWide, Connection, Deadlines, Job, LifecycleSink, Replier, SessionSink, Waiter};
+
 pub(crate) use fence::{Delivering, DeliveryFence, Ticket};
 pub use restart::RecoveryEvent;
 pub(crate) use restart::{NewTransport, Reopen, Restart};
