@@ -1,0 +1,128 @@
+//! What the checker lets pass: the known issues of today's engine, each
+//! allowed and counted by default, or a failure when made strict. A run
+//! with every switch strict shows them all; the default lets the
+//! simulator go on finding new ones.
+
+/// A known issue: a way the engine breaks an invariant that is
+/// documented, or found by this simulator and reported, and not fixed yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Known {
+    /// A wait left to another client ([`copilot_core::Unhandled::Leave`])
+    /// that no client answered. The engine now refuses such a wait at its
+    /// deadline; one whose session is released here is still forgotten.
+    LeftUnanswered,
+    /// A durable event the CLI persisted while the connection was lost,
+    /// not read back because no durable event had been delivered to its
+    /// session before the loss (the recovery's `Gap::Unmarked`).
+    UnmarkedGap,
+    /// A recovery's delivery (the gap read back, then the live events held
+    /// but those the log brought) hands events over out of wire order: an
+    /// ephemeral event that came live between two durable events after
+    /// the resume is delivered after both.
+    RecoveryOrder,
+    /// A durable event of a gap lost because a recovery attempt resumed
+    /// the session and failed before delivering the gap: the live events
+    /// routed meanwhile moved the engine's mark of the last durable event
+    /// delivered past it, so the next attempt's read stops short of it.
+    FailedAttemptGap,
+    /// A wait the engine refused at once (obligation table full, data
+    /// unreadable) is not remembered as answered: a pending list read
+    /// before the CLI took the refusal names it again, and it is answered
+    /// a second time (the CLI says `success:false`).
+    RefusedThenListed,
+    /// An answer still queued in the engine when the connection is lost
+    /// is forgotten as unacknowledged ([`copilot_core::Engine::connection_lost`])
+    /// although it goes out on the next connection: a pending list sent
+    /// before it (queued during a recovery) names the wait again, and it
+    /// is answered a second time (the CLI says `success:false`).
+    ForgottenQueuedAnswer,
+    /// The response to a server request, queued while a recovery held
+    /// the engine's frames, survives the loss of that connection
+    /// ([`copilot_core::Engine::connection_lost`] keeps queued frames) and
+    /// goes out on the next one, where the CLI (a new process, its request
+    /// ids from 1 again) never sent that request, or sent another request
+    /// under the same id, which it then answers.
+    StaleResponse,
+    /// Documented: the engine remembers the last `OBLIGATIONS` waits it
+    /// discharged; a wait a pending list names after more discharges than
+    /// that is taken on again and answered a second time (the CLI says
+    /// `success:false`).
+    BeyondMemory,
+    /// An answer the CLI refused (`success:false`: the session was not
+    /// loaded in a restarted CLI, its release having sent the refusal
+    /// there) is remembered as given: when a list names the wait again
+    /// once the session is open again here, the engine skips it and
+    /// nobody answers.
+    RefusedAnswerRemembered,
+}
+
+impl Known {
+    /// Every known issue.
+    pub const ALL: [Known; 9] = [
+        Known::LeftUnanswered,
+        Known::UnmarkedGap,
+        Known::RecoveryOrder,
+        Known::FailedAttemptGap,
+        Known::RefusedThenListed,
+        Known::ForgottenQueuedAnswer,
+        Known::StaleResponse,
+        Known::BeyondMemory,
+        Known::RefusedAnswerRemembered,
+    ];
+
+    /// Its name on the command line (`--strict-<name>`) and in reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Known::LeftUnanswered => "left-unanswered",
+            Known::UnmarkedGap => "unmarked-gap",
+            Known::RecoveryOrder => "recovery-order",
+            Known::FailedAttemptGap => "failed-attempt-gap",
+            Known::RefusedThenListed => "refused-then-listed",
+            Known::ForgottenQueuedAnswer => "forgotten-queued-answer",
+            Known::StaleResponse => "stale-response",
+            Known::BeyondMemory => "beyond-memory",
+            Known::RefusedAnswerRemembered => "refused-answer-remembered",
+        }
+    }
+
+    /// The issue named `name`.
+    pub fn from_name(name: &str) -> Option<Known> {
+        Known::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Which known issues fail a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Expect {
+    strict: [bool; Known::ALL.len()],
+}
+
+impl Expect {
+    /// Every known issue fails a run.
+    pub fn strict() -> Self {
+        Expect { strict: [true; Known::ALL.len()] }
+    }
+
+    /// `issue` fails a run (`true`) or is allowed and counted.
+    pub fn with(mut self, issue: Known, strict: bool) -> Self {
+        self.strict[issue.index()] = strict;
+        self
+    }
+
+    /// Whether `issue` fails a run.
+    pub fn is_strict(&self, issue: Known) -> bool {
+        self.strict[issue.index()]
+    }
+
+    /// The command-line flags that ask for these expectations.
+    pub fn flags(&self) -> String {
+        if *self == Expect::strict() {
+            return " --strict".into();
+        }
+        Known::ALL.into_iter().filter(|k| self.is_strict(*k)).map(|k| format!(" --strict-{}", k.name())).collect()
+    }
+}

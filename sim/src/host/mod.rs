@@ -1,0 +1,557 @@
+//! The simulated host: the real [`copilot_core::Engine`] and what a host
+//! does around it, with no threads and no clock of its own. It feeds the
+//! engine the bytes the world hands it, acts on every [`Output`] (delivers
+//! events, completes opens and destroys, hands obligations to its
+//! handlers), runs its handlers as timed jobs, passes the time in, writes
+//! what the engine queued before each frame of its own, and recovers a
+//! lost connection as [`copilot_core::Recovery`] sequences it.
+//!
+//! It records what it saw for the checker ([`Seen`]) and notes every place
+//! where the engine broke its documented contract ([`Host::failures`]).
+//!
+//! [`Output`]: copilot_core::Output
+
+mod answering;
+mod outputs;
+mod recover;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use copilot_core::{Engine, EngineConfig, FrameDecoder, GrowingBuffer, HandlerKind, RequestId, SessionHandle};
+
+use crate::rng::Rng;
+pub use answering::{Ob, Plan};
+use recover::Recovering;
+
+/// Sessions the simulated client can have at once (the engine's `SESSIONS`).
+pub const SESSIONS: usize = 8;
+/// Requests in flight at once (the engine's `PENDING`).
+pub const PENDING: usize = 8;
+/// Obligations open at once (the engine's `OBLIGATIONS`): small, so a full
+/// table and the bounded memory of answered waits are reached.
+pub const OBLIGATIONS: usize = 16;
+/// Bytes of the parking storage.
+pub const PARK_BYTES: usize = 4096;
+
+/// The engine as the simulated host builds it (the std host's stores).
+pub type SimEngine = Engine<u32, Waiter, Vec<u8>, GrowingBuffer, SESSIONS, PENDING, OBLIGATIONS>;
+
+/// What a request's response goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiter {
+    /// The handshake of a connection.
+    Connect,
+    /// A create (or a join: a resume of another client's session).
+    Open {
+        /// The session's record.
+        key: u32,
+        /// Its handle.
+        handle: SessionHandle,
+    },
+    /// A destroy.
+    Destroy {
+        /// The session's record.
+        key: u32,
+        /// Its handle.
+        handle: SessionHandle,
+    },
+    /// A prompt.
+    Send {
+        /// The session's record.
+        key: u32,
+    },
+    /// A resume of the recovery.
+    Resume {
+        /// The session's record.
+        key: u32,
+    },
+    /// A page of a session's log, read by the recovery.
+    ReadLog {
+        /// The session's record.
+        key: u32,
+    },
+}
+
+/// How this run's host behaves (drawn per seed).
+#[derive(Debug, Clone)]
+pub struct HostProfile {
+    /// The handler kinds the host has a handler for.
+    pub handlers: HashSet<HandlerKind>,
+    /// Weights of what a handler does: answer, fail, decline, run past its
+    /// deadline, answer with invalid JSON.
+    pub plans: [u64; 5],
+    /// Most ms a handler takes (when not past its deadline).
+    pub handler_ms: u64,
+    /// Chance (%) that a create lets the server assign the id.
+    pub server_assigned_percent: u64,
+    /// The engine's configuration.
+    pub config: EngineConfig,
+}
+
+/// Where a session of the host stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecState {
+    /// Its create or join is in flight.
+    Opening,
+    /// Open.
+    Open,
+    /// Its destroy is in flight.
+    Closing,
+    /// Released from the engine.
+    Released,
+}
+
+/// A session of the host, from its reservation to its release.
+#[derive(Debug, Clone)]
+pub struct SessionRec {
+    /// The engine's handle.
+    pub handle: SessionHandle,
+    /// Its id, once known (chosen by the client, or from the create's answer).
+    pub cli_id: Option<String>,
+    /// Where it stands.
+    pub state: RecState,
+    /// When it was reserved and released (ms).
+    pub opened_at: u64,
+    /// When it was released, if it was.
+    pub released_at: Option<u64>,
+    /// The events delivered to it (their numbers), in delivery order.
+    pub delivered: Vec<u64>,
+    /// Live events held while the recovery resumes it: `(number, id hash)`.
+    pub held: Option<Vec<(u64, Option<u64>)>>,
+    /// The recovery's deliveries for it: `(time, first of the log
+    /// delivered, how much of the gap)`.
+    pub gaps: Vec<(u64, Option<usize>, GapKind)>,
+    /// The spans of `delivered` that a recovery's delivery made (the gap
+    /// read back, then the live events held).
+    pub batches: Vec<(usize, usize)>,
+    /// When a recovery resumed it and then gave the resume up before
+    /// delivering its gap (the attempt failed): its held events went out.
+    pub abandoned: Vec<u64>,
+}
+
+/// How much of a session's gap a recovery delivered (as the core's
+/// `Gap` says it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GapKind {
+    /// The log was read back to the last event delivered: all of it.
+    Whole,
+    /// The last event delivered was not within the pages read: none.
+    Cut,
+    /// No durable event had been delivered: the log was not read.
+    Unmarked,
+}
+
+/// How the host accounted for an event frame the engine decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Delivered to this session record.
+    Delivered(u32),
+    /// Routed to no session (none of the host's was open under its id).
+    UnknownSession,
+    /// Lost to a full parking storage (counted by the engine).
+    ParkDropped,
+}
+
+/// What the host saw, for the checker.
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// Every event frame the engine decoded, by event number.
+    pub fates: HashMap<u64, Fate>,
+    /// The waits the engine left to another client (`rid:`/`req:` tags).
+    pub left: HashSet<String>,
+    /// The waits the host's handlers answered, or saw refused, by tag.
+    pub taken: HashSet<String>,
+    /// Every wait the engine handed out as an obligation, by tag.
+    pub handed: HashSet<String>,
+    /// Drops of the connection, recoveries that ended, and how.
+    pub drops: u64,
+    /// Recoveries that ended with the connection back.
+    pub recovered: u64,
+    /// Recoveries that gave up.
+    pub gave_up: u64,
+    /// Lifecycle notices and other notifications delivered.
+    pub notices: u64,
+    /// Responses that matched no request in flight (late, after a timeout).
+    pub late_responses: u64,
+    /// Requests that timed out.
+    pub timeouts: u64,
+    /// Per wait, how many obligations the engine had discharged when this
+    /// host settled it.
+    pub discharged_at: HashMap<String, u64>,
+    /// Waits a list handed out again after more discharges than the
+    /// engine remembers.
+    pub beyond_memory: HashSet<String>,
+    /// When the engine was told the connection was lost.
+    pub losses: Vec<u64>,
+    /// The waits the engine refused at once, without an obligation (tags).
+    pub refused_at_once: HashSet<String>,
+    /// Events the engine parked, and when (for a report).
+    pub parked: HashMap<u64, u64>,
+}
+
+/// The simulated host.
+pub struct Host {
+    rng: Rng,
+    profile: HostProfile,
+    engine: Box<SimEngine>,
+    decoder: Option<FrameDecoder<Vec<u8>>>,
+    /// Session records by key.
+    pub sessions: BTreeMap<u32, SessionRec>,
+    next_key: u32,
+    /// Requests in flight: id, what they are, and their deadline.
+    pub requests: BTreeMap<u64, (Waiter, Option<u64>)>,
+    /// Obligations handed to the handlers and not yet settled by them.
+    pub obligations: Vec<Ob>,
+    out: Vec<u8>,
+    /// The connection's number (from 1), and whether its handshake is done.
+    conn: u32,
+    connected: bool,
+    /// The connection is being recovered (its own frames are held).
+    recovering: Option<Recovering>,
+    /// The host asks the world to cut the connection (an attempt failed).
+    disconnect: bool,
+    /// Recovery gave up: the client is closed.
+    dead: bool,
+    /// When the last connection was lost (ms).
+    lost_at: Option<u64>,
+    /// What the host saw.
+    pub seen: Seen,
+    /// Where the engine broke its contract.
+    pub failures: Vec<String>,
+    /// What the host did on its own since the world last took them, for
+    /// the trace (the recovery's steps).
+    pub notes: Vec<String>,
+    created: u64,
+}
+
+impl Host {
+    /// A host with a fresh engine, not connected yet.
+    pub fn new(rng: Rng, profile: HostProfile) -> Self {
+        let engine = Box::new(Engine::new(vec![0; PARK_BYTES], GrowingBuffer::new(256), profile.config));
+        Host {
+            rng,
+            profile,
+            engine,
+            decoder: Some(FrameDecoder::with_buffer(vec![0; 1 << 16])),
+            sessions: BTreeMap::new(),
+            next_key: 0,
+            requests: BTreeMap::new(),
+            obligations: Vec::new(),
+            out: Vec::new(),
+            conn: 0,
+            connected: false,
+            recovering: None,
+            disconnect: false,
+            dead: false,
+            lost_at: None,
+            seen: Seen::default(),
+            failures: Vec::new(),
+            notes: Vec::new(),
+            created: 0,
+        }
+    }
+
+    /// How many obligations the engine has discharged so far (each is
+    /// remembered, the last `OBLIGATIONS` of them).
+    fn discharged(&self) -> u64 {
+        let s = self.engine.stats(0);
+        s.opened - (s.open_obligations + s.left_open) as u64
+    }
+
+    /// The engine, to read its state and counters.
+    pub fn engine(&self) -> &SimEngine {
+        &self.engine
+    }
+
+    /// Whether the recovery gave up (the client is closed).
+    pub fn is_dead(&self) -> bool {
+        self.dead
+    }
+
+    /// Whether a recovery runs.
+    pub fn is_recovering(&self) -> bool {
+        self.recovering.is_some()
+    }
+
+    /// Whether the host can start calls: connected, not recovering.
+    pub fn ready(&self) -> bool {
+        self.connected && self.recovering.is_none() && !self.dead
+    }
+
+    /// The world connected a new transport (connection `conn`): the
+    /// handshake goes out.
+    pub fn connected_to(&mut self, now: u64, conn: u32) {
+        self.conn = conn;
+        self.decoder = Some(FrameDecoder::with_buffer(vec![0; 1 << 16]));
+        self.call(now, Waiter::Connect, "connect", r#"{"token":null}"#);
+    }
+
+    /// What the host writes to the connection now: its own frames, each
+    /// after what the engine had queued before it (unless a recovery holds
+    /// the engine's frames).
+    pub fn take_output(&mut self) -> Vec<u8> {
+        self.flush_engine();
+        std::mem::take(&mut self.out)
+    }
+
+    fn flush_engine(&mut self) {
+        if self.recovering.is_some() || self.dead {
+            return;
+        }
+        let queued = self.engine.transmit();
+        if !queued.is_empty() {
+            self.out.extend_from_slice(queued);
+            let n = queued.len();
+            self.engine.transmitted(n);
+        }
+    }
+
+    /// Sends a request of the host's own; `false` when the pending table
+    /// is full (the call fails at once, as a host's would).
+    fn call(&mut self, now: u64, waiter: Waiter, method: &str, params: &str) -> bool {
+        let Ok(id) = self.engine.insert_request(waiter, now) else { return false };
+        let deadline = self.profile.config.request_timeout.map(|t| now + t);
+        self.requests.insert(id.0, (waiter, deadline));
+        self.flush_engine();
+        let body = format!(r#"{{"jsonrpc":"2.0","id":{},"method":"{method}","params":{params}}}"#, id.0);
+        self.out.extend(crate::wire::frame(&body));
+        true
+    }
+
+    /// When the host next has something to do on its own.
+    pub fn next_timer(&self) -> Option<u64> {
+        let jobs = self.obligations.iter().filter(|o| !o.settled).map(|o| o.due).min();
+        let recovery = self.recovering.as_ref().and_then(|r| r.until);
+        [self.engine.poll_timeout(), jobs, recovery].into_iter().flatten().min()
+    }
+
+    /// Does what is due at `now`: the handlers that finish, the engine's
+    /// deadlines, the recovery's wait.
+    pub fn on_time(&mut self, now: u64) {
+        self.run_jobs(now);
+        if self.engine.poll_timeout().is_some_and(|t| t <= now) {
+            let mut expired = Vec::new();
+            self.engine.handle_timeout(now, |id, w| expired.push((id, w)));
+            for (id, waiter) in expired {
+                self.seen.timeouts += 1;
+                self.request_failed(now, id, waiter);
+            }
+        }
+        if self.recovering.as_ref().and_then(|r| r.until).is_some_and(|t| t <= now) {
+            self.recovery_next(now, copilot_core::RecoveryReport::Next);
+        }
+    }
+
+    /// Opens a session: a create under an id of the client's, or one the
+    /// server assigns. A line for the trace.
+    pub fn create(&mut self, now: u64) -> Option<String> {
+        if !self.ready() {
+            return None;
+        }
+        let key = self.next_key;
+        let assigned = self.rng.chance(self.profile.server_assigned_percent);
+        let (handle, id) = if assigned {
+            (self.engine.reserve_unassigned(key).ok()?, None)
+        } else {
+            self.created += 1;
+            let id = format!("s-{}", self.created);
+            (self.engine.reserve(&id, key).ok()?, Some(id))
+        };
+        let params = match &id {
+            Some(id) => format!(r#"{{"sessionId":"{id}",{}}}"#, self.open_flags()),
+            None => format!("{{{}}}", self.open_flags()),
+        };
+        if !self.call(now, Waiter::Open { key, handle }, "session.create", &params) {
+            self.engine.release(handle);
+            self.drain_parked(now);
+            return None;
+        }
+        self.next_key += 1;
+        let rec = SessionRec {
+            handle,
+            cli_id: id.clone(),
+            state: RecState::Opening,
+            opened_at: now,
+            released_at: None,
+            delivered: Vec::new(),
+            held: None,
+            gaps: Vec::new(),
+            batches: Vec::new(),
+            abandoned: Vec::new(),
+        };
+        self.sessions.insert(key, rec);
+        Some(format!("host: create {} (key {key})", id.as_deref().unwrap_or("<server-assigned>")))
+    }
+
+    /// Joins session `id` of another client (a resume: the engine then
+    /// asks what is pending).
+    pub fn join(&mut self, now: u64, id: &str) -> Option<String> {
+        if !self.ready()
+            || self.sessions.values().any(|s| s.state != RecState::Released && s.cli_id.as_deref() == Some(id))
+        {
+            return None;
+        }
+        let key = self.next_key;
+        let (handle, old) = self.engine.reserve_resume(id, key).ok()?;
+        if old.is_some() {
+            self.failures.push(format!("reserve_resume({id}) took over a session the host did not have open"));
+        }
+        let params = format!(r#"{{"sessionId":"{id}",{}}}"#, self.open_flags());
+        if !self.call(now, Waiter::Open { key, handle }, "session.resume", &params) {
+            self.engine.release(handle);
+            return None;
+        }
+        self.next_key += 1;
+        let rec = SessionRec {
+            handle,
+            cli_id: Some(id.to_owned()),
+            state: RecState::Opening,
+            opened_at: now,
+            released_at: None,
+            delivered: Vec::new(),
+            held: None,
+            gaps: Vec::new(),
+            batches: Vec::new(),
+            abandoned: Vec::new(),
+        };
+        self.sessions.insert(key, rec);
+        Some(format!("host: join {id} (key {key})"))
+    }
+
+    /// What a create or resume announces: permission prompts, and
+    /// elicitations when the host has a handler for them.
+    fn open_flags(&self) -> String {
+        let elicits = self.profile.handlers.contains(&HandlerKind::Elicitation);
+        format!(r#""requestPermission":true,"requestElicitation":{elicits}"#)
+    }
+
+    /// An open session, chosen at random.
+    fn pick_open(&mut self) -> Option<u32> {
+        let open: Vec<u32> = self.sessions.iter().filter(|(_, s)| s.state == RecState::Open).map(|(k, _)| *k).collect();
+        (!open.is_empty()).then(|| open[self.rng.index(open.len())])
+    }
+
+    /// Destroys an open session.
+    pub fn destroy(&mut self, now: u64) -> Option<String> {
+        if !self.ready() {
+            return None;
+        }
+        let key = self.pick_open()?;
+        let rec = &self.sessions[&key];
+        let (handle, id) = (rec.handle, rec.cli_id.clone().unwrap_or_default());
+        let params = format!(r#"{{"sessionId":"{id}"}}"#);
+        if !self.call(now, Waiter::Destroy { key, handle }, "session.destroy", &params) {
+            return None;
+        }
+        if self.engine.close(handle).is_err() {
+            self.failures.push(format!("close() of open session {id} found a stale handle"));
+        }
+        self.sessions.get_mut(&key).expect("picked").state = RecState::Closing;
+        Some(format!("host: destroy {id}"))
+    }
+
+    /// Sends a prompt to an open session.
+    pub fn send(&mut self, now: u64) -> Option<String> {
+        if !self.ready() {
+            return None;
+        }
+        let key = self.pick_open()?;
+        let id = self.sessions[&key].cli_id.clone().unwrap_or_default();
+        let params = format!(r#"{{"sessionId":"{id}","prompt":"hi"}}"#);
+        self.call(now, Waiter::Send { key }, "session.send", &params).then(|| format!("host: send to {id}"))
+    }
+
+    /// Releases session `key` from the engine (after its destroy, or a
+    /// failed open), then routes what was parked for it.
+    fn release(&mut self, now: u64, key: u32) {
+        let Some(rec) = self.sessions.get_mut(&key) else { return };
+        if rec.state == RecState::Released {
+            return;
+        }
+        let handle = rec.handle;
+        if let Some(held) = rec.held.take() {
+            rec.delivered.extend(held.iter().map(|(n, _)| *n));
+            for (n, _) in held {
+                self.seen.fates.insert(n, Fate::Delivered(key));
+            }
+        }
+        let rec = self.sessions.get_mut(&key).expect("present");
+        rec.state = RecState::Released;
+        rec.released_at = Some(now);
+        self.engine.release(handle);
+        self.drain_parked(now);
+    }
+
+    /// A request ended without its response (its deadline passed, or the
+    /// connection was lost).
+    fn request_failed(&mut self, now: u64, id: RequestId, waiter: Waiter) {
+        self.requests.remove(&id.0);
+        match waiter {
+            Waiter::Open { key, .. } | Waiter::Destroy { key, .. } => self.release(now, key),
+            Waiter::Send { .. } => {}
+            Waiter::Connect | Waiter::Resume { .. } | Waiter::ReadLog { .. } => {
+                if self.recovering.is_some() {
+                    self.attempt_failed(now);
+                } else if waiter == Waiter::Connect {
+                    self.failures.push("the first handshake failed".into());
+                }
+            }
+        }
+    }
+
+    /// The world cut the connection (the CLI's process died with it).
+    pub fn connection_lost(&mut self, now: u64) {
+        self.seen.drops += 1;
+        self.disconnect = false;
+        self.connected = false;
+        self.lost_at = Some(now);
+        self.out.clear();
+        self.decoder = Some(FrameDecoder::with_buffer(vec![0; 1 << 16]));
+        let mut failed = Vec::new();
+        self.seen.losses.push(now);
+        self.engine.connection_lost(|id, w| failed.push((id, w)));
+        for ob in &mut self.obligations {
+            if !ob.event_row {
+                ob.forgotten = true;
+            }
+        }
+        let recovering = self.recovering.is_some();
+        if !recovering && !self.dead {
+            self.recovering = Some(Recovering::new(now));
+        }
+        for (id, waiter) in failed {
+            self.requests.remove(&id.0);
+            match waiter {
+                Waiter::Open { key, .. } | Waiter::Destroy { key, .. } => self.release(now, key),
+                _ => {}
+            }
+        }
+        self.release_held(now, None);
+        if recovering {
+            self.recovery_next(now, copilot_core::RecoveryReport::Failed);
+        } else if !self.dead {
+            self.recovery_next(now, copilot_core::RecoveryReport::Next);
+        }
+    }
+
+    /// Whether the host asks the world to cut the connection (a recovery
+    /// attempt failed on it); asking clears it.
+    pub fn take_disconnect(&mut self) -> bool {
+        std::mem::take(&mut self.disconnect)
+    }
+
+    /// Routes the frames parked for sessions that changed, as the engine
+    /// asks after `assign`, `complete_open` and `release`.
+    fn drain_parked(&mut self, now: u64) {
+        loop {
+            let Some(out) = self.engine.poll_parked(now) else { return };
+            let digest = outputs::Digest::of(out, false, self.conn);
+            self.act_on(now, digest);
+        }
+    }
+
+    /// A seed's draw for a handler's outcome.
+    fn rng(&mut self) -> &mut Rng {
+        &mut self.rng
+    }
+}
