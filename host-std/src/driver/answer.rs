@@ -7,29 +7,29 @@ use std::time::Duration;
 use copilot_core::ObligationId;
 use copilot_core::{AnswerError, Cause, Shaped};
 
-use super::connection::Replier;
-use super::connection::{lock, Connection};
+use super::connection::{Connection, Replier};
+use super::state::Outcome;
 
 impl Replier {
     /// Passes on the handler's answer (JSON text, which the engine reads;
     /// `null` leaves the answer's key out).
     pub(crate) fn answer(&self, payload: &[u8]) {
-        self.conn.with_engine(|e, _| report(e.answer(self.id, payload)))
+        report(self.settle(Outcome::Answer(payload)))
     }
 
     /// Passes on an answer the core shaped, with `siblings` (an object's
     /// members) beside it: sent as it is, not read again.
     pub(crate) fn answer_shaped(&self, payload: &Shaped, siblings: Option<&Shaped>) {
-        self.conn.with_engine(|e, _| report(e.answer_shaped(self.id, payload, siblings)))
+        report(self.settle(Outcome::Shaped(payload, siblings)))
     }
 
     /// Nothing goes: the handler left the wait to another client of the
     /// session (a wait only this client can answer gets its refusal).
     pub(crate) fn decline(&self) {
-        self.conn.with_engine(|e, _| match e.decline(self.id) {
+        match self.settle(Outcome::Decline) {
             Ok(()) | Err(AnswerError::Stale) => {}
             Err(e) => log::warn!("{e}"),
-        });
+        }
     }
 
     /// The handler failed with the text `detail`: the engine's failure
@@ -41,16 +41,16 @@ impl Replier {
     /// [`fail`](Self::fail) with the machine code the handler named (a
     /// canvas handler's error; empty: the core's).
     pub(crate) fn fail_coded(&self, code: &str, detail: &str) {
-        self.conn.with_engine(|e, _| {
-            let _ = e.fail_coded(self.id, code, detail);
-        });
+        let _ = self.settle(Outcome::Fail { code, detail });
     }
 
     /// The engine's refusal goes in place of an answer.
     pub(crate) fn refuse(&self, cause: Cause) {
-        self.conn.with_engine(|e, _| {
-            let _ = e.refuse(self.id, cause);
-        });
+        let _ = self.settle(Outcome::Refuse(cause));
+    }
+
+    fn settle(&self, outcome: Outcome<'_>) -> Result<(), AnswerError> {
+        self.conn.with_state(|s, _| s.settle(self.id, outcome))
     }
 
     /// Runs `f` (the user's handler) with this wait as the one the thread
@@ -96,7 +96,7 @@ impl Answering {
     /// not refused the wait: its deadline, or its session or connection
     /// ended).
     pub(crate) fn is_open(&self) -> bool {
-        self.conn.upgrade().is_some_and(|c| lock(&c.engine).is_open(self.id))
+        self.conn.upgrade().is_some_and(|c| c.read_state(|s| s.is_open(self.id)))
     }
 }
 

@@ -16,6 +16,7 @@ use serde::Serialize;
 use super::completion::Completion;
 use super::connection::{lock, Connection, Marked, Reply, ReplyTx, Waiter, WakerSlot, MAX_PENDING};
 use super::outbox::PushError;
+use super::state::CallRefused;
 use crate::error::{Error, Result};
 
 /// Already-serialized JSON from serde_json, handed to the core's encoder.
@@ -81,12 +82,12 @@ impl Connection {
     /// if too many bytes already wait, leaves it there and wakes `cx` when
     /// room is made: a caller awaits room instead of blocking a thread.
     fn poll_send_frame(&self, frame: &mut Option<Vec<u8>>, cx: &mut Context<'_>) -> Poll<Result<()>> {
-        if self.is_closed() {
-            return Poll::Ready(Err(self.disconnected()));
-        }
-        self.outbox()
-            .poll_push(frame, cx)
-            .map(|pushed| pushed.map_err(|PushError::Closed(why)| Error::Disconnected(why)))
+        let outbox = {
+            let locked = lock(&self.locked);
+            (!locked.state.is_closed()).then(|| Arc::clone(&locked.outbox))
+        };
+        let Some(outbox) = outbox else { return Poll::Ready(Err(self.disconnected())) };
+        outbox.poll_push(frame, cx).map(|pushed| pushed.map_err(|PushError::Closed(why)| Error::Disconnected(why)))
     }
 
     /// Inserts `waiter` with the engine's `deadline` and encodes the request.
@@ -100,27 +101,23 @@ impl Connection {
         let params = match serde_json::to_vec(params) {
             Ok(p) => p,
             Err(e) => {
-                self.give_up(waiter);
+                // Never started: an open gives its slot back.
+                if let Waiter::Open { handle, .. } = waiter {
+                    self.release(handle);
+                }
                 return Err(Error::Protocol(format!("cannot serialize params: {e}")));
             }
         };
         let at = self.at(deadline);
-        let inserted = self.with_engine(|e, _| e.router().pending().insert_with_deadline(waiter, Some(at)));
-        let id = match inserted {
+        let id = match self.with_state(|s, now| s.start_call(waiter, at, now)) {
             Ok(id) => id,
-            Err(full) => {
-                self.give_up(full.0);
+            Err(CallRefused::Full) => {
                 return Err(Error::Capacity(format!("more than {MAX_PENDING} requests in flight")));
             }
+            Err(CallRefused::Closed) => return Err(self.disconnected()),
         };
         // Its answer must be read, over a full backlog too.
         self.backlog.nudge();
-        // The reader sets `closed` before it fails every pending request, so
-        // either that drain sees this request or this check sees `closed`.
-        if self.is_closed() {
-            self.forget(id);
-            return Err(self.disconnected());
-        }
         let frame = match encode(
             &Outgoing::Request { id, method, params: Some(&Json(&params)) },
             params.len() + method.len(),
@@ -135,21 +132,11 @@ impl Connection {
         Ok((id, frame))
     }
 
-    /// A waiter whose request was never sent: an open gives its slot back.
-    fn give_up(&self, waiter: Waiter) {
-        if let Waiter::Open { handle, .. } = waiter {
-            self.release(handle);
-        }
-    }
-
     /// Drops a request's waiter (a failed send, or a call dropped before
     /// its answer: a late answer is then counted as unmatched). An open
     /// also gives its reserved slot back.
     pub(crate) fn forget(&self, id: RequestId) {
-        let waiter = self.with_engine(|e, _| e.router().pending().take(id.0));
-        if let Some(w) = waiter {
-            self.give_up(w);
-        }
+        self.with_state(|s, now| s.forget(id, now));
     }
 
     /// Waits until `deadline` for `ready`; the connection's timer thread

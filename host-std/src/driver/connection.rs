@@ -1,7 +1,9 @@
-//! One connection to a Copilot CLI: the engine under its lock, its clock,
-//! the sessions' table and the end of the connection. The reader
-//! (`reader.rs`), the request path (`calls.rs`), the timer (`timer.rs`) and
-//! the writer (`outbox.rs`) are its other parts.
+//! One connection to a Copilot CLI: the threaded shell around the
+//! driver's state (`state/`), which makes every decision under the one
+//! lock; the threads only move bytes, run handlers and act on what the
+//! state returns once the lock is released. The reader (`reader.rs`), the
+//! request path (`calls.rs`), the timer (`timer.rs`) and the writer
+//! (`outbox.rs`) are its other parts.
 //!
 //! It knows no user type: it delivers through [`SessionSink`], hands each
 //! wait of the agent on as a [`Job`], and a client-wide request's wait to
@@ -9,32 +11,24 @@
 
 use std::future::poll_fn;
 use std::io::{Read, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
+#[cfg(test)]
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use copilot_core::{
-    Engine, EngineConfig, EngineStats, GrowingBuffer, HandlerKind, ObligationId, Output, ReserveErrorKind,
-    SessionHandle, SessionState, Stats,
-};
+use copilot_core::{EngineConfig, EngineStats, HandlerKind, ObligationId, ReserveErrorKind, SessionHandle, Stats};
 
 use super::outbox::Outbox;
+use super::state::DriverState;
+pub(crate) use super::state::MAX_PENDING;
 pub(crate) use super::waiter::{Marked, Reply, ReplyTx, WakerSlot};
-
-/// Who waits for a response, as this driver's engine keeps it.
-pub(crate) type Waiter = super::waiter::Waiter<Target>;
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::transport::{CauseProbe, CloseCause};
 use crate::wait::block_on_until;
 
-// The engine's capacities are the core's limits (`copilot_core::limits`),
-// shared with every host. The parking storage of `MAX_PARKED_BYTES` is
-// reserved, but touched only as frames are parked.
-pub(crate) use copilot_core::limits::{MAX_OBLIGATIONS, MAX_PENDING_REQUESTS as MAX_PENDING, MAX_SESSIONS};
-use copilot_core::limits::{MAX_PARKED_BYTES, MAX_PARKED_FRAMES};
 /// Threads delivering sessions' events.
 const DISPATCHERS: usize = 4;
 
@@ -66,7 +60,7 @@ pub(crate) trait SessionSink: Send + Sync {
     fn push_event(&self, event: &[u8], event_type: copilot_core::JsonStr<'_>);
     /// Delivers what [`push_event`](Self::push_event) queued, or has it
     /// delivered; never blocks. The reader calls it once per read, after
-    /// releasing the engine's lock.
+    /// releasing the connection's lock.
     fn flush(&self);
     /// Runs the user's handler for `job` (on the handler pool), which then
     /// answers through `job.reply`; never blocks.
@@ -98,9 +92,11 @@ pub(crate) type Target = Arc<dyn SessionSink>;
 /// Dropped when the connection ends, which ends its stream.
 pub(crate) type LifecycleSink = Box<dyn FnMut(&[u8]) -> bool + Send>;
 
-/// The engine: parking in a reserved `Vec`, and a transmit store that
-/// grows, so it always has room for what the engine decides to send.
-pub(crate) type HostEngine = Engine<Target, Waiter, Vec<u8>, GrowingBuffer, MAX_SESSIONS, MAX_PENDING, MAX_OBLIGATIONS>;
+/// Who waits for a response, as this driver's engine keeps it.
+pub(crate) type Waiter = super::waiter::Waiter<Target>;
+
+/// The driver's state as this connection keeps it.
+pub(crate) type State = DriverState<Target>;
 
 /// One wait of the agent to answer: the engine's obligation, the data the
 /// handler reads, and the way back.
@@ -125,17 +121,8 @@ pub(crate) struct Replier {
 
 /// Answers the wait of a client-wide server request (one without a
 /// session): the layer above runs the client's handlers for it. Called on
-/// the handler pool, never under the engine's lock.
+/// the handler pool, never under the connection's lock.
 pub(crate) type ClientWide = Arc<dyn Fn(Job) + Send + Sync>;
-
-/// Wakes the timer thread when a deadline earlier than the one it sleeps
-/// towards appears.
-#[derive(Default)]
-pub(super) struct TimerState {
-    /// The deadline the timer sleeps towards (ms), if any.
-    pub(super) next: Option<u64>,
-    pub(super) stop: bool,
-}
 
 /// The engine's clock: milliseconds since the connection started. The
 /// system's, except in the driver's tests, which move it by hand.
@@ -172,47 +159,43 @@ impl Clock {
     }
 }
 
-/// A connection shared by the client, its sessions and the reader thread.
-pub(crate) struct Connection {
-    /// The protocol engine: every routing decision and every answer it
-    /// sends by itself. One lock; never held across user code.
-    pub(super) engine: Mutex<HostEngine>,
-    /// The engine's clock.
-    pub(super) clock: Clock,
-    pub(super) timer: Mutex<TimerState>,
-    pub(super) timer_wake: Condvar,
+/// What the connection's one lock guards: the driver's state, and the
+/// writer its frames are queued to before the lock is released (the
+/// outbox never takes this lock, and never blocks), so the wire's order
+/// is the state's: once the state shows a wait answered, its answer is
+/// queued ahead of any later frame.
+pub(super) struct Locked {
+    pub(super) state: State,
     /// The writer of the transport in use: replaced when the connection
     /// is recovered on a new one.
-    outbox: Mutex<Arc<Outbox>>,
-    pub(super) closed: AtomicBool,
-    /// Set while a lost connection is being recovered: the engine's frames
-    /// (answers given meanwhile) are held until the sessions are resumed.
-    pub(super) recovering: AtomicBool,
+    pub(super) outbox: Arc<Outbox>,
+    /// When the timer thread wakes next (ms), while it sleeps: a deadline
+    /// before it wakes the timer.
+    pub(super) timer_sleeps_until: Option<u64>,
+}
+
+/// A connection shared by the client, its sessions and the reader thread.
+pub(crate) struct Connection {
+    /// The driver's state: every decision of the connection, the engine's
+    /// included. Held only while one of its methods runs; never across
+    /// user code, a wait or blocking I/O.
+    pub(super) locked: Mutex<Locked>,
+    /// The timer thread sleeps on it (with `locked`).
+    pub(super) timer_wake: Condvar,
+    /// The state's clock.
+    pub(super) clock: Clock,
     /// Starts the CLI again (or reconnects) when the connection is lost;
     /// `None`: a lost connection ends the client.
     pub(super) restart: Mutex<Option<Arc<dyn super::restart::Restart<Connection>>>>,
     /// Receivers of the recovery's steps.
     pub(super) recovery_sinks: Mutex<Vec<super::restart::RecoverySink>>,
-    /// Which transport is in use: 0 the first, then one more for each a
-    /// recovery started. A reader of an older one ends without a word.
-    pub(super) transport: std::sync::atomic::AtomicU64,
     /// The reader a recovery started, for the client to join.
     pub(super) reader_thread: Mutex<Option<thread::JoinHandle<()>>>,
-    /// How each open session is opened again after a recovery.
-    pub(super) reopens: Mutex<Vec<(SessionHandle, super::restart::Reopen)>>,
-    pub(super) close_cause: Mutex<Option<CloseCause>>,
-    /// Woken when the connection ends.
-    closed_wakers: Mutex<Vec<Waker>>,
-    /// Set before this client ends the connection on purpose, so that the
-    /// end is reported as `Stopped` rather than as a fault.
-    pub(super) stopping: AtomicBool,
+    /// Asked why the transport in use ended.
     pub(super) probe: Mutex<Option<CauseProbe>>,
     pub(crate) deadlines: Deadlines,
-    /// Wakers of async waits that have a deadline of their own (how long a
-    /// caller waits for a turn to end: not a protocol decision), woken by
-    /// the timer thread when it passes. One entry per such wait, removed
-    /// when due.
-    pub(super) wake_at: Mutex<Vec<(Instant, WakerSlot)>>,
+    /// Receivers of `session.lifecycle` params (the layer above's code:
+    /// called by the reader with the state's lock released).
     pub(super) lifecycle: Mutex<Vec<LifecycleSink>>,
     /// Delivers sessions' events (a fixed set of threads).
     pub(crate) dispatchers: Arc<Pool>,
@@ -267,29 +250,15 @@ impl Connection {
         let config = EngineConfig::new()
             .handler_timeout(Some(ms(deadlines.handler)))
             .request_timeout(Some(ms(deadlines.request)))
-            .park_frames(MAX_PARKED_FRAMES)
             .stall_interval(deadlines.stall.map(ms));
-        // Its tables are written in place on the heap (the core's `alloc`
-        // feature): no stack of their size is needed, or touched.
-        let engine = HostEngine::new(vec![0; MAX_PARKED_BYTES], GrowingBuffer::new(0), config);
         let outbox = Outbox::start(&label, writer)?;
         let conn = Arc::new(Connection {
-            engine: Mutex::new(engine),
-            clock,
-            wake_at: Mutex::default(),
-            timer: Mutex::default(),
+            locked: Mutex::new(Locked { state: State::new(config), outbox, timer_sleeps_until: None }),
             timer_wake: Condvar::new(),
-            outbox: Mutex::new(outbox),
-            closed: AtomicBool::new(false),
-            recovering: AtomicBool::new(false),
+            clock,
             restart: Mutex::new(None),
             recovery_sinks: Mutex::default(),
-            reopens: Mutex::default(),
             reader_thread: Mutex::default(),
-            transport: std::sync::atomic::AtomicU64::new(0),
-            close_cause: Mutex::new(None),
-            closed_wakers: Mutex::default(),
-            stopping: AtomicBool::new(false),
             probe: Mutex::new(probe),
             deadlines,
             lifecycle: Mutex::new(Vec::new()),
@@ -311,90 +280,73 @@ impl Connection {
         Ok((conn, handle))
     }
 
-    /// Milliseconds on the engine's clock.
+    /// Milliseconds on the state's clock.
     pub(super) fn now(&self) -> u64 {
         self.clock.now()
     }
 
-    /// `at` on the engine's clock (rounded up).
+    /// `at` on the state's clock (rounded up).
     pub(super) fn at(&self, at: Instant) -> u64 {
         let d = at.saturating_duration_since(self.clock.epoch);
         ms(d) + u64::from(!d.subsec_nanos().is_multiple_of(1_000_000))
     }
 
-    /// Runs `f` on the engine under its lock, with the time; then the
-    /// frames the engine decided to send are pulled to the transport, and
-    /// the timer learns of new deadlines.
-    pub(crate) fn with_engine<R>(&self, f: impl FnOnce(&mut HostEngine, u64) -> R) -> R {
-        let (r, next) = {
-            let mut engine = lock(&self.engine);
-            let now = self.now();
-            let r = f(&mut engine, now);
-            self.send_engine_frames(&mut engine);
-            (r, engine.poll_timeout())
-        };
-        self.kick_timer(next);
+    /// Runs `f` on the state under the lock, with the time; then, before
+    /// the lock is released, the frames it decided on are queued to the
+    /// writer, and the timer is woken if it now has work sooner. Whatever
+    /// `f` returns is acted on by the caller, with the lock released.
+    pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut State, u64) -> R) -> R {
+        let mut locked = lock(&self.locked);
+        let now = self.now();
+        let r = f(&mut locked.state, now);
+        let wake_timer = self.settle(&mut locked);
+        drop(locked);
+        if wake_timer {
+            self.timer_wake.notify_one();
+        }
         r
     }
 
-    /// Pulls the frames the engine decided on (its transmit store) into the
-    /// outbox, which takes them whatever it holds: an answer is never
-    /// dropped (its size is bounded by what was read). Called under the
-    /// engine's lock (the outbox never takes it), so the wire's order is
-    /// the engine's: once the engine shows a wait answered
-    /// (`open_obligations`), its answer is queued ahead of any later frame.
-    pub(super) fn send_engine_frames(&self, engine: &mut HostEngine) {
-        let wire = engine.transmit();
-        // While recovering, held until the sessions are resumed.
-        if wire.is_empty() || self.recovering.load(Ordering::SeqCst) {
-            return;
+    /// Reads the state under the lock (no input: nothing to settle).
+    pub(crate) fn read_state<R>(&self, f: impl FnOnce(&State) -> R) -> R {
+        f(&lock(&self.locked).state)
+    }
+
+    /// Queues the frames the state decided on to the writer, which takes
+    /// them whatever it holds: an answer is never dropped (its size is
+    /// bounded by what was read). Whether the timer must wake sooner.
+    pub(super) fn settle(&self, locked: &mut Locked) -> bool {
+        if let Some(wire) = locked.state.poll_transmit() {
+            if locked.outbox.push_always(wire).is_err() {
+                log::debug!("{}: the connection is closed; the engine's frames are not sent", self.label);
+            }
         }
-        if self.outbox().push_always(wire.to_vec()).is_err() {
-            log::debug!("{}: the connection is closed; the engine's frames are not sent", self.label);
-        }
-        engine.transmitted(usize::MAX);
+        let next = locked.state.poll_timeout();
+        next.is_some_and(|n| locked.timer_sleeps_until.is_some_and(|t| n < t))
     }
 
     /// The writer of the transport in use.
     pub(super) fn outbox(&self) -> Arc<Outbox> {
-        Arc::clone(&lock(&self.outbox))
-    }
-
-    /// Writes through `outbox` from now on (a recovered connection's).
-    pub(super) fn set_outbox(&self, outbox: Arc<Outbox>) {
-        let old = std::mem::replace(&mut *lock(&self.outbox), outbox);
-        old.close();
+        Arc::clone(&lock(&self.locked).outbox)
     }
 
     /// Whether the connection has ended.
     pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
+        self.read_state(State::is_closed)
     }
 
     /// Why the connection ended, once it has.
     pub(crate) fn close_cause(&self) -> Option<CloseCause> {
-        lock(&self.close_cause).clone()
+        self.read_state(|s| s.close_cause().cloned())
     }
 
     /// Ready with the cause once the connection has ended; else `cx`'s
     /// waker is woken at the end.
     pub(crate) fn poll_closed(&self, cx: &mut Context<'_>) -> Poll<CloseCause> {
-        let mut wakers = lock(&self.closed_wakers);
-        // Read under the wakers' lock: the end sets the cause before it
-        // takes the wakers, so a waker left here is woken.
-        if let Some(cause) = self.close_cause() {
-            return Poll::Ready(cause);
+        match lock(&self.locked).state.poll_closed(cx.waker()) {
+            Some(cause) => Poll::Ready(cause),
+            None => Poll::Pending,
         }
-        if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
-            wakers.push(cx.waker().clone());
-        }
-        Poll::Pending
-    }
-
-    /// Wakes every wait for the end (the cause is set).
-    pub(super) fn wake_closed(&self) {
-        let wakers = std::mem::take(&mut *lock(&self.closed_wakers));
-        wakers.into_iter().for_each(Waker::wake);
     }
 
     /// Waits until the connection has ended, or `deadline`.
@@ -404,8 +356,13 @@ impl Connection {
 
     /// From now on, the end of the connection is this client's doing.
     pub(crate) fn mark_stopping(&self) {
-        self.stopping.store(true, Ordering::SeqCst);
+        lock(&self.locked).state.mark_stopping();
         self.backlog.nudge();
+    }
+
+    /// Whether this client is ending the connection.
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.read_state(State::is_stopping)
     }
 
     pub(super) fn disconnected(&self) -> Error {
@@ -414,30 +371,24 @@ impl Connection {
 
     /// The router's counters.
     pub(crate) fn stats(&self) -> Stats {
-        lock(&self.engine).router().stats()
+        self.read_state(|s| s.engine().router().stats())
     }
 
     /// The engine's counters, with the open obligations and their age.
     pub(crate) fn engine_stats(&self) -> EngineStats {
         let now = self.now();
-        lock(&self.engine).stats(now)
+        self.read_state(|s| s.engine().stats(now))
     }
 
     /// Reserves a session before its create or resume is sent: `id` (a
     /// resume may take over a session open on this client: its old handle's
     /// streams end), or none when the server names it.
     pub(crate) fn reserve(&self, id: Option<&str>, resume: bool, target: Target) -> Result<SessionHandle> {
-        let (handle, old) = self
-            .with_engine(|e, _| match (id, resume) {
-                (None, _) => e.reserve_unassigned(target).map(|h| (h, None)),
-                (Some(id), false) => e.reserve(id, target).map(|h| (h, None)),
-                (Some(id), true) => e.reserve_resume(id, target),
-            })
-            .map_err(|e| match e.kind {
-                ReserveErrorKind::Full => Error::Capacity(format!("cannot open another session: {}", e.kind)),
-                kind => Error::Config(format!("session {id:?}: {kind}")),
-            })?;
-        if let Some((_, old)) = old {
+        let (handle, old) = self.with_state(|s, _| s.reserve(id, resume, target)).map_err(|e| match e.kind {
+            ReserveErrorKind::Full => Error::Capacity(format!("cannot open another session: {}", e.kind)),
+            kind => Error::Config(format!("session {id:?}: {kind}")),
+        })?;
+        if let Some(old) = old {
             old.close("the session was resumed by another handle of this client");
         }
         Ok(handle)
@@ -445,49 +396,29 @@ impl Connection {
 
     /// Marks a session closing (its destroy is in flight).
     pub(crate) fn close_session(&self, handle: SessionHandle) {
-        let _ = self.with_engine(|e, _| e.close(handle));
+        self.with_state(|s, _| s.close_session(handle));
     }
 
     /// Releases a session's slot: its open waits are refused, and frames
     /// parked for no session any more are dealt with.
     pub(crate) fn release(&self, handle: SessionHandle) {
-        self.with_engine(|e, now| {
-            e.release(handle);
-            drain_parked(e, now);
-        });
-        lock(&self.reopens).retain(|(h, _)| *h != handle);
+        self.with_state(|s, now| s.release(handle, now));
     }
 
     /// Every session in the table: handle, whether active, and target.
     pub(crate) fn sessions(&self) -> Vec<(SessionHandle, bool, Target)> {
-        let engine = lock(&self.engine);
-        engine.router().sessions().iter().map(|(h, s, t)| (h, s == SessionState::Active, t)).collect()
+        self.read_state(State::sessions)
     }
 
     /// Adds a receiver of every `session.lifecycle` notification from now
     /// on; it is dropped when the connection ends (at once if it has).
     pub(crate) fn subscribe_lifecycle_with(&self, sink: LifecycleSink) {
-        let mut subs = self.lifecycle.lock().unwrap_or_else(|p| p.into_inner());
-        // `shut_down` sets `closed` before it clears the list: either it
-        // clears this sink, or this check sees `closed`.
+        let mut subs = lock(&self.lifecycle);
+        // `shut_down` ends the state before it clears the list: either it
+        // clears this sink, or this check sees the end.
         if !self.is_closed() {
             subs.push(sink);
         }
-    }
-}
-
-/// Routes what a session change made routable, in order.
-pub(super) fn drain_parked(engine: &mut HostEngine, now: u64) {
-    drain_parked_with(engine, now, |o| log::debug!("a parked frame: {:?}", o.refused));
-}
-
-pub(super) fn drain_parked_with(
-    engine: &mut HostEngine,
-    now: u64,
-    mut deliver: impl FnMut(Output<'_, Target, Waiter>),
-) {
-    while let Some(out) = engine.poll_parked(now) {
-        deliver(out);
     }
 }
 

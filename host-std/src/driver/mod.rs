@@ -19,6 +19,7 @@ mod outbox;
 mod reader;
 mod recover;
 mod restart;
+mod state;
 mod timer;
 mod waiter;
 

@@ -3,14 +3,16 @@
 
 use std::io::{self, Read};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use copilot_core::{
     FrameDecoder, GrowingBuffer, HandlerKind, Listed, Output, Route, RpcError, SessionHandle, LIST_ID_PREFIX,
 };
 
-use super::connection::{drain_parked_with, lock, Connection, HostEngine, Job, Replier, ReplyTx, Target, Waiter};
+use super::connection::{lock, Connection, Job, Replier, ReplyTx, State, Target, Waiter};
+use super::state::StateEngine;
+
+type HostEngine = StateEngine<Target>;
 use crate::error::Error;
 use crate::pool::panic_text;
 use crate::transport::CloseCause;
@@ -31,6 +33,8 @@ struct Routed {
     /// open's caller finds what came with its answer (a capabilities
     /// change) in place.
     answered: Vec<(ReplyTx, crate::error::Result<Vec<u8>>)>,
+    /// `session.lifecycle` params, for the receivers (not under the lock).
+    lifecycle: Vec<Vec<u8>>,
 }
 
 /// The event type or method of an answer table row.
@@ -56,11 +60,11 @@ impl Connection {
             }
         };
         drop(reader);
-        if self.transport.load(Ordering::SeqCst) != transport {
+        if self.read_state(State::transport) != transport {
             log::debug!("{}: the reader of a replaced transport stops: {cause}", self.label);
             return;
         }
-        let cause = if self.stopping.load(Ordering::SeqCst) {
+        let cause = if self.is_stopping() {
             CloseCause::Stopped
         } else {
             match lock(&self.probe).take() {
@@ -71,7 +75,7 @@ impl Connection {
         log::debug!("{}: reader stops: {cause}", self.label);
         if cause == CloseCause::Stopped {
             self.shut_down(cause);
-        } else if self.recovering.load(Ordering::SeqCst) {
+        } else if self.read_state(State::is_recovering) {
             // A transport of the recovery failed: its supervisor sees its
             // calls fail, and tries again or gives up.
             self.lose_transport(&cause);
@@ -101,7 +105,8 @@ impl Connection {
             }
             // The lock is held while this read's frames are routed; what
             // is done under it never waits for a consumer or runs user code.
-            self.with_engine(|engine, now| {
+            self.with_state(|state, now| {
+                let engine = state.engine_mut();
                 while let Some(mut out) = engine.poll(&mut decoder, now) {
                     if let Some(listed) = out.listed.take() {
                         self.take_on_listed(engine, now, &listed);
@@ -116,6 +121,9 @@ impl Connection {
                     }
                 }
             });
+            for params in read.lifecycle.drain(..) {
+                self.deliver_lifecycle(&params);
+            }
             // The sessions that got events deliver them (one batch each),
             // then the answers of this read go to their calls, each of
             // which returns once the events before it are delivered.
@@ -167,10 +175,7 @@ impl Connection {
     /// Whether the reader must read on over a full backlog: a request
     /// waits for its answer, or the connection ends.
     fn reads_on(&self) -> bool {
-        self.stopping.load(Ordering::SeqCst)
-            || self.closed.load(Ordering::SeqCst)
-            || self.recovering.load(Ordering::SeqCst)
-            || self.with_engine(|e, _| !e.router().pending().is_empty())
+        self.read_state(State::reads_on)
     }
 
     /// Completes a create or resume in the engine; frames parked for it
@@ -211,7 +216,9 @@ impl Connection {
             (_, Err(e)) => Err(e),
             (Err(e), Ok(_)) => Err(Error::Protocol(format!("the session could not be opened: {e}"))),
         };
-        drain_parked_with(engine, now, |out| self.deliver(out, read));
+        while let Some(out) = engine.poll_parked(now) {
+            self.deliver(out, read);
+        }
         reply_value
     }
 
@@ -284,7 +291,7 @@ impl Connection {
                 }
                 (None, _) => log::debug!("{}: server request {method}: {refused:?}", self.label),
             },
-            Route::Lifecycle { params, .. } => self.deliver_lifecycle(params.as_bytes()),
+            Route::Lifecycle { params, .. } => read.lifecycle.push(params.as_bytes().to_vec()),
             Route::Response { waiter, result, request } => {
                 log::trace!("{}: <- response #{request}", self.label);
                 let reply = match result {
@@ -329,31 +336,25 @@ impl Connection {
     /// and the cause, every session's event stream ends.
     pub(super) fn shut_down(&self, cause: CloseCause) {
         let reason = cause.to_string();
-        *lock(&self.close_cause) = Some(cause);
-        self.closed.store(true, Ordering::SeqCst);
-        self.backlog.nudge();
-        self.outbox().fail(&reason);
-        let mut failed = Vec::new();
-        let targets: Vec<Target> = {
-            let mut engine = lock(&self.engine);
-            let forgotten = engine.disconnect(|_, w| failed.push(w));
-            if forgotten > 0 {
-                log::warn!("{}: {forgotten} waits of the agent were open when the connection ended", self.label);
-            }
-            engine.router().sessions().drain().map(|(_, t)| t).collect()
+        let ended = {
+            let mut locked = lock(&self.locked);
+            locked.outbox.fail(&reason);
+            locked.state.shut_down(cause)
         };
-        for w in failed {
+        // The timer ends, and a paused reader looks again.
+        self.timer_wake.notify_all();
+        self.backlog.nudge();
+        if ended.forgotten > 0 {
+            log::warn!("{}: {} waits of the agent were open when the connection ended", self.label, ended.forgotten);
+        }
+        for w in ended.failed {
             w.fail(Error::Disconnected(reason.clone()));
         }
-        for target in targets {
+        for target in ended.sessions {
             target.close(&reason);
         }
-        self.lifecycle.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        let mut t = lock(&self.timer);
-        t.stop = true;
-        drop(t);
-        self.timer_wake.notify_all();
-        self.wake_closed();
+        lock(&self.lifecycle).clear();
+        ended.woken.into_iter().for_each(std::task::Waker::wake);
     }
 }
 

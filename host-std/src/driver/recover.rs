@@ -10,7 +10,6 @@
 //! waits) go out once the sessions are resumed. Each step is told to the
 //! recovery's receivers.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -21,7 +20,7 @@ use copilot_core::{
 };
 use serde_json::value::RawValue;
 
-use super::connection::{lock, Connection, Target, Waiter};
+use super::connection::{lock, Connection, Target};
 use super::outbox::Outbox;
 use super::restart::{NewTransport, RecoveryEvent, RecoverySink, Reopen, Restart};
 use crate::error::{Error, Result};
@@ -44,19 +43,12 @@ impl Connection {
 
     /// Notes how session `handle` is opened again after a recovery.
     pub(crate) fn remember_reopen(&self, handle: SessionHandle, reopen: Reopen) {
-        let mut all = lock(&self.reopens);
-        all.retain(|(h, _)| *h != handle);
-        all.push((handle, reopen));
+        self.with_state(|s, _| s.remember_reopen(handle, reopen));
     }
 
     /// The reader a recovery started, if any, to join.
     pub(crate) fn take_reader_thread(&self) -> Option<thread::JoinHandle<()>> {
         lock(&self.reader_thread).take()
-    }
-
-    /// Whether this client is ending the connection.
-    pub(crate) fn is_stopping(&self) -> bool {
-        self.stopping.load(Ordering::SeqCst)
     }
 
     fn tell(&self, event: RecoveryEvent) {
@@ -77,26 +69,15 @@ impl Connection {
     pub(super) fn lose_transport(&self, cause: &CloseCause) {
         let reason = format!("{cause} (the connection is being recovered)");
         self.outbox().fail(&reason);
-        let mut failed = Vec::new();
-        let forgotten = {
-            let mut engine = lock(&self.engine);
-            // Under the engine's lock: an answer given from now on is
-            // held for the next connection, one given before went to this
-            // one and is forgotten with it, unless acknowledged.
-            self.recovering.store(true, Ordering::SeqCst);
-            engine.connection_lost(|_, w| failed.push(w))
-        };
-        if forgotten > 0 {
-            log::warn!("{}: {forgotten} requests of the CLI died with the connection", self.label);
+        // An answer given from now on is held for the next connection, one
+        // given before went to this one and is forgotten with it, unless
+        // acknowledged. An open's slot is given back.
+        let lost = self.with_state(|s, now| s.connection_lost(now));
+        if lost.forgotten > 0 {
+            log::warn!("{}: {} requests of the CLI died with the connection", self.label, lost.forgotten);
         }
-        for waiter in failed {
-            if let Waiter::Open { handle, .. } = &waiter {
-                let handle = *handle;
-                waiter.fail(Error::Disconnected(reason.clone()));
-                self.release(handle);
-            } else {
-                waiter.fail(Error::Disconnected(reason.clone()));
-            }
+        for waiter in lost.failed {
+            waiter.fail(Error::Disconnected(reason.clone()));
         }
     }
 
@@ -116,7 +97,7 @@ impl Connection {
         let mut run = Run { last: cause.to_string(), ..Run::default() };
         let mut report = RecoveryReport::Next;
         loop {
-            let step = recovery.step(&mut lock(&self.engine), self.now(), report);
+            let step = self.with_state(|s, now| recovery.step(s.engine_mut(), now, report));
             report = match step {
                 RecoveryStep::Wait { until } => {
                     if !self.pause_until(until) {
@@ -162,8 +143,7 @@ impl Connection {
                 }
                 RecoveryStep::Recovered { sessions, took_ms } => {
                     // The frames held meanwhile go out now, in the engine's order.
-                    self.recovering.store(false, Ordering::SeqCst);
-                    self.with_engine(|_, _| {});
+                    self.with_state(|s, _| s.recovered());
                     self.tell(RecoveryEvent::Recovered { sessions, took: Duration::from_millis(took_ms) });
                     return Ok(());
                 }
@@ -200,8 +180,7 @@ impl Connection {
     /// the resume is [`RecoveryReport::Refused`] (its message kept in
     /// `run` for its end); any other failure fails the attempt.
     fn resume_session(self: &Arc<Self>, handle: SessionHandle, run: &mut Run) -> Result<Report> {
-        let target = lock(&self.engine).router().sessions().get(handle);
-        let reopen = lock(&self.reopens).iter().find(|(h, _)| *h == handle).map(|(_, r)| r.clone());
+        let (target, reopen) = self.read_state(|s| (s.engine().router().sessions().get(handle), s.reopen_of(handle)));
         let (Some(target), Some(reopen)) = (target, reopen) else { return Ok(RecoveryReport::Skipped) };
         let mut params = reopen.params.clone();
         if let Some(p) = params.as_object_mut() {
@@ -258,8 +237,12 @@ impl Connection {
     /// One attempt: a new transport, its reader, then the handshake.
     fn attempt(self: &Arc<Self>, restart: &dyn Restart<Connection>) -> Result<()> {
         let NewTransport { reader, writer, probe } = restart.transport(&|| self.is_stopping())?;
-        let transport = self.transport.fetch_add(1, Ordering::SeqCst) + 1;
-        self.set_outbox(Outbox::start(&self.label, writer)?);
+        let outbox = Outbox::start(&self.label, writer)?;
+        let (transport, old) = {
+            let mut locked = lock(&self.locked);
+            (locked.state.new_transport(), std::mem::replace(&mut locked.outbox, outbox))
+        };
+        old.close();
         *lock(&self.probe) = probe;
         let pump = Arc::clone(self);
         let reader = thread::Builder::new()

@@ -1,13 +1,13 @@
-//! The timer: one thread per connection sleeps until the engine's next
-//! deadline (or an async wait's own), then the engine acts on what is due.
+//! The timer: one thread per connection sleeps until the state's next
+//! deadline (the engine's, or an async wait's own), then hands the state
+//! the time and acts on what it decided.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::connection::WakerSlot;
-use super::connection::{drain_parked_with, lock, Connection, Target, Waiter};
+use super::connection::{lock, Connection};
 use crate::error::Error;
-use copilot_core::Output;
 
 /// How often an idle timer looks whether its connection is gone.
 const IDLE_TIMER: Duration = Duration::from_secs(1);
@@ -27,98 +27,48 @@ impl Connection {
     /// Wakes the waker in `slot` once `at` has passed (the timer thread
     /// does it); the async waits with a deadline of their own use it.
     pub(crate) fn wake_at(&self, at: Instant, slot: WakerSlot) {
-        lock(&self.wake_at).push((at, slot));
-        self.kick_timer(Some(self.at(at)));
-    }
-
-    /// Wakes the async waits whose deadline has passed; the earliest left.
-    fn wake_due(&self) -> Option<u64> {
-        let now = Instant::now();
-        let mut due = Vec::new();
-        let next = {
-            let mut list = lock(&self.wake_at);
-            list.retain(|(at, slot)| {
-                let keep = *at > now;
-                if !keep {
-                    due.push(Arc::clone(slot));
-                }
-                keep
-            });
-            list.iter().map(|(at, _)| *at).min()
-        };
-        for slot in due {
-            if let Some(w) = lock(&slot).take() {
-                w.wake();
-            }
-        }
-        next.map(|at| self.at(at))
-    }
-
-    pub(super) fn kick_timer(&self, next: Option<u64>) {
-        let Some(next) = next else { return };
-        let mut t = lock(&self.timer);
-        if t.next.is_none_or(|n| next < n) {
-            t.next = Some(next);
-            drop(t);
-            self.timer_wake.notify_one();
-        }
+        let at = self.at(at);
+        self.with_state(|s, _| s.wake_at(at, slot));
     }
 
     /// Acts on the deadlines due: the engine refuses expired waits of the
-    /// agent, and the callers of expired requests get `Timeout`.
+    /// agent, the callers of expired requests get `Timeout`, and the async
+    /// waits due are woken. When the state has work next.
     pub(super) fn on_timer(&self) -> Option<u64> {
-        let mut expired = Vec::new();
-        let next = {
-            let mut engine = lock(&self.engine);
-            let now = self.now();
-            engine.handle_timeout(now, |_, w| expired.push(w));
-            for w in &expired {
-                if let Waiter::Open { handle, .. } = w {
-                    engine.release(*handle);
-                }
-            }
-            if expired.iter().any(|w| matches!(w, Waiter::Open { .. })) {
-                drain_parked_with(&mut engine, now, |o| log_parked(&self.label, &o));
-            }
-            self.send_engine_frames(&mut engine);
-            engine.poll_timeout()
-        };
-        for w in expired {
+        let expired = self.with_state(|s, now| s.handle_timeout(now));
+        for w in expired.failed {
             w.fail(Error::Timeout { what: String::new(), after: Duration::ZERO });
         }
-        match (next, self.wake_due()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        for slot in expired.woken {
+            let waker = lock(&slot).take();
+            if let Some(w) = waker {
+                w.wake();
+            }
         }
+        self.read_state(|s| s.poll_timeout())
     }
 }
 
-fn log_parked(label: &str, out: &Output<'_, Target, Waiter>) {
-    log::debug!("{label}: a parked frame after a failed open: {:?}", out.refused);
-}
-
-/// The timer thread: sleeps until the engine's next deadline.
+/// The timer thread: sleeps until the state's next deadline.
 fn timer_loop(conn: &std::sync::Weak<Connection>) {
     loop {
         let Some(c) = conn.upgrade() else { return };
-        // Deadlines added while the engine is asked are kicked in meanwhile.
-        lock(&c.timer).next = None;
-        let next = c.on_timer();
-        let mut t = lock(&c.timer);
-        t.next = match (t.next, next) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        if t.stop || Arc::strong_count(&c) == 1 {
+        let _ = c.on_timer();
+        let mut locked = lock(&c.locked);
+        if locked.state.is_closed() || Arc::strong_count(&c) == 1 {
             return;
         }
+        // Read under the lock the wait starts under: a deadline added
+        // from now on sees when the timer wakes, and wakes it sooner.
         let now = c.now();
-        let wait = match t.next {
+        let wait = match locked.state.poll_timeout() {
             Some(n) if n <= now => continue,
             // Nothing due: wake now and then to notice a connection dropped by all.
             Some(n) => Duration::from_millis(n - now).min(IDLE_TIMER),
             None => IDLE_TIMER,
         };
-        drop(c.timer_wake.wait_timeout(t, wait).unwrap_or_else(|p| p.into_inner()));
+        locked.timer_sleeps_until = Some(now + u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+        let (mut locked, _) = c.timer_wake.wait_timeout(locked, wait).unwrap_or_else(|p| p.into_inner());
+        locked.timer_sleeps_until = None;
     }
 }
