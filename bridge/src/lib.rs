@@ -18,7 +18,10 @@
 //! process for a page that may never come back; the resumed CLI lists the
 //! waits still pending, which the page's engine answers once. A socket
 //! silent for [`BridgeConfig::keepalive`] is pinged, and dropped with its
-//! CLI when it does not answer within as long again.
+//! CLI when it does not answer within as long again; one that stops
+//! reading is dropped when a write to it makes no progress for that whole
+//! time (twice the keepalive), and the keepalive and a close go on while
+//! the write waits.
 //!
 //! Since whatever opens the socket drives an agent that runs shell commands,
 //! only the page the bridge was started for gets in:
@@ -54,6 +57,7 @@ use subtle::ConstantTimeEq;
 pub mod command_line;
 mod files;
 mod http;
+mod outbox;
 mod socket;
 
 use http::{refuse, respond, Head};
@@ -117,7 +121,8 @@ pub struct BridgeConfig {
     /// after as long again without an answer, it drops the socket (and its
     /// CLI): a peer gone without a word (a network that went away) costs no
     /// process for longer, and a page that reconnects finds no other CLI on
-    /// its sessions.
+    /// its sessions. A write to the socket that makes no progress for
+    /// twice this long (a page that stopped reading) drops it too.
     pub keepalive: Duration,
 }
 

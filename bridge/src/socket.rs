@@ -1,6 +1,13 @@
 //! The WebSocket endpoint: the handshake's checks (token, origin, the
 //! connection bound), then the pipe between the socket and a CLI of the
 //! connection's own (spawned) or a CLI server (TCP).
+//!
+//! A connection's thread reads the socket and writes the CLI; the CLI's
+//! output goes through the connection's [`Outbox`] to a thread that alone
+//! writes the socket, with a write timeout. So a page that stops reading
+//! blocks that thread only: the keepalive still pings and drops it, a
+//! close still ends it, and the write's deadline ends it when it sends
+//! but never reads. Whatever ends a connection ends its CLI.
 
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Read, Write};
@@ -8,8 +15,9 @@ use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ChildStdin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::{self, JoinHandle};
+use std::time::Duration;
 
 use copilot_host::launch::{CliProcess, Launch, AUTH_TOKEN_ENV};
 use tungstenite::protocol::frame::coding::CloseCode;
@@ -17,6 +25,7 @@ use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tungstenite::{Message, WebSocket};
 
 use crate::http::{refuse, Head};
+use crate::outbox::{write_out, Outbox};
 use crate::{origin_allowed, same_secret, Shared, HEAD_TIMEOUT, TOKEN_PROTOCOL_PREFIX};
 
 /// Bytes read from the CLI per WebSocket message, at most.
@@ -72,38 +81,56 @@ pub(crate) fn websocket(
         )
         .as_bytes(),
     )?;
-    // Silence is answered with a ping (`pipe`).
+    // Silence is answered with a ping (`pipe`); a write that cannot go on
+    // gets as long as a silent page gets to answer one.
     stream.set_read_timeout(Some(shared.keepalive))?;
+    stream.set_write_timeout(Some(write_deadline(shared.keepalive)))?;
     stream.set_nodelay(true)?;
     let number = shared.connection_number.fetch_add(1, Ordering::SeqCst) + 1;
     log::info!("connection {number} from {peer} accepted");
     pipe(stream, shared, number, rest)
 }
 
-/// The byte stream of one side of a WebSocket: reads from its own clone of
-/// the socket, writes through the lock both sides share, one whole buffer
-/// (whole frames) at a time, so frames of the two sides never interleave.
-struct Side {
-    read: TcpStream,
-    write: Arc<Mutex<TcpStream>>,
+/// How long a write to a page's socket may go without progress before the
+/// page counts as gone: the keepalive and as long again, what a silent
+/// page gets to answer a ping.
+fn write_deadline(keepalive: Duration) -> Duration {
+    keepalive.saturating_mul(2)
 }
 
-impl Read for Side {
+/// The reading side of a WebSocket. What tungstenite would write on it
+/// (its automatic pongs and close replies) is dropped: the reader answers
+/// through the [`Outbox`], so the socket has one writer, which no read
+/// ever waits for.
+struct ReadSide(TcpStream);
+
+impl Read for ReadSide {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.read.read(buf)
+        self.0.read(buf)
     }
 }
 
-impl Write for Side {
+impl Write for ReadSide {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let mut s = self.write.lock().unwrap_or_else(|p| p.into_inner());
-        s.write_all(buf)?;
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.write.lock().unwrap_or_else(|p| p.into_inner()).flush()
+        Ok(())
     }
+}
+
+/// How a connection ends, as its reader saw it.
+enum Ending {
+    /// The socket failed or went silent, or the CLI stopped reading: no
+    /// close frame.
+    Dropped,
+    /// With this close frame (the answer to the page's, or the bridge's
+    /// reason).
+    Close(Option<CloseFrame>),
+    /// With this close frame, after which what the page still sends (the
+    /// rest of a refused message) is read and dropped.
+    Refuse(Option<CloseFrame>),
 }
 
 /// Where a connection's bytes go.
@@ -143,23 +170,27 @@ fn pipe(stream: TcpStream, shared: &Shared, number: usize, rest: Vec<u8>) -> io:
     let config = WebSocketConfig::default()
         .max_message_size(Some(shared.max_message_bytes))
         .max_frame_size(Some(shared.max_message_bytes));
-    let write = Arc::new(Mutex::new(stream.try_clone()?));
-    let mut inbound = WebSocket::from_partially_read(
-        Side { read: stream.try_clone()?, write: Arc::clone(&write) },
-        rest,
-        Role::Server,
-        Some(config),
-    );
-    let outbound = Arc::new(Mutex::new(WebSocket::from_raw_socket(
-        Side { read: stream.try_clone()?, write },
-        Role::Server,
-        Some(config),
-    )));
+    let mut inbound = WebSocket::from_partially_read(ReadSide(stream.try_clone()?), rest, Role::Server, Some(config));
+    let outbox = Arc::new(Outbox::new());
+    let writer = {
+        let (outbox, socket) = (Arc::clone(&outbox), stream.try_clone()?);
+        thread::Builder::new().name("bridge-socket-out".into()).spawn(move || {
+            if let Err(e) = write_out(&outbox, &socket) {
+                if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
+                    log::info!("connection {number}: the page stopped reading: dropped");
+                } else {
+                    log::debug!("connection {number}: {e}");
+                }
+                // The reader sees the end, and ends the connection's CLI.
+                let _ = socket.shutdown(Shutdown::Both);
+            }
+        })?
+    };
     let mut upstream: Option<Upstream> = None;
     let mut pump: Option<JoinHandle<()>> = None;
     // A ping sent, and nothing read since.
     let mut pinged = false;
-    loop {
+    let ending = loop {
         let read = inbound.read();
         if read.is_ok() {
             pinged = false;
@@ -167,72 +198,85 @@ fn pipe(stream: TcpStream, shared: &Shared, number: usize, rest: Vec<u8>) -> io:
         let bytes = match read {
             Ok(Message::Binary(b)) => b.to_vec(),
             Ok(Message::Text(t)) => t.as_bytes().to_vec(),
-            Ok(Message::Close(_)) => {
-                let _ = inbound.flush();
-                break;
+            Ok(Message::Ping(payload)) => {
+                outbox.pong(payload);
+                continue;
             }
+            Ok(Message::Close(frame)) => break Ending::Close(frame),
             Ok(_) => continue,
             Err(tungstenite::Error::Capacity(e)) => {
                 log::warn!("connection {number}: refused a message: {e}");
-                let _ = lock(&outbound).close(close_frame(CloseCode::Size, "message too large"));
-                let _ = lock(&outbound).flush();
-                drain(&stream, shared.max_message_bytes);
-                break;
+                break Ending::Refuse(close_frame(CloseCode::Size, "message too large"));
             }
             Err(tungstenite::Error::Io(e))
                 if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
             {
+                if outbox.is_ended() {
+                    log::debug!("connection {number}: the socket's writer has stopped");
+                    break Ending::Dropped;
+                }
                 if pinged {
                     log::info!("connection {number}: no answer to a ping: dropped");
-                    break;
+                    break Ending::Dropped;
                 }
-                // Silent for a while: the peer must answer this.
-                let mut ws = lock(&outbound);
-                if ws.send(Message::Ping(Default::default())).is_err() {
-                    break;
-                }
+                // Silent for a while: the peer must answer this. It goes
+                // ahead of the output, and never waits for a write.
+                outbox.ping();
                 pinged = true;
                 continue;
             }
             Err(e) => {
                 log::debug!("connection {number}: {e}");
-                break;
+                break Ending::Dropped;
             }
         };
         if upstream.is_none() {
             // The CLI starts with the first message, so that a socket that
             // sends nothing acceptable never costs a process.
-            match open_upstream(shared, number) {
-                Ok((up, output)) => {
-                    let outbound = Arc::clone(&outbound);
-                    pump = Some(
-                        thread::Builder::new()
-                            .name("bridge-cli-out".into())
-                            .spawn(move || pump_output(output, &outbound, number))?,
-                    );
+            match start_cli(shared, number, &outbox) {
+                Ok((up, copier)) => {
                     upstream = Some(up);
+                    pump = Some(copier);
                 }
                 Err(e) => {
                     log::error!("connection {number}: cannot reach the CLI: {e}");
-                    let _ = lock(&outbound).close(close_frame(CloseCode::Error, "cannot start the CLI"));
-                    let _ = lock(&outbound).flush();
-                    break;
+                    break Ending::Close(close_frame(CloseCode::Error, "cannot start the CLI"));
                 }
             }
         }
         if let Some(up) = upstream.as_mut() {
             if let Err(e) = up.write_all(&bytes) {
                 log::info!("connection {number}: the CLI stopped reading: {e}");
-                break;
+                break Ending::Dropped;
             }
         }
-    }
+    };
+    // The CLI first: nothing below waits before it is stopped.
     if let Some(up) = upstream.take() {
         up.end(number);
     }
+    let mut writer = Some(writer);
+    // The close frame goes out before the socket is shut: the writer stops
+    // after it, or at its write deadline.
+    let mut close_first = |frame| {
+        outbox.close(frame);
+        if let Some(w) = writer.take() {
+            let _ = w.join();
+        }
+    };
+    match ending {
+        Ending::Dropped => outbox.end(),
+        Ending::Close(frame) => close_first(frame),
+        Ending::Refuse(frame) => {
+            close_first(frame);
+            drain(&stream, shared.max_message_bytes);
+        }
+    }
+    // Also ends a write under way (the writer's, when the connection was
+    // dropped).
     let _ = stream.shutdown(Shutdown::Both);
-    if let Some(p) = pump {
-        let _ = p.join();
+    for thread in [pump, writer].into_iter().flatten() {
+        let _ = thread.join();
     }
     log::info!("connection {number} closed");
     Ok(())
@@ -256,27 +300,33 @@ fn drain(stream: &TcpStream, limit: usize) {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+/// Starts the connection's CLI (or connects to the CLI server), and the
+/// thread that copies its output to the socket.
+fn start_cli(shared: &Shared, number: usize, outbox: &Arc<Outbox>) -> io::Result<(Upstream, JoinHandle<()>)> {
+    let (up, output) = open_upstream(shared, number)?;
+    let outbox = Arc::clone(outbox);
+    // On an error, `up` is dropped, which stops the CLI.
+    let pump =
+        thread::Builder::new().name("bridge-cli-out".into()).spawn(move || pump_output(output, &outbox, number))?;
+    Ok((up, pump))
 }
 
-/// Copies what the CLI writes to the socket, one message per read.
-fn pump_output(mut output: Box<dyn Read + Send>, outbound: &Mutex<WebSocket<Side>>, number: usize) {
+/// Copies what the CLI writes to the socket's outbox, one message per
+/// read; at the end of the output, the close frame follows it.
+fn pump_output(mut output: Box<dyn Read + Send>, outbox: &Outbox, number: usize) {
     let mut buf = vec![0u8; CHUNK];
     loop {
         match output.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                if lock(outbound).send(Message::Binary(buf[..n].to_vec().into())).is_err() {
+                if outbox.send(buf[..n].to_vec()).is_err() {
                     return;
                 }
             }
         }
     }
     log::info!("connection {number}: the CLI closed its output");
-    let mut ws = lock(outbound);
-    let _ = ws.close(close_frame(CloseCode::Away, "the CLI exited"));
-    let _ = ws.flush();
+    outbox.finish(close_frame(CloseCode::Away, "the CLI exited"));
 }
 
 fn open_upstream(shared: &Shared, number: usize) -> io::Result<(Upstream, Box<dyn Read + Send>)> {
