@@ -118,12 +118,16 @@ pub struct BridgeConfig {
     /// WebSocket connections open at once, at most.
     pub max_connections: usize,
     /// After this long with nothing from a socket, the bridge pings it;
-    /// after as long again without an answer, it drops the socket (and its
-    /// CLI): a peer gone without a word (a network that went away) costs no
-    /// process for longer, and a page that reconnects finds no other CLI on
-    /// its sessions. A write to the socket that makes no progress for
-    /// twice this long (a page that stopped reading) drops it too.
+    /// after [`pong_timeout`](Self::pong_timeout) without an answer, it
+    /// drops the socket (and its CLI): a peer gone without a word (a
+    /// network that went away) costs no process for longer, and a page that
+    /// reconnects finds no other CLI on its sessions. A write to the socket
+    /// that makes no progress for the two together (a page that stopped
+    /// reading) drops it too.
     pub keepalive: Duration,
+    /// How long a pinged socket has to answer (anything read counts)
+    /// before it is dropped; 20 s by default, as the keepalive.
+    pub pong_timeout: Duration,
 }
 
 impl std::fmt::Debug for BridgeConfig {
@@ -141,6 +145,7 @@ impl std::fmt::Debug for BridgeConfig {
             .field("max_message_bytes", &self.max_message_bytes)
             .field("max_connections", &self.max_connections)
             .field("keepalive", &self.keepalive)
+            .field("pong_timeout", &self.pong_timeout)
             .finish()
     }
 }
@@ -159,6 +164,7 @@ impl Default for BridgeConfig {
             max_message_bytes: 4 << 20,
             max_connections: 8,
             keepalive: KEEPALIVE,
+            pong_timeout: KEEPALIVE,
         }
     }
 }
@@ -193,6 +199,7 @@ struct Shared {
     max_message_bytes: usize,
     max_connections: usize,
     keepalive: Duration,
+    pong_timeout: Duration,
     sockets: AtomicUsize,
     http_threads: AtomicUsize,
     connection_number: AtomicUsize,
@@ -253,6 +260,7 @@ impl Bridge {
             max_message_bytes: config.max_message_bytes,
             max_connections: config.max_connections.max(1),
             keepalive: config.keepalive.max(Duration::from_millis(1)),
+            pong_timeout: config.pong_timeout.max(Duration::from_millis(1)),
             sockets: AtomicUsize::new(0),
             http_threads: AtomicUsize::new(0),
             connection_number: AtomicUsize::new(0),

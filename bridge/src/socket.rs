@@ -84,7 +84,7 @@ pub(crate) fn websocket(
     // Silence is answered with a ping (`pipe`); a write that cannot go on
     // gets as long as a silent page gets to answer one.
     stream.set_read_timeout(Some(shared.keepalive))?;
-    stream.set_write_timeout(Some(write_deadline(shared.keepalive)))?;
+    stream.set_write_timeout(Some(write_deadline(shared.keepalive, shared.pong_timeout)))?;
     stream.set_nodelay(true)?;
     let number = shared.connection_number.fetch_add(1, Ordering::SeqCst) + 1;
     log::info!("connection {number} from {peer} accepted");
@@ -92,10 +92,10 @@ pub(crate) fn websocket(
 }
 
 /// How long a write to a page's socket may go without progress before the
-/// page counts as gone: the keepalive and as long again, what a silent
+/// page counts as gone: the keepalive and the pong timeout, what a silent
 /// page gets to answer a ping.
-fn write_deadline(keepalive: Duration) -> Duration {
-    keepalive.saturating_mul(2)
+fn write_deadline(keepalive: Duration, pong_timeout: Duration) -> Duration {
+    keepalive.saturating_add(pong_timeout)
 }
 
 /// The reading side of a WebSocket. What tungstenite would write on it
@@ -192,8 +192,10 @@ fn pipe(stream: TcpStream, shared: &Shared, number: usize, rest: Vec<u8>) -> io:
     let mut pinged = false;
     let ending = loop {
         let read = inbound.read();
-        if read.is_ok() {
+        if read.is_ok() && pinged {
+            // Answered: silence is measured from here again.
             pinged = false;
+            inbound.get_ref().0.set_read_timeout(Some(shared.keepalive))?;
         }
         let bytes = match read {
             Ok(Message::Binary(b)) => b.to_vec(),
@@ -223,6 +225,7 @@ fn pipe(stream: TcpStream, shared: &Shared, number: usize, rest: Vec<u8>) -> io:
                 // ahead of the output, and never waits for a write.
                 outbox.ping();
                 pinged = true;
+                inbound.get_ref().0.set_read_timeout(Some(shared.pong_timeout))?;
                 continue;
             }
             Err(e) => {

@@ -41,7 +41,13 @@ fn flooding_bridge(name: &str, keepalive: Duration) -> (Bridge, PathBuf) {
     // group the bridge kills.
     std::fs::write(&cli, "#!/bin/sh\necho $$\nyes &\nexec cat >/dev/null\n").unwrap();
     std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let bridge = Bridge::start(BridgeConfig { cli_path: Some(cli), keepalive, ..BridgeConfig::default() }).unwrap();
+    let bridge = Bridge::start(BridgeConfig {
+        cli_path: Some(cli),
+        keepalive,
+        pong_timeout: keepalive,
+        ..BridgeConfig::default()
+    })
+    .unwrap();
     (bridge, dir)
 }
 

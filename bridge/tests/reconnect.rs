@@ -125,15 +125,16 @@ fn a_reconnected_socket_gets_a_new_cli_on_the_same_state_folder() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A bridge that pings a socket silent for `keepalive`, and its stand-in
-/// CLI's folder.
-fn keepalive_bridge(name: &str, keepalive: Duration) -> (Bridge, PathBuf) {
+/// A bridge that pings a socket silent for `keepalive` and drops it
+/// `pong_timeout` later, and its stand-in CLI's folder.
+fn keepalive_bridge(name: &str, keepalive: Duration, pong_timeout: Duration) -> (Bridge, PathBuf) {
     let dir = std::env::temp_dir().join(format!("copilot-bridge-{name}-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let bridge = Bridge::start(BridgeConfig {
         cli_path: Some(stand_in_cli(&dir)),
         offline: Some(Arc::new(NoModel)),
         keepalive,
+        pong_timeout,
         ..BridgeConfig::default()
     })
     .unwrap();
@@ -142,9 +143,10 @@ fn keepalive_bridge(name: &str, keepalive: Duration) -> (Bridge, PathBuf) {
 
 #[test]
 fn a_socket_that_answers_pings_keeps_its_cli() {
-    // The pong must be back within the keepalive: long enough that a test
-    // thread held off the CPU by a loaded machine still answers in time.
-    let (bridge, dir) = keepalive_bridge("answers", Duration::from_secs(1));
+    // Pinged after 50 ms of silence, with an hour to answer: a test thread
+    // held off the CPU by a loaded machine still answers in time, and
+    // three pings come at once.
+    let (bridge, dir) = keepalive_bridge("answers", Duration::from_millis(50), Duration::from_secs(3600));
     let (mut ws, (pid, home, _)) = open(&bridge);
     // Reading answers each ping (tungstenite queues the pong and sends it
     // with the next read).
@@ -163,7 +165,7 @@ fn a_socket_that_answers_pings_keeps_its_cli() {
 
 #[test]
 fn a_socket_that_goes_silent_is_dropped_with_its_cli() {
-    let (bridge, dir) = keepalive_bridge("silent", Duration::from_millis(50));
+    let (bridge, dir) = keepalive_bridge("silent", Duration::from_millis(50), Duration::from_millis(50));
     let (ws, (pid, home, _)) = open(&bridge);
     // From here on, nothing is answered: the raw bytes are read, and the
     // first ping (an unmasked ping frame, empty: 0x89 0x00) must be
