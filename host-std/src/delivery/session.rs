@@ -144,14 +144,14 @@ impl SessionSink for SessionInner {
         let _ = self.id.set(id.to_owned());
     }
 
-    fn push_event(&self, event: &[u8], event_type: copilot_core::JsonStr<'_>) {
+    fn push_event(&self, event: &[u8], event_type: Option<&str>) {
         let q = &mut *lock(&self.queue);
         if let Some(held) = &mut q.held {
             held.push(event.to_vec());
             return;
         }
         // A type with escapes (the CLI writes none) is not read here: it may.
-        q.push(event, event_type.as_plain().is_none_or(Turn::may_move));
+        q.push(event, event_type.is_none_or(Turn::may_move));
     }
 
     fn hold(&self) {

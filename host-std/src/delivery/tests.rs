@@ -36,7 +36,7 @@ fn event(id: &str, event_type: &str, data: &str, readable: bool) -> String {
 fn push(session: &SessionInner, event: &str) {
     let value = copilot_core::Value::parse(event.as_bytes()).expect("an event object");
     let event_type = value.get("type").and_then(|t| t.as_str()).expect("a type");
-    session.push_event(event.as_bytes(), event_type);
+    session.push_event(event.as_bytes(), event_type.as_plain());
 }
 
 /// A session that only `send_and_wait` listens to is handed the events

@@ -55,12 +55,13 @@ pub(crate) trait SessionSink: Send + Sync {
     fn id(&self) -> Option<String>;
     /// The server named the session (a create whose id it assigns).
     fn named(&self, id: &str);
-    /// Queues an event's JSON (of type `event_type`, as the core read it);
-    /// never blocks. Delivery starts at the next [`flush`](Self::flush).
-    fn push_event(&self, event: &[u8], event_type: copilot_core::JsonStr<'_>);
+    /// Queues an event's JSON (of type `event_type`, as the core read it;
+    /// `None` for a type written with escapes); never blocks. Delivery
+    /// starts at the next [`flush`](Self::flush).
+    fn push_event(&self, event: &[u8], event_type: Option<&str>);
     /// Delivers what [`push_event`](Self::push_event) queued, or has it
     /// delivered; never blocks. The reader calls it once per read, after
-    /// releasing the connection's lock.
+    /// the read's events were pushed.
     fn flush(&self);
     /// Runs the user's handler for `job` (on the handler pool), which then
     /// answers through `job.reply`; never blocks.
@@ -211,17 +212,6 @@ pub(crate) struct Connection {
     pub(crate) label: String,
     /// Answers client-wide requests (those without a session).
     pub(super) client_wide: ClientWide,
-    /// The client-wide jobs that run one at a time in the order the CLI
-    /// sent them (`Connection::in_order`).
-    pub(super) in_order: Mutex<InOrder>,
-}
-
-/// Client-wide jobs waiting to run in order, and whether a task of the
-/// handler pool is running them.
-#[derive(Default)]
-pub(super) struct InOrder {
-    pub(super) queue: std::collections::VecDeque<Job>,
-    pub(super) running: bool,
 }
 
 impl Connection {
@@ -253,7 +243,7 @@ impl Connection {
             .stall_interval(deadlines.stall.map(ms));
         let outbox = Outbox::start(&label, writer)?;
         let conn = Arc::new(Connection {
-            locked: Mutex::new(Locked { state: State::new(config), outbox, timer_sleeps_until: None }),
+            locked: Mutex::new(Locked { state: State::new(&label, config), outbox, timer_sleeps_until: None }),
             timer_wake: Condvar::new(),
             clock,
             restart: Mutex::new(None),
@@ -269,7 +259,6 @@ impl Connection {
             fence: Arc::default(),
             label,
             client_wide,
-            in_order: Mutex::default(),
         });
         conn.start_timer()?;
         let pump = Arc::clone(&conn);

@@ -160,7 +160,7 @@ impl SessionSink for Recorder {
         self.log.lock().unwrap().push(format!("named {id}"));
     }
 
-    fn push_event(&self, event: &[u8], _event_type: copilot_core::JsonStr<'_>) {
+    fn push_event(&self, event: &[u8], _event_type: Option<&str>) {
         let event: Value = serde_json::from_slice(event).expect("an event object");
         self.log.lock().unwrap().push(format!("event {}", event["id"].as_str().unwrap_or("?")));
         self.events.lock().unwrap().push(event);
