@@ -123,7 +123,7 @@ fn destroy_returns_after_the_events_before_its_answer_reached_the_callbacks() {
             seen.lock().unwrap().push(e.id.clone());
         }
     });
-    let fence = Arc::clone(&client.conn.fence);
+    let fence = client.conn.delivery_fence();
     let returned = Arc::new(AtomicBool::new(false));
     let (done_tx, done_rx) = mpsc::channel();
     let destroyer = thread::spawn({

@@ -243,14 +243,14 @@ impl SessionSink for SessionInner {
 
 impl SessionInner {
     /// A session of `conn`. `id` is `None` while the server has yet to name it.
-    pub(crate) fn new(id: Option<&str>, answer: Answerer, conn: &Connection) -> Arc<SessionInner> {
+    pub(crate) fn new(id: Option<&str>, answer: Answerer, conn: &Arc<Connection>) -> Arc<SessionInner> {
         Self::with_pools(
             id,
             answer,
             Arc::clone(&conn.dispatchers),
             Arc::clone(&conn.workers),
             Arc::clone(&conn.backlog),
-            Arc::clone(&conn.fence),
+            conn.delivery_fence(),
         )
     }
 

@@ -235,7 +235,7 @@ impl Future for Call {
         // by the call's deadline at the latest (a callback that never
         // returns does not hold the call past it).
         let (_, mark, timer) = this.answered.as_mut().expect("set above");
-        if this.conn.fence.poll_passed(*mark, cx).is_pending() {
+        if this.conn.poll_fence(*mark, cx).is_pending() {
             if Instant::now() < this.deadline {
                 let slot = timer.get_or_insert_with(|| {
                     let slot = WakerSlot::default();

@@ -205,9 +205,6 @@ pub(crate) struct Connection {
     /// Bytes of events handed to subscribers and not yet taken by all;
     /// the reader pauses while there are too many.
     pub(crate) backlog: Arc<super::Backlog>,
-    /// Event batches handed to the event pool and not yet delivered: a
-    /// call answered after them returns once they are.
-    pub(crate) fence: Arc<super::DeliveryFence>,
     /// A label for logs: "stdio", "tcp 127.0.0.1:4321", ...
     pub(crate) label: String,
     /// Answers client-wide requests (those without a session).
@@ -256,7 +253,6 @@ impl Connection {
             workers: Pool::start(&format!("copilot-handlers ({label})"), deadlines.handler_threads)
                 .map_err(Error::Io)?,
             backlog: Arc::default(),
-            fence: Arc::default(),
             label,
             client_wide,
         });
@@ -282,17 +278,21 @@ impl Connection {
 
     /// Runs `f` on the state under the lock, with the time; then, before
     /// the lock is released, the frames it decided on are queued to the
-    /// writer, and the timer is woken if it now has work sooner. Whatever
-    /// `f` returns is acted on by the caller, with the lock released.
+    /// writer; once it is released, the timer is woken if it now has work
+    /// sooner, and the targets the state let go of are dropped. Whatever
+    /// `f` returns is acted on by the caller, with the lock released (and
+    /// must not be dropped under it if it holds a target).
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut State, u64) -> R) -> R {
         let mut locked = lock(&self.locked);
         let now = self.now();
         let r = f(&mut locked.state, now);
         let wake_timer = self.settle(&mut locked);
+        let released = locked.state.poll_released();
         drop(locked);
         if wake_timer {
             self.timer_wake.notify_one();
         }
+        drop(released);
         r
     }
 

@@ -144,7 +144,7 @@ impl Connection {
             target.flush();
         }
         if !answered.is_empty() {
-            let mark = self.fence.mark();
+            let mark = self.fence_mark();
             for (reply, outcome) in answered.drain(..) {
                 reply.send_after(outcome, mark);
             }

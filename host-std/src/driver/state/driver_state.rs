@@ -12,6 +12,7 @@ use crate::driver::restart::Reopen;
 use crate::driver::waiter::{Waiter, WakerSlot};
 use crate::transport::CloseCause;
 
+use super::fence::Fence;
 use super::wait::{InOrder, Wait};
 
 // The engine's capacities are the core's limits (`copilot_core::limits`),
@@ -107,6 +108,12 @@ pub(crate) struct DriverState<T> {
     reopens: Vec<(SessionHandle, Reopen)>,
     /// Client-wide waits that run one at a time, in order.
     pub(super) in_order: InOrder,
+    /// Event batches on their way to callbacks and waiters, and the calls
+    /// waiting for those read before their answer.
+    fence: Fence,
+    /// Targets the state let go of, for the shell to drop (see
+    /// [`poll_released`](Self::poll_released)).
+    pub(super) released: Vec<T>,
 }
 
 impl<T: Clone> DriverState<T> {
@@ -126,6 +133,8 @@ impl<T: Clone> DriverState<T> {
             wake_at: Vec::new(),
             reopens: Vec::new(),
             in_order: InOrder::default(),
+            fence: Fence::default(),
+            released: Vec::new(),
         }
     }
 
@@ -257,7 +266,7 @@ impl<T: Clone> DriverState<T> {
     /// parked for no session any more are dealt with, and it is not
     /// opened again by a recovery.
     pub(crate) fn release(&mut self, handle: SessionHandle, now: u64) {
-        self.engine.release(handle);
+        self.released.extend(self.engine.release(handle));
         self.drain_parked(now);
         self.reopens.retain(|(h, _)| *h != handle);
     }
@@ -315,8 +324,9 @@ impl<T: Clone> DriverState<T> {
 
     /// A waiter whose answer will not come: an open gives its slot back.
     fn give_up(&mut self, waiter: Waiter<T>, now: u64) {
-        if let Waiter::Open { handle, .. } = waiter {
+        if let Waiter::Open { handle, target, .. } = waiter {
             self.release(handle, now);
+            self.released.push(target);
         }
     }
 
@@ -374,7 +384,7 @@ impl<T: Clone> DriverState<T> {
         let mut opens = false;
         for w in &failed {
             if let Waiter::Open { handle, .. } = w {
-                self.engine.release(*handle);
+                self.released.extend(self.engine.release(*handle));
                 self.reopens.retain(|(h, _)| h != handle);
                 opens = true;
             }
@@ -393,7 +403,48 @@ impl<T: Clone> DriverState<T> {
         Expired { failed, woken }
     }
 
-    // Writing.
+    // The delivery fence: wire order is API order.
+
+    /// A number for an event batch handed to the event pool now, to give
+    /// back ([`fence_back`](Self::fence_back)) once it is delivered.
+    pub(crate) fn fence_ticket(&mut self) -> u64 {
+        self.fence.ticket()
+    }
+
+    /// The mark of the answers of a read whose sessions were just
+    /// flushed: their calls return once every batch up to it is back.
+    pub(crate) fn fence_mark(&self) -> u64 {
+        self.fence.mark()
+    }
+
+    /// Batch `number` was delivered (or dropped): the calls it lets
+    /// return, to wake.
+    pub(crate) fn fence_back(&mut self, number: u64) -> Vec<Waker> {
+        self.fence.back(number)
+    }
+
+    /// Whether every batch up to `mark` was delivered; else `waker` is
+    /// woken when they are.
+    pub(crate) fn poll_fence(&mut self, mark: u64, waker: &Waker) -> bool {
+        self.fence.poll_passed(mark, waker)
+    }
+
+    /// Calls waiting for the fence now.
+    #[cfg(test)]
+    pub(crate) fn fence_waiting(&self) -> usize {
+        self.fence.waiting()
+    }
+
+    // Writing, and what the state let go of.
+
+    /// The targets the state let go of since the last call (a session
+    /// released, an open that failed): drop them with the lock released,
+    /// since dropping a session's last reference ends its delivery, and
+    /// whatever the layer above keeps in it. The state drops none itself.
+    #[must_use = "drop them outside the lock"]
+    pub(crate) fn poll_released(&mut self) -> Vec<T> {
+        std::mem::take(&mut self.released)
+    }
 
     /// The frames the engine decided on since the last call, in its order,
     /// to write; none while a recovery holds them. Call after every method

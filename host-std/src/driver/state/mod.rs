@@ -19,6 +19,7 @@
 //! a number in a simulation): the state only keeps it and hands it back.
 
 mod driver_state;
+mod fence;
 mod read;
 mod wait;
 

@@ -142,8 +142,15 @@ impl<T: Clone> DriverState<T> {
                 read.routed.push(Routed::Opened { target, body: range, name });
                 Ok(body)
             }
-            (_, Err(e)) => Err(e),
-            (Err(e), Ok(_)) => Err(Error::Protocol(format!("the session could not be opened: {e}"))),
+            (opened, outcome) => {
+                // The engine released the slot: the target is let go of.
+                self.released.push(target);
+                match (opened, outcome) {
+                    (_, Err(e)) => Err(e),
+                    (Err(e), _) => Err(Error::Protocol(format!("the session could not be opened: {e}"))),
+                    (Ok(()), Ok(_)) => unreachable!("matched above"),
+                }
+            }
         };
         while let Some(out) = self.engine.poll_parked(now) {
             route(&self.label, &mut self.in_order, out, read);
