@@ -1,21 +1,22 @@
 //! Recovery of a lost connection: the CLI this client started exited, or
 //! its connection dropped, while the client did not end it. The reader
-//! that saw the end supervises, doing the steps the core's [`Recovery`]
-//! decides (when to try again, which session to resume, how far back to
+//! that saw the end supervises, doing the steps the state's recovery (the
+//! core's [`Recovery`](copilot_core::Recovery)) decides (when to try again, which session to resume, how far back to
 //! read its log, what to deliver, when to give up): the engine forgets
 //! what the next connection cannot settle, the layer above starts the CLI
 //! again (or reconnects) and runs the handshake, the sessions are resumed
 //! and the events of the gap delivered, and the frames the engine decided
 //! on meanwhile (answers given during the gap, the lists of pending
 //! waits) go out once the sessions are resumed. Each step is told to the
-//! recovery's receivers.
+//! recovery's receivers. The supervisor blocks (on its calls, on the
+//! pause between attempts); the state only sequences.
 
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use copilot_core::{
-    event_id_of, Gap, Recovery, RecoveryReport, RecoveryStep, SessionHandle, RECOVERY_GAVE_UP, RECOVERY_RESUME_FLAG,
+    event_id_of, Gap, RecoveryReport, RecoveryStep, SessionHandle, RECOVERY_GAVE_UP, RECOVERY_RESUME_FLAG,
     RESUME_REFUSED,
 };
 use serde_json::value::RawValue;
@@ -82,7 +83,7 @@ impl Connection {
     }
 
     /// Recovers the lost connection (on the reader thread that saw it
-    /// end), doing each step of the core's [`Recovery`] in turn: `Ok` once
+    /// end), doing each step the state gives in turn: `Ok` once
     /// the sessions are resumed on a new transport, whose reader then
     /// runs; the cause to end with when every attempt failed or the client
     /// is stopping.
@@ -92,12 +93,12 @@ impl Connection {
         restart: Arc<dyn Restart<Connection>>,
     ) -> Result<(), CloseCause> {
         self.lose_transport(&cause);
+        self.with_state(|s, now| s.start_recovery(now));
         self.tell(RecoveryEvent::ConnectionLost { cause: cause.clone() });
-        let mut recovery = Recovery::new(self.now());
         let mut run = Run { last: cause.to_string(), ..Run::default() };
         let mut report = RecoveryReport::Next;
         loop {
-            let step = self.with_state(|s, now| recovery.step(s.engine_mut(), now, report));
+            let step = self.with_state(|s, now| s.step_recovery(now, report));
             report = match step {
                 RecoveryStep::Wait { until } => {
                     if !self.pause_until(until) {
@@ -142,8 +143,7 @@ impl Connection {
                     RecoveryReport::Next
                 }
                 RecoveryStep::Recovered { sessions, took_ms } => {
-                    // The frames held meanwhile go out now, in the engine's order.
-                    self.with_state(|s, _| s.recovered());
+                    // The frames held meanwhile went out, in the engine's order.
                     self.tell(RecoveryEvent::Recovered { sessions, took: Duration::from_millis(took_ms) });
                     return Ok(());
                 }

@@ -4,8 +4,8 @@
 use std::task::Waker;
 
 use copilot_core::{
-    AnswerError, Cause, Engine, EngineConfig, GrowingBuffer, ObligationId, RequestId, ReserveError, SessionHandle,
-    SessionState, Shaped,
+    AnswerError, Cause, Engine, EngineConfig, GrowingBuffer, ObligationId, Recovery, RecoveryReport, RecoveryStep,
+    RequestId, ReserveError, SessionHandle, SessionState, Shaped,
 };
 
 use crate::driver::restart::Reopen;
@@ -96,6 +96,8 @@ pub(crate) struct DriverState<T> {
     /// A lost connection is being recovered: the engine's frames (answers
     /// given meanwhile) are held until the sessions are resumed.
     recovering: bool,
+    /// The recovery's sequence (the core's), while one runs.
+    recovery: Option<Recovery>,
     /// Which transport is in use: 0 the first, then one more for each a
     /// recovery started. A reader of an older one ends without a word.
     transport: u64,
@@ -128,6 +130,7 @@ impl<T: Clone> DriverState<T> {
             cause: None,
             stopping: false,
             recovering: false,
+            recovery: None,
             transport: 0,
             closed_wakers: Vec::new(),
             wake_at: Vec::new(),
@@ -141,11 +144,6 @@ impl<T: Clone> DriverState<T> {
     /// The engine, to read (its counters, its tables).
     pub(crate) fn engine(&self) -> &StateEngine<T> {
         &self.engine
-    }
-
-    /// The engine, to feed directly (what has no method here yet).
-    pub(crate) fn engine_mut(&mut self) -> &mut StateEngine<T> {
-        &mut self.engine
     }
 
     // The end of the connection, and who ends it.
@@ -233,10 +231,28 @@ impl<T: Clone> DriverState<T> {
         Lost { failed, forgotten }
     }
 
-    /// The sessions are resumed: the frames held go out (at the next
-    /// [`poll_transmit`](Self::poll_transmit)).
-    pub(crate) fn recovered(&mut self) {
-        self.recovering = false;
+    /// A recovery of the connection lost at `now` starts (after
+    /// [`connection_lost`](Self::connection_lost)); its steps come from
+    /// [`step_recovery`](Self::step_recovery).
+    pub(crate) fn start_recovery(&mut self, now: u64) {
+        self.recovery = Some(Recovery::new(now));
+    }
+
+    /// Takes how the recovery's last step went and gives the next one
+    /// (the core's [`Recovery`] decides). Once the sessions are resumed
+    /// ([`RecoveryStep::Recovered`]) the frames held go out at the next
+    /// [`poll_transmit`](Self::poll_transmit); once over, the recovery is
+    /// forgotten. With none running, it has given up.
+    pub(crate) fn step_recovery(&mut self, now: u64, report: RecoveryReport<Vec<Option<u64>>>) -> RecoveryStep {
+        let Some(recovery) = &mut self.recovery else { return RecoveryStep::GaveUp { attempts: 0 } };
+        let step = recovery.step(&mut self.engine, now, report);
+        if recovery.is_over() {
+            self.recovery = None;
+        }
+        if matches!(step, RecoveryStep::Recovered { .. }) {
+            self.recovering = false;
+        }
+        step
     }
 
     // Sessions.
