@@ -21,6 +21,8 @@
 mod driver_state;
 mod fence;
 mod read;
+#[cfg(test)]
+mod tests;
 mod wait;
 
 pub(crate) use driver_state::{CallRefused, DriverState, Outcome, MAX_PENDING};
