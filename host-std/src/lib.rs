@@ -29,11 +29,13 @@
 //!
 //! - `transport`: the CLI spawned over stdio or TCP, a server reached
 //!   over TCP, any byte streams; why a connection ended.
-//! - `driver`: one per connection, a reader, a writer and a timer around
-//!   the core's engine. It knows no user type: sessions are sinks of raw
-//!   event JSON, waits of the agent are jobs with a way back, and what it
-//!   must hand up (a client-wide request's wait, lifecycle notifications)
-//!   goes to a closure the layer above gives it.
+//! - `driver`: one per connection: its decisions in one sans-IO state
+//!   around the core's engine, and a reader, a writer and a timer that
+//!   move bytes and act on what the state returns. It knows no user
+//!   type: sessions are sinks of raw event JSON, waits of the agent are
+//!   jobs with a way back, and what it must hand up (a client-wide
+//!   request's wait, lifecycle notifications) goes to a closure the layer
+//!   above gives it.
 //! - `delivery` (per-session queues, streams, callbacks, waiters) and
 //!   `answering` (the handler types, running them on the handler pool, the
 //!   core deciding the answer), side by side: neither imports the other.

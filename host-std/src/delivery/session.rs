@@ -2,14 +2,14 @@
 //! waiters (the blocking `Session` API is `api/session.rs`).
 //!
 //! The reader thread appends an event's bytes to the session's queue
-//! (unbounded: it never blocks and never drops); after each read, outside
-//! the engine's lock, it flushes each session it fed: the queued events
-//! leave as one batch of bytes, the same for every subscriber. The reader
-//! hands it to each stream (blocking or async) itself, under one lock: a
-//! stream is a queue and a waker, no user code runs and nothing waits. If
-//! callbacks or `send_and_wait` listen, it also queues the batch for the
-//! event pool, where a session is once at a time, so its events keep their
-//! order. Each event is parsed once, by whichever subscriber reads it first
+//! (unbounded: it never blocks and never drops), with the connection's
+//! lock released; after each read it flushes each session it fed: the
+//! queued events leave as one batch of bytes, the same for every
+//! subscriber. The reader hands it to each stream (blocking or async)
+//! itself, under one lock: a stream is a queue and a waker, no user code
+//! runs and nothing waits. If callbacks or `send_and_wait` listen, it also
+//! queues the batch for the event pool, where a session is once at a time,
+//! so its events keep their order. Each event is parsed once, by whichever subscriber reads it first
 //! (see `batch`). Events kept for a first subscriber are kept as bytes too.
 //! Waits of the agent go to the handler pool.
 

@@ -1,6 +1,10 @@
-//! The driver: one per connection. A reader, a writer and a timer around
-//! the core's engine; it moves bytes and acts on what the engine decides,
-//! and makes no protocol decision of its own.
+//! The driver: one per connection. Its decisions are one sans-IO state
+//! (`state/`: the core's engine, which makes every protocol decision, and
+//! the connection's bookkeeping), fed bytes, calls, handlers' outcomes and
+//! the time by `&mut self` methods that return what to do. Around it, the
+//! threaded shell (`Connection`): a reader, a writer and a timer, callers
+//! and handler threads, each of which locks the state, calls one method,
+//! and acts on what it returned once the lock is released.
 //!
 //! It knows no user type: no handler, no session options, no typed event.
 //! A session is a [`SessionSink`] it delivers raw event JSON to; a wait of
@@ -29,7 +33,6 @@ pub use backlog::{BacklogStats, BACKLOG_STALL_MS, MAX_BACKLOG_BYTES};
 pub(crate) use calls::Call;
 pub(crate) use completion::Completion;
 pub(crate) use connection::{ClientWide, Connection, Deadlines, Job, LifecycleSink, Replier, SessionSink, Waiter};
-
 pub(crate) use fence::{Delivering, DeliveryFence, Ticket};
 pub use restart::RecoveryEvent;
 pub(crate) use restart::{NewTransport, Reopen, Restart};

@@ -183,11 +183,12 @@ impl Connection {
     /// and the cause, every session's event stream ends.
     pub(super) fn shut_down(&self, cause: CloseCause) {
         let reason = cause.to_string();
-        let ended = {
+        let (ended, outbox) = {
             let mut locked = lock(&self.locked);
-            locked.outbox.fail(&reason);
-            locked.state.shut_down(cause)
+            (locked.state.shut_down(cause), Arc::clone(&locked.outbox))
         };
+        // Nothing more is written (the callers waiting for room are woken).
+        outbox.fail(&reason);
         // The timer ends, and a paused reader looks again.
         self.timer_wake.notify_all();
         self.backlog.nudge();

@@ -1,22 +1,27 @@
 //! The driver's state: one connection's decisions in one plain value, as
 //! quinn-proto's `Connection` is under quinn's driver. It has no lock, no
 //! thread and no clock: `&mut self` methods are fed what happened (bytes
-//! read, a call started or dropped, a handler's outcome, the time as `now`
-//! in ms, the transport lost, the end) and return what to do about it
-//! (waiters to fail, sessions to close, wakers to wake, jobs to run);
-//! [`poll_transmit`](DriverState::poll_transmit) gives the bytes to write
-//! and [`poll_timeout`](DriverState::poll_timeout) when to be called again.
+//! read, a call started or dropped, a handler's outcome, a batch of events
+//! delivered, the time as `now` in ms, the transport lost, the end) and
+//! return what to do about it (what to hand to sessions and handlers,
+//! callers to tell or fail, sessions to end, wakers to wake);
+//! [`poll_transmit`](DriverState::poll_transmit) gives the bytes to write,
+//! [`poll_timeout`](DriverState::poll_timeout) when to be called again and
+//! [`poll_released`](DriverState::poll_released) what to drop.
 //!
 //! The threads of `Connection` only move bytes, run handlers and hold one
 //! lock around this; a simulator can drive it with none, on a virtual
 //! clock. It owns the core's engine, which makes every protocol decision;
-//! what is here is the rest of the connection's bookkeeping: whether it
-//! has ended and why, the transport in use, the calls' deadlines, the
-//! async waits' own deadlines, and how sessions are opened again after a
-//! recovery.
+//! what is here is the rest of the connection's bookkeeping: how a read's
+//! frames are handed on (`read.rs`), whether the connection has ended and
+//! why, who ends it, the transport in use and its recovery's sequence, the
+//! calls' and async waits' deadlines, the delivery fence's book
+//! (`fence.rs`), the ordered lane of client-wide waits (`wait.rs`), and
+//! how sessions are opened again after a recovery.
 //!
 //! `T` is what a session is to the engine (the connection's session sink,
-//! a number in a simulation): the state only keeps it and hands it back.
+//! a number in a simulation): the state only keeps it and hands it back,
+//! and never drops the last of one (see `poll_released`).
 
 mod driver_state;
 mod fence;
