@@ -93,6 +93,7 @@ impl Profile {
             handler_ms: rng.range(0, HANDLER_TIMEOUT_MS),
             server_assigned_percent: rng.range(0, 60),
             config,
+            fault: None,
         };
         Profile { world, cli, host }
     }

@@ -19,6 +19,9 @@ pub struct Options {
     /// The CLI does quick messages out of the order they came in (the
     /// real one does not): off by default.
     pub cli_reorders: bool,
+    /// A bug planted in the simulated host, for the simulator's own
+    /// tests (the checker must catch it): none by default.
+    pub fault: Option<crate::host::Fault>,
 }
 
 /// What a run that held every invariant did.
@@ -143,7 +146,7 @@ fn run_inner(
     trace: &mut Vec<String>,
     step: &mut u64,
 ) -> Result<Summary, Violation> {
-    let mut world = World::new(seed, options.cli_reorders);
+    let mut world = World::new(seed, options.cli_reorders, options.fault);
     let mut checker = Checker::new(options.expect);
     checker.step(&world)?;
     for i in 0..steps {

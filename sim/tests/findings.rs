@@ -12,7 +12,7 @@ use copilot_sim::{run_with, shrink, Expect, Known, Options};
 /// Replays `seed` for `steps` steps with `issue` strict; panics with the
 /// failure (shrunk, traced) if the invariant still breaks.
 fn replay(seed: u64, steps: u64, issue: Known, cli_reorders: bool) {
-    let options = Options { expect: Expect::default().with(issue, true), trace: false, cli_reorders };
+    let options = Options { expect: Expect::default().with(issue, true), cli_reorders, ..Options::default() };
     if let Err(failure) = run_with(seed, steps, &options) {
         panic!("\n{}", shrink(failure, &options));
     }

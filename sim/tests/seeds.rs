@@ -12,7 +12,7 @@ use copilot_sim::{run, Counts};
 
 /// Seeds per run of the test: about 20 s in a debug build on the 2-core
 /// machine this was measured on (two test threads, one per half).
-const SEEDS: u64 = 6_000;
+const SEEDS: u64 = 5_000;
 /// Scheduler steps per seed (the drain's steps come on top).
 const STEPS: u64 = 300;
 

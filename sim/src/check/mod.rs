@@ -303,6 +303,12 @@ impl Checker {
         let (now, host) = (w.now, &w.host);
         let engine = host.engine();
         let next = engine.poll_timeout().unwrap_or(u64::MAX);
+        if next <= now {
+            let detail = format!(
+                "at {now} ms, the engine still has work due at {next} ms (handle_timeout was not called, or left it)"
+            );
+            return fail(names::LIVENESS, detail);
+        }
         for (id, (waiter, deadline)) in &host.requests {
             let Some(deadline) = *deadline else { continue };
             if deadline <= now {

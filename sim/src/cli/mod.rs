@@ -256,6 +256,11 @@ impl Cli {
         self.timers.iter().map(|(at, _, _)| *at).min()
     }
 
+    /// The next time after `now` at which the CLI has something to do.
+    pub fn next_timer_after(&self, now: u64) -> Option<u64> {
+        self.timers.iter().map(|(at, _, _)| *at).filter(|t| *t > now).min()
+    }
+
     /// Does what is due at `now`, in order.
     pub fn on_time(&mut self, now: u64) {
         loop {

@@ -176,6 +176,11 @@ impl Host {
                 ob.plan, ob.id, ob.tag
             ));
         }
+        if result.is_ok() && ob.plan == Plan::Answer && self.profile.fault == Some(super::Fault::AnswerTwice) {
+            let again = self.engine.transmit().to_vec();
+            self.take_output();
+            self.out.extend(again);
+        }
         if self.engine.is_open(ob.id) {
             self.failures.push(format!("obligation {} ({}) is still open after {:?}", ob.id, ob.tag, ob.plan));
         }

@@ -12,6 +12,7 @@
 //! [`Output`]: copilot_core::Output
 
 mod answering;
+mod calls;
 mod outputs;
 mod recover;
 
@@ -72,6 +73,20 @@ pub enum Waiter {
     },
 }
 
+/// A bug planted in the simulated host, for the simulator's own tests:
+/// the checker must catch each one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The host loses the 20th event it is delivered.
+    LoseEvent,
+    /// The host delivers the 20th event before the 19th.
+    SwapEvents,
+    /// The host never passes the time to the engine.
+    NoTimeouts,
+    /// The host writes its handlers' answers twice.
+    AnswerTwice,
+}
+
 /// How this run's host behaves (drawn per seed).
 #[derive(Debug, Clone)]
 pub struct HostProfile {
@@ -86,6 +101,8 @@ pub struct HostProfile {
     pub server_assigned_percent: u64,
     /// The engine's configuration.
     pub config: EngineConfig,
+    /// A bug planted for the simulator's own tests.
+    pub fault: Option<Fault>,
 }
 
 /// Where a session of the host stands.
@@ -127,6 +144,24 @@ pub struct SessionRec {
     /// When a recovery resumed it and then gave the resume up before
     /// delivering its gap (the attempt failed): its held events went out.
     pub abandoned: Vec<u64>,
+}
+
+impl SessionRec {
+    /// A session reserved at `now` (its open in flight).
+    pub fn new(handle: SessionHandle, cli_id: Option<String>, now: u64) -> Self {
+        SessionRec {
+            handle,
+            cli_id,
+            state: RecState::Opening,
+            opened_at: now,
+            released_at: None,
+            delivered: Vec::new(),
+            held: None,
+            gaps: Vec::new(),
+            batches: Vec::new(),
+            abandoned: Vec::new(),
+        }
+    }
 }
 
 /// How much of a session's gap a recovery delivered (as the core's
@@ -216,6 +251,8 @@ pub struct Host {
     lost_at: Option<u64>,
     /// What the host saw.
     pub seen: Seen,
+    /// Events delivered so far (for a planted fault).
+    deliveries: u64,
     /// Where the engine broke its contract.
     pub failures: Vec<String>,
     /// What the host did on its own since the world last took them, for
@@ -248,6 +285,7 @@ impl Host {
             failures: Vec::new(),
             notes: Vec::new(),
             created: 0,
+            deliveries: 0,
         }
     }
 
@@ -320,16 +358,30 @@ impl Host {
 
     /// When the host next has something to do on its own.
     pub fn next_timer(&self) -> Option<u64> {
+        [self.engine.poll_timeout(), self.next_own_timer()].into_iter().flatten().min()
+    }
+
+    /// When the host itself (its handlers, the recovery's wait) next has
+    /// something to do: what [`on_time`](Self::on_time) does at once
+    /// whatever the engine says.
+    pub fn next_own_timer(&self) -> Option<u64> {
         let jobs = self.obligations.iter().filter(|o| !o.settled).map(|o| o.due).min();
         let recovery = self.recovering.as_ref().and_then(|r| r.until);
-        [self.engine.poll_timeout(), jobs, recovery].into_iter().flatten().min()
+        [jobs, recovery].into_iter().flatten().min()
+    }
+
+    /// The next time after `now` at which the host has something to do.
+    pub fn next_timer_after(&self, now: u64) -> Option<u64> {
+        let jobs = self.obligations.iter().filter(|o| !o.settled).map(|o| o.due);
+        let recovery = self.recovering.as_ref().and_then(|r| r.until);
+        jobs.chain(recovery).chain(self.engine.poll_timeout()).filter(|t| *t > now).min()
     }
 
     /// Does what is due at `now`: the handlers that finish, the engine's
     /// deadlines, the recovery's wait.
     pub fn on_time(&mut self, now: u64) {
         self.run_jobs(now);
-        if self.engine.poll_timeout().is_some_and(|t| t <= now) {
+        if self.engine.poll_timeout().is_some_and(|t| t <= now) && self.profile.fault != Some(Fault::NoTimeouts) {
             let mut expired = Vec::new();
             self.engine.handle_timeout(now, |id, w| expired.push((id, w)));
             for (id, waiter) in expired {
@@ -340,125 +392,6 @@ impl Host {
         if self.recovering.as_ref().and_then(|r| r.until).is_some_and(|t| t <= now) {
             self.recovery_next(now, copilot_core::RecoveryReport::Next);
         }
-    }
-
-    /// Opens a session: a create under an id of the client's, or one the
-    /// server assigns. A line for the trace.
-    pub fn create(&mut self, now: u64) -> Option<String> {
-        if !self.ready() {
-            return None;
-        }
-        let key = self.next_key;
-        let assigned = self.rng.chance(self.profile.server_assigned_percent);
-        let (handle, id) = if assigned {
-            (self.engine.reserve_unassigned(key).ok()?, None)
-        } else {
-            self.created += 1;
-            let id = format!("s-{}", self.created);
-            (self.engine.reserve(&id, key).ok()?, Some(id))
-        };
-        let params = match &id {
-            Some(id) => format!(r#"{{"sessionId":"{id}",{}}}"#, self.open_flags()),
-            None => format!("{{{}}}", self.open_flags()),
-        };
-        if !self.call(now, Waiter::Open { key, handle }, "session.create", &params) {
-            self.engine.release(handle);
-            self.drain_parked(now);
-            return None;
-        }
-        self.next_key += 1;
-        let rec = SessionRec {
-            handle,
-            cli_id: id.clone(),
-            state: RecState::Opening,
-            opened_at: now,
-            released_at: None,
-            delivered: Vec::new(),
-            held: None,
-            gaps: Vec::new(),
-            batches: Vec::new(),
-            abandoned: Vec::new(),
-        };
-        self.sessions.insert(key, rec);
-        Some(format!("host: create {} (key {key})", id.as_deref().unwrap_or("<server-assigned>")))
-    }
-
-    /// Joins session `id` of another client (a resume: the engine then
-    /// asks what is pending).
-    pub fn join(&mut self, now: u64, id: &str) -> Option<String> {
-        if !self.ready()
-            || self.sessions.values().any(|s| s.state != RecState::Released && s.cli_id.as_deref() == Some(id))
-        {
-            return None;
-        }
-        let key = self.next_key;
-        let (handle, old) = self.engine.reserve_resume(id, key).ok()?;
-        if old.is_some() {
-            self.failures.push(format!("reserve_resume({id}) took over a session the host did not have open"));
-        }
-        let params = format!(r#"{{"sessionId":"{id}",{}}}"#, self.open_flags());
-        if !self.call(now, Waiter::Open { key, handle }, "session.resume", &params) {
-            self.engine.release(handle);
-            return None;
-        }
-        self.next_key += 1;
-        let rec = SessionRec {
-            handle,
-            cli_id: Some(id.to_owned()),
-            state: RecState::Opening,
-            opened_at: now,
-            released_at: None,
-            delivered: Vec::new(),
-            held: None,
-            gaps: Vec::new(),
-            batches: Vec::new(),
-            abandoned: Vec::new(),
-        };
-        self.sessions.insert(key, rec);
-        Some(format!("host: join {id} (key {key})"))
-    }
-
-    /// What a create or resume announces: permission prompts, and
-    /// elicitations when the host has a handler for them.
-    fn open_flags(&self) -> String {
-        let elicits = self.profile.handlers.contains(&HandlerKind::Elicitation);
-        format!(r#""requestPermission":true,"requestElicitation":{elicits}"#)
-    }
-
-    /// An open session, chosen at random.
-    fn pick_open(&mut self) -> Option<u32> {
-        let open: Vec<u32> = self.sessions.iter().filter(|(_, s)| s.state == RecState::Open).map(|(k, _)| *k).collect();
-        (!open.is_empty()).then(|| open[self.rng.index(open.len())])
-    }
-
-    /// Destroys an open session.
-    pub fn destroy(&mut self, now: u64) -> Option<String> {
-        if !self.ready() {
-            return None;
-        }
-        let key = self.pick_open()?;
-        let rec = &self.sessions[&key];
-        let (handle, id) = (rec.handle, rec.cli_id.clone().unwrap_or_default());
-        let params = format!(r#"{{"sessionId":"{id}"}}"#);
-        if !self.call(now, Waiter::Destroy { key, handle }, "session.destroy", &params) {
-            return None;
-        }
-        if self.engine.close(handle).is_err() {
-            self.failures.push(format!("close() of open session {id} found a stale handle"));
-        }
-        self.sessions.get_mut(&key).expect("picked").state = RecState::Closing;
-        Some(format!("host: destroy {id}"))
-    }
-
-    /// Sends a prompt to an open session.
-    pub fn send(&mut self, now: u64) -> Option<String> {
-        if !self.ready() {
-            return None;
-        }
-        let key = self.pick_open()?;
-        let id = self.sessions[&key].cli_id.clone().unwrap_or_default();
-        let params = format!(r#"{{"sessionId":"{id}","prompt":"hi"}}"#);
-        self.call(now, Waiter::Send { key }, "session.send", &params).then(|| format!("host: send to {id}"))
     }
 
     /// Releases session `key` from the engine (after its destroy, or a

@@ -8,7 +8,7 @@ use copilot_core::{
     ANSWERS,
 };
 
-use super::{Fate, Host, RecState, Waiter};
+use super::{Fate, Fault, Host, RecState, Waiter};
 
 /// An output, owned.
 #[derive(Debug)]
@@ -277,7 +277,15 @@ impl Host {
             }
             return;
         }
-        rec.delivered.push(n);
+        self.deliveries += 1;
+        match (self.profile.fault, self.deliveries) {
+            (Some(Fault::LoseEvent), 20) => return,
+            (Some(Fault::SwapEvents), 20) if !rec.delivered.is_empty() => {
+                let last = rec.delivered.len() - 1;
+                rec.delivered.insert(last, n);
+            }
+            _ => rec.delivered.push(n),
+        }
         self.note_fate(n, Fate::Delivered(key));
     }
 
