@@ -81,6 +81,7 @@ impl Profile {
             loss_percent: if rng.chance(30) { rng.range(5, 40) } else { 0 },
             foreign: rng.range(0, 2) as usize,
             reorders: false,
+            page_cap: if rng.chance(30) { rng.range(1, 8) as usize } else { 1_000 },
         };
         let config = EngineConfig::new()
             .handler_timeout(Some(HANDLER_TIMEOUT_MS))

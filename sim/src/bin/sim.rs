@@ -18,7 +18,7 @@ use std::time::Instant;
 use copilot_sim::{run_with, shrink, Counts, Expect, Known, Options};
 
 const USAGE: &str = "usage: sim (--seeds A..B | --seeds A.. | --seed N) [--steps K] [--trace] [--strict | --strict-<issue>] [--cli-reorders] [--keep-going]
-issues: left-unanswered unmarked-gap recovery-order failed-attempt-gap refused-then-listed forgotten-queued-answer stale-response beyond-memory refused-answer-remembered";
+issues: left-unanswered unmarked-gap recovery-order failed-attempt-gap refused-then-listed forgotten-queued-answer stale-response beyond-memory refused-answer-remembered cut-gap";
 
 struct Args {
     seeds: (u64, Option<u64>),

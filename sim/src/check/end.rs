@@ -140,6 +140,9 @@ impl Checker {
             if gap == GapKind::Unmarked && self.allow(Known::UnmarkedGap) {
                 continue;
             }
+            if gap == GapKind::Cut && self.allow(Known::CutGap) {
+                continue;
+            }
             if rec.abandoned.iter().any(|t| *t > e.at && *t < at) && self.allow(Known::FailedAttemptGap) {
                 continue;
             }

@@ -54,11 +54,15 @@ pub enum Known {
     /// once the session is open again here, the engine skips it and
     /// nobody answers.
     RefusedAnswerRemembered,
+    /// Documented (the recovery's `Gap::Cut`): the last event delivered
+    /// before the loss is not within the pages of the log read back, so
+    /// none of the gap is delivered.
+    CutGap,
 }
 
 impl Known {
     /// Every known issue.
-    pub const ALL: [Known; 9] = [
+    pub const ALL: [Known; 10] = [
         Known::LeftUnanswered,
         Known::UnmarkedGap,
         Known::RecoveryOrder,
@@ -68,6 +72,7 @@ impl Known {
         Known::StaleResponse,
         Known::BeyondMemory,
         Known::RefusedAnswerRemembered,
+        Known::CutGap,
     ];
 
     /// Its name on the command line (`--strict-<name>`) and in reports.
@@ -82,6 +87,7 @@ impl Known {
             Known::StaleResponse => "stale-response",
             Known::BeyondMemory => "beyond-memory",
             Known::RefusedAnswerRemembered => "refused-answer-remembered",
+            Known::CutGap => "cut-gap",
         }
     }
 

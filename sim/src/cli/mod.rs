@@ -67,6 +67,9 @@ pub struct CliProfile {
     pub loss_percent: u64,
     /// Sessions of the other client this client may join.
     pub foreign: usize,
+    /// Most events a page of the log read back holds (fewer than asked,
+    /// as the real CLI's windows can).
+    pub page_cap: usize,
     /// Quick messages may be done out of the order they came in (the real
     /// CLI does them in order; off unless a run asks for it).
     pub reorders: bool,

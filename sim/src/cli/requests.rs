@@ -70,7 +70,7 @@ impl Cli {
             },
             m if m == EVENT_LOG_READ => match self.active(params) {
                 Some(s) => {
-                    let result = self.sessions[s].read_log(params);
+                    let result = self.sessions[s].read_log(params, self.profile.page_cap);
                     self.reply(id, &result);
                 }
                 None => self.reply_error(id, NOT_FOUND, "Session not found"),

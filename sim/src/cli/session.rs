@@ -98,11 +98,13 @@ impl Session {
     /// the log, oldest first, and the cursor to read on (backward reads
     /// give `"b:<index of the window's oldest>"`, as the real CLI's
     /// `"b:<id>"`; a cursor it cannot read restarts from the end with
-    /// `cursorStatus:"expired"`, as the real CLI does).
-    pub fn read_log(&self, params: &Value) -> String {
+    /// `cursorStatus:"expired"`, as the real CLI does). A window holds at
+    /// most `cap` events: fewer than `max`, as the real CLI's can when
+    /// hidden events take places in it, with `hasMore` still true.
+    pub fn read_log(&self, params: &Value, cap: usize) -> String {
         let ephemeral = params.get("includeEphemeral").and_then(Value::as_bool).unwrap_or(true);
         let events: Vec<&String> = self.log.iter().filter(|(_, d, _)| *d || ephemeral).map(|(_, _, e)| e).collect();
-        let max = params.get("max").and_then(Value::as_u64).unwrap_or(200).max(1) as usize;
+        let max = (params.get("max").and_then(Value::as_u64).unwrap_or(200).max(1) as usize).min(cap.max(1));
         let cursor = params.get("cursor").and_then(Value::as_str);
         let backward = params.get("direction").and_then(Value::as_str) == Some("backward");
         let mut expired = false;
@@ -156,16 +158,16 @@ mod tests {
     fn backward_reads_page_from_the_end_and_read_on_with_their_cursor() {
         let s = session(7);
         let p = serde_json::json!({"direction":"backward","max":2,"includeEphemeral":false});
-        let first: Value = serde_json::from_str(&s.read_log(&p)).unwrap();
+        let first: Value = serde_json::from_str(&s.read_log(&p, 100)).unwrap();
         assert_eq!(first["events"], serde_json::json!([{"id":"e4"},{"id":"e6"}]));
         assert_eq!(first["hasMore"], true);
         let mut p2 = p.clone();
         p2["cursor"] = first["cursor"].clone();
-        let second: Value = serde_json::from_str(&s.read_log(&p2)).unwrap();
+        let second: Value = serde_json::from_str(&s.read_log(&p2, 100)).unwrap();
         assert_eq!(second["events"], serde_json::json!([{"id":"e0"},{"id":"e2"}]));
         assert_eq!(second["hasMore"], false);
         p2["cursor"] = "garbage".into();
-        let again: Value = serde_json::from_str(&s.read_log(&p2)).unwrap();
+        let again: Value = serde_json::from_str(&s.read_log(&p2, 100)).unwrap();
         assert_eq!(again["cursorStatus"], "expired");
         assert_eq!(again["events"], first["events"]);
     }

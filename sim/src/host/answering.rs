@@ -77,8 +77,8 @@ impl Host {
         if self.seen.discharged_at.get(&tag).is_some_and(|at| self.discharged() >= at + super::OBLIGATIONS as u64) {
             self.seen.beyond_memory.insert(tag.clone());
         }
-        if self.obligations.iter().any(|o| !o.settled && o.tag == tag) {
-            self.failures.push(format!("the engine handed out {tag} again while the host's handler still runs"));
+        if self.obligations.iter().any(|o| !o.settled && o.tag == tag && self.engine.is_open(o.id)) {
+            self.failures.push(format!("the engine handed out {tag} again while its first obligation is open"));
         }
         let plan = if self.profile.handlers.contains(&ob.handler) {
             let weights = self.profile.plans;

@@ -74,7 +74,8 @@ impl Host {
     }
 
     /// Delivers what the session being resumed held, as it is (after the
-    /// log's gap, if `log` gives it: `(events read, first to deliver)`).
+    /// log's gap, if `log` gives it: `(events read, first to deliver)`,
+    /// the held events the gap brought left out).
     /// Without the log, the resume was abandoned (its attempt failed, or
     /// the CLI refused it): noted.
     pub(super) fn release_held(&mut self, now: u64, log: Option<(&LogRead, Option<usize>)>) {
@@ -86,11 +87,12 @@ impl Host {
         let held = rec.held.take().unwrap_or_default();
         let mut out = Vec::new();
         let mut ids = HashSet::new();
-        if let Some((events, from)) = log {
-            ids.extend(events.iter().filter_map(|(_, h)| *h));
-            if let Some(from) = from {
-                out.extend(events.get(from..).unwrap_or_default().iter().map(|(n, _)| *n));
-            }
+        // The held events the gap delivered are left out (as copilot-host
+        // does: by the ids of the gap's events, not of all the log read).
+        if let Some((events, Some(from))) = log {
+            let gap = events.get(from..).unwrap_or_default();
+            ids.extend(gap.iter().filter_map(|(_, h)| *h));
+            out.extend(gap.iter().map(|(n, _)| *n));
         }
         let gap = out.len();
         out.extend(held.iter().filter(|(_, h)| !h.is_some_and(|h| ids.contains(&h))).map(|(n, _)| Some(*n)));
