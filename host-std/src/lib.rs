@@ -79,6 +79,7 @@ pub mod events;
 mod generated;
 mod pool;
 pub mod rpc;
+mod sync;
 mod transport;
 mod wait;
 

@@ -13,8 +13,9 @@
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread;
+use std::sync::Arc;
+
+use crate::sync::{thread, Condvar, Mutex, MutexGuard};
 
 type Task = Box<dyn FnOnce() + Send>;
 
@@ -165,5 +166,43 @@ mod tests {
         release_tx.send(()).unwrap();
         assert_eq!(pool.started(), 2);
         pool.close();
+    }
+}
+
+/// The pool's real code over the interleavings loom finds (run with
+/// `RUSTFLAGS="--cfg loom"`, see `crate::sync`).
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::Pool;
+    use loom::sync::{Arc, Condvar, Mutex};
+
+    /// Tasks submitted while the pool's threads start, take tasks and go
+    /// to wait each run exactly once: no submit is lost between a thread's
+    /// last look at the queue and its wait (which loom would report as a
+    /// deadlock of the submitter), and a second thread starts only while
+    /// the first is busy. Two preemptions per run bound the search.
+    #[test]
+    fn loom_every_task_submitted_runs_once() {
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(2);
+        model.check(|| {
+            let pool = Pool::start("loom-pool", 2).unwrap();
+            let ran = Arc::new((Mutex::new(0), Condvar::new()));
+            for _ in 0..2 {
+                let ran = Arc::clone(&ran);
+                pool.submit(move || {
+                    *ran.0.lock().unwrap() += 1;
+                    ran.1.notify_all();
+                });
+            }
+            let mut count = ran.0.lock().unwrap();
+            while *count < 2 {
+                count = ran.1.wait(count).unwrap();
+            }
+            assert_eq!(*count, 2, "each task once");
+            drop(count);
+            assert!(pool.lock().started <= 2);
+            pool.close();
+        });
     }
 }

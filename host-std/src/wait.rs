@@ -8,8 +8,9 @@ use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
-use std::thread::Thread;
 use std::time::Instant;
+
+use crate::sync::thread::{self, Thread};
 
 /// Wakes a parked thread.
 struct Unpark(Thread);
@@ -26,9 +27,10 @@ impl Wake for Unpark {
 
 /// A waker that unparks the calling thread.
 pub(crate) fn thread_waker() -> Waker {
-    Waker::from(Arc::new(Unpark(std::thread::current())))
+    Waker::from(Arc::new(Unpark(thread::current())))
 }
 
+#[cfg(not(loom))]
 thread_local! {
     /// This thread's waker, made once: a wait that finds its answer ready
     /// costs no allocation.
@@ -50,21 +52,37 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
 /// deadline, so what came just before it is not lost.
 pub(crate) fn block_on_until<F: Future>(future: F, deadline: Option<Instant>) -> Option<F::Output> {
     let mut future = pin!(future);
-    // A wait while the thread's locals are being destroyed makes its own.
+    // A wait while the thread's locals are being destroyed makes its own
+    // (as does every wait of the loom model, whose threads are its own).
+    #[cfg(not(loom))]
     let waker = THREAD_WAKER.try_with(Waker::clone).unwrap_or_else(|_| thread_waker());
+    #[cfg(loom)]
+    let waker = thread_waker();
     let mut cx = Context::from_waker(&waker);
     loop {
         if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
             return Some(out);
         }
         match deadline {
-            None => std::thread::park(),
+            None => thread::park(),
             Some(at) => match at.checked_duration_since(Instant::now()) {
-                Some(left) if !left.is_zero() => std::thread::park_timeout(left),
+                Some(left) if !left.is_zero() => park_timeout(left),
                 _ => return None,
             },
         }
     }
+}
+
+/// Parks the thread for `left` at most (loom has no timed park: its model
+/// waits only without a deadline).
+#[cfg(not(loom))]
+fn park_timeout(left: std::time::Duration) {
+    thread::park_timeout(left);
+}
+
+#[cfg(loom)]
+fn park_timeout(_: std::time::Duration) {
+    unreachable!("the loom model waits without a deadline")
 }
 
 #[cfg(test)]

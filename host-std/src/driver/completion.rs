@@ -1,8 +1,8 @@
 //! A value set once by one thread and awaited by a future.
 
-use std::sync::Mutex;
+use crate::sync::{Mutex, MutexGuard};
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -54,5 +54,52 @@ impl<T> Completion<T> {
     /// Whether the value was set.
     pub(crate) fn is_done(&self) -> bool {
         lock(&self.state).2
+    }
+}
+
+/// A call's completion and the blocking wait on it, their real code over
+/// every interleaving loom finds (run with `RUSTFLAGS="--cfg loom"`, see
+/// `crate::sync`).
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::Completion;
+    use std::future::poll_fn;
+    use std::sync::Arc;
+
+    /// The value set by another thread (the reader, the timer) reaches a
+    /// caller parked in `block_on`, whichever comes first: the set, the
+    /// caller's first poll or its park. A lost wake-up would leave the
+    /// caller parked, which loom reports as a deadlock.
+    #[test]
+    fn loom_a_value_set_by_another_thread_wakes_the_blocked_caller() {
+        loom::model(|| {
+            let slot: Arc<Completion<u32>> = Arc::new(Completion::default());
+            let setter = {
+                let slot = Arc::clone(&slot);
+                loom::thread::spawn(move || slot.complete(7))
+            };
+            let got = crate::wait::block_on(poll_fn(|cx| slot.poll_take(cx)));
+            assert_eq!(got, Some(7));
+            assert!(slot.is_done());
+            setter.join().unwrap();
+        });
+    }
+
+    /// A second value is not taken: the first set wins, once.
+    #[test]
+    fn loom_the_first_value_set_is_the_one_taken() {
+        loom::model(|| {
+            let slot: Arc<Completion<u32>> = Arc::new(Completion::default());
+            let a = {
+                let slot = Arc::clone(&slot);
+                loom::thread::spawn(move || slot.complete(1))
+            };
+            slot.complete(2);
+            a.join().unwrap();
+            let got = crate::wait::block_on(poll_fn(|cx| slot.poll_take(cx)));
+            assert!(matches!(got, Some(1 | 2)));
+            let again = crate::wait::block_on(poll_fn(|cx| slot.poll_take(cx)));
+            assert_eq!(again, None, "taken once");
+        });
     }
 }
