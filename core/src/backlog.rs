@@ -58,7 +58,7 @@ pub enum ReadGate {
 }
 
 /// The count and the reader's pause (see the module's text).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Backlog {
     stats: BacklogStats,
     /// Read on past the bound after a stall, until half is taken.
@@ -69,6 +69,15 @@ pub struct Backlog {
     /// that was seen (the stall counts from then).
     low: usize,
     since_ms: u64,
+    /// How long a pause lasts with nothing taken before the reader reads
+    /// on ([`BACKLOG_STALL_MS`] unless [`with_stall`](Self::with_stall)).
+    stall_ms: u64,
+}
+
+impl Default for Backlog {
+    fn default() -> Self {
+        Backlog::new()
+    }
 }
 
 impl Backlog {
@@ -80,7 +89,21 @@ impl Backlog {
             paused: false,
             low: 0,
             since_ms: 0,
+            stall_ms: BACKLOG_STALL_MS,
         }
+    }
+
+    /// An empty backlog whose reader reads on after `stall_ms` with nothing
+    /// taken, rather than [`BACKLOG_STALL_MS`].
+    pub const fn with_stall(stall_ms: u64) -> Self {
+        let mut b = Backlog::new();
+        b.stall_ms = stall_ms;
+        b
+    }
+
+    /// From now on, the reader reads on after `stall_ms` with nothing taken.
+    pub fn set_stall(&mut self, stall_ms: u64) {
+        self.stall_ms = stall_ms;
     }
 
     /// `bytes` more are held.
@@ -119,17 +142,17 @@ impl Backlog {
             self.paused = false;
             return ReadGate::Read;
         } else if bytes >= self.low {
-            if now_ms.saturating_sub(self.since_ms) >= BACKLOG_STALL_MS {
+            if now_ms.saturating_sub(self.since_ms) >= self.stall_ms {
                 self.paused = false;
                 self.overrun = true;
                 self.stats.overruns += 1;
                 return ReadGate::Overrun { bytes };
             }
-            return ReadGate::Wait { until_ms: self.since_ms.saturating_add(BACKLOG_STALL_MS) };
+            return ReadGate::Wait { until_ms: self.since_ms.saturating_add(self.stall_ms) };
         }
         // A pause begins, or bytes were taken: the stall counts from now.
         (self.low, self.since_ms) = (bytes, now_ms);
-        ReadGate::Wait { until_ms: now_ms.saturating_add(BACKLOG_STALL_MS) }
+        ReadGate::Wait { until_ms: now_ms.saturating_add(self.stall_ms) }
     }
 
     /// Whether [`poll_read`](Self::poll_read) may say other than `Read`:
@@ -152,6 +175,15 @@ mod tests {
 
     const FULL: usize = MAX_BACKLOG_BYTES + 1;
     const HALF: usize = MAX_BACKLOG_BYTES / 2;
+
+    #[test]
+    fn a_stall_of_its_own_is_waited_for() {
+        let mut b = Backlog::with_stall(BACKLOG_STALL_MS * 5);
+        b.charge(FULL);
+        assert_eq!(b.poll_read(false, 0), ReadGate::Wait { until_ms: BACKLOG_STALL_MS * 5 });
+        assert!(matches!(b.poll_read(false, BACKLOG_STALL_MS), ReadGate::Wait { .. }), "not the default stall");
+        assert_eq!(b.poll_read(false, BACKLOG_STALL_MS * 5), ReadGate::Overrun { bytes: FULL });
+    }
 
     #[test]
     fn within_the_bound_the_reader_reads() {

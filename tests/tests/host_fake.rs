@@ -683,9 +683,17 @@ fn a_client_that_connects_refuses_the_options_that_start_a_cli() {
 /// while a backlog's worth waits (the fake CLI's writes wait in the pipe),
 /// so the memory held never passes the bound by more than one read's
 /// batch, and every event still arrives once, in order.
+///
+/// The stall after which a paused reader reads on all the same is an hour
+/// here: a machine that holds this test off the CPU for a second while it
+/// takes the flood cannot make the reader read on (the stall has tests of
+/// its own, on a virtual clock in the core and with its wake-ups in the
+/// driver), so the bound checked is the pause's.
 #[test]
 fn a_slow_reader_holds_the_cli_back_and_the_backlog_stays_bounded() {
-    let (server, client) = over_pipes(FakeServerConfig::default());
+    let (server, from_server, to_server) = FakeServer::pipes(FakeServerConfig::default());
+    let options = ClientOptions { backlog_stall: Duration::from_secs(3600), ..ClientOptions::default() };
+    let client = Client::from_streams_with(from_server, to_server, None, &options).expect("handshake over pipes");
     let session = client.create_session(SessionConfig::default()).expect("create");
     let events = session.events();
     let id = session.id().to_owned();
@@ -713,6 +721,5 @@ fn a_slow_reader_holds_the_cli_back_and_the_backlog_stays_bounded() {
     // One read's batch (64 KiB of bytes, its vectors' spare room) past the bound at most.
     let slack = 256 << 10;
     assert!(backlog.peak_bytes <= copilot_host::MAX_BACKLOG_BYTES + slack, "{backlog:?}");
-    assert_eq!(backlog.overruns, 0, "the reader never read on for a stall: {backlog:?}");
     assert!(backlog.pauses >= 1, "{backlog:?}");
 }

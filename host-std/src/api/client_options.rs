@@ -110,6 +110,15 @@ pub struct ClientOptions {
     /// ([`MAX_STALL_INTERVAL_MS`](copilot_core::limits::MAX_STALL_INTERVAL_MS)).
     /// `None`: only after a resume.
     pub stall_interval: Option<Duration>,
+    /// How long the reader stays paused over a full backlog (events handed
+    /// to subscribers and not yet taken, past
+    /// [`MAX_BACKLOG_BYTES`](crate::MAX_BACKLOG_BYTES)) with nothing taken
+    /// before it reads on all the same (an overrun, counted in
+    /// [`Client::backlog`](crate::Client::backlog)):
+    /// [`BACKLOG_STALL_MS`](crate::BACKLOG_STALL_MS) by default. Longer
+    /// holds a slow consumer's CLI back longer; a stream kept and never
+    /// read then holds every session of the connection that long.
+    pub backlog_stall: Duration,
     /// When the CLI this client started (over stdio or TCP) exits, or the
     /// connection to a server ([`Client::connect`](crate::Client::connect))
     /// drops, while the client did not end it: start the CLI again, or
@@ -228,6 +237,7 @@ impl std::fmt::Debug for ClientOptions {
             .field("handler_timeout", &self.handler_timeout)
             .field("handler_threads", &self.handler_threads)
             .field("stall_interval", &self.stall_interval)
+            .field("backlog_stall", &self.backlog_stall)
             .field("auto_restart", &self.auto_restart)
             .field("request_handlers", &self.request_handlers)
             .field("request_handler", &self.request_handler.as_ref().map(|_| "<handler>"))
@@ -287,6 +297,7 @@ impl ClientOptions {
             handler: self.handler_timeout,
             handler_threads: self.handler_threads.max(1),
             stall: self.stall_interval,
+            backlog_stall: self.backlog_stall,
         }
     }
 }
@@ -310,6 +321,7 @@ impl Default for ClientOptions {
             handler_timeout: DEFAULT_HANDLER_TIMEOUT,
             handler_threads: DEFAULT_HANDLER_THREADS,
             stall_interval: Some(DEFAULT_STALL_INTERVAL),
+            backlog_stall: Duration::from_millis(copilot_core::limits::BACKLOG_STALL_MS),
             auto_restart: true,
             request_handlers: RequestHandlers::default(),
             request_handler: None,

@@ -41,8 +41,16 @@ pub(crate) struct Backlog {
 
 impl Default for Backlog {
     fn default() -> Self {
+        Backlog::with_stall(Duration::from_millis(BACKLOG_STALL_MS))
+    }
+}
+
+impl Backlog {
+    /// A backlog whose reader reads on after `stall` with nothing taken.
+    pub(crate) fn with_stall(stall: Duration) -> Self {
+        let stall = u64::try_from(stall.as_millis()).unwrap_or(u64::MAX);
         Backlog {
-            core: Mutex::new(copilot_core::Backlog::new()),
+            core: Mutex::new(copilot_core::Backlog::with_stall(stall)),
             paused: AtomicBool::new(false),
             epoch: Mutex::new(0),
             wake: Condvar::new(),
@@ -146,9 +154,14 @@ mod tests {
         }
     }
 
+    /// A stall no test waits out: the room made or the request ends each
+    /// wait, whatever the machine's load (it only keeps a lost wake-up from
+    /// hanging a test: that fails on `timed_out` instead).
+    const GUARD: Duration = Duration::from_secs(60);
+
     #[test]
     fn the_reader_waits_while_full_and_goes_on_when_half_is_taken() {
-        let backlog = Arc::new(Backlog::default());
+        let backlog = Arc::new(Backlog::with_stall(GUARD));
         let first = backlog.charge(MAX_BACKLOG_BYTES / 2);
         let second = backlog.charge(MAX_BACKLOG_BYTES / 2 + 1);
         let barrier = Barrier::new(2);
@@ -175,7 +188,7 @@ mod tests {
 
     #[test]
     fn a_request_waiting_for_its_answer_lets_the_reader_read_on() {
-        let backlog = Arc::new(Backlog::default());
+        let backlog = Arc::new(Backlog::with_stall(GUARD));
         let _full = backlog.charge(MAX_BACKLOG_BYTES + 1);
         let (request, returned) = (AtomicBool::new(false), AtomicBool::new(false));
         let barrier = Barrier::new(2);
@@ -197,7 +210,8 @@ mod tests {
 
     #[test]
     fn a_backlog_nobody_takes_from_is_read_past_once_and_not_paused_on_again_until_half_is_taken() {
-        let backlog = Arc::new(Backlog::default());
+        // A short stall, which the first pause waits out.
+        let backlog = Arc::new(Backlog::with_stall(Duration::from_millis(50)));
         let full = backlog.charge(MAX_BACKLOG_BYTES + 1);
         backlog.wait_for_room("test", || false);
         assert_eq!((backlog.stats().pauses, backlog.stats().overruns), (1, 1));
@@ -207,7 +221,9 @@ mod tests {
         drop(full);
         drop(more);
         // Full again: the reader pauses again (it read past only until the
-        // backlog had been taken), and goes on when this is taken too.
+        // backlog had been taken), and goes on when this is taken too; now
+        // with the guard's stall, so that only the room made ends it.
+        backlog.core.lock().unwrap().set_stall(60_000);
         let again = backlog.charge(MAX_BACKLOG_BYTES + 1);
         let stalled = backlog.timed_out.load(Ordering::SeqCst);
         assert!(stalled >= 1, "the first pause ended at its time");

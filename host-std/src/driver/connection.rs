@@ -46,6 +46,9 @@ pub(crate) struct Deadlines {
     /// How long a running turn may be silent before the engine asks the
     /// CLI what is pending; `None`: never.
     pub(crate) stall: Option<Duration>,
+    /// How long the reader stays paused over a full backlog with nothing
+    /// taken before it reads on.
+    pub(crate) backlog_stall: Duration,
 }
 
 /// What the engine routes a session's frames to: the reader delivers
@@ -252,7 +255,7 @@ impl Connection {
             dispatchers: Pool::start(&format!("copilot-events ({label})"), DISPATCHERS).map_err(Error::Io)?,
             workers: Pool::start(&format!("copilot-handlers ({label})"), deadlines.handler_threads)
                 .map_err(Error::Io)?,
-            backlog: Arc::default(),
+            backlog: Arc::new(super::Backlog::with_stall(deadlines.backlog_stall)),
             label,
             client_wide,
         });

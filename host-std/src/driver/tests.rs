@@ -203,6 +203,7 @@ fn driver() -> (Arc<Connection>, Peer, Arc<AtomicU64>, mpsc::Receiver<Job>, thre
         handler: Duration::from_secs(300),
         handler_threads: 2,
         stall: Some(Duration::from_secs(30)),
+        backlog_stall: Duration::from_millis(copilot_core::limits::BACKLOG_STALL_MS),
     };
     let (conn, reader) = Connection::start_on(
         Clock::manual(Arc::clone(&now)),
