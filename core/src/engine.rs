@@ -723,6 +723,21 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
         }
     }
 
+    /// Refuses at once the wait `(session_id, rid)` of event row
+    /// `row_index` that could not become an obligation, and remembers it
+    /// as discharged: a list read before the CLI took the refusal names it
+    /// again, and it is not answered twice.
+    fn refuse_at_once(&mut self, row_index: u16, session_id: &[u8], rid: [&[u8]; 3], cause: Cause) {
+        let before = self.next_answer;
+        let sent = self.send_refusal(&ANSWERS[usize::from(row_index)], session_id, rid);
+        if sent.is_ok() {
+            let answer = if self.next_answer == before { 0 } else { self.next_answer };
+            self.obligations.discharged(row_index, session_id, rid, answer);
+        }
+        self.routed(sent);
+        self.count(cause);
+    }
+
     /// The row of an event that is an obligation (not one resolved by a hook).
     fn event_row(event: &EventInfo<'_>) -> Option<(u16, &'static AnswerRow)> {
         let row = row_for_event(event.event_type)?;
@@ -788,9 +803,7 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                 match result {
                     Ok(ob) => Output::obliged(route, ob),
                     Err(cause) => {
-                        let sent = self.send_refusal(row, session_id.as_bytes(), rid);
-                        self.routed(sent);
-                        self.count(cause);
+                        self.refuse_at_once(row_index, session_id.as_bytes(), rid, cause);
                         Output::refused(route, cause)
                     }
                 }
@@ -882,14 +895,12 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
             _ => return Output::plain(route),
         };
         if let Some(event) = event {
-            if let Some((_, row)) = Self::event_row(&event) {
+            if let Some((row_index, _)) = Self::event_row(&event) {
                 let Some(rid) = event.request_id else {
                     self.stats.unanswerable += 1;
                     return Output::plain(route);
                 };
-                let sent = self.send_refusal(row, session_id.as_bytes(), [b"\"", rid.as_bytes(), b"\""]);
-                self.routed(sent);
-                self.count(cause);
+                self.refuse_at_once(row_index, session_id.as_bytes(), [b"\"", rid.as_bytes(), b"\""], cause);
                 return Output::refused(route, cause);
             }
             return Output::plain(route);

@@ -330,6 +330,15 @@ impl<const N: usize> Obligations<N> {
         self.recent.sent_as(wait_hash(open.row, &open.session_id, [&open.request_id, b"", b""]), answer);
     }
 
+    /// Remembers the wait `(row, session_id, request_id)` (as for
+    /// [`knows`](Self::knows)) as discharged without an obligation: it was
+    /// refused at once, in the answering RPC numbered `answer` (0: none).
+    pub(crate) fn discharged(&mut self, row: u16, session_id: &[u8], request_id: [&[u8]; 3], answer: u64) {
+        let hash = wait_hash(row, session_id, request_id);
+        self.recent.push(hash);
+        self.recent.sent_as(hash, answer);
+    }
+
     /// The CLI acknowledged the answering RPC numbered `answer`.
     pub(crate) fn confirm(&mut self, answer: u64) {
         self.recent.confirm(answer);

@@ -401,3 +401,22 @@ fn no_stall_interval_watches_nothing() {
     e.handle_timeout(u64::MAX, |_, _| {});
     assert!(sent(&mut e).is_empty());
 }
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_wait_refused_at_once_is_not_refused_again_when_a_list_names_it() {
+    let mut e = engine();
+    let (handle, _) = resumed(&mut e);
+    // The table (16) full: the 17th wait is refused at once.
+    for n in 0..16 {
+        assert_eq!(feed(&mut e, &tool_event(&format!("r{n}"))).len(), 1);
+    }
+    assert!(feed(&mut e, &tool_event("full")).is_empty());
+    assert_eq!(answered(&sent(&mut e), "session.tools.handlePendingToolCall", "full"), 1, "refused");
+    // A list read before the CLI took the refusal still names it.
+    e.reconcile(handle).unwrap();
+    let request = sent(&mut e)[0].clone();
+    assert!(feed(&mut e, &list_reply(&request, json!([tool_item("full")]))).is_empty());
+    assert_eq!(answered(&sent(&mut e), "session.tools.handlePendingToolCall", "full"), 0, "not answered twice");
+    assert_eq!(e.stats(0).duplicate_waits, 1);
+}

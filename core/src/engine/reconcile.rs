@@ -313,7 +313,7 @@ impl<
     pub fn open_listed(&mut self, listed: &Listed<'_, T>, now: u64, mut found: impl FnMut(ListedWait<'_, T>)) -> usize {
         let Some(name) = self.core.router.sessions().name(listed.session) else { return 0 };
         let Some(session_id) = escaped(&name) else { return 0 };
-        let Some((row_index, row)) =
+        let Some((row_index, _)) =
             row_for_event(crate::json::JsonStr::from_validated(listed.list.event_type.as_bytes()))
         else {
             return 0;
@@ -347,11 +347,7 @@ impl<
                         item,
                     });
                 }
-                Err(cause) => {
-                    let sent = self.core.send_refusal(row, &session_id, rid);
-                    self.core.routed(sent);
-                    self.core.count(cause);
-                }
+                Err(cause) => self.core.refuse_at_once(row_index, &session_id, rid, cause),
             }
         }
         taken
