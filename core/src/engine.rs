@@ -854,7 +854,7 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                     Err(_) => false,
                 };
                 // Acknowledged either way: the CLI has the answer.
-                if let Some(n) = read_answer_id(s.raw()) {
+                if let Some(n) = read_answer_id(s.raw().as_bytes()) {
                     self.obligations.confirm(n);
                 }
                 if accepted {
@@ -1524,9 +1524,12 @@ impl<
     /// caller's answer is gone with the connection), and forgets what the
     /// next connection cannot settle:
     /// the waits of server requests (their ids die with the connection)
-    /// and the record of answers the CLI did not acknowledge (they may be
-    /// lost: the lists read after the reconnect name them again, and they
-    /// are taken on again). The waits of events stay open: the CLI lists
+    /// and the record of answers that went to it and the CLI did not
+    /// acknowledge (they may be lost: the lists read after the reconnect
+    /// name them again, and they are taken on again). An answer still
+    /// queued stays given: it goes to the next connection. A frame the
+    /// host took in part goes with the connection (its start went there).
+    /// The waits of events stay open: the CLI lists
     /// them after the resume ([`PENDING_LISTS`]) under the same ids, and
     /// their answers go to the next connection. Sessions stay in the table,
     /// to be resumed; then call [`reconcile`](Self::reconcile) (a resume
@@ -1538,9 +1541,17 @@ impl<
         for (id, waiter) in self.core.router.pending().drain() {
             failed(id, waiter);
         }
-        self.core
-            .obligations
-            .connection_lost(|o| matches!(ANSWERS[usize::from(o.row)].trigger, crate::answers::Trigger::Event(_)))
+        // The answers queued are numbered from the first one on.
+        let mut queued = self.core.next_answer + 1;
+        self.core.tx.retain(|body| {
+            if let Some(n) = own_request_id(body).and_then(read_answer_id) {
+                queued = queued.min(n);
+            }
+            true
+        });
+        self.core.obligations.connection_lost(queued, |o| {
+            matches!(ANSWERS[usize::from(o.row)].trigger, crate::answers::Trigger::Event(_))
+        })
     }
 
     /// The counters, with the open obligations' age as of `now`.
@@ -1564,12 +1575,21 @@ impl<
 /// `n` from the id of an answering RPC (`answer-<n>`, the raw text of a
 /// JSON string). By hand rather than `str::parse`: number parsing is
 /// kilobytes in the WebAssembly module.
-fn read_answer_id(raw: &str) -> Option<u64> {
-    let digits = raw.as_bytes().strip_prefix(ANSWER_ID_PREFIX.as_bytes()).filter(|d| !d.is_empty())?;
+fn read_answer_id(raw: &[u8]) -> Option<u64> {
+    let digits = raw.strip_prefix(ANSWER_ID_PREFIX.as_bytes()).filter(|d| !d.is_empty())?;
     digits.iter().try_fold(0u64, |n, &b| match b {
         b'0'..=b'9' => n.checked_mul(10)?.checked_add(u64::from(b - b'0')),
         _ => None,
     })
+}
+
+/// The id (the raw text of its string) of a frame the engine queued, if
+/// it is a request of the engine's own (an answering RPC, a list), not a
+/// response to a request of the server's.
+fn own_request_id(body: &[u8]) -> Option<&[u8]> {
+    let rest = body.strip_prefix(b"{\"jsonrpc\":\"2.0\",\"id\":\"")?;
+    let end = rest.iter().position(|b| *b == b'"')?;
+    rest[end..].starts_with(b"\",\"method\"").then_some(&rest[..end])
 }
 
 fn decode<'b>(s: JsonStr<'_>, buf: &'b mut [u8]) -> Option<&'b str> {

@@ -131,16 +131,14 @@ impl<const N: usize> Recent<N> {
     }
 
     /// Forgets the waits whose answer was not acknowledged (it may have
-    /// been lost with the connection); returns how many.
-    fn forget_unconfirmed(&mut self) -> usize {
-        let mut n = 0;
+    /// been lost with the connection) and went in an answering RPC
+    /// numbered before `queued` (from it on, they are still queued).
+    fn forget_unconfirmed(&mut self, queued: u64) {
         for (hash, answer) in self.hashes.iter_mut().zip(self.unconfirmed.iter_mut()) {
-            if *answer != 0 {
+            if *answer != 0 && *answer < queued {
                 (*hash, *answer) = (0, 0);
-                n += 1;
             }
         }
-        n
     }
 
     /// Forgets the hash pushed last (its discharge was undone).
@@ -309,17 +307,20 @@ impl<const N: usize> Obligations<N> {
 
     /// The connection is lost, and another may follow (a restarted CLI, a
     /// reconnect): forgets the open obligations `keep` does not keep, and
-    /// the discharged waits whose answer the CLI did not acknowledge (it
-    /// may have been lost: a list read later names them again, and they
-    /// are taken on again). Returns how many open obligations it forgot.
-    pub(crate) fn connection_lost(&mut self, mut keep: impl FnMut(&Open) -> bool) -> usize {
+    /// the discharged waits whose answer the CLI did not acknowledge and
+    /// went to the lost connection, in an answering RPC numbered before
+    /// `queued` (it may have been lost: a list read later names them
+    /// again, and they are taken on again); those from `queued` on are
+    /// still queued for the next connection, and stay discharged. Returns
+    /// how many open obligations it forgot.
+    pub(crate) fn connection_lost(&mut self, queued: u64, mut keep: impl FnMut(&Open) -> bool) -> usize {
         let mut n = 0;
         for index in 0..self.slots.len() {
             if self.slots[index].open.as_ref().is_some_and(|o| !keep(o)) {
                 n += usize::from(self.forget(index).is_some());
             }
         }
-        self.recent.forget_unconfirmed();
+        self.recent.forget_unconfirmed(queued);
         n
     }
 

@@ -80,6 +80,32 @@ impl<X: FrameBuffer> Transmit<X> {
         }
     }
 
+    /// The connection the frames were for is lost: keeps the queued frames
+    /// whose body `keep` keeps, in order, for the next one. A frame taken
+    /// in part (its start went to the lost connection) goes with it.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
+        // Since the queue was last empty, the store holds whole frames
+        // from its start, those taken too: read from there.
+        let (mut at, mut to) = (0, self.start);
+        while at < self.len {
+            let bytes = &self.buf.bytes()[at..self.len];
+            // The header as `emit` writes it: `Content-Length: <n>\r\n\r\n`.
+            let (mut body, mut n) = (16, 0);
+            while let Some(d @ b'0'..=b'9') = bytes.get(body) {
+                n = n * 10 + usize::from(d - b'0');
+                body += 1;
+            }
+            let end = (body + 4 + n).min(bytes.len());
+            if at >= self.start && keep(&bytes[(body + 4).min(end)..end]) {
+                self.buf.bytes_mut().copy_within(at..at + end, to);
+                to += end;
+            }
+            at += end;
+        }
+        self.len = to;
+        self.taken(0);
+    }
+
     /// Copies as many queued bytes as fit into `out` and takes them.
     pub(crate) fn pull(&mut self, out: &mut [u8]) -> Option<usize> {
         let queued = self.queued();

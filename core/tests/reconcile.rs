@@ -420,3 +420,39 @@ fn a_wait_refused_at_once_is_not_refused_again_when_a_list_names_it() {
     assert_eq!(answered(&sent(&mut e), "session.tools.handlePendingToolCall", "full"), 0, "not answered twice");
     assert_eq!(e.stats(0).duplicate_waits, 1);
 }
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn an_answer_still_queued_when_the_connection_is_lost_stays_given() {
+    let mut e = engine();
+    let (_, lists) = resumed(&mut e);
+    let r1 = feed(&mut e, &tool_event("r1"))[0].0;
+    let r2 = feed(&mut e, &tool_event("r2"))[0].0;
+    // r1's answer went to the connection, unacknowledged; r2's was still
+    // queued (a recovery held it) when the connection was lost.
+    e.answer(r1, br#"{"textResultForLlm":"one"}"#).unwrap();
+    assert_eq!(answered(&sent(&mut e), "session.tools.handlePendingToolCall", "r1"), 1);
+    e.answer(r2, br#"{"textResultForLlm":"two"}"#).unwrap();
+    e.connection_lost(|_, _| {});
+    // A list the next connection answers before it takes r2's answer
+    // names both: r1 may be lost, r2 goes out with the frames held.
+    let waits = feed(&mut e, &list_reply(&lists[0], json!([tool_item("r1"), tool_item("r2")])));
+    let taken: Vec<&Json> = waits.iter().map(|w| &w.2["data"]["requestId"]).collect();
+    assert_eq!(taken, [&json!("r1")], "r2 is not taken on again");
+    assert_eq!(answered(&sent(&mut e), "session.tools.handlePendingToolCall", "r2"), 1, "its answer, held");
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn an_answer_taken_in_part_when_the_connection_is_lost_goes_with_it() {
+    let mut e = engine();
+    let (_, lists) = resumed(&mut e);
+    let r1 = feed(&mut e, &tool_event("r1"))[0].0;
+    e.answer(r1, br#"{"textResultForLlm":"one"}"#).unwrap();
+    // Its start was written to the connection lost.
+    e.transmitted(10);
+    e.connection_lost(|_, _| {});
+    assert!(e.transmit().is_empty(), "the rest of a frame is not written to the next connection");
+    let waits = feed(&mut e, &list_reply(&lists[0], json!([tool_item("r1")])));
+    assert_eq!(waits.len(), 1, "the answer may be lost: taken on again");
+}
