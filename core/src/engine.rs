@@ -1536,18 +1536,23 @@ impl<
     /// opened through [`reserve_resume`](Self::reserve_resume) does it by
     /// itself). The frames still queued (the host has not taken them:
     /// answers given while it held them) stay queued, for the next
-    /// connection. Returns how many obligations were forgotten.
+    /// connection, but the responses to the server's requests (their ids
+    /// die with the connection). Returns how many obligations were
+    /// forgotten.
     pub fn connection_lost(&mut self, mut failed: impl FnMut(RequestId, W)) -> usize {
         for (id, waiter) in self.core.router.pending().drain() {
             failed(id, waiter);
         }
-        // The answers queued are numbered from the first one on.
+        // The answers queued are numbered from the first one on. A
+        // response queued answers a request of the lost connection: the
+        // next one never sent it, or sent another under the same id.
         let mut queued = self.core.next_answer + 1;
         self.core.tx.retain(|body| {
-            if let Some(n) = own_request_id(body).and_then(read_answer_id) {
+            let id = own_request_id(body);
+            if let Some(n) = id.and_then(read_answer_id) {
                 queued = queued.min(n);
             }
-            true
+            id.is_some()
         });
         self.core.obligations.connection_lost(queued, |o| {
             matches!(ANSWERS[usize::from(o.row)].trigger, crate::answers::Trigger::Event(_))

@@ -456,3 +456,25 @@ fn an_answer_taken_in_part_when_the_connection_is_lost_goes_with_it() {
     let waits = feed(&mut e, &list_reply(&lists[0], json!([tool_item("r1")])));
     assert_eq!(waits.len(), 1, "the answer may be lost: taken on again");
 }
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_response_to_a_request_of_a_lost_connection_is_not_sent_on_the_next() {
+    let mut e = engine();
+    let (_, _) = resumed(&mut e);
+    let r1 = feed(&mut e, &tool_event("r1"))[0].0;
+    let input =
+        json!({"jsonrpc":"2.0","id":41,"method":"userInput.request","params":{"sessionId":SESSION,"question":"?"}});
+    let mut decoder: FrameDecoder<[u8; 65536]> = FrameDecoder::new();
+    decoder.feed(&frame(&input));
+    decoder.feed(&frame(&json!({"jsonrpc":"2.0","id":42,"method":"no.such.method","params":{}})));
+    let user_input = e.poll(&mut decoder, 0).and_then(|o| o.obligation).unwrap().id;
+    assert!(e.poll(&mut decoder, 0).unwrap().refused.is_some(), "refused at once: its error queued");
+    // Answered while a recovery holds the frames, then the connection is lost.
+    e.answer(user_input, br#"{"answer":"yes","wasFreeform":true}"#).unwrap();
+    e.answer(r1, br#"{"textResultForLlm":"one"}"#).unwrap();
+    e.connection_lost(|_, _| {});
+    let frames = sent(&mut e);
+    assert!(frames.iter().all(|f| f.get("method").is_some()), "no response left: {frames:?}");
+    assert_eq!(answered(&frames, "session.tools.handlePendingToolCall", "r1"), 1, "an event's answer stays");
+}
