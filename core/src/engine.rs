@@ -58,7 +58,10 @@ use heapless::Vec;
 mod gap;
 mod reconcile;
 
-pub use gap::{event_id_hash, event_id_of, undelivered_from, EVENT_LOG_MAX_PAGES, EVENT_LOG_PAGE, EVENT_LOG_READ};
+pub use gap::{
+    event_id_hash, event_id_of, gap_delivery_order, undelivered_from, GapEvent, EVENT_LOG_MAX_PAGES, EVENT_LOG_PAGE,
+    EVENT_LOG_READ,
+};
 pub use reconcile::{
     Listed, ListedShape, ListedWait, PendingList, LIST_ID_PREFIX, PENDING_LISTS, PROMPT_KIND_RENAMES, TURN_START_EVENT,
 };

@@ -131,9 +131,10 @@ pub use cause::Cause;
 pub use elicitation::{write_elicitation_answer, ContentNotAnObject, ElicitationAction, ELICITATION_ACCEPT_CONTENT};
 pub use encode::{frame_header, EncodeError, Outgoing, Payload, Ser, WriteError, MAX_FRAME_HEADER_LEN};
 pub use engine::{
-    event_id_hash, event_id_of, undelivered_from, AnswerError, Engine, EngineConfig, EngineStats, Listed, ListedShape,
-    ListedWait, Obligation, OpenError, Output, PendingList, ANSWER_ID_PREFIX, EVENT_LOG_MAX_PAGES, EVENT_LOG_PAGE,
-    EVENT_LOG_READ, LIST_ID_PREFIX, MAX_FAILURE_DETAIL, PENDING_LISTS, PROMPT_KIND_RENAMES, TURN_START_EVENT,
+    event_id_hash, event_id_of, gap_delivery_order, undelivered_from, AnswerError, Engine, EngineConfig, EngineStats,
+    GapEvent, Listed, ListedShape, ListedWait, Obligation, OpenError, Output, PendingList, ANSWER_ID_PREFIX,
+    EVENT_LOG_MAX_PAGES, EVENT_LOG_PAGE, EVENT_LOG_READ, LIST_ID_PREFIX, MAX_FAILURE_DETAIL, PENDING_LISTS,
+    PROMPT_KIND_RENAMES, TURN_START_EVENT,
 };
 pub use envelope::{
     DecodeError, DecodeErrorKind, Envelope, EventInfo, Id, Message, RpcError, INTERNAL_ERROR, INVALID_PARAMS,

@@ -30,8 +30,9 @@
 //!    ([`ReadLog`](RecoveryStep::ReadLog), [`EVENT_LOG_READ`](crate::EVENT_LOG_READ)) a page at a
 //!    time, at most [`EVENT_LOG_MAX_PAGES`](crate::EVENT_LOG_MAX_PAGES),
 //!    until it reaches the last event delivered; then
-//!    [`Deliver`](RecoveryStep::Deliver) what follows it, then the live
-//!    events held but those the log brought (by id: each event once).
+//!    [`Deliver`](RecoveryStep::Deliver) what follows it and the live
+//!    events held, merged in wire order, each event once
+//!    ([`gap_delivery_order`](crate::gap_delivery_order)).
 
 use crate::engine::{undelivered_from, Engine, EVENT_LOG_MAX_PAGES};
 use crate::frame::FrameBuffer;
@@ -137,8 +138,9 @@ pub enum RecoveryStep {
     /// Deliver the events read from the log from index `from` on, in order
     /// (none when `from` is `None`: nothing was read, or the last event
     /// delivered was not within the pages read and the gap is unknown, so
-    /// nothing is delivered twice), then the live events held but those
-    /// with the id of an event of the log; deliver as before from then on.
+    /// nothing is delivered twice) and the live events held, in the order
+    /// [`gap_delivery_order`](crate::gap_delivery_order) gives (wire
+    /// order, an event both brought once); deliver as before from then on.
     /// The session is resumed; tell the user how much of its gap was
     /// delivered (`gap`). Report [`RecoveryReport::Next`].
     Deliver {

@@ -61,6 +61,62 @@ pub fn undelivered_from(last: u64, ids: impl IntoIterator<Item = Option<u64>>) -
     found
 }
 
+/// One event of a recovery's delivery ([`gap_delivery_order`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GapEvent {
+    /// The gap's event at this index (of the `gap` given).
+    Log(usize),
+    /// The live event held at this index (of the `held` given).
+    Held(usize),
+}
+
+/// The order in which a recovery delivers a session's events
+/// ([`RecoveryStep::Deliver`](crate::RecoveryStep)): `gap`, the ids
+/// ([`event_id_of`]) of the log's events not delivered (the log read back
+/// from the step's `from` on, oldest first), and `held`, those of the live
+/// events held since the resume, in the order they came. The two are
+/// merged in wire order: the gap's events up to the first that is also
+/// held (they came before the resume), then the held ones in their live
+/// order, any other gap event that was not held just before the next held
+/// event that comes after it in the log (the rest at the end). An event in both (by id) is delivered once,
+/// as held. An event without an id (`None`) is never taken for another.
+pub fn gap_delivery_order<'a>(gap: &'a [Option<u64>], held: &'a [Option<u64>]) -> impl Iterator<Item = GapEvent> + 'a {
+    let in_held = move |id: Option<u64>| id.is_some() && held.contains(&id);
+    // The gap's events before the first held one came before the resume.
+    let first = gap.iter().position(|e| in_held(*e)).unwrap_or(gap.len());
+    let (mut g, mut h) = (0, 0);
+    core::iter::from_fn(move || loop {
+        if g < first {
+            g += 1;
+            return Some(GapEvent::Log(g - 1));
+        }
+        // Where the next held event is in the gap, if it is.
+        let at = held.get(h).map(|id| gap.iter().skip(g).position(|e| id.is_some() && e == id).map(|p| g + p));
+        match at {
+            // Past the held events: the rest of the gap not held.
+            None => {
+                let e = gap.get(g)?;
+                g += 1;
+                if !in_held(*e) {
+                    return Some(GapEvent::Log(g - 1));
+                }
+            }
+            // The gap's events before it first.
+            Some(Some(p)) if g < p => {
+                g += 1;
+                if !in_held(gap[g - 1]) {
+                    return Some(GapEvent::Log(g - 1));
+                }
+            }
+            Some(p) => {
+                g += usize::from(p.is_some());
+                h += 1;
+                return Some(GapEvent::Held(h - 1));
+            }
+        }
+    })
+}
+
 impl<
         T: Clone,
         W,
@@ -108,6 +164,41 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn order(gap: &[Option<u64>], held: &[Option<u64>]) -> ([GapEvent; 8], usize) {
+        let mut out = [GapEvent::Log(99); 8];
+        let mut n = 0;
+        for (slot, e) in out.iter_mut().zip(gap_delivery_order(gap, held)) {
+            *slot = e;
+            n += 1;
+        }
+        (out, n)
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn a_recovery_delivers_the_gap_and_the_held_events_in_wire_order() {
+        use GapEvent::{Held, Log};
+        let [a, b, c, d] = [Some(1), Some(2), Some(3), Some(4)];
+        // The log has a, b before the resume, then c and d, which came
+        // live with an ephemeral event (no id in the log) between them.
+        let (out, n) = order(&[a, b, c, d], &[c, None, d]);
+        assert_eq!(out[..n], [Log(0), Log(1), Held(0), Held(1), Held(2)], "c, the ephemeral one, then d");
+        // Nothing held, or nothing of the log.
+        assert_eq!(order(&[a, b], &[]).0[..2], [Log(0), Log(1)]);
+        assert_eq!(order(&[a, b], &[]).1, 2);
+        let (out, n) = order(&[], &[None, c]);
+        assert_eq!(out[..n], [Held(0), Held(1)]);
+        // A gap event the live stream did not bring goes before the next
+        // held one after it in the log, and the rest of the gap at the end.
+        let (out, n) = order(&[a, b, c, d], &[None, b, d]);
+        assert_eq!(out[..n], [Log(0), Held(0), Held(1), Log(2), Held(2)]);
+        let (out, n) = order(&[a, b, c], &[a, None]);
+        assert_eq!(out[..n], [Held(0), Held(1), Log(1), Log(2)]);
+        // Events without an id are never taken for one another.
+        let (out, n) = order(&[None, a], &[None]);
+        assert_eq!(out[..n], [Log(0), Log(1), Held(0)]);
+    }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]

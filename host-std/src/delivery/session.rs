@@ -163,16 +163,17 @@ impl SessionSink for SessionInner {
             // Under the queue's lock: no live event can come between.
             let q = &mut *lock(&self.queue);
             let held = q.held.take().unwrap_or_default();
-            let from_log: Vec<Option<u64>> = gap.iter().map(|e| copilot_core::event_id_of(e)).collect();
-            // Their types unread here: each may move a turn.
-            for event in &gap {
+            let ids = |events: &[Vec<u8>]| -> Vec<Option<u64>> {
+                events.iter().map(|e| copilot_core::event_id_of(e)).collect()
+            };
+            // In wire order, each event once (the core's merge). Their
+            // types unread here: each may move a turn.
+            for source in copilot_core::gap_delivery_order(&ids(&gap), &ids(&held)) {
+                let event = match source {
+                    copilot_core::GapEvent::Log(i) => &gap[i],
+                    copilot_core::GapEvent::Held(i) => &held[i],
+                };
                 q.push(event, true);
-            }
-            for event in &held {
-                let id = copilot_core::event_id_of(event);
-                if id.is_none() || !from_log.contains(&id) {
-                    q.push(event, true);
-                }
             }
         }
         self.flush();
