@@ -183,6 +183,10 @@ pub(crate) fn wait_hash(row: u16, session_id: &[u8], request_id: [&[u8]; 3]) -> 
 pub(crate) struct Obligations<const N: usize> {
     slots: crate::slots::Slots<Slot, N>,
     recent: Recent<N>,
+    /// The waits refused at once (no obligation: the table full, their
+    /// data unreadable), apart, so that a burst of them does not push the
+    /// answered waits out of `recent`.
+    refused: Recent<N>,
     len: usize,
     /// Of `len`, those left to another client.
     left: usize,
@@ -197,7 +201,14 @@ impl<const N: usize> Obligations<N> {
     pub(crate) fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::FITS;
-        Obligations { slots: crate::slots::slots![Slot::FREE; N], recent: Recent::new(), len: 0, left: 0, hint: 0 }
+        Obligations {
+            slots: crate::slots::slots![Slot::FREE; N],
+            recent: Recent::new(),
+            refused: Recent::new(),
+            len: 0,
+            left: 0,
+            hint: 0,
+        }
     }
 
     pub(crate) fn open(&mut self, open: Open) -> Option<ObligationId> {
@@ -321,6 +332,7 @@ impl<const N: usize> Obligations<N> {
             }
         }
         self.recent.forget_unconfirmed(queued);
+        self.refused.forget_unconfirmed(queued);
         n
     }
 
@@ -336,13 +348,14 @@ impl<const N: usize> Obligations<N> {
     /// refused at once, in the answering RPC numbered `answer` (0: none).
     pub(crate) fn discharged(&mut self, row: u16, session_id: &[u8], request_id: [&[u8]; 3], answer: u64) {
         let hash = wait_hash(row, session_id, request_id);
-        self.recent.push(hash);
-        self.recent.sent_as(hash, answer);
+        self.refused.push(hash);
+        self.refused.sent_as(hash, answer);
     }
 
     /// The CLI acknowledged the answering RPC numbered `answer`.
     pub(crate) fn confirm(&mut self, answer: u64) {
         self.recent.confirm(answer);
+        self.refused.confirm(answer);
     }
 
     /// Whether the wait `(row, session_id, request_id)` (as [`Open`] keeps
@@ -358,7 +371,9 @@ impl<const N: usize> Obligations<N> {
                     && o.request_id.ends_with(c)
             }
         };
-        self.recent.contains(wait_hash(row, session_id, request_id))
+        let hash = wait_hash(row, session_id, request_id);
+        self.recent.contains(hash)
+            || self.refused.contains(hash)
             || self.slots.iter().filter_map(|s| s.open.as_ref()).any(same)
     }
 

@@ -478,3 +478,25 @@ fn a_response_to_a_request_of_a_lost_connection_is_not_sent_on_the_next() {
     assert!(frames.iter().all(|f| f.get("method").is_some()), "no response left: {frames:?}");
     assert_eq!(answered(&frames, "session.tools.handlePendingToolCall", "r1"), 1, "an event's answer stays");
 }
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn waits_refused_at_once_do_not_push_answered_ones_out_of_memory() {
+    let mut e = engine();
+    let (handle, _) = resumed(&mut e);
+    let first = feed(&mut e, &tool_event("answered"))[0].0;
+    e.answer(first, br#"{"textResultForLlm":"x"}"#).unwrap();
+    // The table full, then as many refusals at once as it holds.
+    for n in 0..16 {
+        assert_eq!(feed(&mut e, &tool_event(&format!("open{n}"))).len(), 1);
+    }
+    for n in 0..16 {
+        assert!(feed(&mut e, &tool_event(&format!("refused{n}"))).is_empty());
+    }
+    sent(&mut e);
+    e.reconcile(handle).unwrap();
+    let request = sent(&mut e)[0].clone();
+    let waits = feed(&mut e, &list_reply(&request, json!([tool_item("answered"), tool_item("refused0")])));
+    assert!(waits.is_empty(), "both remembered");
+    assert_eq!(answered(&sent(&mut e), "session.tools.handlePendingToolCall", "answered"), 0);
+}
