@@ -856,9 +856,10 @@ impl<T: Clone, W, X: FrameBuffer, const SESSIONS: usize, const PENDING: usize, c
                     Ok(v) => v.get("success").and_then(|s| s.as_bool()) != Some(false),
                     Err(_) => false,
                 };
-                // Acknowledged either way: the CLI has the answer.
+                // Acknowledged either way: the CLI has the answer. One it
+                // refused does not settle the wait.
                 if let Some(n) = read_answer_id(s.raw().as_bytes()) {
-                    self.obligations.confirm(n);
+                    self.obligations.confirm(n, accepted);
                 }
                 if accepted {
                     self.stats.acks_accepted += 1;

@@ -123,10 +123,14 @@ impl<const N: usize> Recent<N> {
         }
     }
 
-    /// The CLI acknowledged the answering RPC numbered `answer`.
-    fn confirm(&mut self, answer: u64) {
+    /// The CLI acknowledged the answering RPC numbered `answer`: its wait
+    /// stays known if the CLI `took` the answer, and is forgotten if not.
+    fn confirm(&mut self, answer: u64, took: bool) {
         if let Some(i) = self.unconfirmed.iter().position(|a| *a == answer) {
             self.unconfirmed[i] = 0;
+            if !took {
+                self.hashes[i] = 0;
+            }
         }
     }
 
@@ -352,10 +356,14 @@ impl<const N: usize> Obligations<N> {
         self.refused.sent_as(hash, answer);
     }
 
-    /// The CLI acknowledged the answering RPC numbered `answer`.
-    pub(crate) fn confirm(&mut self, answer: u64) {
-        self.recent.confirm(answer);
-        self.refused.confirm(answer);
+    /// The CLI acknowledged the answering RPC numbered `answer`, and `took`
+    /// it or refused it (`success:false`: the wait is not pending there;
+    /// a list that names it later finds it pending again, as when its
+    /// session was not loaded in a restarted CLI, and it is taken on
+    /// again; a wait another client answered is never listed again).
+    pub(crate) fn confirm(&mut self, answer: u64, took: bool) {
+        self.recent.confirm(answer, took);
+        self.refused.confirm(answer, took);
     }
 
     /// Whether the wait `(row, session_id, request_id)` (as [`Open`] keeps

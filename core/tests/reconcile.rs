@@ -500,3 +500,22 @@ fn waits_refused_at_once_do_not_push_answered_ones_out_of_memory() {
     assert!(waits.is_empty(), "both remembered");
     assert_eq!(answered(&sent(&mut e), "session.tools.handlePendingToolCall", "answered"), 0);
 }
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn an_answer_the_cli_refused_does_not_settle_its_wait() {
+    let mut e = engine();
+    let (_, lists) = resumed(&mut e);
+    let r1 = feed(&mut e, &tool_event("r1"))[0].0;
+    let r2 = feed(&mut e, &tool_event("r2"))[0].0;
+    e.answer(r1, br#"{"textResultForLlm":"one"}"#).unwrap();
+    e.answer(r2, br#"{"textResultForLlm":"two"}"#).unwrap();
+    let answers = sent(&mut e);
+    // r1's answer refused (its session not loaded there), r2's taken.
+    assert!(feed(&mut e, &json!({"jsonrpc":"2.0","id":answers[0]["id"],"result":{"success":false}})).is_empty());
+    assert!(feed(&mut e, &json!({"jsonrpc":"2.0","id":answers[1]["id"],"result":{"success":true}})).is_empty());
+    // A list read later names r1 as pending: taken on again.
+    let waits = feed(&mut e, &list_reply(&lists[0], json!([tool_item("r1"), tool_item("r2")])));
+    let taken: Vec<&Json> = waits.iter().map(|w| &w.2["data"]["requestId"]).collect();
+    assert_eq!(taken, [&json!("r1")]);
+}
