@@ -67,7 +67,7 @@ impl Profile {
                 rng.range(1, 8),                                  // a prompt
                 if rng.chance(60) { rng.range(0, 2) } else { 0 }, // a drop
             ],
-            connect_fail_percent: if rng.chance(30) { rng.range(10, 60) } else { 0 },
+            connect_fail_percent: if rng.chance(30) { rng.range(5, 40) } else { 0 },
         };
         let cli = CliProfile {
             fast_ms: rng.range(0, 50),

@@ -139,8 +139,18 @@ impl World {
     /// One step of the scheduler; a line for the trace (`None`: nothing
     /// happened).
     pub fn step(&mut self) -> Option<String> {
-        let weights: Vec<u64> =
-            Action::ALL.iter().zip(self.profile.weights).map(|(a, w)| if self.possible(*a) { w } else { 0 }).collect();
+        let recovering = self.host.is_recovering();
+        let weights: Vec<u64> = Action::ALL
+            .iter()
+            .zip(self.profile.weights)
+            .map(|(a, w)| match (self.possible(*a), a) {
+                (false, _) => 0,
+                // A drop during a recovery fails its attempt: rarer, so
+                // that fewer runs end with the client given up.
+                (true, Action::Drop) if recovering => w * 25,
+                (true, _) => w * 100,
+            })
+            .collect();
         let action = Action::ALL[self.rng.weighted(&weights).unwrap_or(2)];
         let mut line = self.act(action).unwrap_or_else(|| format!("{action:?}: nothing to do"));
         self.settle();

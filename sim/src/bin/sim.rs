@@ -75,6 +75,7 @@ fn main() -> ExitCode {
     let started = Instant::now();
     let (mut ran, mut failed) = (0u64, 0u64);
     let mut totals = Counts::default();
+    let mut world = [0u64; 5];
     let mut last_report = Instant::now();
     let mut seed = args.seeds.0;
     while args.seeds.1.is_none_or(|end| seed < end) {
@@ -87,6 +88,10 @@ fn main() -> ExitCode {
                     println!("seed {seed}: every invariant held; {summary:#?}");
                 }
                 totals.add(&summary.counts);
+                let s = &summary;
+                for (t, v) in world.iter_mut().zip([s.steps, s.drops, s.recovered, s.gave_up, s.timeouts]) {
+                    *t += v;
+                }
             }
             Err(failure) => {
                 failed += 1;
@@ -100,7 +105,7 @@ fn main() -> ExitCode {
                 }
                 println!("{failure}");
                 if !args.keep_going {
-                    report(ran + 1, failed, seed + 1, started, &totals);
+                    report(ran + 1, failed, seed + 1, started, &totals, &world);
                     return ExitCode::FAILURE;
                 }
             }
@@ -109,10 +114,10 @@ fn main() -> ExitCode {
         seed += 1;
         if last_report.elapsed().as_secs() >= 10 {
             last_report = Instant::now();
-            report(ran, failed, seed, started, &totals);
+            report(ran, failed, seed, started, &totals, &world);
         }
     }
-    report(ran, failed, seed, started, &totals);
+    report(ran, failed, seed, started, &totals, &world);
     if failed > 0 {
         ExitCode::FAILURE
     } else {
@@ -120,8 +125,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn report(ran: u64, failed: u64, next: u64, started: Instant, totals: &Counts) {
+fn report(ran: u64, failed: u64, next: u64, started: Instant, totals: &Counts, world: &[u64; 5]) {
     let secs = started.elapsed().as_secs_f64();
     let rate = ran as f64 / secs.max(1e-9);
-    eprintln!("{ran} seeds ({failed} failed, next {next}) in {secs:.1} s, {rate:.0} seeds/s; {totals}");
+    let [steps, drops, recovered, gave_up, timeouts] = world;
+    eprintln!(
+        "{ran} seeds ({failed} failed, next {next}) in {secs:.1} s, {rate:.0} seeds/s; {steps} steps, {drops} drops, {recovered} recoveries, {gave_up} given up, {timeouts} requests timed out; {totals}"
+    );
 }

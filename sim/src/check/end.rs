@@ -22,6 +22,17 @@ impl Checker {
         let host = &w.host;
         let s = host.engine().stats(w.now);
         if !host.is_dead() {
+            // The recovery resumed every session still open here: none is
+            // left behind in a CLI that does not know this client has it.
+            let attached: HashMap<&str, (Phase, bool)> =
+                w.cli.sessions().map(|(id, phase, attached)| (id, (phase, attached))).collect();
+            for (key, rec) in host.sessions.iter().filter(|(_, r)| r.state == RecState::Open) {
+                let id = rec.cli_id.as_deref().unwrap_or("");
+                if attached.get(id) != Some(&(Phase::Active, true)) {
+                    let detail = format!("key {key} has {id} open; the CLI has it {:?}", attached.get(id));
+                    return fail(names::QUIET, detail);
+                }
+            }
             if s.open_obligations + s.left_open > 0 {
                 let detail = format!("{} obligations and {} left waits open", s.open_obligations, s.left_open);
                 return fail(names::QUIET, detail);
@@ -143,7 +154,7 @@ impl Checker {
             if gap == GapKind::Cut && self.allow(Known::CutGap) {
                 continue;
             }
-            if rec.abandoned.iter().any(|t| *t > e.at && *t < at) && self.allow(Known::FailedAttemptGap) {
+            if rec.abandoned.iter().any(|t| *t >= e.at && *t < at) && self.allow(Known::FailedAttemptGap) {
                 continue;
             }
             let detail = format!(

@@ -220,6 +220,9 @@ pub struct Seen {
     pub losses: Vec<u64>,
     /// The waits the engine refused at once, without an obligation (tags).
     pub refused_at_once: HashSet<String>,
+    /// How many waits of events the engine refused at once (each is
+    /// remembered as discharged, as an obligation's discharge is).
+    pub event_refusals: u64,
     /// Events the engine parked, and when (for a report).
     pub parked: HashMap<u64, u64>,
 }
@@ -247,8 +250,6 @@ pub struct Host {
     disconnect: bool,
     /// Recovery gave up: the client is closed.
     dead: bool,
-    /// When the last connection was lost (ms).
-    lost_at: Option<u64>,
     /// What the host saw.
     pub seen: Seen,
     /// Events delivered so far (for a planted fault).
@@ -280,7 +281,6 @@ impl Host {
             recovering: None,
             disconnect: false,
             dead: false,
-            lost_at: None,
             seen: Seen::default(),
             failures: Vec::new(),
             notes: Vec::new(),
@@ -289,11 +289,20 @@ impl Host {
         }
     }
 
-    /// How many obligations the engine has discharged so far (each is
-    /// remembered, the last `OBLIGATIONS` of them).
+    /// How many waits the engine has discharged so far: obligations, and
+    /// waits of events refused at once (it remembers the last
+    /// `OBLIGATIONS` of them).
     fn discharged(&self) -> u64 {
         let s = self.engine.stats(0);
-        s.opened - (s.open_obligations + s.left_open) as u64
+        s.opened - (s.open_obligations + s.left_open) as u64 + self.seen.event_refusals
+    }
+
+    /// Notes the waits the engine refused at once, by tag.
+    fn refused_at_once(&mut self, tag: Option<String>) {
+        if let Some(tag) = tag {
+            self.seen.event_refusals += u64::from(tag.starts_with("rid:"));
+            self.seen.refused_at_once.insert(tag);
+        }
     }
 
     /// The engine, to read its state and counters.
@@ -437,12 +446,13 @@ impl Host {
         self.seen.drops += 1;
         self.disconnect = false;
         self.connected = false;
-        self.lost_at = Some(now);
         self.out.clear();
         self.decoder = Some(FrameDecoder::with_buffer(vec![0; 1 << 16]));
         let mut failed = Vec::new();
         self.seen.losses.push(now);
-        self.engine.connection_lost(|id, w| failed.push((id, w)));
+        let forgotten = self.engine.connection_lost(|id, w| failed.push((id, w)));
+        self.notes
+            .push(format!("connection lost: {forgotten} obligations forgotten, {} requests failed", failed.len()));
         for ob in &mut self.obligations {
             if !ob.event_row {
                 ob.forgotten = true;

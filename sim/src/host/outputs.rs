@@ -155,6 +155,12 @@ impl Host {
                         wait.write_event(&mut |b: &[u8]| data.extend_from_slice(b));
                         found.push((wait.obligation, wait.target, wait.event_type, data));
                     });
+                    // Items the engine refused at once (a full table) are
+                    // remembered as discharged, somewhere among the items
+                    // taken: counted before them (the memory's bound is
+                    // then judged leniently).
+                    let refused = self.engine.stats(now).refused.iter().sum::<u64>() - refused_before;
+                    self.seen.event_refusals += refused;
                     let mut taken = Vec::new();
                     for (ob, key, event_type, data) in found {
                         let rid = Value::parse(&data)
@@ -167,10 +173,9 @@ impl Host {
                         taken.push(format!("rid:{rid}"));
                         self.take_obligation(now, ob, row, Some(key), format!("rid:{rid}"));
                     }
-                    // Items the engine refused at once (a full table) are
-                    // not handed out: among those not taken, when the
-                    // refusals' count moved (duplicates are skipped silently).
-                    if self.engine.stats(now).refused.iter().sum::<u64>() > refused_before {
+                    // They are among those not taken (duplicates are
+                    // skipped silently, not refused).
+                    if refused > 0 {
                         for item in listed.items.elements() {
                             let rid = item.get("requestId").and_then(|r| r.as_str()).map(text);
                             let tag = format!("rid:{}", rid.unwrap_or_default());
@@ -195,13 +200,13 @@ impl Host {
         match digest {
             Digest::Event { key, wire_sid, n, id_hash, ob, refused } => {
                 self.deliver(now, key, &wire_sid, n, id_hash);
-                self.seen.refused_at_once.extend(refused);
+                self.refused_at_once(refused);
                 if let Some((ob, row, tag)) = ob {
                     self.take_obligation(now, ob, row, Some(key), tag);
                 }
             }
             Digest::Request { session, ob, refused } => {
-                self.seen.refused_at_once.extend(refused);
+                self.refused_at_once(refused);
                 if let Some((ob, row, tag)) = ob {
                     self.take_obligation(now, ob, row, session, tag);
                 }
@@ -211,21 +216,21 @@ impl Host {
             Digest::Park { dropped: Some(n), refused, .. } => {
                 self.notes.push(format!("event #{n} lost to a full parking (refused: {refused:?})"));
                 self.seen.fates.insert(n, Fate::ParkDropped);
-                self.seen.refused_at_once.extend(refused);
+                self.refused_at_once(refused);
             }
             Digest::Park { kept, refused, .. } => {
                 if let Some(n) = kept {
                     self.seen.parked.insert(n, now);
                 }
-                if let Some(tag) = refused {
+                if let Some(tag) = &refused {
                     self.notes.push(format!("{tag} refused for a full parking"));
-                    self.seen.refused_at_once.insert(tag);
                 }
+                self.refused_at_once(refused);
             }
             Digest::Unknown { sid, n, refused } => {
                 let what = n.map_or("a request".into(), |n| format!("event #{n}"));
                 self.notes.push(format!("{what} of {sid} for no session (refused: {refused:?})"));
-                self.seen.refused_at_once.extend(refused);
+                self.refused_at_once(refused);
                 let open = self.sessions.iter().find(|(_, s)| {
                     s.state != RecState::Released && s.state != RecState::Opening && s.cli_id.as_deref() == Some(&sid)
                 });

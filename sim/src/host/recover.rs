@@ -5,10 +5,9 @@
 //! deliver the gap and then what was held (each event once, by id), and
 //! let the engine's held frames go once every session is back.
 
-use std::collections::HashSet;
-
 use copilot_core::{
-    event_id_of, Recovery, RecoveryReport, RecoveryStep, Value, EVENT_LOG_PAGE, EVENT_LOG_READ, RECOVERY_RESUME_FLAG,
+    event_id_of, gap_delivery_order, GapEvent, Recovery, RecoveryReport, RecoveryStep, Value, EVENT_LOG_PAGE,
+    EVENT_LOG_READ, RECOVERY_RESUME_FLAG,
 };
 
 use super::{Fate, GapKind, Host, RecState, Waiter};
@@ -60,6 +59,7 @@ impl Host {
         let mut failed = Vec::new();
         self.seen.losses.push(now);
         self.engine.connection_lost(|id, w| failed.push((id, w)));
+        self.notes.push(format!("no connection could be made ({} requests failed)", failed.len()));
         for (id, _) in failed {
             self.requests.remove(&id.0);
         }
@@ -73,11 +73,11 @@ impl Host {
         self.disconnect = true;
     }
 
-    /// Delivers what the session being resumed held, as it is (after the
-    /// log's gap, if `log` gives it: `(events read, first to deliver)`,
-    /// the held events the gap brought left out).
-    /// Without the log, the resume was abandoned (its attempt failed, or
-    /// the CLI refused it): noted.
+    /// Delivers what the session being resumed held, merged with the
+    /// log's gap if `log` gives it (`(events read, first to deliver)`) in
+    /// wire order, each event once ([`gap_delivery_order`]). Without the
+    /// log, the resume was abandoned (its attempt failed, or the CLI
+    /// refused it): noted, and the held events go as they are.
     pub(super) fn release_held(&mut self, now: u64, log: Option<(&LogRead, Option<usize>)>) {
         let Some(key) = self.recovering.as_mut().and_then(|r| r.key.take()) else { return };
         let Some(rec) = self.sessions.get_mut(&key) else { return };
@@ -85,24 +85,31 @@ impl Host {
             rec.abandoned.push(now);
         }
         let held = rec.held.take().unwrap_or_default();
+        // The gap (the log from `from` on) and the held events, merged in
+        // wire order, each once: the core's rule, as copilot-host does it.
+        let gap: &LogRead = match log {
+            Some((events, Some(from))) => events.get(from..).unwrap_or_default(),
+            _ => &[],
+        };
+        let gap_ids: Vec<Option<u64>> = gap.iter().map(|(_, h)| *h).collect();
+        let held_ids: Vec<Option<u64>> = held.iter().map(|(_, h)| *h).collect();
         let mut out = Vec::new();
-        let mut ids = HashSet::new();
-        // The held events the gap delivered are left out (as copilot-host
-        // does: by the ids of the gap's events, not of all the log read).
-        if let Some((events, Some(from))) = log {
-            let gap = events.get(from..).unwrap_or_default();
-            ids.extend(gap.iter().filter_map(|(_, h)| *h));
-            out.extend(gap.iter().map(|(n, _)| *n));
+        let mut from_gap = 0;
+        for source in gap_delivery_order(&gap_ids, &held_ids) {
+            match source {
+                GapEvent::Log(i) => {
+                    out.push(gap[i].0);
+                    from_gap += 1;
+                }
+                GapEvent::Held(i) => out.push(Some(held[i].0)),
+            }
         }
-        let gap = out.len();
-        out.extend(held.iter().filter(|(_, h)| !h.is_some_and(|h| ids.contains(&h))).map(|(n, _)| Some(*n)));
         let numbers =
             |o: &[Option<u64>]| o.iter().map(|n| n.map_or("?".into(), |n| format!("#{n}"))).collect::<Vec<_>>();
         let held_numbers: Vec<String> = held.iter().map(|(n, _)| format!("#{n}")).collect();
         self.notes.push(format!(
-            "key {key}: delivers {:?} of the log, then {:?} of the held {held_numbers:?}",
-            numbers(&out[..gap]),
-            numbers(&out[gap..])
+            "key {key}: delivers {:?} ({from_gap} of the log), of the held {held_numbers:?}",
+            numbers(&out)
         ));
         let start = self.sessions[&key].delivered.len();
         let batch = (start, start + out.iter().flatten().count());
