@@ -451,6 +451,9 @@ struct Core<T, W, X, const SESSIONS: usize, const PENDING: usize, const OBLIGATI
     /// Per session slot: ask the CLI what is pending once its open
     /// completes (a resume, or [`Engine::reconcile`] during the open).
     reconcile_on_open: crate::slots::Fixed<bool, SESSIONS>,
+    /// Per session slot: the session was resumed here (joined, or taken
+    /// over), not created: its log holds history this client never saw.
+    resumed: crate::slots::Fixed<bool, SESSIONS>,
     /// Per session slot: when its running turn is silent long enough to be
     /// reconciled (0: no turn running), and the generation of the session
     /// it was for.
@@ -991,6 +994,13 @@ impl<
                     let flags = alloc::vec![false; SESSIONS];
                     flags
                 },
+                resumed: {
+                    #[cfg(not(feature = "alloc"))]
+                    let flags = [false; SESSIONS];
+                    #[cfg(feature = "alloc")]
+                    let flags = alloc::vec![false; SESSIONS];
+                    flags
+                },
                 stall_due: {
                     #[cfg(not(feature = "alloc"))]
                     let due = [(0, 0, 0); SESSIONS];
@@ -1403,6 +1413,7 @@ impl<
     pub fn reserve(&mut self, id: &str, target: T) -> Result<SessionHandle, ReserveError<T>> {
         let handle = self.core.router.sessions().reserve(id, target)?;
         self.core.reconcile_on_open[handle.index()] = false;
+        self.core.resumed[handle.index()] = false;
         Ok(handle)
     }
 
@@ -1424,6 +1435,7 @@ impl<
             self.core.obligations.retarget(*old_handle, handle);
         }
         self.core.reconcile_on_open[handle.index()] = true;
+        self.core.resumed[handle.index()] = true;
         Ok((handle, old))
     }
 
@@ -1432,6 +1444,7 @@ impl<
     pub fn reserve_unassigned(&mut self, target: T) -> Result<SessionHandle, ReserveError<T>> {
         let handle = self.core.router.sessions().reserve_unassigned(target)?;
         self.core.reconcile_on_open[handle.index()] = false;
+        self.core.resumed[handle.index()] = false;
         Ok(handle)
     }
 

@@ -26,7 +26,8 @@
 //!    ([`Engine::reconcile`](crate::Engine::reconcile)). A resume the CLI
 //!    refuses (its state is gone) [`End`](RecoveryStep::End)s that session
 //!    with [`RESUME_REFUSED`] and the CLI's words; the others carry on.
-//! 4. When a durable event had been delivered to it, read its log back
+//! 4. When a durable event had been delivered to it, or it was created
+//!    here (then all of its log is this client's, read from its start), read its log back
 //!    ([`ReadLog`](RecoveryStep::ReadLog), [`EVENT_LOG_READ`](crate::EVENT_LOG_READ)) a page at a
 //!    time, at most [`EVENT_LOG_MAX_PAGES`](crate::EVENT_LOG_MAX_PAGES),
 //!    until it reaches the last event delivered; then
@@ -64,11 +65,15 @@ pub enum Gap {
     /// [`EVENT_LOG_MAX_PAGES`] pages of [`EVENT_LOG_PAGE`](crate::EVENT_LOG_PAGE)
     /// events read back, so where the gap starts is unknown: nothing of the
     /// log was delivered (none twice), and durable events of the gap may be
-    /// missing.
+    /// missing. (For a session created here with nothing delivered before
+    /// the loss, the log's start was not within them: what was read was
+    /// delivered, and older durable events are missing.)
     Cut,
     /// Unmarked: no durable event had been delivered to the session before
-    /// the loss, so nothing marks where its gap starts; the log was not
-    /// read, and durable events of the gap may be missing.
+    /// the loss, and it was resumed or joined here (its log holds history
+    /// this client never saw), so nothing marks where its gap starts; the
+    /// log was not read, and durable events of the gap may be missing. (A
+    /// session created here has its whole log read back instead: `Whole`.)
     Unmarked,
 }
 
@@ -212,7 +217,8 @@ enum Phase {
     Pause { until: u64 },
     /// Attempt `attempt` connects.
     Connecting,
-    /// The session is being resumed; `mark` is where its gap starts.
+    /// The session is being resumed; `mark` is where its gap starts
+    /// (0 in `Reading`: at the log's start).
     Resuming { handle: SessionHandle, mark: Option<u64> },
     /// Its log is being read; page `page` was asked.
     Reading { handle: SessionHandle, mark: u64, page: usize },
@@ -284,7 +290,9 @@ impl Recovery {
                 self.resumed += 1;
                 // Gone meanwhile: nothing to ask.
                 let _ = engine.reconcile(handle);
-                match mark {
+                // A session created here with nothing delivered yet: all
+                // of its log is this client's (read from its start, 0).
+                match mark.or(engine.created_here(handle).then_some(0)) {
                     Some(mark) => {
                         self.phase = Phase::Reading { handle, mark, page: 0 };
                         RecoveryStep::ReadLog { handle, page: 0 }
@@ -313,6 +321,13 @@ impl Recovery {
                     None if more && page + 1 < EVENT_LOG_MAX_PAGES => {
                         self.phase = Phase::Reading { handle, mark, page: page + 1 };
                         RecoveryStep::ReadLog { handle, page: page + 1 }
+                    }
+                    // Nothing delivered before: all that was read goes.
+                    None if mark == 0 => {
+                        if let Some(Some(last)) = last {
+                            engine.gap_delivered(handle, 0, last);
+                        }
+                        self.deliver(handle, Some(0), if more { Gap::Cut } else { Gap::Whole })
                     }
                     None => self.deliver(handle, None, Gap::Cut),
                 }

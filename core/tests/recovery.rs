@@ -25,6 +25,13 @@ fn open(e: &mut TestEngine, id: &str) -> SessionHandle {
     handle
 }
 
+/// A session joined on `e` under `id` (resumed here, not created).
+fn joined(e: &mut TestEngine, id: &str) -> SessionHandle {
+    let (handle, _) = e.reserve_resume(id, 0).unwrap();
+    e.complete_open(handle, Ok(Value::parse(b"{}").unwrap())).unwrap();
+    handle
+}
+
 /// The durable event `event_id` of session `id` routed through `e`.
 fn event(e: &mut TestEngine, id: &str, event_id: &str) {
     let body = serde_json::to_vec(&json!({"jsonrpc":"2.0","method":"session.event","params":{"sessionId":id,
@@ -95,7 +102,7 @@ fn with_no_session_open_the_connection_is_recovered_once_it_is_made() {
 #[test]
 fn open_sessions_are_resumed_in_slot_order_and_a_refused_one_ends_alone() {
     let mut e = engine();
-    let a = open(&mut e, "a");
+    let a = joined(&mut e, "a");
     let closing = open(&mut e, "gone");
     let b = open(&mut e, "b");
     let c = open(&mut e, "c");
@@ -104,7 +111,7 @@ fn open_sessions_are_resumed_in_slot_order_and_a_refused_one_ends_alone() {
     let mut r = Recovery::new(0);
     assert_eq!(connect(&mut r, &mut e), RecoveryStep::Resume { handle: a });
     assert!(sent(&mut e).is_empty(), "nothing is asked before the resume is answered");
-    // No event was delivered to it: no log to read.
+    // Joined, and no event was delivered to it: nothing marks its gap.
     assert_eq!(
         r.step(&mut e, 300, Report::Resumed),
         RecoveryStep::Deliver { handle: a, from: None, gap: Gap::Unmarked }
@@ -204,4 +211,26 @@ fn a_report_that_does_not_fit_its_step_fails_the_attempt() {
     connect(&mut r, &mut e);
     let step = r.step(&mut e, 0, log(&[], false));
     assert_eq!(step, RecoveryStep::Wait { until: RECOVERY_BACKOFF_MS[1] });
+}
+
+#[test]
+fn a_session_created_here_with_nothing_delivered_has_its_whole_log_read_back() {
+    for more in [false, true] {
+        let mut e = engine();
+        let a = open(&mut e, "a");
+        let mut r = Recovery::new(0);
+        assert_eq!(connect(&mut r, &mut e), RecoveryStep::Resume { handle: a });
+        let mut step = r.step(&mut e, 0, Report::Resumed);
+        // Every event of its log is this client's: read back to its start.
+        for page in 0..EVENT_LOG_MAX_PAGES {
+            assert_eq!(step, RecoveryStep::ReadLog { handle: a, page });
+            step = r.step(&mut e, 0, log(&["e-1", "e-2"], more));
+            if !more {
+                break;
+            }
+        }
+        let gap = if more { Gap::Cut } else { Gap::Whole };
+        assert_eq!(step, RecoveryStep::Deliver { handle: a, from: Some(0), gap }, "all that was read");
+        assert_eq!(e.last_durable_event(a), Some(event_id_hash(b"e-2")));
+    }
 }

@@ -134,12 +134,18 @@ impl<
         (hash != 0 && generation == handle.generation()).then_some(hash)
     }
 
+    /// Whether session `handle` was created here (not resumed or joined):
+    /// every durable event of its log is this client's to deliver.
+    pub(crate) fn created_here(&self, handle: SessionHandle) -> bool {
+        self.core.resumed.get(handle.index()) == Some(&false)
+    }
+
     /// The events of session `handle`'s gap were delivered by the host,
     /// the last with the id hashing to `last`: it is the last delivered
     /// unless a live durable event was routed since the mark `mark` was
-    /// taken (that one is later in the log).
+    /// taken (that one is later in the log; 0: there was none).
     pub(crate) fn gap_delivered(&mut self, handle: SessionHandle, mark: u64, last: u64) {
-        if self.last_durable_event(handle) == Some(mark) {
+        if self.last_durable_event(handle).unwrap_or(0) == mark {
             if let Some(slot) = self.core.last_durable.get_mut(handle.index()) {
                 *slot = (last, handle.generation());
             }
