@@ -1395,7 +1395,8 @@ mod tests {
             ))
         };
         let mut e = CoreEngine::new(None, None, None);
-        e.reserve(Some("t".into()), 2, false);
+        // t is joined (resumed here): its log holds history not seen here.
+        e.reserve(Some("t".into()), 2, true);
         e.try_complete_open(2, true, r#"{"sessionId":"t"}"#, 0.0).unwrap();
         e.reserve(Some("s".into()), 1, false);
         e.try_complete_open(1, true, r#"{"sessionId":"s"}"#, 0.0).unwrap();
@@ -1405,8 +1406,8 @@ mod tests {
         assert_eq!(e.recover(RECOVER_LOST, "", 10.0), [0.0]);
         assert_eq!(e.recover(RECOVER_NEXT, "", 10.0), [0.0, 260.0]);
         assert_eq!(e.recover(RECOVER_NEXT, "", 260.0), [1.0, 1.0, 250.0]);
-        // In slot order: t first. No durable event was delivered to it: its
-        // gap is unmarked (2).
+        // In slot order: t first. Joined, and no durable event was delivered
+        // to it: its gap is unmarked (2).
         assert_eq!(e.recover(RECOVER_CONNECTED, "", 270.0), [2.0, 2.0]);
         assert_eq!(e.recover(RECOVER_RESUMED, "", 270.0), [4.0, 2.0, -1.0, 2.0], "unmarked");
         assert!(e.take_outgoing().is_empty(), "the lists asked are held");
