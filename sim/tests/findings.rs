@@ -1,15 +1,14 @@
 //! The engine issues this simulator found, each checked with that issue
-//! made strict over a range of seeds that shows it today (the first
-//! failing seed is named; the default checks let each issue pass and
-//! count it, see `copilot_sim::Known`). Ignored while the issue stands;
-//! once it is fixed, its test should pass: drop its `ignore`. A change of
-//! the engine or of the simulator moves the seeds, not the issue: the
-//! ranges are a few times wider than the first failing seed, and
-//! `scripts/sim 0 100000 --strict-<issue>` finds one again.
+//! made strict over ranges of seeds that showed it (the first failing
+//! seed is named; the default checks let each issue pass and count it,
+//! see `copilot_sim::Known`). The tests of the issues fixed since run;
+//! those of the issues that stand are ignored: once one is fixed, its
+//! test passes, and its `ignore` goes. A change of the engine or of the
+//! simulator moves the seeds, not the issue: the ranges are a few times
+//! wider than the first failing seed, and `scripts/sim 0 100000
+//! --strict-<issue>` finds one again.
 //!
-//! `cargo test --release -p copilot-sim --test findings -- --ignored`.
-
-use std::ops::Range;
+//! `cargo test --release -p copilot-sim --test findings -- --include-ignored`.
 
 use copilot_sim::{run_with, shrink, Expect, Known, Options};
 
@@ -18,7 +17,7 @@ const STEPS: u64 = 300;
 
 /// Runs `seeds` with `issue` strict; panics with the first failure
 /// (shrunk, traced, with its replay command).
-fn strict(issue: Known, seeds: Range<u64>, cli_reorders: bool) {
+fn strict(issue: Known, seeds: impl IntoIterator<Item = u64>, cli_reorders: bool) {
     let options = Options { expect: Expect::default().with(issue, true), cli_reorders, ..Options::default() };
     for seed in seeds {
         if let Err(failure) = run_with(seed, STEPS, &options) {
@@ -32,7 +31,7 @@ fn strict(issue: Known, seeds: Range<u64>, cli_reorders: bool) {
 /// copilot-host does it): an ephemeral event that came live between two
 /// durable events after the resume goes out after both. First seen: 23.
 #[test]
-#[ignore = "engine issue: a recovery's delivery reorders the events of the resume"]
+// Fixed: core's gap_delivery_order (d59d26d).
 fn a_recovery_delivers_in_wire_order() {
     strict(Known::RecoveryOrder, 0..200, false);
 }
@@ -41,7 +40,8 @@ fn a_recovery_delivers_in_wire_order() {
 /// delivery lets the live events routed meanwhile move the engine's mark
 /// of the last durable event delivered (`Engine::last_durable_event`):
 /// the next attempt reads the log back only to that mark, and the durable
-/// events of the first gap before it are never delivered. First seen: 24.
+/// events of the first gap before it are never delivered. First seen: 24
+/// (now 14).
 #[test]
 #[ignore = "engine issue: a failed recovery attempt moves the gap's mark past undelivered events"]
 fn a_failed_attempt_does_not_lose_the_gap() {
@@ -62,7 +62,7 @@ fn an_unmarked_gap_is_read_back() {
 /// answered: a pending list read before the CLI took the refusal names it
 /// again, and it is refused again. First seen: 20.
 #[test]
-#[ignore = "engine issue: a wait refused at once is answered again when a list names it"]
+// Fixed: refusals at once remembered (89e1b17, 533dcd6).
 fn a_wait_refused_at_once_is_not_answered_again() {
     strict(Known::RefusedThenListed, 0..200, false);
 }
@@ -72,7 +72,7 @@ fn a_wait_refused_at_once_is_not_answered_again() {
 /// out on the next connection: a list queued before such an answer names
 /// its wait, which is taken on and answered again. First seen: 99.
 #[test]
-#[ignore = "engine issue: an answer still queued at a connection loss is forgotten and given again"]
+// Fixed: only the answers that went to the lost connection are forgotten (e7b2c80).
 fn an_answer_queued_across_a_loss_is_given_once() {
     strict(Known::ForgottenQueuedAnswer, 0..400, false);
 }
@@ -80,7 +80,7 @@ fn an_answer_queued_across_a_loss_is_given_once() {
 /// The same, with a CLI that takes a later list before an earlier
 /// answering RPC (the real CLI takes them in order). First seen: 37.
 #[test]
-#[ignore = "engine issue: an answer still queued at a connection loss is forgotten and given again"]
+// Fixed: as above (e7b2c80).
 fn an_answer_queued_across_a_loss_is_given_once_to_a_cli_that_reorders() {
     strict(Known::ForgottenQueuedAnswer, 0..200, true);
 }
@@ -89,11 +89,15 @@ fn an_answer_queued_across_a_loss_is_given_once_to_a_cli_that_reorders() {
 /// connection, responses to the dead connection's server requests too:
 /// they go out on the new connection, whose CLI never sent those ids, or
 /// sent another request under the same id (ids start from 1 again), which
-/// the stale response then answers. First seen: 98.
+/// the stale response then answers. First seen: 98; fixed for the queued
+/// responses (9f004ab). Still open: a server request parked (a create whose
+/// id the server assigns in flight) outlives the loss too, and when the
+/// failed create's release routes it again, after the loss, its refusal is
+/// queued for the next connection. Seen: 5844.
 #[test]
-#[ignore = "engine issue: a response to a server request of a lost connection goes out on the next one"]
+#[ignore = "engine issue: a parked server request of a lost connection is refused on the next one"]
 fn a_response_never_outlives_its_connection() {
-    strict(Known::StaleResponse, 0..400, false);
+    strict(Known::StaleResponse, (0..400).chain(5_844..5_845), false);
 }
 
 /// An answer the CLI refused with `success:false` (the refusal a release
@@ -102,7 +106,7 @@ fn a_response_never_outlives_its_connection() {
 /// list names the wait, it is skipped, and nobody answers it. Rare: first
 /// seen at 17549.
 #[test]
-#[ignore = "engine issue: an answer the CLI refused is remembered as given"]
+// Fixed: an answer the CLI refused is forgotten on its acknowledgement (17559cf).
 fn an_answer_the_cli_refused_does_not_settle_the_wait() {
     strict(Known::RefusedAnswerRemembered, 17_549..17_550, false);
 }

@@ -9,7 +9,8 @@
 //! step, invariant, shrunk trace and the command that replays it, and
 //! ends the run with status 1 (unless `--keep-going`). The known issues
 //! of today's engine are let pass and counted unless made strict
-//! (`--strict` for all; the names are in `copilot_sim::Known`).
+//! (`--strict` for all; the names are in `copilot_sim::Known`); those the
+//! engine has fixed fail by default (`--allow-<issue>` lets one pass).
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -17,7 +18,7 @@ use std::time::Instant;
 
 use copilot_sim::{run_with, shrink, Counts, Expect, Known, Options};
 
-const USAGE: &str = "usage: sim (--seeds A..B | --seeds A.. | --seed N) [--steps K] [--trace] [--strict | --strict-<issue>] [--cli-reorders] [--keep-going]
+const USAGE: &str = "usage: sim (--seeds A..B | --seeds A.. | --seed N) [--steps K] [--trace] [--strict | --strict-<issue> | --allow-<issue>] [--cli-reorders] [--keep-going]
 issues: left-unanswered unmarked-gap recovery-order failed-attempt-gap refused-then-listed forgotten-queued-answer stale-response beyond-memory refused-answer-remembered cut-gap";
 
 struct Args {
@@ -53,10 +54,14 @@ fn parse() -> Result<Args, String> {
             "--keep-going" => args.keep_going = true,
             "--cli-reorders" => args.options.cli_reorders = true,
             "-h" | "--help" => return Err(USAGE.to_owned()),
-            other => match other.strip_prefix("--strict-").and_then(Known::from_name) {
-                Some(issue) => args.options.expect = args.options.expect.with(issue, true),
-                None => return Err(format!("unknown argument {other}\n{USAGE}")),
-            },
+            other => {
+                let strict = other.strip_prefix("--strict-").and_then(Known::from_name).map(|k| (k, true));
+                let allow = other.strip_prefix("--allow-").and_then(Known::from_name).map(|k| (k, false));
+                match strict.or(allow) {
+                    Some((issue, strict)) => args.options.expect = args.options.expect.with(issue, strict),
+                    None => return Err(format!("unknown argument {other}\n{USAGE}")),
+                }
+            }
         }
     }
     Ok(args)

@@ -77,7 +77,7 @@ impl Checker {
                     }
                 }
                 WaitState::Pending
-                    if wait.answers.iter().any(|a| !a.3)
+                    if wait.answers.iter().any(|a| a.3 == crate::cli::Outcome::NotLoaded)
                         && wait.listed > 0
                         && self.allow(Known::RefusedAnswerRemembered) => {}
                 WaitState::Pending => {

@@ -61,6 +61,18 @@ pub enum WaitState {
     },
 }
 
+/// What the CLI did with an answer of this client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Took it (`success:true`): the wait is answered.
+    Took,
+    /// Refused it: the wait was answered already, or is no longer waited on.
+    Late,
+    /// Refused it: the wait's session is not loaded (a restarted CLI that
+    /// has not resumed it); the wait is still pending.
+    NotLoaded,
+}
+
 /// One wait the CLI raised.
 #[derive(Debug, Clone)]
 pub struct WaitRecord {
@@ -84,15 +96,19 @@ pub struct WaitRecord {
     pub other_handles: bool,
     /// Where it stands.
     pub state: WaitState,
-    /// Answers this client sent for it (the first counts; the CLI refuses
-    /// the others with `success:false`).
+    /// Answers this client sent for it while it was not pending in a
+    /// session the CLI had loaded: the first counts, the CLI refuses the
+    /// others with `success:false`. (One the CLI refused because the
+    /// session was not loaded, after a restart, is not counted: the wait
+    /// is still pending, and answering it again once a list names it is
+    /// right.)
     pub answers_from_this: u32,
     /// What this client's first answer carried: the member under the
     /// row's key, the error, or `-` for none.
     pub first_answer: Option<String>,
     /// Every answer of this client: when, on which connection, what, and
-    /// whether the CLI took it (`success:true`).
-    pub answers: Vec<(u64, u32, String, bool)>,
+    /// what the CLI did with it.
+    pub answers: Vec<(u64, u32, String, Outcome)>,
 }
 
 /// One event the CLI emitted.

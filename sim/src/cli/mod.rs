@@ -24,7 +24,7 @@ mod requests;
 mod session;
 mod waits;
 
-pub use ledger::{Client, EventRecord, Ledger, WaitKey, WaitRecord, WaitState};
+pub use ledger::{Client, EventRecord, Ledger, Outcome, WaitKey, WaitRecord, WaitState};
 pub use session::Phase;
 
 use copilot_core::{Trigger, ANSWERS};

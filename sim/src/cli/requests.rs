@@ -6,7 +6,7 @@
 use copilot_core::{AnswerVia, Trigger, ANSWERS, EVENT_LOG_READ, PENDING_LISTS};
 use serde_json::Value;
 
-use super::ledger::{Client, WaitKey, WaitState};
+use super::ledger::{Client, Outcome, WaitKey, WaitState};
 use super::session::Phase;
 use super::{waits, Cli};
 
@@ -192,9 +192,14 @@ impl Cli {
         let payload = params.get(key).or_else(|| params.get("error")).map_or("-".into(), Value::to_string);
         let pending = self.ledger.waits[w].state == WaitState::Pending;
         let takes = pending && self.find(&session).is_some_and(|s| self.sessions[s].phase == Phase::Active);
+        let outcome = match (takes, pending) {
+            (true, _) => Outcome::Took,
+            (false, true) => Outcome::NotLoaded,
+            (false, false) => Outcome::Late,
+        };
         let wait = &mut self.ledger.waits[w];
-        wait.answers_from_this += 1;
-        wait.answers.push((now, self.conn.unwrap_or(0), payload.clone(), takes));
+        wait.answers_from_this += u32::from(outcome != Outcome::NotLoaded);
+        wait.answers.push((now, self.conn.unwrap_or(0), payload.clone(), outcome));
         wait.first_answer.get_or_insert(payload);
         if takes {
             self.resolve(now, w, Client::This);
@@ -216,7 +221,8 @@ impl Cli {
         let payload = msg.get("result").or_else(|| msg.get("error")).map_or("-".into(), Value::to_string);
         let wait = &mut self.ledger.waits[w];
         wait.answers_from_this += 1;
-        wait.answers.push((now, conn, payload.clone(), wait.state == WaitState::Pending));
+        let outcome = if wait.state == WaitState::Pending { Outcome::Took } else { Outcome::Late };
+        wait.answers.push((now, conn, payload.clone(), outcome));
         wait.first_answer.get_or_insert(payload);
         if wait.state == WaitState::Pending {
             self.resolve(now, w, Client::This);

@@ -74,9 +74,11 @@ impl Host {
                 ob.id, ob.handler, ANSWERS[row].handler
             ));
         }
-        if self.seen.discharged_at.get(&tag).is_some_and(|at| self.discharged() >= at + super::OBLIGATIONS as u64) {
+        if self.beyond_memory(&tag) {
             self.seen.beyond_memory.insert(tag.clone());
         }
+        let discharged = self.discharged();
+        self.seen.discharged_at.entry(tag.clone()).or_insert(discharged);
         if self.obligations.iter().any(|o| !o.settled && o.tag == tag && self.engine.is_open(o.id)) {
             self.failures.push(format!("the engine handed out {tag} again while its first obligation is open"));
         }
@@ -145,8 +147,6 @@ impl Host {
             Plan::Invalid => self.engine.answer(ob.id, b"{\"not\": json"),
         };
         let leaves = ANSWERS[ob.row].leaves_unhandled();
-        let discharged = self.discharged();
-        self.seen.discharged_at.insert(ob.tag.clone(), discharged);
         self.notes.push(format!("obligation {} for {}: {:?} gives {result:?}", ob.id, ob.tag, ob.plan));
         if !was_open {
             if result != Err(AnswerError::Stale) {

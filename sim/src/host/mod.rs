@@ -210,9 +210,12 @@ pub struct Seen {
     pub late_responses: u64,
     /// Requests that timed out.
     pub timeouts: u64,
-    /// Per wait, how many obligations the engine had discharged when this
-    /// host settled it.
+    /// Per wait, how many obligations the engine had discharged when it
+    /// was first handed out (its discharge came later).
     pub discharged_at: HashMap<String, u64>,
+    /// Per wait refused at once, how many waits of events the engine had
+    /// refused at once then.
+    pub refused_at: HashMap<String, u64>,
     /// Waits a list handed out again after more discharges than the
     /// engine remembers.
     pub beyond_memory: HashSet<String>,
@@ -289,18 +292,32 @@ impl Host {
         }
     }
 
-    /// How many waits the engine has discharged so far: obligations, and
-    /// waits of events refused at once (it remembers the last
-    /// `OBLIGATIONS` of them).
+    /// How many obligations the engine has discharged so far (it
+    /// remembers the last `OBLIGATIONS` of them, and as many waits refused
+    /// at once apart).
     fn discharged(&self) -> u64 {
         let s = self.engine.stats(0);
-        s.opened - (s.open_obligations + s.left_open) as u64 + self.seen.event_refusals
+        s.opened - (s.open_obligations + s.left_open) as u64
+    }
+
+    /// Whether the engine may have forgotten that it discharged the wait
+    /// `tag`: as many discharges as it remembers came after.
+    fn beyond_memory(&self, tag: &str) -> bool {
+        let bound = OBLIGATIONS as u64;
+        self.seen.discharged_at.get(tag).is_some_and(|at| self.discharged() >= at + bound)
+            || self.seen.refused_at.get(tag).is_some_and(|at| self.seen.event_refusals >= at + bound)
     }
 
     /// Notes the waits the engine refused at once, by tag.
     fn refused_at_once(&mut self, tag: Option<String>) {
         if let Some(tag) = tag {
-            self.seen.event_refusals += u64::from(tag.starts_with("rid:"));
+            if self.beyond_memory(&tag) {
+                self.seen.beyond_memory.insert(tag.clone());
+            }
+            if tag.starts_with("rid:") {
+                self.seen.event_refusals += 1;
+                self.seen.refused_at.entry(tag.clone()).or_insert(self.seen.event_refusals);
+            }
             self.seen.refused_at_once.insert(tag);
         }
     }

@@ -160,7 +160,6 @@ impl Host {
                     // taken: counted before them (the memory's bound is
                     // then judged leniently).
                     let refused = self.engine.stats(now).refused.iter().sum::<u64>() - refused_before;
-                    self.seen.event_refusals += refused;
                     let mut taken = Vec::new();
                     for (ob, key, event_type, data) in found {
                         let rid = Value::parse(&data)
@@ -180,7 +179,7 @@ impl Host {
                             let rid = item.get("requestId").and_then(|r| r.as_str()).map(text);
                             let tag = format!("rid:{}", rid.unwrap_or_default());
                             if !taken.contains(&tag) {
-                                self.seen.refused_at_once.insert(tag);
+                                self.refused_at_once(Some(tag));
                             }
                         }
                     }
