@@ -13,7 +13,10 @@ pub enum Known {
     LeftUnanswered,
     /// A durable event the CLI persisted while the connection was lost,
     /// not read back because no durable event had been delivered to its
-    /// session before the loss (the recovery's `Gap::Unmarked`).
+    /// session before the loss (the recovery's `Gap::Unmarked`). Fixed
+    /// for the sessions created here: their whole log is read back
+    /// (e92246c); a joined one stays unmarked (documented), but its
+    /// `session.resume` event marks it.
     UnmarkedGap,
     /// A recovery's delivery (the gap read back, then the live events held
     /// but those the log brought) hands events over out of wire order: an

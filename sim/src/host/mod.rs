@@ -164,15 +164,16 @@ impl SessionRec {
     }
 }
 
-/// How much of a session's gap a recovery delivered (as the core's
-/// `Gap` says it).
+/// How much of a session's gap a recovery delivered, as the core's
+/// [`copilot_core::Gap`] says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GapKind {
-    /// The log was read back to the last event delivered: all of it.
+    /// All of it.
     Whole,
-    /// The last event delivered was not within the pages read: none.
+    /// The pages read back did not reach the gap's start: part of it, or none.
     Cut,
-    /// No durable event had been delivered: the log was not read.
+    /// Nothing marks the gap's start (a session joined here with no event
+    /// delivered): its log was not read.
     Unmarked,
 }
 

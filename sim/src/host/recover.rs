@@ -6,7 +6,7 @@
 //! let the engine's held frames go once every session is back.
 
 use copilot_core::{
-    event_id_of, gap_delivery_order, GapEvent, Recovery, RecoveryReport, RecoveryStep, Value, EVENT_LOG_PAGE,
+    event_id_of, gap_delivery_order, Gap, GapEvent, Recovery, RecoveryReport, RecoveryStep, Value, EVENT_LOG_PAGE,
     EVENT_LOG_READ, RECOVERY_RESUME_FLAG,
 };
 
@@ -30,8 +30,6 @@ pub(super) struct Recovering {
     /// Its log read so far, oldest first: `(event number, id hash)`.
     log: Vec<(Option<u64>, Option<u64>)>,
     cursor: Option<String>,
-    /// Its log was read (at least a page asked).
-    read: bool,
 }
 
 impl Recovering {
@@ -43,7 +41,6 @@ impl Recovering {
             key: None,
             log: Vec::new(),
             cursor: None,
-            read: false,
         }
     }
 }
@@ -153,7 +150,7 @@ impl Host {
                     };
                     let id = rec.cli_id.clone().unwrap_or_default();
                     let r = self.recovering.as_mut().expect("recovering");
-                    (r.key, r.cursor, r.read) = (Some(key), None, false);
+                    (r.key, r.cursor) = (Some(key), None);
                     r.log.clear();
                     self.sessions.get_mut(&key).expect("found").held = Some(Vec::new());
                     let flags = self.open_flags();
@@ -166,7 +163,6 @@ impl Host {
                 }
                 RecoveryStep::ReadLog { page, .. } => {
                     let Some(key) = r.key else { return };
-                    r.read = true;
                     let cursor = match (&r.cursor, page) {
                         (Some(c), p) if p > 0 => format!(r#","cursor":"{c}""#),
                         _ => String::new(),
@@ -180,15 +176,12 @@ impl Host {
                     }
                     return;
                 }
-                // Read without naming the step's third member, which the
-                // core is renaming (`unknown` to `gap`): whether the log was
-                // read says the same.
-                RecoveryStep::Deliver { from, .. } => {
+                RecoveryStep::Deliver { from, gap, .. } => {
                     let log = std::mem::take(&mut r.log);
-                    let gap = match (from, std::mem::take(&mut r.read)) {
-                        (Some(_), _) => GapKind::Whole,
-                        (None, true) => GapKind::Cut,
-                        (None, false) => GapKind::Unmarked,
+                    let gap = match gap {
+                        Gap::Whole => GapKind::Whole,
+                        Gap::Unmarked => GapKind::Unmarked,
+                        _ => GapKind::Cut,
                     };
                     if let Some(key) = r.key {
                         self.sessions.get_mut(&key).expect("resumed").gaps.push((now, from, gap));
