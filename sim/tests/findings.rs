@@ -55,7 +55,7 @@ fn a_failed_attempt_does_not_lose_the_gap() {
 #[test]
 // Fixed: a session created here has its whole log read back (e92246c).
 fn an_unmarked_gap_is_read_back() {
-    strict(Known::UnmarkedGap, 0..1_000, false);
+    strict(Known::UnmarkedGap, 0..400, false);
 }
 
 /// A wait refused at once (obligation table full) is not remembered as
