@@ -89,7 +89,7 @@ test("the events of the gap are read back from the log and delivered once, in or
  * dropping the first connection when told; the client connected to it,
  * its recovery steps and the events its session saw.
  */
-async function dropAndRecover({ before, page }) {
+async function dropAndRecover({ before, page, join = false }) {
   const peers = [];
   const reads = [];
   const server = createServer((socket) => {
@@ -112,7 +112,10 @@ async function dropAndRecover({ before, page }) {
   const client = await CopilotClient.connect({ port: server.address().port });
   const steps = [];
   client.onRecovery((s) => steps.push(s));
-  const session = await client.createSession({ sessionId: SESSION, onPermission: () => "approve-once" });
+  const config = { onPermission: () => "approve-once" };
+  const session = join
+    ? await client.resumeSession(SESSION, config)
+    : await client.createSession({ sessionId: SESSION, ...config });
   const seen = [];
   session.on((e) => seen.push(e.id));
   for (const e of before) peers[0].send(notify(e));
@@ -143,16 +146,38 @@ test("a gap whose last delivered event is not within the pages read is reported 
   }
 });
 
-test("a gap with no durable event delivered before the loss is reported unmarked, and the log is not read", async () => {
+test("a joined session with no durable event delivered before the loss: its gap is reported unmarked, and the log (history it never saw) is not read", async () => {
   const { steps, seen, reads, end } = await dropAndRecover({
     before: [event("d1", true)],
     page: () => assert.fail("the log is not read"),
+    join: true,
   });
   try {
     assert.equal(reads.length, 0);
     const resumed = steps.find((s) => s.type === "sessionResumed");
     assert.deepEqual([resumed?.gapEvents, resumed?.gap], [0, "unmarked"]);
     assert.deepEqual(seen, ["d1"]);
+  } finally {
+    await end();
+  }
+});
+
+test("a session created here with no durable event delivered before the loss has its whole log read back and delivered", async () => {
+  // The log's start is reached on the second page.
+  const pages = [
+    { events: [event("e2"), event("e3")], cursor: "c0", hasMore: true },
+    { events: [event("e1")], cursor: "c1", hasMore: false },
+  ];
+  const { steps, seen, reads, end } = await dropAndRecover({
+    before: [event("d1", true)],
+    page: (_, n) => pages[n],
+  });
+  try {
+    assert.equal(reads.length, 2, "read back to the log's start");
+    const resumed = steps.find((s) => s.type === "sessionResumed");
+    assert.deepEqual([resumed?.gapEvents, resumed?.gap], [3, "whole"]);
+    await eventually(() => seen.length === 4, "the log's events", 5000);
+    assert.deepEqual(seen, ["d1", "e1", "e2", "e3"]);
   } finally {
     await end();
   }
