@@ -74,8 +74,11 @@ pub(crate) trait SessionSink: Send + Sync {
     /// Holds the events pushed from now on (a recovery is resuming the
     /// session) until [`release_held`](Self::release_held).
     fn hold(&self) {}
-    /// Delivers `gap` (events the log had and the stream lost, in order),
-    /// then the events held, less those of `gap`; delivery goes on.
+    /// Delivers `gap` (events the log had and the stream lost, in order)
+    /// and the events held, merged in the core's order
+    /// ([`copilot_core::gap_delivery_order`]: the gap's events before the
+    /// first held one, then the held ones as they came, each event once);
+    /// delivery goes on.
     fn release_held(&self, _gap: Vec<Vec<u8>>) {}
     /// Changes the session's capabilities (the open's answer sets them,
     /// each `capabilities.changed` moves them), in the order the frames
