@@ -90,6 +90,17 @@ pub mod launch {
     pub use crate::transport::cli::{CliProcess, Launch, AUTH_TOKEN_ENV};
 }
 
+/// Not for applications (feature `simulation`, off by default; no
+/// stability promised): the driver's sans-IO state, generic over what a
+/// session is, and the types its methods take and return, so that the
+/// deterministic simulator (`sim/`) drives the real connection logic on a
+/// virtual clock.
+#[cfg(feature = "simulation")]
+#[doc(hidden)]
+pub mod simulation {
+    pub use crate::driver::simulation::*;
+}
+
 pub use answering::{
     approve_all, deny_all, Command, ElicitationHandler, ElicitationResponse, ExitPlanModeHandler, ExitPlanModeRequest,
     ExitPlanModeResponse, McpOAuthHandler, OAuthToken, PermissionDecision, PermissionDecisionContext,

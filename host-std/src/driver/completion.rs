@@ -8,7 +8,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A value set once by one thread and awaited by a future: the waker the
 /// future last left is woken (outside the lock) when the value arrives.
-pub(crate) struct Completion<T> {
+pub struct Completion<T> {
     state: Mutex<(Option<T>, Option<std::task::Waker>, bool)>,
 }
 
@@ -20,7 +20,7 @@ impl<T> Default for Completion<T> {
 
 impl<T> Completion<T> {
     /// Sets the value (the first time only) and wakes the future.
-    pub(crate) fn complete(&self, value: T) {
+    pub fn complete(&self, value: T) {
         let mut s = lock(&self.state);
         if s.2 {
             return;
@@ -35,7 +35,7 @@ impl<T> Completion<T> {
     }
 
     /// The value, once set; else leaves `cx`'s waker to be woken.
-    pub(crate) fn poll_take(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<T>> {
+    pub fn poll_take(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<T>> {
         let mut s = lock(&self.state);
         if let Some(v) = s.0.take() {
             return std::task::Poll::Ready(Some(v));
@@ -52,7 +52,7 @@ impl<T> Completion<T> {
     }
 
     /// Whether the value was set.
-    pub(crate) fn is_done(&self) -> bool {
+    pub fn is_done(&self) -> bool {
         lock(&self.state).2
     }
 }

@@ -23,8 +23,12 @@ mod outbox;
 mod reader;
 mod recover;
 mod restart;
+// Reached by the simulator (feature `simulation`): the fields of their
+// variants are described in each variant's documentation.
+#[cfg_attr(feature = "simulation", allow(missing_docs))]
 mod state;
 mod timer;
+#[cfg_attr(feature = "simulation", allow(missing_docs))]
 mod waiter;
 
 pub(crate) use answer::Answering;
@@ -36,6 +40,15 @@ pub(crate) use connection::{ClientWide, Connection, Deadlines, Job, LifecycleSin
 pub(crate) use fence::{Delivering, DeliveryFence, Ticket};
 pub use restart::RecoveryEvent;
 pub(crate) use restart::{NewTransport, Reopen, Restart};
+
+/// The driver's state and what its methods take and return, for the
+/// simulator (`copilot_host::simulation`, feature `simulation`).
+#[cfg(feature = "simulation")]
+pub(crate) mod simulation {
+    pub use super::completion::Completion;
+    pub use super::state::{CallRefused, DriverState, Ended, Expired, Lost, Outcome, Read, Routed, Wait};
+    pub use super::waiter::{Marked, Reply, ReplyTx, Waiter, WakerSlot};
+}
 
 #[cfg(test)]
 mod tests;

@@ -12,33 +12,33 @@ use super::completion::Completion;
 use crate::error::{Error, Result};
 
 /// The raw JSON of a result, or the error that replaced it.
-pub(crate) type Reply = Result<Vec<u8>>;
+pub type Reply = Result<Vec<u8>>;
 
 /// A reply and the [`DeliveryFence`](super::fence::DeliveryFence) mark its
 /// call waits for before it returns (0: none).
-pub(crate) type Marked = (Reply, u64);
+pub type Marked = (Reply, u64);
 
 /// Where a response goes: a call's slot, whose waker the thread that
 /// fills it wakes (the reader, the timer or the one that ends the
 /// connection).
-pub(crate) struct ReplyTx(pub(crate) Arc<Completion<Marked>>);
+pub struct ReplyTx(pub Arc<Completion<Marked>>);
 
 impl ReplyTx {
     /// Hands over the reply; never blocks. A call dropped before its answer
     /// is not told.
-    pub(crate) fn send(self, reply: Reply) {
+    pub fn send(self, reply: Reply) {
         self.send_after(reply, 0);
     }
 
     /// Hands over the reply, which its call returns once the events read
     /// before it are delivered (the fence's `mark`).
-    pub(crate) fn send_after(self, reply: Reply, mark: u64) {
+    pub fn send_after(self, reply: Reply, mark: u64) {
         self.0.complete((reply, mark));
     }
 }
 
 /// Who is waiting for a response.
-pub(crate) enum Waiter<T> {
+pub enum Waiter<T> {
     /// A caller waiting for the reply.
     Reply(ReplyTx),
     /// A `session.create` or `session.resume`: the reader completes the
@@ -50,7 +50,7 @@ pub(crate) enum Waiter<T> {
 
 impl<T> Waiter<T> {
     /// Tells the caller `error`.
-    pub(crate) fn fail(self, error: Error) {
+    pub fn fail(self, error: Error) {
         let reply = match self {
             Waiter::Reply(r) | Waiter::Open { reply: r, .. } => r,
         };
@@ -60,4 +60,4 @@ impl<T> Waiter<T> {
 }
 
 /// The waker of an async wait, updated at each poll.
-pub(crate) type WakerSlot = Arc<Mutex<Option<Waker>>>;
+pub type WakerSlot = Arc<Mutex<Option<Waker>>>;

@@ -28,7 +28,7 @@ pub(crate) type StateEngine<T> =
 
 /// A handler's outcome for one wait of the agent, passed on to the engine,
 /// which decides what is sent.
-pub(crate) enum Outcome<'a> {
+pub enum Outcome<'a> {
     /// The handler's answer, JSON text the engine reads (`null` leaves the
     /// answer's key out).
     Answer(&'a [u8]),
@@ -46,7 +46,7 @@ pub(crate) enum Outcome<'a> {
 
 /// Why a call was not started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CallRefused {
+pub enum CallRefused {
     /// The connection has ended.
     Closed,
     /// The table of requests in flight is full.
@@ -55,37 +55,37 @@ pub(crate) enum CallRefused {
 
 /// What the time passing decided: callers to fail, async waits to wake.
 #[must_use = "the expired calls' callers wait until they are told"]
-pub(crate) struct Expired<T> {
+pub struct Expired<T> {
     /// Calls past their deadline (an open's slot was released).
-    pub(crate) failed: Vec<Waiter<T>>,
+    pub failed: Vec<Waiter<T>>,
     /// Async waits whose own deadline passed.
-    pub(crate) woken: Vec<WakerSlot>,
+    pub woken: Vec<WakerSlot>,
 }
 
 /// What ending the connection decided.
 #[must_use = "the callers, sessions and wakers must be told of the end"]
-pub(crate) struct Ended<T> {
+pub struct Ended<T> {
     /// Every call in flight: fail it with the cause.
-    pub(crate) failed: Vec<Waiter<T>>,
+    pub failed: Vec<Waiter<T>>,
     /// Every session of the table: end its delivery.
-    pub(crate) sessions: Vec<T>,
+    pub sessions: Vec<T>,
     /// The waits for the end.
-    pub(crate) woken: Vec<Waker>,
+    pub woken: Vec<Waker>,
     /// Waits of the agent left open (nothing can answer them any more).
-    pub(crate) forgotten: usize,
+    pub forgotten: usize,
 }
 
 /// What losing the transport decided (a recovery follows).
 #[must_use = "the calls in flight lost their answers: their callers must be told"]
-pub(crate) struct Lost<T> {
+pub struct Lost<T> {
     /// Every call in flight (an open's slot was released).
-    pub(crate) failed: Vec<Waiter<T>>,
+    pub failed: Vec<Waiter<T>>,
     /// Requests of the CLI whose waits died with the connection.
-    pub(crate) forgotten: usize,
+    pub forgotten: usize,
 }
 
 /// One connection's state (see the module's documentation).
-pub(crate) struct DriverState<T> {
+pub struct DriverState<T> {
     pub(super) engine: StateEngine<T>,
     /// The connection's name in logs.
     pub(super) label: String,
@@ -120,7 +120,7 @@ pub(crate) struct DriverState<T> {
 
 impl<T: Clone> DriverState<T> {
     /// A connection's state, named `label` in logs; its engine built from `config`.
-    pub(crate) fn new(label: &str, config: EngineConfig) -> Self {
+    pub fn new(label: &str, config: EngineConfig) -> Self {
         let config = config.park_frames(MAX_PARKED_FRAMES);
         // Its tables are written in place on the heap (the core's `alloc`
         // feature): no stack of their size is needed, or touched.
@@ -142,14 +142,14 @@ impl<T: Clone> DriverState<T> {
     }
 
     /// The engine, to read (its counters, its tables).
-    pub(crate) fn engine(&self) -> &StateEngine<T> {
+    pub fn engine(&self) -> &StateEngine<T> {
         &self.engine
     }
 
     // The end of the connection, and who ends it.
 
     /// Whether the connection has ended.
-    pub(crate) fn is_closed(&self) -> bool {
+    pub fn is_closed(&self) -> bool {
         self.cause.is_some()
     }
 
@@ -205,7 +205,7 @@ impl<T: Clone> DriverState<T> {
     /// Ends the connection with `cause`: every call in flight and every
     /// session is handed back to be told, and the waits of the agent
     /// still open are forgotten (nothing can reach the CLI any more).
-    pub(crate) fn shut_down(&mut self, cause: CloseCause) -> Ended<T> {
+    pub fn shut_down(&mut self, cause: CloseCause) -> Ended<T> {
         self.cause = Some(cause);
         let mut failed = Vec::new();
         let forgotten = self.engine.disconnect(|_, w| failed.push(w));
@@ -260,7 +260,7 @@ impl<T: Clone> DriverState<T> {
     /// Reserves a session before its create or resume is sent: `id` (a
     /// resume may take over a session open here: its old target is
     /// returned, to end its delivery), or none when the server names it.
-    pub(crate) fn reserve(
+    pub fn reserve(
         &mut self,
         id: Option<&str>,
         resume: bool,
@@ -274,21 +274,21 @@ impl<T: Clone> DriverState<T> {
     }
 
     /// Marks a session closing (its destroy is in flight).
-    pub(crate) fn close_session(&mut self, handle: SessionHandle) {
+    pub fn close_session(&mut self, handle: SessionHandle) {
         let _ = self.engine.close(handle);
     }
 
     /// Releases a session's slot: its open waits are refused, frames
     /// parked for no session any more are dealt with, and it is not
     /// opened again by a recovery.
-    pub(crate) fn release(&mut self, handle: SessionHandle, now: u64) {
+    pub fn release(&mut self, handle: SessionHandle, now: u64) {
         self.released.extend(self.engine.release(handle));
         self.drain_parked(now);
         self.reopens.retain(|(h, _)| *h != handle);
     }
 
     /// Every session in the table: handle, whether active, and target.
-    pub(crate) fn sessions(&self) -> Vec<(SessionHandle, bool, T)> {
+    pub fn sessions(&self) -> Vec<(SessionHandle, bool, T)> {
         self.engine.router().sessions().iter().map(|(h, s, t)| (h, s == SessionState::Active, t)).collect()
     }
 
@@ -316,7 +316,7 @@ impl<T: Clone> DriverState<T> {
     /// Starts a call: `waiter` is inserted with its `deadline` (ms), and
     /// the request's id returned for its frame. A call refused gives an
     /// open's slot back.
-    pub(crate) fn start_call(&mut self, waiter: Waiter<T>, deadline: u64, now: u64) -> Result<RequestId, CallRefused> {
+    pub fn start_call(&mut self, waiter: Waiter<T>, deadline: u64, now: u64) -> Result<RequestId, CallRefused> {
         let refused = if self.is_closed() {
             (CallRefused::Closed, waiter)
         } else {
@@ -332,7 +332,7 @@ impl<T: Clone> DriverState<T> {
     /// Drops a call's waiter (its frame could not be sent, or its caller
     /// gave up: a late answer is then counted as unmatched). An open also
     /// gives its reserved slot back.
-    pub(crate) fn forget(&mut self, id: RequestId, now: u64) {
+    pub fn forget(&mut self, id: RequestId, now: u64) {
         if let Some(w) = self.engine.router().pending().take(id.0) {
             self.give_up(w, now);
         }
@@ -350,7 +350,7 @@ impl<T: Clone> DriverState<T> {
 
     /// Passes on a handler's outcome for obligation `id`; the engine
     /// decides what is sent (the answer, or its refusal instead).
-    pub(crate) fn settle(&mut self, id: ObligationId, outcome: Outcome<'_>) -> Result<(), AnswerError> {
+    pub fn settle(&mut self, id: ObligationId, outcome: Outcome<'_>) -> Result<(), AnswerError> {
         match outcome {
             Outcome::Answer(payload) => self.engine.answer(id, payload),
             Outcome::Shaped(payload, siblings) => self.engine.answer_shaped(id, payload, siblings),
@@ -364,12 +364,12 @@ impl<T: Clone> DriverState<T> {
     /// task that runs them one at a time (see
     /// [`Read::start_in_order`](super::Read::start_in_order)); `None` ends
     /// the task.
-    pub(crate) fn next_in_order(&mut self) -> Option<Wait> {
+    pub fn next_in_order(&mut self) -> Option<Wait> {
         self.in_order.next()
     }
 
     /// Whether the engine still waits for obligation `id`'s answer.
-    pub(crate) fn is_open(&self, id: ObligationId) -> bool {
+    pub fn is_open(&self, id: ObligationId) -> bool {
         self.engine.is_open(id)
     }
 
@@ -382,7 +382,7 @@ impl<T: Clone> DriverState<T> {
 
     /// When [`handle_timeout`](Self::handle_timeout) next has work (ms):
     /// the engine's next deadline or an async wait's.
-    pub(crate) fn poll_timeout(&self) -> Option<u64> {
+    pub fn poll_timeout(&self) -> Option<u64> {
         let waits = self.wake_at.iter().map(|(at, _)| *at).min();
         match (self.engine.poll_timeout(), waits) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -394,7 +394,7 @@ impl<T: Clone> DriverState<T> {
     /// waits of the agent whose handler ran out of time, the calls past
     /// their deadline are handed back (an open's slot released), and the
     /// async waits due are handed back to wake.
-    pub(crate) fn handle_timeout(&mut self, now: u64) -> Expired<T> {
+    pub fn handle_timeout(&mut self, now: u64) -> Expired<T> {
         let mut failed = Vec::new();
         self.engine.handle_timeout(now, |_, w| failed.push(w));
         let mut opens = false;
@@ -423,25 +423,25 @@ impl<T: Clone> DriverState<T> {
 
     /// A number for an event batch handed to the event pool now, to give
     /// back ([`fence_back`](Self::fence_back)) once it is delivered.
-    pub(crate) fn fence_ticket(&mut self) -> u64 {
+    pub fn fence_ticket(&mut self) -> u64 {
         self.fence.ticket()
     }
 
     /// The mark of the answers of a read whose sessions were just
     /// flushed: their calls return once every batch up to it is back.
-    pub(crate) fn fence_mark(&self) -> u64 {
+    pub fn fence_mark(&self) -> u64 {
         self.fence.mark()
     }
 
     /// Batch `number` was delivered (or dropped): the calls it lets
     /// return, to wake.
-    pub(crate) fn fence_back(&mut self, number: u64) -> Vec<Waker> {
+    pub fn fence_back(&mut self, number: u64) -> Vec<Waker> {
         self.fence.back(number)
     }
 
     /// Whether every batch up to `mark` was delivered; else `waker` is
     /// woken when they are.
-    pub(crate) fn poll_fence(&mut self, mark: u64, waker: &Waker) -> bool {
+    pub fn poll_fence(&mut self, mark: u64, waker: &Waker) -> bool {
         self.fence.poll_passed(mark, waker)
     }
 
@@ -458,7 +458,7 @@ impl<T: Clone> DriverState<T> {
     /// since dropping a session's last reference ends its delivery, and
     /// whatever the layer above keeps in it. The state drops none itself.
     #[must_use = "drop them outside the lock"]
-    pub(crate) fn poll_released(&mut self) -> Vec<T> {
+    pub fn poll_released(&mut self) -> Vec<T> {
         std::mem::take(&mut self.released)
     }
 
@@ -466,7 +466,7 @@ impl<T: Clone> DriverState<T> {
     /// to write; none while a recovery holds them. Call after every method
     /// that feeds the state.
     #[must_use = "the bytes must be written to the transport"]
-    pub(crate) fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
         let wire = self.engine.transmit();
         if wire.is_empty() || self.recovering {
             return None;

@@ -30,6 +30,7 @@ mod read;
 mod tests;
 mod wait;
 
-pub(crate) use driver_state::{CallRefused, DriverState, Outcome, MAX_PENDING};
-pub(crate) use read::{Read, Routed};
-pub(crate) use wait::Wait;
+pub(crate) use driver_state::MAX_PENDING;
+pub use driver_state::{CallRefused, DriverState, Ended, Expired, Lost, Outcome};
+pub use read::{Read, Routed};
+pub use wait::Wait;

@@ -25,7 +25,7 @@ use crate::error::Error;
 /// One thing a read routed, for the shell to hand on in this order.
 /// Ranges are of [`Read::bytes`].
 #[derive(Debug)]
-pub(crate) enum Routed<T> {
+pub enum Routed<T> {
     /// An event for `target`'s queue. Its type, when written without
     /// escapes, is `event_type`; `capabilities`: it changes the session's
     /// capabilities (apply it first); `canvas`: it opens or closes a
@@ -49,19 +49,19 @@ pub(crate) enum Routed<T> {
 /// `routed`, then flush each session of `flush` (one batch each), then
 /// tell each call of `answered` (it returns once the events read before
 /// its answer were delivered).
-pub(crate) struct Read<T> {
+pub struct Read<T> {
     /// In frame order.
-    pub(crate) routed: Vec<Routed<T>>,
+    pub routed: Vec<Routed<T>>,
     /// What `routed`'s ranges point into.
-    pub(crate) bytes: Vec<u8>,
+    pub bytes: Vec<u8>,
     /// The sessions given events, each once, in the order first given one.
-    pub(crate) flush: Vec<(SessionHandle, T)>,
+    pub flush: Vec<(SessionHandle, T)>,
     /// Answers to calls, in frame order.
-    pub(crate) answered: Vec<(ReplyTx, Reply)>,
+    pub answered: Vec<(ReplyTx, Reply)>,
     /// The ordered lane of client-wide waits has work and no task takes
     /// it: start one, which takes its waits in turn
     /// ([`DriverState::next_in_order`]) until there are none.
-    pub(crate) start_in_order: bool,
+    pub start_in_order: bool,
 }
 
 impl<T> Default for Read<T> {
@@ -100,7 +100,7 @@ impl<T: Clone> DriverState<T> {
     /// (`read` is cleared first: keep one per reader, and a read allocates
     /// nothing once its buffers have grown). Every frame the engine
     /// decided to send meanwhile is in [`poll_transmit`](Self::poll_transmit).
-    pub(crate) fn handle_read<B: FrameBuffer>(&mut self, decoder: &mut FrameDecoder<B>, now: u64, read: &mut Read<T>) {
+    pub fn handle_read<B: FrameBuffer>(&mut self, decoder: &mut FrameDecoder<B>, now: u64, read: &mut Read<T>) {
         read.clear();
         while let Some(mut out) = self.engine.poll(decoder, now) {
             if let Some(listed) = out.listed.take() {

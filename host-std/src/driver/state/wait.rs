@@ -8,16 +8,16 @@ use copilot_core::{HandlerKind, ObligationId};
 /// One wait of the agent to hand to a handler: the engine's obligation,
 /// and the data the handler reads.
 #[derive(Debug)]
-pub(crate) struct Wait {
+pub struct Wait {
     /// Give it back to settle it (`DriverState::settle`).
-    pub(crate) id: ObligationId,
+    pub id: ObligationId,
     /// Which handler answers.
-    pub(crate) kind: HandlerKind,
+    pub kind: HandlerKind,
     /// The awaited event's type or the server request's method, as the
     /// answer table names it.
-    pub(crate) name: &'static str,
+    pub name: &'static str,
     /// For an event, its JSON object; for a server request, its params.
-    pub(crate) data: Vec<u8>,
+    pub data: Vec<u8>,
 }
 
 /// Client-wide waits that run one at a time in the order the CLI sent them
