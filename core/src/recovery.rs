@@ -334,7 +334,19 @@ impl Recovery {
             }
             (Phase::Next { after }, R::Next) => self.next_session(engine, after + 1, now),
             // Failed, or a report that does not fit.
-            _ => self.failed(now),
+            _ => {
+                // The events the session held since its resume were not
+                // delivered after its gap (the hosts keep holding them):
+                // the next attempt reads the log back to where the gap
+                // started, not to what the live stream routed meanwhile.
+                if let Phase::Resuming { handle, mark } = self.phase {
+                    engine.set_last_durable(handle, mark.unwrap_or(0));
+                }
+                if let Phase::Reading { handle, mark, .. } = self.phase {
+                    engine.set_last_durable(handle, mark);
+                }
+                self.failed(now)
+            }
         }
     }
 

@@ -189,6 +189,29 @@ fn a_gap_delivered_by_an_attempt_that_then_failed_is_not_delivered_again() {
     assert_eq!(step, RecoveryStep::Deliver { handle: a, from: Some(2), gap: Gap::Whole }, "e-3 only");
 }
 
+/// An attempt that resumed a session and failed before delivering its gap:
+/// the live events routed meanwhile were held, not delivered (the hosts
+/// keep holding them), so the next attempt reads the log back to where the
+/// gap started, not to them.
+#[test]
+fn an_attempt_that_fails_after_a_resume_reads_back_from_where_the_gap_started() {
+    let mut e = engine();
+    let a = open(&mut e, "a");
+    event(&mut e, "a", "e-1");
+    let mut r = Recovery::new(0);
+    assert_eq!(connect(&mut r, &mut e), RecoveryStep::Resume { handle: a });
+    assert_eq!(r.step(&mut e, 0, Report::Resumed), RecoveryStep::ReadLog { handle: a, page: 0 });
+    // Live, held, after the resume; then the log's read fails.
+    event(&mut e, "a", "e-3");
+    let RecoveryStep::Wait { until } = r.step(&mut e, 100, Report::Failed) else { panic!("a wait") };
+    assert_eq!(e.last_durable_event(a), Some(event_id_hash(b"e-1")), "the mark is back where the gap started");
+    r.step(&mut e, until, Report::Next);
+    assert_eq!(r.step(&mut e, until, Report::Connected), RecoveryStep::Resume { handle: a });
+    r.step(&mut e, until, Report::Resumed);
+    let step = r.step(&mut e, until, log(&["e-1", "e-2", "e-3"], false));
+    assert_eq!(step, RecoveryStep::Deliver { handle: a, from: Some(1), gap: Gap::Whole }, "e-2 and e-3, not e-3 only");
+}
+
 #[test]
 fn a_live_event_routed_while_the_log_is_read_stays_the_last_delivered() {
     let mut e = engine();

@@ -134,6 +134,14 @@ impl<
         (hash != 0 && generation == handle.generation()).then_some(hash)
     }
 
+    /// Sets the mark of session `handle`'s last durable event delivered
+    /// (0: none).
+    pub(crate) fn set_last_durable(&mut self, handle: SessionHandle, hash: u64) {
+        if let Some(slot) = self.core.last_durable.get_mut(handle.index()) {
+            *slot = (hash, handle.generation());
+        }
+    }
+
     /// Whether session `handle` was created here (not resumed or joined):
     /// every durable event of its log is this client's to deliver.
     pub(crate) fn created_here(&self, handle: SessionHandle) -> bool {

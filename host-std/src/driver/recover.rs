@@ -86,8 +86,25 @@ impl Connection {
     /// end), doing each step the state gives in turn: `Ok` once
     /// the sessions are resumed on a new transport, whose reader then
     /// runs; the cause to end with when every attempt failed or the client
-    /// is stopping.
+    /// is stopping. A session's live events held by an attempt that failed
+    /// stay held for the next attempt's delivery (merged with its gap, each
+    /// once, in wire order); when the recovery ends without one, they are
+    /// delivered before the end.
     pub(super) fn recover(
+        self: &Arc<Self>,
+        cause: CloseCause,
+        restart: Arc<dyn Restart<Connection>>,
+    ) -> Result<(), CloseCause> {
+        let outcome = self.recover_steps(cause, restart);
+        if outcome.is_err() {
+            for (_, _, target) in self.sessions() {
+                target.release_held(Vec::new());
+            }
+        }
+        outcome
+    }
+
+    fn recover_steps(
         self: &Arc<Self>,
         cause: CloseCause,
         restart: Arc<dyn Restart<Connection>>,
@@ -161,9 +178,9 @@ impl Connection {
     /// says so, once the transport is given up; the end when the client is
     /// stopping.
     fn attempt_failed(&self, run: &mut Run, e: &Error) -> Result<Report, CloseCause> {
-        if let Some(target) = run.target.take() {
-            target.release_held(Vec::new());
-        }
+        // Its held events stay held: the next attempt delivers them after
+        // the gap the core has it read back again (from where it started).
+        run.target = None;
         if self.is_stopping() {
             log::debug!("{}: recovery stopped: {e}", self.label);
             return Err(CloseCause::Stopped);

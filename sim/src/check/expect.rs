@@ -28,6 +28,9 @@ pub enum Known {
     /// the session and failed before delivering the gap: the live events
     /// routed meanwhile moved the engine's mark of the last durable event
     /// delivered past it, so the next attempt's read stops short of it.
+    /// Fixed: a failed attempt puts the mark back where the gap started,
+    /// and the hosts keep the session's events held for the next
+    /// attempt's delivery.
     FailedAttemptGap,
     /// A wait the engine refused at once (obligation table full, data
     /// unreadable) is not remembered as answered: a pending list read
@@ -107,6 +110,7 @@ impl Known {
         matches!(
             self,
             Known::RecoveryOrder
+                | Known::FailedAttemptGap
                 | Known::RefusedThenListed
                 | Known::ForgottenQueuedAnswer
                 | Known::RefusedAnswerRemembered

@@ -487,7 +487,9 @@ impl Host {
                 _ => {}
             }
         }
-        self.release_held(now, None);
+        // A resume under way keeps what it held for the next attempt (as
+        // copilot-host does); it is delivered after that attempt's gap.
+        self.abandon_resume(now);
         if recovering {
             self.recovery_next(now, copilot_core::RecoveryReport::Failed);
         } else if !self.dead {

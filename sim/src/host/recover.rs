@@ -65,9 +65,22 @@ impl Host {
 
     /// A step of the attempt failed on the connection: the world cuts it,
     /// and the attempt is reported failed when it has.
+    /// The session being resumed keeps what it held: the next attempt
+    /// delivers it after the gap the core has read back again from where
+    /// it started (as copilot-host does).
     pub(super) fn attempt_failed(&mut self, now: u64) {
-        self.release_held(now, None);
+        self.abandon_resume(now);
         self.disconnect = true;
+    }
+
+    /// The resume under way, if any, is abandoned: noted; its session keeps
+    /// holding its live events.
+    pub(super) fn abandon_resume(&mut self, now: u64) {
+        if let Some(key) = self.recovering.as_mut().and_then(|r| r.key.take()) {
+            if let Some(rec) = self.sessions.get_mut(&key) {
+                rec.abandoned.push(now);
+            }
+        }
     }
 
     /// Delivers what the session being resumed held, merged with the
@@ -152,7 +165,8 @@ impl Host {
                     let r = self.recovering.as_mut().expect("recovering");
                     (r.key, r.cursor) = (Some(key), None);
                     r.log.clear();
-                    self.sessions.get_mut(&key).expect("found").held = Some(Vec::new());
+                    // Held from an attempt that failed, if one did.
+                    self.sessions.get_mut(&key).expect("found").held.get_or_insert_with(Vec::new);
                     let flags = self.open_flags();
                     let params = format!(r#"{{"sessionId":"{id}","{RECOVERY_RESUME_FLAG}":true,{flags}}}"#);
                     if self.call(now, Waiter::Resume { key }, "session.resume", &params) {

@@ -117,7 +117,10 @@ export class Recovery {
     // failure, and the session being resumed with its log read so far.
     const at = { attempt: 0, last: cause, current: null, log: [], cursor: undefined };
     const failed = (e) => {
-      at.current?.session._releaseHeld();
+      // The session being resumed keeps what it held: the next attempt
+      // delivers it after the gap, which the core has read back again
+      // from where it started (each event once, by id). The end of the
+      // client (gave up, stopped) delivers what is still held.
       at.current = null;
       if (host.stopping()) return null;
       this.#tell({ type: "attemptFailed", attempt: at.attempt, error: errorText(e) });
