@@ -55,6 +55,7 @@
 
 pub mod check;
 pub mod cli;
+pub mod driver;
 pub mod host;
 pub mod profile;
 pub mod rng;

@@ -22,6 +22,10 @@ pub struct Options {
     /// A bug planted in the simulated host, for the simulator's own
     /// tests (the checker must catch it): none by default.
     pub fault: Option<crate::host::Fault>,
+    /// The driver mode: copilot-host's driver state, driven as its
+    /// threaded shell drives it, instead of the engine alone
+    /// ([`crate::driver`]).
+    pub driver: bool,
 }
 
 /// What a run that held every invariant did.
@@ -49,6 +53,8 @@ pub struct Summary {
     pub engine: EngineStats,
     /// The trace, if asked for.
     pub trace: Vec<String>,
+    /// What the driver mode counted (in that mode).
+    pub driver: Option<crate::driver::host::DriverCounts>,
 }
 
 /// A run that broke an invariant (or panicked).
@@ -75,8 +81,9 @@ impl Failure {
     /// The command that replays it.
     pub fn replay_command(&self) -> String {
         let reorders = if self.options.cli_reorders { " --cli-reorders" } else { "" };
+        let driver = if self.options.driver { " --driver" } else { "" };
         format!(
-            "cargo run --release -p copilot-sim -- --seed {} --steps {} --trace{}{reorders}",
+            "cargo run --release -p copilot-sim -- --seed {} --steps {} --trace{}{reorders}{driver}",
             self.seed,
             self.steps,
             self.options.expect.flags()
@@ -146,6 +153,9 @@ fn run_inner(
     trace: &mut Vec<String>,
     step: &mut u64,
 ) -> Result<Summary, Violation> {
+    if options.driver {
+        return run_driver(seed, steps, options, trace, step);
+    }
     let mut world = World::new(seed, options.cli_reorders, options.fault);
     let mut checker = Checker::new(options.expect);
     checker.step(&world)?;
@@ -183,6 +193,55 @@ fn run_inner(
         counts,
         engine: world.host.engine().stats(world.now),
         trace: Vec::new(),
+        driver: None,
+    })
+}
+
+/// A run of the driver mode ([`crate::driver`]).
+fn run_driver(
+    seed: u64,
+    steps: u64,
+    options: &Options,
+    trace: &mut Vec<String>,
+    step: &mut u64,
+) -> Result<Summary, Violation> {
+    use crate::driver::{check, DriverWorld};
+    let mut world = DriverWorld::new(seed);
+    check::step(&world)?;
+    for i in 0..steps {
+        *step = i;
+        let line = world.step();
+        if options.trace {
+            trace.push(format!("#{i} t={} {line}", world.now));
+        }
+        check::step(&world)?;
+    }
+    let mut drained = 0;
+    world.drain(
+        |now, line| {
+            *step += 1;
+            drained += 1;
+            if options.trace {
+                trace.push(format!("#{} t={now} {line}", *step));
+            }
+        },
+        check::step,
+    )?;
+    *step += 1;
+    check::finish(&world)?;
+    Ok(Summary {
+        seed,
+        steps: steps + drained,
+        drain_steps: drained,
+        virtual_ms: world.now,
+        drops: 0,
+        recovered: 0,
+        gave_up: 0,
+        timeouts: 0,
+        counts: Counts::default(),
+        engine: world.host.engine_stats(world.now),
+        trace: Vec::new(),
+        driver: Some(world.host.counts),
     })
 }
 

@@ -1,7 +1,7 @@
 //! Runs the simulator over seeds, or replays one.
 //!
 //! ```text
-//! sim --seeds 0..100000 [--steps 300] [--strict | --strict-<issue>] [--cli-reorders] [--keep-going]
+//! sim --seeds 0..100000 [--steps 300] [--strict | --strict-<issue>] [--cli-reorders] [--driver] [--keep-going]
 //! sim --seed 42 [--steps 300] [--trace]
 //! ```
 //!
@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use copilot_sim::{run_with, shrink, Counts, Expect, Known, Options};
 
-const USAGE: &str = "usage: sim (--seeds A..B | --seeds A.. | --seed N) [--steps K] [--trace] [--strict | --strict-<issue> | --allow-<issue>] [--cli-reorders] [--keep-going]
+const USAGE: &str = "usage: sim (--seeds A..B | --seeds A.. | --seed N) [--steps K] [--trace] [--strict | --strict-<issue> | --allow-<issue>] [--cli-reorders] [--driver] [--keep-going]
 issues: left-unanswered unmarked-gap recovery-order failed-attempt-gap refused-then-listed forgotten-queued-answer stale-response beyond-memory refused-answer-remembered cut-gap";
 
 struct Args {
@@ -53,6 +53,7 @@ fn parse() -> Result<Args, String> {
             "--strict" => args.options.expect = Expect::strict(),
             "--keep-going" => args.keep_going = true,
             "--cli-reorders" => args.options.cli_reorders = true,
+            "--driver" => args.options.driver = true,
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => {
                 let strict = other.strip_prefix("--strict-").and_then(Known::from_name).map(|k| (k, true));
@@ -81,6 +82,7 @@ fn main() -> ExitCode {
     let (mut ran, mut failed) = (0u64, 0u64);
     let mut totals = Counts::default();
     let mut world = [0u64; 5];
+    let mut driver = args.options.driver.then(copilot_sim::driver::host::DriverCounts::default);
     let mut last_report = Instant::now();
     let mut seed = args.seeds.0;
     while args.seeds.1.is_none_or(|end| seed < end) {
@@ -93,6 +95,9 @@ fn main() -> ExitCode {
                     println!("seed {seed}: every invariant held; {summary:#?}");
                 }
                 totals.add(&summary.counts);
+                if let (Some(d), Some(s)) = (&mut driver, &summary.driver) {
+                    d.add(s);
+                }
                 let s = &summary;
                 for (t, v) in world.iter_mut().zip([s.steps, s.drops, s.recovered, s.gave_up, s.timeouts]) {
                     *t += v;
@@ -110,7 +115,7 @@ fn main() -> ExitCode {
                 }
                 println!("{failure}");
                 if !args.keep_going {
-                    report(ran + 1, failed, seed + 1, started, &totals, &world);
+                    report(ran + 1, failed, seed + 1, started, &totals, &world, driver.as_ref());
                     return ExitCode::FAILURE;
                 }
             }
@@ -119,10 +124,10 @@ fn main() -> ExitCode {
         seed += 1;
         if last_report.elapsed().as_secs() >= 10 {
             last_report = Instant::now();
-            report(ran, failed, seed, started, &totals, &world);
+            report(ran, failed, seed, started, &totals, &world, driver.as_ref());
         }
     }
-    report(ran, failed, seed, started, &totals, &world);
+    report(ran, failed, seed, started, &totals, &world, driver.as_ref());
     if failed > 0 {
         ExitCode::FAILURE
     } else {
@@ -130,10 +135,24 @@ fn main() -> ExitCode {
     }
 }
 
-fn report(ran: u64, failed: u64, next: u64, started: Instant, totals: &Counts, world: &[u64; 5]) {
+fn report(
+    ran: u64,
+    failed: u64,
+    next: u64,
+    started: Instant,
+    totals: &Counts,
+    world: &[u64; 5],
+    driver: Option<&copilot_sim::driver::host::DriverCounts>,
+) {
     let secs = started.elapsed().as_secs_f64();
     let rate = ran as f64 / secs.max(1e-9);
     let [steps, drops, recovered, gave_up, timeouts] = world;
+    if let Some(d) = driver {
+        eprintln!(
+            "{ran} seeds ({failed} failed, next {next}) in {secs:.1} s, {rate:.0} seeds/s; {steps} steps; driver: {d}"
+        );
+        return;
+    }
     eprintln!(
         "{ran} seeds ({failed} failed, next {next}) in {secs:.1} s, {rate:.0} seeds/s; {steps} steps, {drops} drops, {recovered} recoveries, {gave_up} given up, {timeouts} requests timed out; {totals}"
     );
