@@ -35,20 +35,39 @@
 //! engine ([`Known`]) are let pass and counted unless made strict
 //! ([`Expect`]); `tests/findings.rs` keeps one (ignored) test per issue.
 //!
-//! Not modelled (yet): the host's driver and the JavaScript client (the
-//! CLI speaks bytes so that it can drive them once the driver is one
-//! sans-IO state); a TCP server that outlives a connection (a drop here is
-//! the CLI's process dying, the case `shared/protocol/recovery.md`
-//! describes); malformed frames and unknown methods from the CLI (the
-//! core's own tests and fuzz targets cover them); inference, canvases and
-//! UI calls beyond their waits.
+//! The driver mode ([`driver`], [`Options::driver`], `--driver`) runs a
+//! second host model: copilot-host's own connection logic, its sans-IO
+//! `DriverState` (reached through copilot-host's `simulation` feature),
+//! driven as its threaded shell drives it, with no thread: bytes through
+//! its reader, each read's events flushed per session (streams at once,
+//! callbacks through a simulated event pool whose batches hold fence
+//! tickets and are delivered at steps the scheduler picks), answers told
+//! after the flush with the fence's mark, and a call returning only once
+//! its reply is there and the fence passed; subscribers are added and
+//! dropped, also in the churn pattern (a callback subscribed when a create
+//! returns, dropped the moment the destroy returns). Its invariant: every
+//! event routed to a session while a subscriber was registered reaches
+//! that subscriber exactly once, in wire order, and before any call whose
+//! answer followed it on the wire returns; none reaches another session.
+//! Run on a copy without the fence, it finds the churn's lost tail event
+//! (`tests/driver.rs` keeps the trace).
+//!
+//! Not modelled (yet): in the driver mode, a dropped connection and its
+//! recovery, the events kept for a first subscriber, `send_and_wait`'s
+//! waiters, calls made from inside a callback, the backlog's bound, and
+//! handlers that answer (they decline or refuse); the JavaScript client
+//! (the CLI speaks bytes so that it can drive it); a TCP server that
+//! outlives a connection (a drop here is the CLI's process dying, the
+//! case `shared/protocol/recovery.md` describes); malformed frames and
+//! unknown methods from the CLI (the core's own tests and fuzz targets
+//! cover them); inference, canvases and UI calls beyond their waits.
 //!
 //! ```
 //! let summary = copilot_sim::run(7, 100).expect("seed 7 holds every invariant");
 //! assert!(summary.steps >= 100);
 //! ```
 //!
-//! `cargo run --release -p copilot-sim -- --seeds 0..100000` runs seeds;
+//! `cargo run --release -p copilot-sim -- --seeds 0..100000 [--driver]` runs seeds;
 //! `--seed N --steps K --trace` replays one; `scripts/sim` runs any range
 //! for as long as one wants.
 #![forbid(unsafe_code)]

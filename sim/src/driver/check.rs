@@ -12,14 +12,19 @@ use crate::check::Violation;
 pub const BEFORE_RETURN: &str =
     "a call returns only once the events before its answer reached every subscriber registered when they arrived";
 
+/// The invariant the churn's loss breaks: a subscriber dropped the moment
+/// `destroy()` returns misses an event read before the destroy's answer.
+pub const LOST_TAIL: &str =
+    "a subscription dropped right after destroy() returns has had every event read before the destroy's answer";
+
 fn violation(invariant: &'static str, detail: String) -> Result<(), Violation> {
     Err(Violation { invariant, detail })
 }
 
 /// Checks the invariant after a step.
 pub fn step(w: &DriverWorld) -> Result<(), Violation> {
-    if let Some(f) = w.host.failures.first() {
-        return violation(BEFORE_RETURN, f.clone());
+    if let Some((invariant, detail)) = w.host.failures.first() {
+        return violation(invariant, detail.clone());
     }
     for (id, sub) in &w.host.subs {
         let session = &w.host.sessions[&sub.key].id;

@@ -25,6 +25,7 @@ use copilot_core::{Cause, EngineConfig, FrameDecoder, GrowingBuffer, ObligationI
 use copilot_host::simulation::{Completion, DriverState, Marked, Outcome, Read, ReplyTx, Routed, Waiter};
 use serde_json::Value;
 
+use super::check::{BEFORE_RETURN, LOST_TAIL};
 use crate::rng::Rng;
 use crate::wire::{frame, FrameReader};
 
@@ -172,8 +173,9 @@ pub struct DriverHost {
     pool_ms: u64,
     jobs: Vec<(u64, ObligationId)>,
     out: Vec<u8>,
-    /// What broke at the moment it broke (a call returned too early).
-    pub failures: Vec<String>,
+    /// What broke at the moment it broke (a call returned too early):
+    /// the invariant and what was seen.
+    pub failures: Vec<(&'static str, String)>,
     /// Lines for the trace.
     pub notes: Vec<String>,
     /// Counters.
@@ -564,26 +566,39 @@ impl DriverHost {
     }
 
     /// Every event before wire position `answer` reached every live
-    /// subscriber it was routed to.
+    /// subscriber it was routed to. A destroy's own session is looked at
+    /// first: its subscribers are dropped now, so what they miss is lost.
     fn check_before(&mut self, answer: u64, call: &Call) {
-        for (id, sub) in &self.subs {
-            if !sub.live {
-                continue;
-            }
-            for n in &sub.owed {
+        let destroyed = match call.kind {
+            CallKind::Destroy(key) => Some(key),
+            _ => None,
+        };
+        let mut subs: Vec<(&u64, &Sub)> = self.subs.iter().filter(|(_, s)| s.live).collect();
+        subs.sort_by_key(|(_, s)| Some(s.key) != destroyed);
+        for (id, sub) in subs {
+            let missed = sub.owed.iter().find_map(|n| {
                 let pos = self.event_pos.get(n).map_or(u64::MAX, |p| p.0);
-                if pos < answer && !sub.got.contains(n) {
-                    self.failures.push(format!(
-                        "call {:?} (#{}, its answer the wire's frame {answer}) returned, but event #{n} (frame {pos}) \
-                         routed to session {} while subscriber {id} ({}) was registered had not reached it",
-                        call.kind,
-                        call.id,
-                        sub.key,
-                        if sub.callback { "callback" } else { "stream" }
-                    ));
-                    return;
-                }
-            }
+                (pos < answer && !sub.got.contains(n)).then_some((*n, pos))
+            });
+            let Some((n, pos)) = missed else { continue };
+            let kind = if sub.callback { "callback" } else { "stream" };
+            let failure = if destroyed == Some(sub.key) {
+                let detail = format!(
+                    "destroy of session {} (#{}, its answer the wire's frame {answer}) returned and its {kind} {id} \
+                     is dropped now, but event #{n} (frame {pos}), read before the answer, had not reached it: lost",
+                    sub.key, call.id
+                );
+                (LOST_TAIL, detail)
+            } else {
+                let detail = format!(
+                    "call {:?} (#{}, its answer the wire's frame {answer}) returned, but event #{n} (frame {pos}) \
+                     routed to session {} while {kind} {id} was registered had not reached it",
+                    call.kind, call.id, sub.key
+                );
+                (BEFORE_RETURN, detail)
+            };
+            self.failures.push(failure);
+            return;
         }
     }
 
