@@ -31,6 +31,8 @@ mod tests;
 mod wait;
 
 pub(crate) use driver_state::MAX_PENDING;
-pub use driver_state::{CallRefused, DriverState, Ended, Expired, Lost, Outcome};
+pub use driver_state::{CallRefused, DriverState, Outcome};
+#[cfg(feature = "simulation")]
+pub use driver_state::{Ended, Expired, Lost};
 pub use read::{Read, Routed};
 pub use wait::Wait;
