@@ -22,6 +22,7 @@
 //! consumer, handlers that answer (they decline or refuse).
 
 pub mod check;
+mod counts;
 pub mod host;
 
 use crate::cli::Cli;
