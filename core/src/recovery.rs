@@ -66,8 +66,7 @@ pub enum Gap {
     /// events read back, so where the gap starts is unknown: nothing of the
     /// log was delivered (none twice), and durable events of the gap may be
     /// missing. (For a session created here with nothing delivered before
-    /// the loss, the log's start was not within them: what was read was
-    /// delivered, and older durable events are missing.)
+    /// the loss: the log's start was not within them.)
     Cut,
     /// Unmarked: no durable event had been delivered to the session before
     /// the loss, and it was resumed or joined here (its log holds history
@@ -322,12 +321,16 @@ impl Recovery {
                         self.phase = Phase::Reading { handle, mark, page: page + 1 };
                         RecoveryStep::ReadLog { handle, page: page + 1 }
                     }
-                    // Nothing delivered before: all that was read goes.
-                    None if mark == 0 => {
+                    // Nothing delivered before, and the log's start read:
+                    // all of it goes. Short of its start, nothing of it
+                    // goes (`Cut`): the live events held (a failed
+                    // attempt's too) may be older than all that was read,
+                    // and would come after it.
+                    None if mark == 0 && !more => {
                         if let Some(Some(last)) = last {
                             engine.gap_delivered(handle, 0, last);
                         }
-                        self.deliver(handle, Some(0), if more { Gap::Cut } else { Gap::Whole })
+                        self.deliver(handle, Some(0), Gap::Whole)
                     }
                     None => self.deliver(handle, None, Gap::Cut),
                 }
