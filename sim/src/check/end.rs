@@ -133,6 +133,11 @@ impl Checker {
                     && r.released_at.is_none_or(|t| e.at < t)
             });
             let Some(rec) = rec else { continue };
+            // Emitted before the CLI had this client on the session at all
+            // (its join in flight): history it never had, not a gap.
+            if !ledger.attached.iter().any(|(s, first)| *s == e.session && *first <= n) {
+                continue;
+            }
             // Sent and cut off by a drop: due from the first delivery of a
             // gap after that drop. Not sent (emitted while the session was
             // not attached here, after a drop): due from the first after it.

@@ -148,6 +148,11 @@ pub struct Ledger {
     pub requests: u64,
     /// Requests this client sent that the CLI answered.
     pub answered_requests: u64,
+    /// Each time this client was attached to a session (its create or
+    /// resume processed): the session and the number the next event took
+    /// then. An event of the session numbered before the first is history
+    /// this client never had.
+    pub attached: Vec<(String, u64)>,
 }
 
 impl Ledger {

@@ -95,6 +95,7 @@ impl Cli {
         };
         let s = self.add_session(sid.clone());
         self.sessions[s].this_attached = true;
+        self.ledger.attached.push((sid.clone(), self.ledger.events.len() as u64));
         self.sessions[s].this_elicits = params.get("requestElicitation").and_then(Value::as_bool) == Some(true);
         if self.rng.chance(self.profile.share_percent) {
             self.share(s, true);
@@ -137,6 +138,8 @@ impl Cli {
         }
         self.sessions[s].phase = Phase::Active;
         self.sessions[s].this_attached = true;
+        let next = self.ledger.events.len() as u64;
+        self.ledger.attached.push((self.sessions[s].id.clone(), next));
         self.sessions[s].this_elicits = params.get("requestElicitation").and_then(Value::as_bool) == Some(true);
         let members = format!(r#""continuePendingWork":{carry_on},"sessionWasActive":{was_active}"#);
         self.emit(now, s, "session.resume", true, &members, None);
