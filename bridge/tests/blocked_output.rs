@@ -23,8 +23,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use copilot_bridge::{Bridge, BridgeConfig};
-use tungstenite::client::IntoClientRequest;
 use tungstenite::{Message, WebSocket};
+
+mod common;
 
 /// How long a test waits for the event it expects before it fails: far
 /// beyond the keepalive bound of every test (a bridge whose keepalive
@@ -54,21 +55,8 @@ fn flooding_bridge(name: &str, keepalive: Duration) -> (Bridge, PathBuf) {
 /// Opens a socket with the token, sends a message (which starts the CLI),
 /// and reads up to the CLI's first line: its pid. Nothing more is read.
 fn open(bridge: &Bridge) -> (WebSocket<TcpStream>, u32) {
-    let mut request = format!("ws://{}/ws", bridge.local_addr()).into_client_request().unwrap();
-    request
-        .headers_mut()
-        .insert("sec-websocket-protocol", format!("copilot.token.{}", bridge.token()).parse().unwrap());
-    let stream = TcpStream::connect(bridge.local_addr()).unwrap();
-    let (mut ws, _) = tungstenite::client(request, stream).unwrap();
-    ws.send(Message::Binary(b"hello".to_vec().into())).unwrap();
-    let mut output = Vec::new();
-    while !output.contains(&b'\n') {
-        if let Message::Binary(b) = ws.read().unwrap() {
-            output.extend_from_slice(&b);
-        }
-    }
-    let line = output.split(|&b| b == b'\n').next().unwrap();
-    (ws, std::str::from_utf8(line).unwrap().parse().unwrap())
+    let (ws, line) = common::open_and_read_line(bridge);
+    (ws, line.parse().unwrap())
 }
 
 /// Waits for the process to be gone (the bridge reaps the CLI it kills).

@@ -23,8 +23,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use copilot_bridge::{Bridge, BridgeConfig, ModelStandIn};
-use tungstenite::client::IntoClientRequest;
 use tungstenite::{Message, WebSocket};
+
+mod common;
 
 /// No model: the stand-in CLI asks none.
 struct NoModel;
@@ -51,23 +52,8 @@ fn stand_in_cli(dir: &Path) -> PathBuf {
 /// Opens a socket with the token, sends a message (which starts the CLI),
 /// and returns the socket with the CLI's line: `(pid, state folder, cwd)`.
 fn open(bridge: &Bridge) -> (WebSocket<TcpStream>, (u32, String, String)) {
-    let mut request = format!("ws://{}/ws", bridge.local_addr()).into_client_request().unwrap();
-    request
-        .headers_mut()
-        .insert("sec-websocket-protocol", format!("copilot.token.{}", bridge.token()).parse().unwrap());
-    let stream = TcpStream::connect(bridge.local_addr()).unwrap();
-    let (mut ws, _) = tungstenite::client(request, stream).unwrap();
-    ws.send(Message::Binary(b"hello".to_vec().into())).unwrap();
-    let mut line = Vec::new();
-    while !line.ends_with(b"\n") {
-        match ws.read().unwrap() {
-            Message::Binary(b) => line.extend_from_slice(&b),
-            Message::Text(t) => line.extend_from_slice(t.as_bytes()),
-            _ => {}
-        }
-    }
-    let text = String::from_utf8(line).unwrap();
-    let mut parts = text.trim_end().splitn(3, ' ');
+    let (ws, text) = common::open_and_read_line(bridge);
+    let mut parts = text.splitn(3, ' ');
     let pid = parts.next().unwrap().parse().unwrap();
     let (home, cwd) = (parts.next().unwrap().to_owned(), parts.next().unwrap().to_owned());
     (ws, (pid, home, cwd))
