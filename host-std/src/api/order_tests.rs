@@ -151,19 +151,6 @@ fn destroy_returns_after_the_events_before_its_answer_reached_the_callbacks() {
 }
 
 #[test]
-fn a_stream_has_the_events_before_an_answer_when_the_call_returns() {
-    let client = client(&["session.abort"]);
-    let session = client
-        .create_session(SessionConfig { session_id: Some("s1".into()), ..SessionConfig::default() })
-        .expect("created");
-    let events = session.events();
-    session.abort().expect("aborted");
-    let got: Vec<String> = std::iter::from_fn(|| events.try_next()).map(|e| e.id.clone()).collect();
-    assert_eq!(got, ["before-1", "tail-1"]);
-    client.stop().expect("stopped");
-}
-
-#[test]
 fn a_callback_that_calls_the_cli_is_not_held_by_its_own_delivery() {
     let client = Arc::new(client(&["session.abort"]));
     let session = Arc::new(
